@@ -1,0 +1,118 @@
+"""The agent loop (tool calling) and excerpt mode (single shot). Both return a `TurnRecord`.
+
+The loop owns recording: every tool call's explicit return value goes into the record, and any
+provider failure ends the turn with a status and a message instead of an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import ProviderError
+from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
+from .providers.base import Provider
+from .tools import Toolbox
+from .types import Excerpt, ModelCall, ToolCall, TurnRecord
+
+MAX_STEPS = 8
+
+
+def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = 5,
+             max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None) -> TurnRecord:
+    """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did."""
+    if mode not in ("agent", "excerpts"):
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("mode", mode, ["agent", "excerpts"])
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    t0 = time.perf_counter()
+    prompt_version = AGENT_PROMPT_VERSION if mode == "agent" else EXCERPTS_PROMPT_VERSION
+    cfg = {"provider": provider.name, "model": provider.model, "retriever": getattr(toolbox.retriever, "name", None),
+           "mode": mode, "k": k, "prompt_version": prompt_version, "corpus_id": toolbox.corpus.corpus_id,
+           "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
+    state = _Turn()
+    try:
+        if mode == "agent":
+            _agent_loop(question, provider, toolbox, max_steps, state)
+        else:
+            _excerpt_turn(question, provider, toolbox, k, state)
+    except ProviderError as exc:
+        state.status, state.error = exc.status, str(exc)
+    except Exception as exc:  # a provider bug must not crash the CLI or the app
+        state.status, state.error = "provider_error", f"{type(exc).__name__}: {exc}"
+    return TurnRecord(
+        question=question, answer=state.answer, mode=mode, tool_calls=tuple(state.tool_calls),
+        excerpts=tuple(state.excerpts), turn_id=uuid.uuid4().hex, status=state.status, error=state.error,
+        model_calls=tuple(state.model_calls), config=cfg, started_at=started,
+        latency_ms=round((time.perf_counter() - t0) * 1000, 3),
+    )
+
+
+class _Turn:
+    def __init__(self):
+        self.answer = ""
+        self.status = "ok"
+        self.error: str | None = None
+        self.tool_calls: list[ToolCall] = []
+        self.excerpts: list[Excerpt] = []
+        self.model_calls: list[ModelCall] = []
+
+
+def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": PROMPTS[AGENT_PROMPT_VERSION]},
+        {"role": "user", "content": question},
+    ]
+    specs = toolbox.specs()
+    for _ in range(max_steps):
+        step = provider.complete(messages, specs)
+        state.model_calls.append(step.call)
+        if not step.tool_calls:
+            state.answer = step.text or ""
+            return
+        messages.append({"role": "assistant", "content": step.text or "",
+                         "tool_calls": [{"id": r.id, "name": r.name, "args": r.args or {}} for r in step.tool_calls]})
+        for req in step.tool_calls:
+            if req.args is None:
+                output = toolbox.call(req.name, req.raw_args if req.raw_args is not None else "", req.id)
+            else:
+                output = toolbox.call(req.name, req.args, req.id)
+            state.tool_calls.append(output.call)
+            messages.append({"role": "tool", "tool_call_id": req.id, "name": req.name,
+                             "content": json.dumps(output.content, ensure_ascii=False)})
+    state.status = "step_limit"
+    state.error = f"the model was still calling tools after {max_steps} steps; the turn was stopped"
+
+
+def build_excerpts(toolbox: Toolbox, question: str, k: int) -> list[Excerpt]:
+    """The top-`k` chunks as numbered excerpts; every one is retrieved with exposure `snippet`."""
+    retrieval = toolbox.retriever.retrieve(question, k)
+    out = []
+    for n, hit in enumerate(retrieval.hits, start=1):
+        doc = toolbox.corpus.get(hit.chunk.doc_id)
+        out.append(Excerpt(n=n, doc_id=doc.doc_id, chunk_index=hit.chunk.chunk_index, page=hit.chunk.page,
+                           score=round(hit.score, 4), text=hit.chunk.text, chunk_type=hit.chunk.chunk_type,
+                           artifact_kind=hit.chunk.artifact_kind, title=doc.title, url=doc.url,
+                           file_name=doc.file_name))
+    return out
+
+
+def excerpt_message(question: str, excerpts: list[Excerpt]) -> str:
+    blocks = [f"{excerpt_header(e.n, e.file_name, e.page, e.chunk_index)}\n{e.text}" for e in excerpts]
+    body = "\n\n".join(blocks) if blocks else "(no excerpts were found)"
+    return f"Question: {question}\n\nExcerpts:\n\n{body}"
+
+
+def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn) -> None:
+    state.excerpts = build_excerpts(toolbox, question, k)
+    messages = [
+        {"role": "system", "content": PROMPTS[EXCERPTS_PROMPT_VERSION]},
+        {"role": "user", "content": excerpt_message(question, state.excerpts)},
+    ]
+    step = provider.complete(messages, [])
+    state.model_calls.append(step.call)
+    state.answer = step.text or ""

@@ -1,0 +1,1 @@
+"""CLI commands: each module defines `register(subparsers)`; `cli.py` discovers them all."""

@@ -1,0 +1,24 @@
+"""Options shared by several commands, so flags stay consistent."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_corpus_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", help="corpus folder or .jsonl file (default: the bundled demo corpus)")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    add_corpus_option(p)
+    p.add_argument("--provider", default="offline", help="chat provider (default: offline, no LLM)")
+    p.add_argument("--model", help="model name for the provider")
+    p.add_argument("--retriever", default="bm25", help="retriever (default: bm25)")
+    p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
+    p.add_argument("-k", "--k", type=int, default=5, help="results per search / excerpts (default 5)")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME",
+                   help="offline fault simulation: corrupt_id, forget_link, link_listed, cite_unretrieved")
+
+
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON, one object per line")

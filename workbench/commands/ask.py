@@ -1,0 +1,76 @@
+"""`ask`: answer questions and print the answer with its honest sources row."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import CorpusError, WorkbenchError
+from ..render import sources_row, summary_line
+from ..session import Session
+from ._options import add_json_option, add_run_options
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ask", help="Answer a question and print its sources row and three sets.")
+    p.add_argument("question", nargs="?", help="the question")
+    p.add_argument("--questions", metavar="FILE.jsonl", help='a file of {"question": …} lines')
+    add_run_options(p)
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def read_questions(path: str) -> list[str]:
+    """Questions from a JSONL file of {"question": …} lines; errors name the file and line."""
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as exc:
+        raise CorpusError(f"cannot read questions file: {exc.strerror}", path) from None
+    out = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"invalid JSON: {exc.msg}", path, i) from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not obj["question"].strip():
+            raise CorpusError('each line needs a non-empty string field "question"', path, i)
+        out.append(obj["question"])
+    if not out:
+        raise CorpusError("no questions in file", path)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.question) == bool(args.questions):
+        raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
+    questions = read_questions(args.questions) if args.questions else [args.question]
+    session = Session.open(args.corpus, args.retriever)
+    failed = 0
+    for q in questions:
+        try:
+            answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
+                                 faults=args.fault)
+        except ValueError as exc:  # bad provider options, e.g. an unknown fault name
+            raise WorkbenchError(str(exc)) from None
+        payload = answer.payload
+        failed += payload["status"] != "ok"
+        if args.json:
+            print(json.dumps(payload, ensure_ascii=False), flush=True)
+            continue
+        if len(questions) > 1:
+            print(f"Q: {q}")
+        if payload["status"] != "ok":
+            print(f"turn failed ({payload['status']}): {payload['error']}", file=sys.stderr)
+        print(payload["answer"] or "(no answer)")
+        print()
+        print(sources_row(payload))
+        print(summary_line(payload))
+        cfg = payload["config"]
+        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
+              f"retriever: {cfg.get('retriever')} · mode: {cfg.get('mode')}")
+        if len(questions) > 1:
+            print()
+    return 1 if failed else 0

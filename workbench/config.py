@@ -1,0 +1,20 @@
+"""Configuration read from the environment once, at the edge (CLI, app), then passed in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+def workbench_home() -> Path:
+    """Where caches (indexes) and the default trace database live: `$WORKBENCH_HOME`."""
+    home = os.environ.get("WORKBENCH_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".cache" / "provenance-workbench"
+
+
+def index_cache_dir() -> Path:
+    return workbench_home() / "indexes"

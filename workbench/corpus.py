@@ -1,0 +1,224 @@
+"""Knowledge bases: a folder of Markdown files with YAML front matter, or a corpus JSONL file.
+
+Bad input raises `CorpusError` naming the file (and line); nothing is silently skipped.
+See DESIGN.md §5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .errors import CorpusError
+from .types import Document
+
+try:  # BaseLoader keeps every scalar a string: ids like 0123 or 4412377144338 stay exact.
+    _YAML_LOADER = yaml.CBaseLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _YAML_LOADER = yaml.BaseLoader
+
+#: Suffixes read from a corpus folder; other files are ignored.
+FOLDER_SUFFIXES = (".md", ".markdown")
+OPTIONAL_FIELDS = ("url", "category", "section", "kind", "artifact_kind")
+
+
+class Corpus:
+    """An immutable set of documents with a content hash (the index cache key)."""
+
+    def __init__(self, corpus_id: str, path: str, documents: Iterable[Document]):
+        self.corpus_id = corpus_id
+        self.path = path
+        self.documents: tuple[Document, ...] = tuple(documents)
+        self._by_id = {d.doc_id: d for d in self.documents}
+        self.content_hash = _content_hash(self.documents)
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._by_id
+
+    def get(self, doc_id: str) -> Document | None:
+        return self._by_id.get(doc_id)
+
+    def categories(self) -> dict[str, int]:
+        """Category path → number of documents, sorted by path."""
+        return dict(sorted(Counter(d.category for d in self.documents if d.category).items()))
+
+    def __repr__(self) -> str:
+        return f"Corpus({self.corpus_id!r}, {len(self)} documents, hash={self.content_hash[:12]})"
+
+
+def _content_hash(documents: tuple[Document, ...]) -> str:
+    h = hashlib.sha256()
+    for d in sorted(documents, key=lambda d: d.doc_id):
+        h.update(
+            json.dumps(
+                [d.doc_id, d.title, d.text, d.url, d.category, d.kind, d.artifact_kind, d.pages],
+                ensure_ascii=False,
+            ).encode()
+        )
+    return h.hexdigest()
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input."""
+    p = Path(path)
+    if not p.exists():
+        raise CorpusError("corpus path does not exist (give a folder of Markdown files or a .jsonl file)", str(p))
+    if p.is_dir():
+        docs = list(_load_folder(p))
+        corpus_id = p.name
+    elif p.suffix.lower() == ".jsonl":
+        docs = list(_load_jsonl(p))
+        corpus_id = p.stem
+    elif p.suffix.lower() in FOLDER_SUFFIXES:
+        docs = [_parse_markdown(p, p.parent)]
+        corpus_id = p.stem
+    else:
+        raise CorpusError("unsupported corpus file; expected a folder or a .jsonl file", str(p))
+    if not docs:
+        raise CorpusError("corpus contains no documents", str(p))
+    return Corpus(corpus_id, str(p), docs)
+
+
+# --- Markdown folder -------------------------------------------------------------------------
+
+
+def _load_folder(root: Path) -> Iterable[Document]:
+    seen: dict[str, str] = {}
+    files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in FOLDER_SUFFIXES)
+    for f in files:
+        if any(part.startswith(".") for part in f.relative_to(root).parts):
+            continue
+        doc = _parse_markdown(f, root)
+        if doc.doc_id in seen:
+            raise CorpusError(f"duplicate id {doc.doc_id!r} (also in {seen[doc.doc_id]})", str(f), 1)
+        seen[doc.doc_id] = str(f)
+        yield doc
+
+
+def _read_text(f: Path) -> str:
+    try:
+        text = f.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"not valid UTF-8 text ({exc.reason} at byte {exc.start})", str(f)) from None
+    except OSError as exc:
+        raise CorpusError(f"cannot read file: {exc.strerror}", str(f)) from None
+    if not text.strip():
+        raise CorpusError("file is empty", str(f))
+    return text.lstrip("\ufeff")
+
+
+def _parse_markdown(f: Path, root: Path) -> Document:
+    text = _read_text(f)
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise CorpusError("missing YAML front matter: line 1 must be '---'", str(f), 1)
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+    if end is None:
+        raise CorpusError("YAML front matter is never closed with '---'", str(f), 1)
+    try:
+        meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 1  # +1 for the opening '---', +1 for 1-based
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CorpusError(f"bad YAML front matter: {problem}", str(f), line) from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise CorpusError("front matter must be a YAML mapping (key: value lines)", str(f), 2)
+    body = "".join(lines[end + 1 :]).strip()
+    rel_parts = f.relative_to(root).parts[:-1]
+    folder_category = "/".join(rel_parts)
+    return _make_document(meta, body, str(f), 1, default_category=folder_category,
+                          default_section=rel_parts[0] if len(rel_parts) > 1 else None,
+                          default_title=_first_heading(body) or f.stem)
+
+
+def _first_heading(body: str) -> str | None:
+    for line in body.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return None
+
+
+# --- JSONL -----------------------------------------------------------------------------------
+
+
+def _load_jsonl(f: Path) -> Iterable[Document]:
+    text = _read_text(f)
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"invalid JSON: {exc.msg} (column {exc.colno})", str(f), lineno) from None
+        if not isinstance(obj, dict):
+            raise CorpusError("each line must be a JSON object", str(f), lineno)
+        if "text" not in obj:
+            raise CorpusError("missing required field 'text'", str(f), lineno)
+        doc = _make_document(obj, obj["text"], str(f), lineno, default_category="", default_section=None,
+                             default_title=None)
+        if doc.doc_id in seen:
+            raise CorpusError(f"duplicate id {doc.doc_id!r} (first on line {seen[doc.doc_id]})", str(f), lineno)
+        seen[doc.doc_id] = lineno
+        yield doc
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def _scalar(value: Any, name: str, path: str, line: int) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (dict, list)):
+        raise CorpusError(f"field {name!r} must be a single value, not a {type(value).__name__}", path, line)
+    return str(value)
+
+
+def _make_document(meta: dict, text: Any, path: str, line: int, *, default_category: str,
+                   default_section: str | None, default_title: str | None) -> Document:
+    doc_id = _scalar(meta.get("id"), "id", path, line)
+    if doc_id is None or not doc_id.strip():
+        raise CorpusError("missing required field 'id'", path, line)
+    doc_id = doc_id.strip()
+    if not isinstance(text, str):
+        raise CorpusError("field 'text' must be a string", path, line)
+    fields = {k: _scalar(meta.get(k), k, path, line) for k in OPTIONAL_FIELDS}
+    kind = fields["kind"] or "source"
+    if kind not in ("source", "generated"):
+        raise CorpusError(f"field 'kind' must be 'source' or 'generated', not {kind!r}", path, line)
+    derived = meta.get("derived_from") or []
+    if isinstance(derived, str):
+        derived = [derived]
+    if not isinstance(derived, list):
+        raise CorpusError("field 'derived_from' must be a list of document ids", path, line)
+    title = _scalar(meta.get("title"), "title", path, line) or default_title or doc_id
+    category = fields["category"] or default_category
+    if fields["section"]:
+        section = fields["section"]
+        if not fields["category"] or "/" not in category:
+            category = f"{section}/{category}" if category else section
+    else:
+        section = default_section
+    return Document(
+        doc_id=doc_id,
+        title=title.strip(),
+        text=text,
+        url=fields["url"],
+        category=category,
+        section=section,
+        kind=kind,
+        artifact_kind=fields["artifact_kind"],
+        derived_from=tuple(str(x) for x in derived),
+        path=path,
+    )

@@ -1,0 +1,45 @@
+"""One exception class per failure, so callers (CLI, app) can handle each precisely."""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Base class: a failure with a message written for the user (the CLI exits 2 on these)."""
+
+
+class CorpusError(WorkbenchError):
+    """A corpus file is missing, unreadable, empty or malformed; names the file and line."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line
+
+
+class UnknownNameError(WorkbenchError):
+    """An unknown provider, retriever, tool, judge or mode was requested."""
+
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
+        super().__init__(f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(known))}")
+        self.kind = kind
+        self.name = name
+        self.known = list(known)
+
+
+class ToolError(WorkbenchError):
+    """A tool was called with bad arguments; the agent sees the message, the turn goes on."""
+
+
+class ProviderError(WorkbenchError):
+    """A model provider failed (connection, auth, unknown model, rate limit…); ends the turn."""
+
+    def __init__(self, message: str, status: str = "provider_error"):
+        super().__init__(message)
+        self.status = status
+
+
+class TurnRecordError(WorkbenchError):
+    """A turn record (DESIGN.md §4) given to `provenance` is not valid."""

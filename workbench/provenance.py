@@ -1,0 +1,302 @@
+"""Provenance: the three sets of a turn, citation validation and the sources payload.
+
+Pure functions over an explicit `TurnRecord` (DESIGN.md §1–§4); no I/O, no clock, no globals.
+
+The three sets (DESIGN.md §1):
+- **retrieved**: every document any tool returned (or every excerpt), with its strongest exposure
+  (`full` > `snippet` > `title`). It is the allow-list: a citation that resolves to no retrieved
+  document is *rejected* as a fabrication — never auto-corrected, even when it is one character off
+  a real id; we only report the nearest retrieved id and the edit distance so a researcher sees why
+  it was probably produced.
+- **cited**: retrieved documents the answer links to (markdown links by URL or bare id; `[n]`
+  markers in excerpt mode, where `n` outside `1..len(excerpts)` is rejected as `out_of_range`).
+- **consulted**: documents whose text the model read, by exactly these rules:
+  1. exposure `full` → consulted whether or not the answer links it (a forgotten link is a
+     formatting slip, not missing evidence);
+  2. exposure `snippet` and cited → consulted (the citation says which candidate was used);
+  3. exposure `title` → never consulted, even when linked.
+
+The payload keeps the whole cited set plus the consulted set, each entry flagged `consulted`;
+renderers show a chip only where `consulted` is not false (see `render.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rapidfuzz.distance import Levenshtein
+from rapidfuzz.process import extractOne
+
+from .types import EXPOSURE_RANK, TurnRecord, artifact_label
+
+SCHEMA_VERSION = 1
+
+# [text](target) or [text](<target> "title"), not images; text may hold one level of brackets.
+_MD_LINK = re.compile(
+    r"(?<!!)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"  # [text], one level of nested brackets allowed
+    r"\(\s*<?([^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)>?"  # (target) or (<target>), URL parens allowed
+    r"(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"  # optional "title"
+)
+_AUTOLINK = re.compile(r"<(https?://[^\s<>]+)>")
+# [3], [1, 2], [1][2], [2-4] — but not a markdown link's text ([1](url)).
+_MARKER = re.compile(r"\[(\d{1,4}(?:\s*(?:,|;|-|–)\s*\d{1,4})*)\](?!\()")
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+
+
+# --- URL and id matching -----------------------------------------------------------------------
+
+
+def normalize_url(url: str) -> str:
+    """Canonical form for matching: lower-case scheme and host, no fragment, query or trailing slash."""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.scheme and not parts.netloc:
+        return parts.path.rstrip("/") or url
+    netloc = parts.netloc.lower()
+    if netloc.endswith(":443") and parts.scheme.lower() == "https":
+        netloc = netloc[:-4]
+    elif netloc.endswith(":80") and parts.scheme.lower() == "http":
+        netloc = netloc[:-3]
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _id_part(target: str) -> str:
+    """The part of a target that should be an id: a URL's last path segment, else the target."""
+    if "/" in target:
+        path = urlsplit(target).path if "://" in target else target.split("#")[0].split("?")[0]
+        segs = [s for s in path.split("/") if s]
+        return segs[-1] if segs else target
+    return target
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One citation occurrence in the answer and its validation outcome."""
+
+    target: str
+    start: int
+    end: int
+    doc_id: str | None = None
+    valid: bool = False
+    reason: str | None = None  # None when valid; "not_retrieved" | "out_of_range"
+    nearest_doc_id: str | None = None
+    edit_distance: int | None = None
+    n: int | None = None  # excerpt number for [n] markers
+    text: str | None = None  # link text for markdown links
+
+
+@dataclass
+class _Retrieved:
+    doc_id: str
+    title: str | None
+    url: str | None
+    kind: str
+    artifact_kind: str | None
+    exposure: str
+    tool_call: int | None  # index of the first call that gave the strongest exposure
+    tool_calls: list[int] = field(default_factory=list)
+    excerpt_ns: list[int] = field(default_factory=list)
+
+
+def collect_retrieved(record: TurnRecord) -> dict[str, _Retrieved]:
+    """Every document the turn exposed, in first-seen order, with its strongest exposure."""
+    seen: dict[str, _Retrieved] = {}
+
+    def add(doc_id, title, url, kind, artifact_kind, exposure, call_idx, n=None):
+        r = seen.get(doc_id)
+        if r is None:
+            r = seen[doc_id] = _Retrieved(doc_id, title or None, url, kind or "source", artifact_kind,
+                                          exposure, call_idx)
+        elif EXPOSURE_RANK[exposure] > EXPOSURE_RANK[r.exposure]:
+            r.exposure, r.tool_call = exposure, call_idx
+        r.title = r.title or title or None
+        r.url = r.url or url
+        if call_idx is not None and call_idx not in r.tool_calls:
+            r.tool_calls.append(call_idx)
+        if n is not None:
+            r.excerpt_ns.append(n)
+
+    for i, call in enumerate(record.tool_calls):
+        for item in call.results:
+            add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, call.exposure, i)
+    for e in record.excerpts:
+        add(e.doc_id, e.title, e.url, e.chunk_type, e.artifact_kind, "snippet", None, e.n)
+    return seen
+
+
+def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for r in retrieved.values():
+        if r.url:
+            table.setdefault(normalize_url(r.url), r.doc_id)
+    for r in retrieved.values():  # a bare id always wins over a URL that happens to look like it
+        table[r.doc_id] = r.doc_id
+    return table
+
+
+def extract_citations(answer: str, mode: str, excerpt_count: int) -> list[Citation]:
+    """Every citation in `answer`, in order: markdown links (both modes) and `[n]` (excerpt mode)."""
+    masked = _CODE.sub(lambda m: " " * len(m.group(0)), answer)  # links inside code are not citations
+    found: list[Citation] = []
+    for m in _MD_LINK.finditer(masked):
+        target = m.group(2).strip()
+        if target and not target.startswith("#"):  # in-answer anchors are not documents
+            found.append(Citation(target, m.start(), m.end(), text=m.group(1)))
+    for m in _AUTOLINK.finditer(masked):
+        found.append(Citation(m.group(1), m.start(), m.end()))
+    if mode == "excerpts":
+        link_spans = [(c.start, c.end) for c in found]
+        for m in _MARKER.finditer(masked):
+            if any(s <= m.start() < e for s, e in link_spans):
+                continue
+            for n in _marker_numbers(m.group(1)):
+                found.append(Citation(f"[{n}]", m.start(), m.end(), n=n))
+    found.sort(key=lambda c: (c.start, c.n or 0))
+    return found
+
+
+def _marker_numbers(body: str) -> list[int]:
+    nums: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", body):
+        if re.search(r"[-–]", part):
+            a, b = (int(x) for x in re.split(r"\s*[-–]\s*", part)[:2])
+            if 0 <= b - a <= 50:
+                nums.extend(range(a, b + 1))
+            else:
+                nums.extend([a, b])
+        else:
+            nums.append(int(part))
+    return nums
+
+
+def validate(citations: list[Citation], retrieved: dict[str, _Retrieved], excerpts_by_n: dict[int, str]) -> list[Citation]:
+    """Resolve each citation against the allow-list; never auto-correct a near miss."""
+    table = _lookup(retrieved)
+    ids = list(retrieved)
+    out = []
+    for c in citations:
+        if c.n is not None:
+            doc_id = excerpts_by_n.get(c.n)
+            if doc_id is None:
+                out.append(_replace(c, valid=False, reason="out_of_range"))
+            else:
+                out.append(_replace(c, doc_id=doc_id, valid=True))
+            continue
+        doc_id = table.get(c.target) or table.get(normalize_url(c.target))
+        if doc_id is not None:
+            out.append(_replace(c, doc_id=doc_id, valid=True))
+            continue
+        nearest = extractOne(_id_part(c.target), ids, scorer=Levenshtein.distance) if ids else None
+        out.append(_replace(c, valid=False, reason="not_retrieved",
+                            nearest_doc_id=nearest[0] if nearest else None,
+                            edit_distance=int(nearest[1]) if nearest else None))
+    return out
+
+
+def _replace(c: Citation, **changes) -> Citation:
+    return Citation(**{**asdict(c), **changes})
+
+
+def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
+    """Apply the consulted rules of DESIGN.md §1 to one document: (consulted?, why)."""
+    if exposure == "full":
+        return True, "opened in full" if cited else "opened in full (not linked)"
+    if exposure == "snippet":
+        return (True, "snippet cited") if cited else (False, "snippet not cited")
+    return False, "listed only" + (" (linked, but only its title was seen)" if cited else "")
+
+
+# --- the payload -------------------------------------------------------------------------------
+
+
+def turn_id_of(record: TurnRecord) -> str:
+    """The record's turn id, or a stable id derived from its content (provenance stays pure)."""
+    if record.turn_id:
+        return record.turn_id
+    digest = hashlib.sha256(json.dumps(record.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    return f"t-{digest[:16]}"
+
+
+def build_payload(record: TurnRecord) -> dict[str, Any]:
+    """The sources payload of DESIGN.md §2 for one turn (plus per-document and per-citation detail)."""
+    retrieved = collect_retrieved(record)
+    excerpts_by_n = {e.n: e.doc_id for e in record.excerpts}
+    citations = validate(extract_citations(record.answer, record.mode, len(record.excerpts)), retrieved,
+                         excerpts_by_n)
+
+    cited_order: list[str] = []
+    for c in citations:
+        if c.valid and c.doc_id not in cited_order:
+            cited_order.append(c.doc_id)
+    cited = set(cited_order)
+
+    documents = []
+    for r in retrieved.values():
+        is_consulted, reason = consulted_reason(r.exposure, r.doc_id in cited)
+        documents.append({
+            "doc_id": r.doc_id, "title": r.title, "url": r.url, "retrieved": True,
+            "cited": r.doc_id in cited, "consulted": is_consulted, "exposure": r.exposure, "reason": reason,
+            "kind": r.kind, "artifact_kind": r.artifact_kind, "label": artifact_label(r.kind, r.artifact_kind),
+            "tool_call": r.tool_call, "tool_calls": list(r.tool_calls), "excerpts": list(r.excerpt_ns),
+        })
+    by_id = {d["doc_id"]: d for d in documents}
+    order = cited_order + [d["doc_id"] for d in documents if d["consulted"] and d["doc_id"] not in cited]
+    keys = ("doc_id", "title", "url", "cited", "consulted", "exposure", "reason", "kind", "artifact_kind", "label")
+    sources = [{k: by_id[i][k] for k in keys} for i in order]
+
+    rejected, seen_targets = [], set()
+    for c in citations:
+        if not c.valid and c.target not in seen_targets:
+            seen_targets.add(c.target)
+            rejected.append({"target": c.target, "reason": c.reason, "nearest_doc_id": c.nearest_doc_id,
+                             "edit_distance": c.edit_distance})
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "turn_id": turn_id_of(record),
+        "question": record.question,
+        "answer": record.answer,
+        "mode": record.mode,
+        "status": record.status,
+        "error": record.error,
+        "sources": sources,
+        "sets": {
+            "retrieved": list(retrieved),
+            "cited": cited_order,
+            "consulted": [i for i in order if by_id[i]["consulted"]],
+        },
+        "rejected_citations": rejected,
+        "citations": [_citation_json(c, record) for c in citations],
+        "documents": documents,
+        "tool_calls": [
+            {"seq": i, "name": t.name, "exposure": t.exposure, "args": dict(t.args),
+             "doc_ids": [r.doc_id for r in t.results], "latency_ms": t.latency_ms, "error": t.error}
+            for i, t in enumerate(record.tool_calls)
+        ],
+        "config": dict(record.config),
+    }
+
+
+def _citation_json(c: Citation, record: TurnRecord) -> dict[str, Any]:
+    out = {"target": c.target, "doc_id": c.doc_id, "valid": c.valid, "reason": c.reason,
+           "nearest_doc_id": c.nearest_doc_id, "edit_distance": c.edit_distance, "start": c.start, "end": c.end}
+    if c.n is not None:
+        out["n"] = c.n
+        e = next((e for e in record.excerpts if e.n == c.n), None)
+        if e is not None:  # the citation record of DESIGN.md §3
+            out.update({"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
+                        "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
+                        "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
+                        "label": artifact_label(e.chunk_type, e.artifact_kind)})
+    return out

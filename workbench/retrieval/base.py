@@ -1,0 +1,76 @@
+"""Retriever template and registry.
+
+Like llama-index's `BaseRetriever`, the public `retrieve()` times and validates; subclasses
+implement only `_retrieve()`. Retrievers are built per corpus by a registered factory and cached
+on disk per (corpus content hash, retriever config) under `WORKBENCH_HOME`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..config import index_cache_dir
+from ..errors import UnknownNameError
+from ..types import Chunk, Hit
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The explicit return value of one retrieval: ranked hits plus how long it took."""
+
+    query: str
+    hits: tuple[Hit, ...]
+    latency_ms: float
+
+
+class Retriever(ABC):
+    """Ranks chunks of one corpus for a query."""
+
+    name: str = "base"
+
+    def __init__(self, chunks: list[Chunk]):
+        self.chunks = chunks
+
+    def retrieve(self, query: str, k: int = 5) -> Retrieval:
+        """Top-`k` chunks for `query`, ranked 1..k; records latency in the return value."""
+        start = time.perf_counter()
+        k = max(1, min(int(k), len(self.chunks)))
+        hits = tuple(self._retrieve(query, k)[:k]) if query.strip() else ()
+        return Retrieval(query, hits, (time.perf_counter() - start) * 1000)
+
+    @abstractmethod
+    def _retrieve(self, query: str, k: int) -> list[Hit]:
+        """Return up to `k` hits, best first, with ranks starting at 1."""
+
+
+#: factory(corpus, cache_dir, **options) -> Retriever
+RetrieverFactory = Callable[..., Retriever]
+_REGISTRY: dict[str, RetrieverFactory] = {}
+
+
+def register_retriever(name: str, factory: RetrieverFactory | None = None):
+    """Register a retriever factory under `name`; usable as a decorator."""
+
+    def _register(f: RetrieverFactory) -> RetrieverFactory:
+        _REGISTRY[name] = f
+        return f
+
+    return _register(factory) if factory is not None else _register
+
+
+def retriever_names() -> list[str]:
+    from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
+
+    return sorted(_REGISTRY)
+
+
+def get_retriever(name: str, corpus, *, cache_dir: Path | None = None, **options) -> Retriever:
+    """Build (or load from cache) the retriever `name` over `corpus`."""
+    names = retriever_names()
+    if name not in _REGISTRY:
+        raise UnknownNameError("retriever", name, names)
+    return _REGISTRY[name](corpus, cache_dir=cache_dir or index_cache_dir(), **options)

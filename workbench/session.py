@@ -1,0 +1,65 @@
+"""One entry point for asking questions, shared by the CLI, the app and the notebooks.
+
+A `Session` holds a corpus and its retriever (built or loaded once) and runs turns through the
+agent loop, then computes provenance. No logic lives in the shells that call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .agent import run_turn
+from .config import DEMO_CORPUS
+from .corpus import Corpus, load_corpus
+from .provenance import build_payload
+from .providers import get_provider, provider_names
+from .retrieval import get_retriever, retriever_names
+from .errors import UnknownNameError
+from .tools import Toolbox
+from .types import TurnRecord
+
+
+@dataclass(frozen=True)
+class Answer:
+    record: TurnRecord
+    payload: dict[str, Any]
+
+
+class Session:
+    """A corpus plus one retriever over it; `ask()` runs a turn with any provider and mode."""
+
+    def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None):
+        if retriever not in retriever_names():
+            raise UnknownNameError("retriever", retriever, retriever_names())
+        self.corpus = corpus
+        self.retriever_name = retriever
+        self._cache_dir = cache_dir
+        self._toolbox: Toolbox | None = None
+
+    @classmethod
+    def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
+        """Load `corpus` (a path, a loaded corpus, or None for the bundled demo corpus)."""
+        if not isinstance(corpus, Corpus):
+            corpus = load_corpus(corpus or DEMO_CORPUS)
+        return cls(corpus, retriever, **kwargs)
+
+    @property
+    def toolbox(self) -> Toolbox:
+        if self._toolbox is None:
+            retriever = get_retriever(self.retriever_name, self.corpus, cache_dir=self._cache_dir)
+            self._toolbox = Toolbox(self.corpus, retriever)
+        return self._toolbox
+
+    def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
+            k: int = 5, faults: Iterable[str] = (), **provider_options: Any) -> Answer:
+        """Run one turn and return its record and payload."""
+        if provider not in provider_names():
+            raise UnknownNameError("provider", provider, provider_names())
+        if faults:
+            provider_options["faults"] = tuple(faults)
+        p = get_provider(provider, model=model, **provider_options)
+        record = run_turn(question, p, self.toolbox, mode=mode, k=k,
+                          config={"provider_label": p.label, "faults": sorted(faults)})
+        return Answer(record, build_payload(record))

@@ -1,0 +1,55 @@
+"""Small text utilities shared by the offline provider and the judges: stemmed content words, sentences."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_HTML_TAG = re.compile(r"<[^>]{1,200}>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves get got also may might must can't don't let use using via please want need
+    tell know""".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
+
+    return Stemmer.Stemmer("english")
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def content_terms(text: str) -> list[str]:
+    """Stemmed words minus stop words, in order (duplicates kept)."""
+    ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return _stemmer().stemWords(ws) if ws else []
+
+
+def plain(markdown: str) -> str:
+    """Markdown/HTML to plain prose: link text kept, targets, images and tags dropped."""
+    text = _MD_LINK.sub(lambda m: m.group(1), markdown)
+    return _HTML_TAG.sub(" ", text)
+
+
+def sentences(text: str) -> list[str]:
+    """Split prose into sentences; list items and headings each count as one."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)|\n(?=#)", text):
+        block = " ".join(block.split())
+        if block:
+            out.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
+    return out

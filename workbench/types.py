@@ -1,0 +1,169 @@
+"""Frozen records shared by every layer (DESIGN.md §1–§4).
+
+These are the explicit values provenance is computed from: tools return `ToolCall`s, the agent
+loop returns a `TurnRecord`. Nothing is recovered from event handlers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Exposure = Literal["full", "snippet", "title"]
+Mode = Literal["agent", "excerpts"]
+
+#: Strongest first: a document's exposure in a turn is the maximum over every tool call.
+EXPOSURE_RANK: dict[str, int] = {"full": 3, "snippet": 2, "title": 1}
+
+
+def artifact_label(kind: str, artifact_kind: str | None) -> str:
+    """The label shown beside every document: "Source text", "Generated <kind>" or "Generated retrieval aid"."""
+    if kind != "generated":
+        return "Source text"
+    return f"Generated {artifact_kind}" if artifact_kind else "Generated retrieval aid"
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    text: str
+    url: str | None = None
+    category: str = ""
+    section: str | None = None
+    kind: str = "source"  # "source" | "generated"
+    artifact_kind: str | None = None
+    derived_from: tuple[str, ...] = ()
+    path: str | None = None  # file the document came from (file name in citation records)
+    pages: tuple[str, ...] | None = None  # per-page text for paged formats (PDF)
+
+    @property
+    def label(self) -> str:
+        return artifact_label(self.kind, self.artifact_kind)
+
+    @property
+    def file_name(self) -> str | None:
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1] if self.path else None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    doc_id: str
+    chunk_index: int
+    text: str
+    page: int | None = None
+    chunk_type: str = "source"  # "source" | "generated", from the document's kind
+    artifact_kind: str | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with its rank (1-based) and retriever score."""
+
+    chunk: Chunk
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class ResultItem:
+    """One document a tool exposed to the model (DESIGN.md §4 `results[]`)."""
+
+    doc_id: str
+    title: str = ""
+    url: str | None = None
+    kind: str = "source"
+    artifact_kind: str | None = None
+    rank: int | None = None
+    score: float | None = None
+    chunk_index: int | None = None
+    page: int | None = None
+    snippet: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What one tool call exposed: its declared exposure and every document it returned."""
+
+    name: str
+    exposure: Exposure
+    args: dict[str, Any] = field(default_factory=dict)
+    results: tuple[ResultItem, ...] = ()
+    error: str | None = None
+    latency_ms: float | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One numbered excerpt `[n]` handed to the model in excerpt mode (DESIGN.md §3)."""
+
+    n: int
+    doc_id: str
+    chunk_index: int | None = None
+    page: int | None = None
+    score: float | None = None
+    text: str = ""
+    chunk_type: str = "source"
+    artifact_kind: str | None = None
+    title: str = ""
+    url: str | None = None
+    file_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One call to a provider: who answered, how long it took, what it cost."""
+
+    provider: str
+    model: str | None = None
+    latency_ms: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """Everything one turn did (DESIGN.md §4); the input of provenance and what gets traced."""
+
+    question: str
+    answer: str
+    mode: Mode = "agent"
+    tool_calls: tuple[ToolCall, ...] = ()
+    excerpts: tuple[Excerpt, ...] = ()
+    turn_id: str | None = None
+    status: str = "ok"  # "ok" or an error status such as "provider_error", "step_limit"
+    error: str | None = None
+    model_calls: tuple[ModelCall, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    latency_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
+    """Parse a DESIGN.md §4 turn record (extra fields ignored); raises `TurnRecordError`."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from .errors import TurnRecordError
+
+    try:
+        return _turn_adapter(TypeAdapter).validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise TurnRecordError(f"not a valid turn record: {problems}") from None
+
+
+_ADAPTER = None
+
+
+def _turn_adapter(type_adapter):
+    global _ADAPTER
+    if _ADAPTER is None:
+        _ADAPTER = type_adapter(TurnRecord)
+    return _ADAPTER
