@@ -126,7 +126,9 @@ def _parse_markdown(f: Path, root: Path) -> Document:
     try:
         meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # The context mark is where the broken construct starts (e.g. an unclosed "["), which is
+        # the line a person needs to fix; the problem mark is where the parser gave up.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1  # +1 for the opening '---', +1 for 1-based
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CorpusError(f"bad YAML front matter: {problem}", str(f), line) from None

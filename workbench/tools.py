@@ -110,7 +110,7 @@ class Search(Tool):
                 break
         content = {"results": [
             {"doc_id": i.doc_id, "title": i.title, "url": i.url, "score": i.score, "snippet": i.snippet,
-             "label": self.toolbox.corpus.get(i.doc_id).label}
+             "kind": i.kind, "label": self.toolbox.corpus.get(i.doc_id).label}
             for i in items
         ]}
         return items, content

@@ -10,11 +10,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..text import STOPWORDS, words
 from ..types import Chunk, Hit
 from .base import Retriever
-from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, chunk_documents
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, cached_chunks
 
-CONFIG_VERSION = 1  # bump when chunking or tokenisation changes, so cached indexes rebuild
+CONFIG_VERSION = 2  # bump when chunking or tokenisation changes, so cached indexes rebuild
 
 
 def _configure_llama_index() -> None:
@@ -35,11 +36,10 @@ def _nodes(chunks: list[Chunk], titles: dict[str, str]):
 
     nodes = []
     for i, c in enumerate(chunks):
-        node = TextNode(
-            id_=str(i),
-            text=c.text,
-            metadata={"title": titles.get(c.doc_id, "")},
-        )
+        # The title is indexed twice (metadata + text): a cheap field boost, since in a help
+        # center the title is the best summary of what an article answers.
+        title = titles.get(c.doc_id, "")
+        node = TextNode(id_=str(i), text=f"{title}\n\n{c.text}", metadata={"title": title})
         nodes.append(node)
     return nodes
 
@@ -55,7 +55,10 @@ class BM25(Retriever):
         from llama_index.core.schema import QueryBundle
 
         self._retriever.similarity_top_k = k
-        results = self._retriever.retrieve(QueryBundle(query))
+        # llama-index tokenises the query without its stop-word list, so "how do I … my" would
+        # score against the corpus; drop stop words here (keeping the query if nothing is left).
+        kept = [w for w in words(query) if w not in STOPWORDS]
+        results = self._retriever.retrieve(QueryBundle(" ".join(kept) or query))
         hits = []
         for rank, r in enumerate(results, start=1):
             if r.score is None or r.score <= 0:
@@ -89,7 +92,7 @@ def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
             return BM25(chunks, retriever)
         except Exception:  # a corrupt cache is rebuilt, never fatal
             shutil.rmtree(target, ignore_errors=True)
-    chunks = chunk_documents(corpus.documents)
+    chunks = cached_chunks(corpus, cache_dir if use_cache else None)
     titles = {d.doc_id: d.title for d in corpus.documents}
     retriever = BM25Retriever.from_defaults(nodes=_nodes(chunks, titles), stemmer=stemmer, language="en",
                                             similarity_top_k=min(10, len(chunks)))
@@ -97,7 +100,8 @@ def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
         try:
-            retriever.persist(str(tmp))
+            with contextlib.redirect_stderr(io.StringIO()):  # bm25s draws a progress bar while saving
+                retriever.persist(str(tmp))
             (tmp / "chunks.json").write_text(json.dumps([c.__dict__ for c in chunks]), encoding="utf-8")
             os.replace(tmp, target) if not target.exists() else shutil.rmtree(tmp)
         except OSError:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..types import Chunk, Document
 
-CHUNK_SIZE = 384  # tokens; small enough that a snippet is a passage, not a whole article
-CHUNK_OVERLAP = 48
+CHUNK_SIZE = 512  # tokens; a help-center article is one to three chunks, a snippet is a passage
+CHUNK_OVERLAP = 64
 
 
 def chunk_documents(documents, chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERLAP) -> list[Chunk]:
@@ -38,3 +38,29 @@ def _chunks_of(doc: Document, splitter) -> list[Chunk]:
     if not out:  # a document with a title only is still findable by its title
         out.append(Chunk(doc.doc_id, 0, "", None, doc.kind, doc.artifact_kind))
     return out
+
+
+def cached_chunks(corpus, cache_dir=None) -> list[Chunk]:
+    """`chunk_documents(corpus)`, cached per (corpus content hash, chunking config) and shared by
+    every retriever over the corpus, since splitting is slower than embedding or BM25 indexing."""
+    import hashlib
+    import json
+    import os
+    import tempfile
+    from pathlib import Path
+
+    if cache_dir is None:
+        return chunk_documents(corpus.documents)
+    cfg = hashlib.sha256(f"{CHUNKER_VERSION}-{CHUNK_SIZE}-{CHUNK_OVERLAP}".encode()).hexdigest()[:8]
+    path = Path(cache_dir) / f"chunks-{corpus.content_hash[:16]}-{cfg}.json"
+    try:
+        return [Chunk(**c) for c in json.loads(path.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):  # absent or corrupt: rebuild
+        pass
+    chunks = chunk_documents(corpus.documents)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-chunks-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump([c.__dict__ for c in chunks], f)
+    os.replace(tmp, path)
+    return chunks

@@ -1,0 +1,41 @@
+"""Shared fixtures: an isolated WORKBENCH_HOME per test session and a demo-corpus session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+SHARED_DATA = SHARED / "data"
+SCHEMAS = SHARED / "schemas"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _workbench_home(tmp_path_factory):
+    """Caches and trace databases go to a temporary WORKBENCH_HOME, never the user's."""
+    home = tmp_path_factory.mktemp("workbench-home")
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("WORKBENCH_HOME", None)
+    else:
+        os.environ["WORKBENCH_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def demo_session():
+    from workbench.session import Session
+
+    return Session.open()
+
+
+def require_shared(*parts: str) -> Path:
+    """Path under ../shared/data, or skip the test with the reason."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared data not available: {p} is absent (benchmarks data lives in ../shared/data)")
+    return p
