@@ -6,6 +6,7 @@ from ..types import Chunk, Document
 
 CHUNK_SIZE = 512  # tokens; a help-center article is one to three chunks, a snippet is a passage
 CHUNK_OVERLAP = 64
+CHUNKER_VERSION = 1  # bump when splitting changes, so cached chunks rebuild
 
 
 def chunk_documents(documents, chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERLAP) -> list[Chunk]:
