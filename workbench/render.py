@@ -7,6 +7,7 @@ ignores the flag still gets a working lookup table for inline links (DESIGN.md �
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,3 +59,215 @@ def summary_line(payload: dict[str, Any]) -> str:
             if r.get("nearest_doc_id") else ""
         line += f"\n  rejected {r['target']}: {r['reason']}{near}"
     return line
+
+
+# --- safe markdown for clients that render markdown (the app) -----------------------------------
+#
+# Corpus text and model output are untrusted. Markdown can smuggle links (`[x](javascript:…)`),
+# remote images (`![](http://tracker/…)`), raw HTML, autolinks and Streamlit directives
+# (`:red[…]`), so every renderer goes through these two escapers and builds the only links itself,
+# from citations that validated against the allow-list, with `safe_url` targets.
+
+_ALL_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+#: Characters that can create links, images, HTML, code, maths, entities or directives. Emphasis,
+#: lists, headings and tables stay as formatting: they cannot carry a link target.
+_LINK_PUNCT = frozenset("\\[]()!<>`$&:@")
+_WWW = re.compile(r"(?i)\b(www)\.")
+
+
+def _escape_all(text: str) -> str:
+    return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
+
+
+def escape_markdown(text: str) -> str:
+    """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks."""
+    return highlighted_markdown(text, [])
+
+
+def safe_markdown(text: str) -> str:
+    """Model markdown with emphasis, lists and headings kept but no way to form a link, image or HTML."""
+    out = "".join("\\" + ch if ch in _LINK_PUNCT else ch for ch in text.replace("\r\n", "\n"))
+    return _WWW.sub(r"\1\\.", out)  # GFM would auto-link `www.host`
+
+
+def _badge(color: str, text: str) -> str:
+    return f":{color}-badge[{escape_markdown(text)}]"
+
+
+def citation_entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The clickable citations of an answer, in order of first appearance, one per target.
+
+    Each entry has `key` (stable within the turn), `marker` (the badge shown inline: the `[n]` of
+    an excerpt, else 1, 2, … per cited document — letters in excerpt mode so they cannot clash),
+    `doc_id`, `title`, `url` (safe or None), `n` and `label`.
+    """
+    table = link_table(payload)
+    docs = {d["doc_id"]: d for d in payload.get("documents", [])}
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    links = 0
+    for c in payload.get("citations", []):
+        if not c.get("valid") or not c.get("doc_id"):
+            continue
+        n = c.get("n")
+        key = f"[{n}]" if n is not None else c["doc_id"]
+        if key in seen:
+            continue
+        seen.add(key)
+        if n is not None:
+            marker = str(n)
+        else:
+            links += 1
+            marker = str(links) if payload.get("mode") != "excerpts" else chr(ord("a") + (links - 1) % 26)
+        src = table.get(c["doc_id"]) or docs.get(c["doc_id"]) or {}
+        entries.append({
+            "key": key, "marker": marker, "doc_id": c["doc_id"], "n": n,
+            "title": src.get("title") or c.get("title") or c["doc_id"],
+            "url": safe_url(src.get("url")), "label": src.get("label") or c.get("label"),
+        })
+    return entries
+
+
+def rejection_text(c: dict[str, Any]) -> str:
+    """Why a citation was rejected, in words: "not retrieved (nearest retrieved: x, edit distance 1)"."""
+    if c.get("reason") == "out_of_range":
+        return f"{c.get('target')} is out of range (no such excerpt)"
+    near = ""
+    if c.get("nearest_doc_id"):
+        near = f" (nearest retrieved: {c['nearest_doc_id']}, edit distance {c.get('edit_distance')})"
+    return f"not retrieved{near}"
+
+
+def _link_text(span: str, target: str) -> str:
+    if span.startswith("<"):  # autolink: the text is the target
+        return target
+    cut = span.rfind("](", 0, max(span.rfind(target), 1))
+    return span[1:cut] if cut > 0 else target
+
+
+def answer_markdown(payload: dict[str, Any]) -> str:
+    """The answer as safe markdown: valid citations become links (http(s) only) with a numbered
+    badge matching `citation_entries`; rejected ones become plain text with a warning badge and
+    the reason. Everything else is the model's text through `safe_markdown`."""
+    answer = payload.get("answer") or ""
+    markers = {e["key"]: e for e in citation_entries(payload)}
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for c in payload.get("citations", []):
+        groups.setdefault((c["start"], c["end"]), []).append(c)
+    out: list[str] = []
+    pos = 0
+    for (start, end), cs in sorted(groups.items()):
+        if start < pos:  # overlapping spans cannot come from provenance; keep the text safe anyway
+            continue
+        out.append(safe_markdown(answer[pos:start]))
+        span = answer[start:end]
+        if cs[0].get("n") is not None:  # one `[1, 2]` marker may hold several citations
+            parts = []
+            for c in cs:
+                if c.get("valid"):
+                    parts.append(_badge("blue", markers[f"[{c['n']}]"]["marker"]))
+                else:
+                    parts.append(_badge("orange", f"⚠ [{c['n']}] rejected: {rejection_text(c)}"))
+            out.append(" ".join(parts))
+        else:
+            c = cs[0]
+            text = safe_markdown(_link_text(span, c["target"]))
+            entry = markers.get(c.get("doc_id") or "") if c.get("valid") else None
+            if entry is not None:
+                url = entry["url"]
+                link = f"[{text}](<{url}>)" if url and not re.search(r"[\s<>]", url) else text
+                out.append(f"{link} {_badge('blue', entry['marker'])}")
+            else:
+                out.append(f"{text} {_badge('orange', '⚠ rejected citation: ' + rejection_text(c))}")
+        pos = end
+    out.append(safe_markdown(answer[pos:]))
+    return "".join(out)
+
+
+# --- highlighting the evidence in a document -----------------------------------------------------
+
+
+def evidence_passages(record: Any, doc_id: str) -> list[tuple[str, str]]:
+    """What of `doc_id` the model saw or quoted in one turn, as (kind, text) pairs:
+    `excerpt` (a numbered excerpt), `snippet` (a search result's passage), `quoted` (an answer
+    sentence; only those found in the document get highlighted)."""
+    from .text import plain, sentences
+
+    out: list[tuple[str, str]] = [("excerpt", e.text) for e in record.excerpts if e.doc_id == doc_id and e.text]
+    for call in record.tool_calls:
+        out += [("snippet", r.snippet) for r in call.results if r.doc_id == doc_id and r.snippet]
+    out += [("quoted", s) for s in sentences(plain(record.answer or "")) if len(s.split()) >= 4]
+    return out
+
+
+def _loose_pattern(passage: str) -> re.Pattern | None:
+    words = passage.split()
+    if not words:
+        return None
+    return re.compile(r"\s+".join(re.escape(w) for w in words))
+
+
+def highlight_spans(text: str, passages: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
+    """Non-overlapping (start, end, kind) spans of `text` matching the passages, whitespace-insensitively.
+
+    A passage that does not occur whole (chunkers and answers reflow text) is matched sentence by
+    sentence. Earlier kinds in `passages` win overlaps only where they came first; `quoted` wins
+    over `snippet` so the part the answer used stands out inside the larger passage.
+    """
+    from .text import sentences
+
+    priority = {"quoted": 0, "excerpt": 1, "snippet": 2}
+    found: list[tuple[int, int, str]] = []
+    for kind, passage in passages:
+        pieces = [passage] + [s for s in sentences(passage) if len(s.split()) >= 4]
+        for piece in pieces:
+            pat = _loose_pattern(piece)
+            m = pat.search(text) if pat else None
+            if m:
+                found.append((m.start(), m.end(), kind))
+                if piece is passage:
+                    break
+    found.sort(key=lambda s: (priority.get(s[2], 9), s[0]))
+    taken: list[tuple[int, int, str]] = []
+    for s, e, kind in found:
+        # cut the new span around the ones already taken (higher priority)
+        cuts = [(s, e)]
+        for ts, te, _ in taken:
+            cuts = [p for a, b in cuts for p in ((a, min(b, ts)), (max(a, te), b)) if p[0] < p[1]]
+        for a, b in cuts:
+            piece = text[a:b]
+            if piece.strip():  # no highlight on bare whitespace at a cut
+                a += len(piece) - len(piece.lstrip())
+                b -= len(piece) - len(piece.rstrip())
+                taken.append((a, b, kind))
+    return sorted(taken)
+
+
+def highlighted_markdown(text: str, spans: list[tuple[int, int, str]],
+                         colors: dict[str, str] | None = None) -> str:
+    """`text` as literal markdown (see `escape_markdown`) with each span on a coloured background.
+
+    Works line by line because a directive cannot span a line break; leading blanks are dropped
+    so no line turns into an indented code block.
+    """
+    colors = colors or {"quoted": "orange", "excerpt": "blue", "snippet": "blue"}
+    text = text.replace("\r\n", "\n")
+    out_lines: list[str] = []
+    offset = 0
+    for line in text.split("\n"):
+        lo, hi = offset, offset + len(line)
+        offset = hi + 1
+        lead = len(line) - len(line.lstrip(" \t"))
+        lo += lead
+        pieces: list[str] = []
+        pos = lo
+        for s, e, kind in spans:
+            s, e = max(s, lo), min(e, hi)
+            if s >= e or s < pos:
+                continue
+            pieces.append(_escape_all(text[pos:s]))
+            pieces.append(f":{colors.get(kind, 'orange')}-background[{_escape_all(text[s:e])}]")
+            pos = e
+        pieces.append(_escape_all(text[pos:hi]))
+        out_lines.append("".join(pieces) if text[lo:hi].strip() else "")
+    return "  \n".join(out_lines)

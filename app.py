@@ -1,0 +1,37 @@
+"""Provenance Workbench: ask the knowledge base and see which documents an answer really came from.
+
+Run with `streamlit run app.py`. Thin by design: the library (`workbench.session`, `workbench.render`)
+does the work; `workbench.ui` lays it out.
+"""
+
+import streamlit as st
+
+st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
+
+from workbench.ui.state import run, sidebar  # noqa: E402  (after set_page_config)
+from workbench.ui.turn import document_panel, render_turn  # noqa: E402
+
+cfg = sidebar()
+turns = st.session_state.setdefault("turns", [])
+
+st.title("Provenance Workbench")
+st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
+
+chat, panel = st.columns([3, 2], gap="medium")
+question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”")
+if question:
+    with st.spinner("Answering…"):
+        turns.append(run(question, cfg))
+
+with chat:
+    if not turns:
+        st.info("Try “How do I configure SSO?” (an answer with sources) or “Which articles do you have?” "
+                "(a listing: working links, no sources row).")
+    for turn in turns:
+        with st.chat_message("user"):
+            st.text(turn.question)
+        with st.chat_message("assistant"):
+            render_turn(turn)
+
+with panel:
+    document_panel(turns)

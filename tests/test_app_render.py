@@ -1,0 +1,114 @@
+"""Pure helpers the app renders with (workbench/render.py): escaping, citation links, highlights."""
+
+from __future__ import annotations
+
+import re
+import string
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.provenance import build_payload
+from workbench.render import (answer_markdown, citation_entries, escape_markdown, evidence_passages,
+                              highlight_spans, highlighted_markdown, safe_markdown)
+from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
+
+PUNCT = set(string.punctuation)
+
+
+def _unescaped(md: str, chars: set[str]) -> list[str]:
+    """Characters of `chars` in `md` that are not preceded by an escaping backslash."""
+    bad, i = [], 0
+    while i < len(md):
+        if md[i] == "\\":
+            i += 2
+            continue
+        if md[i] in chars:
+            bad.append(md[i])
+        i += 1
+    return bad
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_escape_markdown_leaves_no_markdown_syntax(text):
+    assert _unescaped(escape_markdown(text), PUNCT) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_safe_markdown_cannot_form_links_images_or_html(text):
+    assert _unescaped(safe_markdown(text), set("[]()<>!`:$&@")) == []
+
+
+def test_safe_markdown_keeps_emphasis_and_lists_but_breaks_www_autolinks():
+    md = safe_markdown("**bold**\n- item\nsee www.evil.example")
+    assert md.startswith("**bold**\n- item")
+    assert "www\\.evil" in md
+
+
+def test_escape_markdown_keeps_lines_and_kills_indented_code():
+    assert escape_markdown("a\n    b\n\nc") == "a  \nb  \n  \nc"
+
+
+def _record(answer, calls=(), excerpts=(), mode="agent"):
+    return TurnRecord(question="q", answer=answer, mode=mode, tool_calls=tuple(calls), excerpts=tuple(excerpts),
+                      turn_id="t1")
+
+
+def test_valid_citation_becomes_a_safe_link_with_a_badge_and_unsafe_urls_lose_their_link():
+    calls = [ToolCall("search", "snippet", {"query": "q"}, (
+        ResultItem("good", "Good doc", "https://help.example/good", snippet="alpha"),
+        ResultItem("evil", "Evil [doc]", "javascript:alert(1)", snippet="beta"),
+    ))]
+    answer = "See [Good](https://help.example/good) and [Evil](javascript:alert(1)) and [x](evil)."
+    payload = build_payload(_record(answer, calls))
+    md = answer_markdown(payload)
+    assert "[Good](<https://help.example/good>) :blue-badge[1]" in md
+    assert "javascript" not in md.replace("javascript\\:", "")  # only as escaped text, never a target
+    assert re.findall(r"\]\(<([^>]*)>\)", md) == ["https://help.example/good"]
+    entries = citation_entries(payload)
+    assert [(e["marker"], e["doc_id"], e["url"]) for e in entries] == [("1", "good", "https://help.example/good"),
+                                                                        ("2", "evil", None)]
+
+
+def test_rejected_citations_are_plain_text_with_warning_and_reason():
+    calls = [ToolCall("fetch_document", "full", {"doc_id": "sso-setup"},
+                      (ResultItem("sso-setup", "SSO", "https://h.example/sso-setup"),))]
+    payload = build_payload(_record("Read [SSO](https://h.example/sso-setuq).", calls))
+    md = answer_markdown(payload)
+    assert "](" not in md
+    assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-setup\\, " \
+           "edit distance 1\\)]" in md
+    assert citation_entries(payload) == []
+
+
+def test_excerpt_markers_badge_valid_and_flag_out_of_range():
+    ex = [Excerpt(1, "a", 0, text="alpha beta gamma", title="A"), Excerpt(2, "b", 0, text="delta", title="B")]
+    payload = build_payload(_record("Alpha [1]. Delta [2, 7].", excerpts=ex, mode="excerpts"))
+    md = answer_markdown(payload)
+    assert md.startswith("Alpha :blue-badge[1]. Delta :blue-badge[2] :orange-badge[⚠ \\[7\\] rejected")
+    assert "out of range" in md
+    assert [e["key"] for e in citation_entries(payload)] == ["[1]", "[2]"]
+
+
+def test_highlight_finds_reflowed_passages_and_quoted_wins():
+    text = "# Title\n\nFirst sentence is here now. Second   sentence\nwraps a line here.\nTail text."
+    passages = [("snippet", "First sentence is here now. Second sentence wraps a line here."),
+                ("quoted", "Second sentence wraps a line here.")]
+    spans = highlight_spans(text, passages)
+    kinds = {text[s:e]: k for s, e, k in spans}
+    assert kinds["Second   sentence\nwraps a line here."] == "quoted"
+    assert kinds["First sentence is here now."] == "snippet"
+    md = highlighted_markdown(text, spans)
+    assert ":orange-background[Second   sentence]  \n:orange-background[wraps a line here\\.]" in md
+    assert _unescaped(re.sub(r":(orange|blue)-background\[|\]", "", md), PUNCT) == []
+
+
+def test_evidence_passages_of_a_real_turn_highlight_the_opened_document(demo_session):
+    answer = demo_session.ask("How do I configure SSO?")
+    doc_id = answer.payload["sets"]["consulted"][0]
+    doc = demo_session.corpus.get(doc_id)
+    spans = highlight_spans(doc.text, evidence_passages(answer.record, doc_id))
+    assert any(k == "quoted" for _, _, k in spans), "the passage the answer quotes is highlighted"
+    assert any(k == "snippet" for _, _, k in spans), "the search snippet the model saw is highlighted"

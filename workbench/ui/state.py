@@ -1,0 +1,207 @@
+"""Sidebar configuration, cached sessions and running one turn for the app's pages."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ..config import DEMO_CORPUS, workbench_home
+from ..errors import WorkbenchError
+from ..providers import get_provider, provider_names
+from ..providers.offline import FAULTS
+from ..retrieval import retriever_names
+from ..session import Session
+from .uploads import save_upload
+
+MODES = ("agent", "excerpts")
+CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One configuration a turn runs with (what the sidebar or a compare column selects)."""
+
+    provider: str = "offline"
+    model: str | None = None
+    retriever: str = "bm25"
+    mode: str = "agent"
+    k: int = 5
+    corpus: str = str(DEMO_CORPUS)
+    corpus_label: str = "demo"
+    faults: tuple[str, ...] = ()
+    db: str | None = None
+
+    def describe(self, provider_label: str | None = None) -> str:
+        parts = [provider_label or provider_display(self.provider)]
+        if self.model:
+            parts.append(f"model {self.model}")
+        parts += [f"retriever {self.retriever}", f"mode {self.mode}", f"k {self.k}", f"corpus {self.corpus_label}"]
+        if self.faults:
+            parts.append("faults " + ", ".join(self.faults))
+        return " · ".join(parts)
+
+
+@dataclass
+class Turn:
+    """One question as the app shows it: the config, the library's `Answer` (or an error)."""
+
+    question: str
+    config: RunConfig
+    answer: Any = None  # workbench.session.Answer
+    error: str | None = None
+    elapsed_ms: float = 0.0
+    session: Any = field(default=None, repr=False)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return self.answer.payload if self.answer is not None else {}
+
+    @property
+    def turn_id(self) -> str:
+        return self.payload.get("turn_id") or f"err-{id(self)}"
+
+
+# --- providers ---------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False, ttl=300)
+def provider_info(name: str) -> dict[str, Any]:
+    """Label and models of a provider; an error message instead of an exception."""
+    try:
+        p = get_provider(name)
+    except Exception as exc:  # noqa: BLE001 - any provider failure is shown, never raised
+        return {"label": name, "models": [], "error": str(exc)}
+    info: dict[str, Any] = {"label": getattr(p, "label", name), "models": [], "error": None}
+    try:
+        info["models"] = list(p.list_models())
+    except Exception as exc:  # noqa: BLE001
+        info["error"] = f"cannot list models: {exc}"
+    return info
+
+
+def provider_display(name: str) -> str:
+    label = provider_info(name)["label"]
+    return label if label and label != "base" else name
+
+
+# --- sessions ----------------------------------------------------------------------------------
+
+
+def _fingerprint(path: str) -> str:
+    """Changes when the corpus files change, so an edited folder gets a fresh session."""
+    p = Path(path)
+    try:
+        files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+        return f"{len(files)}:{max((f.stat().st_mtime_ns for f in files), default=0)}"
+    except OSError:
+        return "missing"
+
+
+@st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)
+def _cached_session(corpus: str, retriever: str, fingerprint: str) -> Session:
+    session = Session.open(corpus, retriever=retriever)
+    session.toolbox  # build (or load) the index now, not during the first question
+    return session
+
+
+def get_session(corpus: str, retriever: str) -> Session:
+    return _cached_session(corpus, retriever, _fingerprint(corpus))
+
+
+def run(question: str, cfg: RunConfig) -> Turn:
+    """Ask `question` with `cfg`; every failure becomes `Turn.error`, never an exception."""
+    start = time.perf_counter()
+    turn = Turn(question, cfg)
+    try:
+        turn.session = get_session(cfg.corpus, cfg.retriever)
+        turn.answer = ask(turn.session, question, cfg)
+        payload = turn.answer.payload
+        if payload.get("status") not in (None, "ok"):
+            turn.error = payload.get("error") or payload.get("status")
+    except (WorkbenchError, ValueError, OSError) as exc:
+        turn.error = str(exc)
+    turn.elapsed_ms = (time.perf_counter() - start) * 1000
+    return turn
+
+
+def ask(session: Session, question: str, cfg: RunConfig):
+    """`Session.ask` with the sidebar's options (the trace database when the trace store exists)."""
+    kwargs: dict[str, Any] = dict(provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k)
+    if cfg.faults:
+        kwargs["faults"] = cfg.faults
+    return session.ask(question, **kwargs)
+
+
+# --- sidebar -----------------------------------------------------------------------------------
+
+
+def keep_config() -> None:
+    """Keep sidebar choices when switching pages (Streamlit drops state of unmounted widgets)."""
+    for key in list(st.session_state):
+        if isinstance(key, str) and key.startswith("cfg_"):
+            st.session_state[key] = st.session_state[key]
+
+
+def default_db() -> str:
+    return os.environ.get("WORKBENCH_DB") or str(workbench_home() / "traces.duckdb")
+
+
+def sidebar() -> RunConfig:
+    """The sidebar of every page; returns the active configuration."""
+    keep_config()
+    names, rnames = provider_names(), retriever_names()
+    defaults = {"cfg_provider": "offline" if "offline" in names else names[0],
+                "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": 5,
+                "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_faults": [], "cfg_db": default_db()}
+    for key, value in defaults.items():  # defaults through session state: no widget default clashes
+        st.session_state.setdefault(key, value)
+    sb = st.sidebar
+    sb.header("Configuration")
+    provider = sb.selectbox("Provider", names, format_func=provider_display, key="cfg_provider")
+    info = provider_info(provider)
+    if info["error"]:
+        sb.warning(info["error"], icon="⚠️")
+    model = None
+    if info["models"]:
+        model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
+    elif provider != "offline":
+        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}") or None
+    retriever = sb.selectbox("Retriever", rnames, key="cfg_retriever")
+    mode = sb.radio("Mode", MODES, horizontal=True, key="cfg_mode",
+                    help="agent: tool calling with markdown links · excerpts: numbered excerpts cited as [n]")
+    k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
+    corpus, corpus_label = _corpus_picker(sb)
+    faults: tuple[str, ...] = ()
+    if provider == "offline":
+        faults = tuple(sb.multiselect("Offline fault simulation", FAULTS, key="cfg_faults",
+                                      help="Reproduce what real models get wrong: corrupt ids, forgotten links, …"))
+    db = sb.text_input("Trace database", key="cfg_db")
+    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db or None)
+
+
+def _corpus_picker(sb) -> tuple[str, str]:
+    source = sb.radio("Corpus", CORPUS_SOURCES, key="cfg_corpus_source")
+    if source == "Folder or JSONL path":
+        path = sb.text_input("Corpus path", key="cfg_corpus_path", placeholder="/path/to/folder or corpus.jsonl")
+        if path.strip():
+            p = Path(path.strip()).expanduser()
+            if p.exists():
+                return str(p), p.name
+            sb.error(f"{p} does not exist; give a folder of Markdown files or a .jsonl file")
+    elif source == "Upload":
+        up = sb.file_uploader("Corpus file", type=["jsonl", "md", "zip"], key="corpus_upload")
+        if up is not None:
+            try:
+                return str(save_upload(up.name, up.getvalue())), up.name
+            except WorkbenchError as exc:
+                sb.error(str(exc))
+    return str(DEMO_CORPUS), "demo"
+
+
+def config_dict(cfg: RunConfig) -> dict[str, Any]:
+    return asdict(cfg)

@@ -1,0 +1,214 @@
+"""Draw one turn: the answer with clickable citations, the honest sources row, provenance, tool calls.
+
+All text from the corpus or the model goes through `render.escape_markdown` / `render.answer_markdown`
+(or a widget that never parses markdown, such as `st.json` and `st.dataframe`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ..render import (answer_markdown, citation_entries, escape_markdown, evidence_passages, highlight_spans,
+                      highlighted_markdown, rejection_text, safe_url, source_chips)
+from .state import Turn, provider_display
+
+SETS = ("retrieved", "cited", "consulted")
+SET_COLORS = {"retrieved": "#9aa5b1", "cited": "#4c78a8", "consulted": "#2ca02c"}
+OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
+MAX_INLINE_PILLS = 8
+
+
+def config_caption(turn: Turn) -> None:
+    cfg = turn.config
+    label = turn.payload.get("config", {}).get("provider_label") or provider_display(cfg.provider)
+    st.caption(escape_markdown(f"⚙ {cfg.describe(label)} · {turn.elapsed_ms:.0f} ms"))
+
+
+def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:
+    """The assistant side of a turn (answer, citations, sources, expanders)."""
+    config_caption(turn)
+    payload = turn.payload
+    if turn.error:
+        st.error(escape_markdown(f"The turn failed: {turn.error}"), icon="🚫")
+    if payload.get("answer"):
+        st.markdown(answer_markdown(payload))
+    elif not turn.error:
+        st.info("The provider returned an empty answer.")
+    if not payload:
+        return
+    if viewer:
+        citation_buttons(turn)
+    sources_row(turn)
+    if details:
+        with st.expander("Provenance", expanded=False):
+            provenance_sets(payload)
+        with st.expander(f"Tool calls ({len(payload.get('tool_calls', []))})", expanded=False):
+            tool_calls(payload)
+        claims(turn)
+
+
+def _open_key(turn: Turn) -> str:
+    return f"cite-{turn.turn_id}"
+
+
+def _on_cite(widget_key: str, turn_id: str) -> None:
+    value = st.session_state.get(widget_key)
+    current = st.session_state.get(OPEN_DOC)
+    if value:
+        st.session_state[OPEN_DOC] = (turn_id, value)
+        for key in list(st.session_state):  # one document open at a time: clear the other turns' pills
+            if isinstance(key, str) and key.startswith("cite-") and key != widget_key:
+                st.session_state[key] = None
+    elif current and current[0] == turn_id:
+        st.session_state[OPEN_DOC] = None
+
+
+def _close(widget_key: str) -> None:
+    st.session_state[OPEN_DOC] = None
+    st.session_state[widget_key] = None
+
+
+def citation_buttons(turn: Turn) -> None:
+    """The inline badges' targets: one pill per valid citation; clicking opens the side panel."""
+    entries = citation_entries(turn.payload)
+    if not entries:
+        return
+    by_key = {e["key"]: e for e in entries}
+    key = _open_key(turn)
+
+    def pills():
+        st.pills("Open a cited document", list(by_key), key=key,
+                 format_func=lambda k: f"{by_key[k]['marker']} · {by_key[k]['title']}",
+                 on_change=_on_cite, args=(key, turn.turn_id), label_visibility="collapsed")
+
+    if len(entries) <= MAX_INLINE_PILLS:
+        with st.container(key=f"citations-{turn.turn_id}"):
+            pills()
+    else:
+        with st.expander(f"Open one of the {len(entries)} cited documents"):
+            with st.container(key=f"citations-{turn.turn_id}"):
+                pills()
+
+
+def sources_row(turn: Turn) -> None:
+    """Only consulted chips (an absent `consulted` flag means show, DESIGN.md §2)."""
+    chips = source_chips(turn.payload)
+    if not chips:
+        st.caption("No sources: nothing was read to answer this.")
+        return
+    badges = []
+    for s in chips:
+        label = s.get("label")
+        tag = f" · {label}" if label and label != "Source text" else ""
+        badges.append(f":green-badge[{escape_markdown((s.get('title') or s['doc_id']) + tag)}]")
+    with st.container(key=f"sources-{turn.turn_id}"):
+        st.markdown("**Sources** " + " ".join(badges))
+
+
+def _call_name(payload: dict[str, Any], idx: int | None) -> str:
+    calls = payload.get("tool_calls", [])
+    if idx is None:
+        return "excerpt"
+    if 0 <= idx < len(calls):
+        return f"#{idx + 1} {calls[idx]['name']}"
+    return f"#{idx + 1}"
+
+
+def provenance_sets(payload: dict[str, Any]) -> None:
+    """Retrieved | cited | consulted side by side, each document with why it is (not) consulted."""
+    import plotly.graph_objects as go
+
+    docs = {d["doc_id"]: d for d in payload.get("documents", [])}
+    sets = payload.get("sets", {})
+    cols = st.columns(3)
+    for col, name in zip(cols, SETS):
+        ids = sets.get(name, [])
+        with col:
+            st.markdown(f"**{name.capitalize()}** ({len(ids)})")
+            lines = []
+            for doc_id in ids:
+                d = docs.get(doc_id, {"doc_id": doc_id})
+                via = _call_name(payload, d.get("tool_call"))
+                if d.get("excerpts"):
+                    via = "excerpt " + ", ".join(f"[{n}]" for n in d["excerpts"])
+                label = d.get("label")
+                gen = f" · {label}" if label and label != "Source text" else ""
+                lines.append(f"- **{escape_markdown(d.get('title') or doc_id)}**{escape_markdown(gen)}  \n"
+                             f"  `{d.get('exposure', '?')}` · {escape_markdown(via)} · "
+                             f"{escape_markdown(d.get('reason') or '')}")
+            if name == "cited":
+                for r in payload.get("rejected_citations", []):
+                    lines.append(f"- :orange-badge[⚠ rejected] {escape_markdown(str(r.get('target')))}  \n"
+                                 f"  {escape_markdown(rejection_text(r))}")
+            st.markdown("\n".join(lines) if lines else "_none_")
+    sizes = [len(sets.get(n, [])) for n in SETS] + [len(payload.get("rejected_citations", []))]
+    names = list(SETS) + ["rejected"]
+    fig = go.Figure(go.Bar(x=sizes, y=names, orientation="h", text=sizes,
+                           marker_color=[SET_COLORS.get(n, "#e45756") for n in names]))
+    fig.update_layout(height=170, margin=dict(l=0, r=10, t=10, b=0), yaxis=dict(autorange="reversed"),
+                      xaxis=dict(dtick=1))
+    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False},
+                    key=f"sets-{payload.get('turn_id')}")
+
+
+def tool_calls(payload: dict[str, Any]) -> None:
+    calls = payload.get("tool_calls", [])
+    if not calls:
+        st.caption("No tool calls (excerpt mode hands the model numbered excerpts instead).")
+        return
+    for i, c in enumerate(calls):
+        latency = f"{c['latency_ms']:.1f} ms" if c.get("latency_ms") is not None else "—"
+        st.markdown(f"**{i + 1}. {escape_markdown(c['name'])}** · `{c.get('exposure')}` · {latency} · "
+                    f"{len(c.get('doc_ids', []))} documents")
+        st.json({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}, expanded=False)
+        if c.get("error"):
+            st.warning(escape_markdown(f"error: {c['error']}"), icon="⚠️")
+
+
+def claims(turn: Turn) -> None:
+    """Per-claim faithfulness verdicts, when the turn carries them."""
+    rows = turn.payload.get("claims")
+    if not rows:
+        return
+    with st.expander(f"Claims ({len(rows)})", expanded=False):
+        st.dataframe(rows, hide_index=True, width="stretch")
+
+
+# --- the side panel ----------------------------------------------------------------------------
+
+
+def document_panel(turns: list[Turn]) -> None:
+    """The cited document opened from a citation pill, with what the model saw or quoted highlighted."""
+    opened = st.session_state.get(OPEN_DOC)
+    turn = next((t for t in turns if opened and t.turn_id == opened[0]), None)
+    entry = None
+    if turn is not None:
+        entry = next((e for e in citation_entries(turn.payload) if e["key"] == opened[1]), None)
+    if entry is None or turn.session is None:
+        st.caption("Click a citation under an answer to open the document here.")
+        return
+    doc = turn.session.corpus.get(entry["doc_id"])
+    with st.container(key="doc-panel", border=True):
+        head, close = st.columns([5, 1])
+        head.markdown(f"#### {escape_markdown(entry['title'])}")
+        close.button("Close", key="close-doc", on_click=_close, args=(_open_key(turn),))
+        meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
+        if entry.get("n") is not None:
+            meta.append(f"excerpt [{entry['n']}]")
+        st.caption(escape_markdown(" · ".join(meta)))
+        url = safe_url(entry.get("url"))
+        if url:
+            st.link_button("Open original", url)
+        if doc is None:
+            st.warning("This document is not in the loaded corpus any more.")
+            return
+        passages = evidence_passages(turn.answer.record, doc.doc_id)
+        if entry.get("n") is not None:  # the cited excerpt, not every excerpt of the document
+            cited = [e.text for e in turn.answer.record.excerpts if e.n == entry["n"]]
+            passages = [("excerpt", t) for t in cited] + [p for p in passages if p[0] == "quoted"]
+        spans = highlight_spans(doc.text, passages)
+        st.caption(":orange-background[quoted in the answer] · :blue-background[passage the model was shown]")
+        with st.container(height=560, key="doc-text"):
+            st.markdown(highlighted_markdown(doc.text, spans))
