@@ -43,3 +43,7 @@ class ProviderError(WorkbenchError):
 
 class TurnRecordError(WorkbenchError):
     """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
+
+
+class JudgeInputError(WorkbenchError):
+    """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""

@@ -1,0 +1,72 @@
+"""`judge`: score claims against evidence texts with a named judge (JSONL in, JSONL out)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import JudgeInputError
+from ..faithfulness import get_judge, judge_names
+from ._options import add_json_option
+
+BATCH = 256
+
+
+def register(sub) -> None:
+    p = sub.add_parser("judge", help='Judge claims against evidence: lines {"id", "claim", "evidence": [text, …]}.')
+    p.add_argument("file", help="JSONL file, or - for stdin")
+    p.add_argument("--method", default="lexical",
+                   help=f"judge: {', '.join(judge_names())} (default: lexical, offline)")
+    p.add_argument("--provider", default="ollama", help="chat provider for --method llm (default: ollama)")
+    p.add_argument("--model", help="model for --method llm")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def read_items(path: str, lines: list[str]) -> list[tuple[Any, str, list[str]]]:
+    """Parse judge input lines; every problem raises `JudgeInputError` naming the line."""
+    items = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{i}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JudgeInputError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise JudgeInputError(f"{where}: each line must be a JSON object with id, claim and evidence")
+        if "id" not in obj:
+            raise JudgeInputError(f'{where}: missing field "id"')
+        if not isinstance(obj.get("claim"), str):
+            raise JudgeInputError(f'{where}: field "claim" must be a string')
+        ev = obj.get("evidence")
+        if not isinstance(ev, list) or not all(isinstance(t, str) for t in ev):
+            raise JudgeInputError(f'{where}: field "evidence" must be a list of strings')
+        items.append((obj["id"], obj["claim"], ev))
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    name = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JudgeInputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    options = {"provider": args.provider, "model": args.model} if args.method == "llm" else {}
+    judge = get_judge(args.method, **options)
+    items = read_items(name, text.splitlines())
+    for start in range(0, len(items), BATCH):
+        chunk = items[start:start + BATCH]
+        for (item_id, _, _), j in zip(chunk, judge.judge_many([(c, ev) for _, c, ev in chunk])):
+            if args.json:
+                out = {"id": item_id, "score": j.score, "verdict": j.verdict}
+                if j.reason and j.verdict == "unknown":
+                    out["reason"] = j.reason
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+            else:
+                score = "—" if j.score is None else f"{j.score:.3f}"
+                print(f"{item_id}\t{score}\t{j.verdict}")
+    return 0

@@ -1,0 +1,251 @@
+"""Per-turn faithfulness: claim verdicts, ALCE citation recall and precision, wrong excerpts, generated-only support.
+
+A citation means "this text was shown to the model", not "this claim is true"; this module measures
+the second. Definitions (ALCE, Gao et al. 2023, https://arxiv.org/abs/2305.14627):
+- **citation recall** of a claim is 1 when it has at least one citation and the concatenation of
+  its cited texts supports it (judge verdict `supported`), else 0; the turn's recall is the mean
+  over all claims, uncited ones included. As in ALCE, a claim with a rejected citation (fabricated
+  target or `[n]` out of range) gets recall 0.
+- **citation precision**: a citation counts 1 when its claim has recall 1 and it is not
+  *irrelevant*; it is irrelevant when it alone does not support the claim AND removing it leaves
+  the claim still supported by the rest. With one citation, precision equals recall. The turn's
+  precision is over all citations (rejected ones count 0).
+
+Cited text ("what the model was shown"): in agent mode a document opened in full is judged on its
+text from the corpus; one seen only as a snippet is judged on the snippets the tools returned (the
+model never saw the rest); one seen only as a title has no evidence text. In excerpt mode `[n]` is
+judged on the text of excerpt n.
+
+Generated artifacts (`kind: generated`, DESIGN.md §5) never count as ground truth: their text is left
+out of every support computation above. A claim is **generated_only** when its cited generated
+artifact supports it but its cited source texts do not. A claim has a **wrong_excerpt** when an
+uncited retrieved source text supports it (verdict `supported`) and scores at least
+`WRONG_EXCERPT_MARGIN` above what its own citations give, while its citations do not support it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..provenance import build_payload, turn_id_of
+from ..types import TurnRecord
+from .claims import Claim, split_claims
+from .judges import Judge, Judgement, get_judge
+
+WRONG_EXCERPT_MARGIN = 0.15
+_NO_EVIDENCE = Judgement(0.0, "unsupported", None, "no source text cited")
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim's verdict; exactly the columns of the trace store's `claims` table."""
+
+    turn_id: str
+    claim_idx: int
+    text: str
+    cited_doc_ids: tuple[str, ...]
+    judge: str
+    score: float | None  # None for uncited claims and when the judge could not answer
+    verdict: str  # supported | partial | unsupported | uncited | unknown
+    best_span: str | None
+    wrong_excerpt: bool
+    generated_only: bool
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["cited_doc_ids"] = list(self.cited_doc_ids)
+        return row
+
+
+@dataclass(frozen=True)
+class WrongExcerpt:
+    """An uncited retrieved text that supports a claim clearly better than what it cites."""
+
+    claim_idx: int
+    cited: tuple[str, ...]  # cited evidence labels (doc ids, or "[n]" in excerpt mode)
+    better: str  # label of the better evidence
+    better_doc_id: str
+    cited_score: float | None
+    better_score: float | None
+
+
+@dataclass(frozen=True)
+class TurnFaithfulness:
+    turn_id: str
+    judge: str
+    claims: tuple[ClaimResult, ...]
+    citation_recall: float | None  # None when the answer has no claims
+    citation_precision: float | None  # None when the answer has no citations
+    uncited_claims: tuple[int, ...]
+    wrong_excerpts: tuple[WrongExcerpt, ...]
+    generated_only: tuple[int, ...]
+    judge_errors: tuple[str, ...] = field(default=())
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [c.to_row() for c in self.claims]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["claims"] = self.rows()
+        return d
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One piece of evidence the model was shown: a document (agent mode) or an excerpt `[n]`."""
+
+    label: str
+    doc_id: str
+    text: str
+    generated: bool
+
+
+def _evidence_pool(record: TurnRecord, payload: dict[str, Any], corpus) -> tuple[dict[str, _Unit], dict[int, _Unit]]:
+    """Evidence units of the turn: by doc id and by excerpt number."""
+    snippets: dict[str, list[str]] = {}
+    for call in record.tool_calls:
+        for item in call.results:
+            if item.snippet and item.snippet not in snippets.setdefault(item.doc_id, []):
+                snippets[item.doc_id].append(item.snippet)
+    for e in record.excerpts:
+        if e.text and e.text not in snippets.setdefault(e.doc_id, []):
+            snippets[e.doc_id].append(e.text)
+
+    def generated(doc_id: str, kind: str | None) -> bool:
+        doc = corpus.get(doc_id) if corpus is not None else None
+        return (doc.kind if doc is not None else kind) == "generated"
+
+    by_doc: dict[str, _Unit] = {}
+    for d in payload.get("documents", []):
+        doc_id, exposure = d["doc_id"], d.get("exposure")
+        doc = corpus.get(doc_id) if corpus is not None else None
+        if exposure == "full" and doc is not None:
+            text = doc.text
+        elif exposure in ("full", "snippet"):
+            text = "\n\n".join(snippets.get(doc_id, []))
+        else:  # only a title was shown: there is no evidence text
+            text = ""
+        by_doc[doc_id] = _Unit(doc_id, doc_id, text, generated(doc_id, d.get("kind")))
+    by_n = {e.n: _Unit(f"[{e.n}]", e.doc_id, e.text, e.chunk_type == "generated" or generated(e.doc_id, None))
+            for e in record.excerpts}
+    return by_doc, by_n
+
+
+class _Memo:
+    """Collects (claim, evidence) requests, judges them in one batch, answers lookups."""
+
+    def __init__(self, judge: Judge):
+        self.judge, self.pending, self.done = judge, {}, {}
+
+    def want(self, claim: str, texts: Sequence[str]) -> tuple:
+        key = (claim, tuple(texts))
+        if texts and key not in self.done:
+            self.pending[key] = None
+        return key
+
+    def run(self) -> None:
+        keys = list(self.pending)
+        for key, j in zip(keys, self.judge.judge_many([(c, list(t)) for c, t in keys])):
+            self.done[key] = j
+        self.pending.clear()
+
+    def get(self, key: tuple) -> Judgement:
+        return self.done[key] if key[1] else _NO_EVIDENCE
+
+
+def _supported(j: Judgement) -> bool:
+    return j.verdict == "supported"
+
+
+def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpus=None,
+                judge: str | Judge = "lexical") -> TurnFaithfulness:
+    """Judge every claim of one turn against what it cites (see the module docstring for the rules)."""
+    payload = payload if payload is not None else build_payload(record)
+    j = get_judge(judge) if isinstance(judge, str) else judge
+    turn_id = payload.get("turn_id") or turn_id_of(record)
+    by_doc, by_n = _evidence_pool(record, payload, corpus)
+    claims = split_claims(payload.get("answer", record.answer), payload.get("citations", []))
+    memo = _Memo(j)
+
+    plans = []
+    for c in claims:
+        units, invalid = _units_of(c, by_doc, by_n)
+        sources = [u for u in units if not u.generated]
+        gens = [u for u in units if u.generated]
+        plan = {"claim": c, "units": units, "invalid": invalid, "sources": sources,
+                "joint": memo.want(c.text, [u.text for u in sources if u.text]),
+                "gen": memo.want(c.text, [u.text for u in gens if u.text]) if gens else None,
+                "single": {}, "rest": {}, "pool": []}
+        if len(units) + invalid > 1:
+            for u in sources:
+                plan["single"][u.label] = memo.want(c.text, [u.text] if u.text else [])
+                plan["rest"][u.label] = memo.want(c.text, [v.text for v in sources if v is not u and v.text])
+        if units:
+            cited_docs = {u.doc_id for u in units}
+            pool = by_n.values() if by_n else by_doc.values()
+            for u in pool:
+                if u.doc_id not in cited_docs and not u.generated and u.text:
+                    plan["pool"].append((u, memo.want(c.text, [u.text])))
+        plans.append(plan)
+    memo.run()
+
+    results, recall, prec_hits, prec_total = [], [], 0, 0
+    uncited, wrong, gen_only, errors = [], [], [], []
+    for p in plans:
+        c: Claim = p["claim"]
+        units, invalid = p["units"], p["invalid"]
+        if not units and not invalid:
+            uncited.append(c.idx)
+            recall.append(0)
+            results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, None, "uncited", None,
+                                       False, False))
+            continue
+        joint = memo.get(p["joint"])
+        if joint.verdict == "unknown" and joint.reason:
+            errors.append(f"claim {c.idx}: {joint.reason}")
+        r = int(_supported(joint) and not invalid)
+        recall.append(r)
+        prec_total += len(units) + invalid
+        if r and len(units) + invalid > 1:
+            for u in units:  # generated units have no evidence text: alone 0, and removing them changes nothing
+                alone = u.label in p["single"] and _supported(memo.get(p["single"][u.label]))
+                rest_ok = u.label not in p["rest"] or _supported(memo.get(p["rest"][u.label]))
+                prec_hits += int(alone or not rest_ok)
+        else:
+            prec_hits += r * len(units)
+        is_gen_only = bool(p["gen"]) and not _supported(joint) and _supported(memo.get(p["gen"]))
+        if is_gen_only:
+            gen_only.append(c.idx)
+        is_wrong = False
+        if p["pool"] and not _supported(joint):
+            best_u, best_j = max(((u, memo.get(k)) for u, k in p["pool"]), key=lambda x: x[1].score or 0.0)
+            if _supported(best_j) and (best_j.score or 0.0) >= (joint.score or 0.0) + WRONG_EXCERPT_MARGIN:
+                is_wrong = True
+                wrong.append(WrongExcerpt(c.idx, tuple(u.label for u in units), best_u.label, best_u.doc_id,
+                                          joint.score, best_j.score))
+        results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, joint.score, joint.verdict,
+                                   joint.best_span, is_wrong, is_gen_only))
+
+    return TurnFaithfulness(
+        turn_id=turn_id, judge=j.name, claims=tuple(results),
+        citation_recall=round(sum(recall) / len(recall), 4) if recall else None,
+        citation_precision=round(prec_hits / prec_total, 4) if prec_total else None,
+        uncited_claims=tuple(uncited), wrong_excerpts=tuple(wrong), generated_only=tuple(gen_only),
+        judge_errors=tuple(errors),
+    )
+
+
+def _units_of(c: Claim, by_doc: dict[str, _Unit], by_n: dict[int, _Unit]) -> tuple[list[_Unit], int]:
+    """The claim's distinct valid evidence units, and how many of its citations were rejected."""
+    units: dict[str, _Unit] = {}
+    invalid = 0
+    for cit in c.citations:
+        if not cit.valid or not cit.doc_id:
+            invalid += 1
+            continue
+        u = by_n.get(cit.n) if cit.n is not None else by_doc.get(cit.doc_id)
+        if u is None:  # valid per provenance but unknown here: no text was shown for it
+            u = _Unit(cit.doc_id, cit.doc_id, "", False)
+        units.setdefault(u.label, u)
+    return list(units.values()), invalid
