@@ -53,7 +53,7 @@ def main() -> int:
     if not Path(args.corpus).exists():
         print(f"SKIP: {args.corpus} is absent (real benchmark data lives in ../shared/data)")
         return 0
-    session = Session.open(args.corpus, args.retriever)
+    session = Session.open(args.corpus, args.retriever, trace=False)
     rows = [json.loads(line) for line in open(args.questions, encoding="utf-8") if line.strip()]
     rows = [r for r in rows if r.get("kind", "substantive") == "substantive"]
     cp, cr, npr, nr, sizes_c, sizes_n = [], [], [], [], [], []

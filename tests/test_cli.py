@@ -1,0 +1,111 @@
+"""The command line as a user runs it: real subprocesses, exit codes, JSON contracts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from conftest import ROOT, SCHEMAS
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+                          cwd=ROOT, input=stdin, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def validator():
+    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / "payload.schema.json").read_text()))
+
+
+def test_ask_prints_answer_sources_row_and_summary():
+    r = run("ask", "How do I configure SSO?", "--no-trace")
+    assert r.returncode == 0, r.stderr
+    assert "Sources: Configure SAML single sign-on (SSO)" in r.stdout
+    assert "retrieved 5 · cited" in r.stdout and "offline (no LLM)" in r.stdout
+    assert r.stderr == ""
+
+
+def test_ask_questions_file_json_in_input_order(tmp_path, validator):
+    qs = ["What articles do you have?", "How do I configure SSO?", "Who won the World Cup in 2010?"]
+    f = tmp_path / "q.jsonl"
+    f.write_text("\n".join(json.dumps({"question": q}) for q in qs) + "\n")
+    r = run("ask", "--questions", str(f), "--json", "--no-trace")
+    assert r.returncode == 0, r.stderr
+    payloads = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [p["question"] for p in payloads] == qs
+    for p in payloads:
+        validator.validate(p)
+    assert payloads[0]["sets"]["consulted"] == [] and payloads[0]["sets"]["cited"]
+    assert 1 <= len(payloads[1]["sets"]["consulted"]) <= 2
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ask", "--provider", "nope", "hi"], "unknown provider 'nope'"),
+    (["ask", "--retriever", "nope", "hi"], "unknown retriever 'nope'"),
+    (["ask", "--corpus", "/no/such/dir", "hi"], "does not exist"),
+    (["ask", "--fault", "nope", "hi"], "unknown fault"),
+    (["ask"], "exactly one of QUESTION or --questions"),
+    (["ask", "--questions", "/no/such.jsonl"], "cannot read questions file"),
+    (["provenance", "/no/such.json"], "cannot read"),
+])
+def test_bad_input_exits_2_with_clear_message(args, needle):
+    r = run(*args, "--no-trace") if args[0] == "ask" else run(*args)
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_questions_line_names_the_line(tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"question": "ok"}\n{"q": "missing"}\n')
+    r = run("ask", "--questions", str(f), "--no-trace")
+    assert r.returncode == 2 and f"{f}:2:" in r.stderr
+
+
+def test_provenance_command_reads_stdin_and_files(tmp_path, validator):
+    record = {
+        "question": "How do I configure SSO?",
+        "mode": "agent",
+        "tool_calls": [
+            {"name": "search", "exposure": "snippet", "args": {"query": "sso"},
+             "results": [{"doc_id": "sso-setup", "title": "Configure SSO", "url": "https://h.example/a/sso-setup"},
+                         {"doc_id": "scim", "title": "SCIM", "url": "https://h.example/a/scim"}]},
+            {"name": "fetch_document", "exposure": "full", "args": {"doc_id": "sso-setup"},
+             "results": [{"doc_id": "sso-setup", "title": "Configure SSO", "url": "https://h.example/a/sso-setup"}]},
+        ],
+        "answer": "Go to Settings ([Configure SSO](https://h.example/a/sso-setup/)); see [x](https://h.example/a/scin).",
+    }
+    r = run("provenance", "-", stdin=json.dumps(record))
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    validator.validate(p)
+    assert p["sets"] == {"retrieved": ["sso-setup", "scim"], "cited": ["sso-setup"], "consulted": ["sso-setup"]}
+    assert p["rejected_citations"][0]["nearest_doc_id"] == "scim"
+    f = tmp_path / "turn.json"
+    f.write_text(json.dumps(record))
+    assert json.loads(run("provenance", str(f)).stdout)["sets"] == p["sets"]
+
+
+@pytest.mark.parametrize("stdin,needle", [
+    ("{not json", "invalid JSON"),
+    ("[1]", "must be a JSON object"),
+    ('{"question": "q", "answer": "a", "tool_calls": [{"name": "x", "exposure": "everything", "results": []}]}',
+     "not a valid turn record"),
+])
+def test_provenance_rejects_bad_records(stdin, needle):
+    r = run("provenance", "-", stdin=stdin)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_command_is_documented():
+    from workbench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    assert {"ask", "provenance"} <= set(helps)
+    assert all(h for h in helps.values())
