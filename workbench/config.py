@@ -18,3 +18,9 @@ def workbench_home() -> Path:
 
 def index_cache_dir() -> Path:
     return workbench_home() / "indexes"
+
+
+def default_db_path() -> Path:
+    """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
+    db = os.environ.get("WORKBENCH_DB")
+    return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"

@@ -47,3 +47,11 @@ class TurnRecordError(WorkbenchError):
 
 class JudgeInputError(WorkbenchError):
     """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""
+
+
+class TraceStoreError(WorkbenchError):
+    """The trace database cannot be opened, stays locked, or a trace query failed; names the fix."""
+
+
+class ReadOnlyQueryError(TraceStoreError):
+    """`workbench sql` was given a statement that could write (DROP, INSERT, ATTACH, COPY …); it only reads."""

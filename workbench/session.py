@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .agent import run_turn
-from .config import DEMO_CORPUS
+from .config import DEMO_CORPUS, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import get_provider, provider_names
@@ -30,13 +30,20 @@ class Answer:
 class Session:
     """A corpus plus one retriever over it; `ask()` runs a turn with any provider and mode."""
 
-    def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None):
+    def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None, *,
+                 trace_db: str | Path | None = None, trace: bool = True):
         if retriever not in retriever_names():
             raise UnknownNameError("retriever", retriever, retriever_names())
         self.corpus = corpus
         self.retriever_name = retriever
         self._cache_dir = cache_dir
         self._toolbox: Toolbox | None = None
+        # Every ask is traced unless opted out (trace=False / --no-trace); docs/traces.md.
+        self.tracer = None
+        if trace:
+            from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
+
+            self.tracer = TraceWriter(trace_db or default_db_path())
 
     @classmethod
     def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
@@ -53,8 +60,8 @@ class Session:
         return self._toolbox
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
-            k: int = 5, faults: Iterable[str] = (), **provider_options: Any) -> Answer:
-        """Run one turn and return its record and payload."""
+            k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, **provider_options: Any) -> Answer:
+        """Run one turn, log it to the trace store (unless tracing is off) and return its record and payload."""
         if provider not in provider_names():
             raise UnknownNameError("provider", provider, provider_names())
         if faults:
@@ -62,4 +69,7 @@ class Session:
         p = get_provider(provider, model=model, **provider_options)
         record = run_turn(question, p, self.toolbox, mode=mode, k=k,
                           config={"provider_label": p.label, "faults": sorted(faults)})
-        return Answer(record, build_payload(record))
+        answer = Answer(record, build_payload(record))
+        if self.tracer is not None:
+            self.tracer.log_turn(record, answer.payload, run_id=run_id)
+        return answer

@@ -22,3 +22,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON, one object per line")
+
+
+def add_db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", metavar="FILE.duckdb",
+                   help="trace database (default: $WORKBENCH_DB, else <WORKBENCH_HOME>/traces.duckdb)")
+
+
+def add_trace_options(p: argparse.ArgumentParser) -> None:
+    add_db_option(p)
+    p.add_argument("--no-trace", action="store_true", help="do not log turns to the trace database")
+
+
+def db_path(args: argparse.Namespace):
+    """The trace database chosen by --db, else the default (config.default_db_path)."""
+    from pathlib import Path
+
+    from ..config import default_db_path
+
+    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()

@@ -9,7 +9,7 @@ import sys
 from ..errors import CorpusError, WorkbenchError
 from ..render import sources_row, summary_line
 from ..session import Session
-from ._options import add_json_option, add_run_options
+from ._options import add_json_option, add_run_options, add_trace_options, db_path
 
 
 def register(sub) -> None:
@@ -17,6 +17,7 @@ def register(sub) -> None:
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions", metavar="FILE.jsonl", help='a file of {"question": …} lines')
     add_run_options(p)
+    add_trace_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.question) == bool(args.questions):
         raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
     questions = read_questions(args.questions) if args.questions else [args.question]
-    session = Session.open(args.corpus, args.retriever)
+    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
     failed = 0
     for q in questions:
         try:

@@ -1,0 +1,12 @@
+"""The DuckDB trace store (DESIGN.md §8): schema by named migrations, writer, read-only queries.
+
+    from workbench.trace import TraceWriter, TraceReader
+    TraceReader(default_db_path()).df("SELECT * FROM turn_sets")
+
+Tables and views are documented in docs/traces.md, generated from the schema by `docs.py`.
+"""
+
+from .reader import TraceReader, check_read_only, query_df
+from .writer import TraceWriter
+
+__all__ = ["TraceReader", "TraceWriter", "check_read_only", "query_df"]

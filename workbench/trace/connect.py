@@ -1,0 +1,64 @@
+"""Short-lived DuckDB connections with retry, designed around DuckDB's single-writer file lock.
+
+Measured with DuckDB 2.0.1 on this machine (see docs/traces.md, "Concurrency"): a process holding
+a read-write connection blocks every other process from opening the file, even read-only; a
+read-only connection blocks writers but not other readers; the lock is taken at connect time, never
+mid-transaction. So nobody holds a connection longer than one write batch or one query, and a
+"could not set lock" error at connect time is retried with jittered backoff until `timeout`.
+Opening costs ~20–30 ms, which is why batch writers buffer turns (see writer.py).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from ..errors import TraceStoreError
+
+DEFAULT_TIMEOUT_S = 30.0
+_LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration")
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    return isinstance(exc, duckdb.Error) and any(m in str(exc).lower() for m in _LOCK_MARKERS)
+
+
+def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S):
+    """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`."""
+    path = str(path)
+    if read_only and not os.path.exists(path):
+        raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
+                              "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
+    if not read_only:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only, config={"threads": 1})
+        except duckdb.Error as exc:
+            if not is_lock_error(exc):
+                raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
+            if time.monotonic() >= deadline:
+                raise TraceStoreError(
+                    f"trace database {path} stayed locked by another process for {timeout:.0f} s; "
+                    "close the process that holds it (a DuckDB shell or a notebook keeping a connection open), "
+                    "or use another file with --db / WORKBENCH_DB") from None
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 1.6, 0.05)
+
+
+@contextmanager
+def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
+    """`open_connection` as a context manager that always closes (releasing the file lock)."""
+    con = open_connection(path, read_only=read_only, timeout=timeout)
+    try:
+        yield con
+    finally:
+        con.close()

@@ -1,0 +1,111 @@
+"""Read-only queries over the trace store: short-lived read-only connections with retry.
+
+Readers (`workbench sql`, notebooks, the app's explorer) never hold the file: each query opens a
+read-only connection, fetches its whole result and closes, so a writer in another process is
+blocked for one query at most, and a lock held by the writer is waited out (see connect.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..errors import ReadOnlyQueryError, TraceStoreError
+from .connect import DEFAULT_TIMEOUT_S, connection
+from .migrate import pending
+
+_EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?", re.IGNORECASE)
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse anything but SELECT (incl. SHOW/DESCRIBE/SUMMARIZE/FROM…) and EXPLAIN of a SELECT."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise TraceStoreError(f"cannot parse the query: {exc}") from None
+    if not statements:
+        raise TraceStoreError("empty query: give a SELECT statement")
+    for st in statements:
+        kind = st.type.name
+        if kind == "EXPLAIN":
+            inner = _EXPLAIN.sub("", st.query, count=1)
+            inner_types = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            if inner_types == ["SELECT"]:
+                continue
+            kind = f"EXPLAIN {inner_types[0] if inner_types else ''}".strip()
+        if kind != "SELECT":
+            raise ReadOnlyQueryError(
+                f"refused: {kind} statements are not allowed — `workbench sql` is read-only; "
+                "only SELECT (also WITH…, FROM…, SHOW, DESCRIBE, SUMMARIZE) and EXPLAIN SELECT run here")
+
+
+class TraceReader:
+    """Read-only access to the trace database at `path`."""
+
+    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+        self.path = Path(path)
+        self.timeout = timeout
+        self._checked = False
+
+    def _ensure_schema(self) -> None:
+        """Upgrade an old database once (a brief write) so the documented views exist."""
+        if self._checked:
+            return
+        with connection(self.path, read_only=True, timeout=self.timeout) as con:
+            behind = bool(pending(con))
+        if behind:
+            from .writer import TraceWriter
+
+            with TraceWriter(self.path, timeout=self.timeout).connect():
+                pass
+        self._checked = True
+
+    def _run(self, sql: str, params: list[Any] | None, fetch: str):
+        self._ensure_schema()
+        with connection(self.path, read_only=True, timeout=self.timeout) as con:
+            try:
+                rel = con.execute(sql, params or [])
+                if fetch == "df":
+                    return rel.df()
+                if fetch == "arrow":
+                    return rel.arrow()
+                columns = [d[0] for d in rel.description or []]
+                return columns, rel.fetchall()
+            except duckdb.Error as exc:
+                raise TraceStoreError(f"query failed: {exc}") from None
+
+    def rows(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+        """(column names, rows) of a query you trust (library code)."""
+        return self._run(sql, params, "rows")
+
+    def df(self, sql: str, params: list[Any] | None = None):
+        """A pandas DataFrame of a query (notebooks, the app)."""
+        return self._run(sql, params, "df")
+
+    def arrow(self, sql: str, params: list[Any] | None = None):
+        return self._run(sql, params, "arrow")
+
+    def user_query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """A query typed by a user: refused unless it only reads, then run read-only."""
+        check_read_only(sql)
+        return self.rows(sql)
+
+    def gaps(self) -> tuple[list[str], list[tuple]]:
+        return self.rows("SELECT question, asks, runs, first_seen, last_seen, last_turn_id FROM doc_gaps")
+
+    def answered_counts(self, run_id: str) -> dict[str, int]:
+        """How many `ok` turns each question has in `run_id` (resuming a batch skips those; failed turns are retried)."""
+        _, rows = self.rows("SELECT question, count(*) FROM turns WHERE run_id = ? AND status = 'ok' GROUP BY 1",
+                            [run_id])
+        return dict(rows)
+
+
+def query_df(sql: str, db: str | Path | None = None):
+    """Notebook helper: run a read-only query on the trace store (default database) into a DataFrame."""
+    from ..config import default_db_path
+
+    check_read_only(sql)
+    return TraceReader(db or default_db_path()).df(sql)

@@ -1,0 +1,177 @@
+"""Pure conversion of one turn (record + payload + claims) into column tables for the trace store.
+
+No database here: `writer.py` inserts these Arrow tables in one transaction per turn.
+Excerpt-mode turns: every excerpt `[n]` is a `retrieved_items` row with `tool_call_seq` NULL (no
+tool call returned it), `rank` = `excerpt_n` = n, exposure `snippet`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from ..providers.offline import is_structural
+from ..types import TurnRecord
+
+_SECRET_KEY = re.compile(r"key|token|secret|password|credential|authorization", re.IGNORECASE)
+
+
+def question_kind(question: str) -> str:
+    """`structural` for questions about what the knowledge base holds, else `substantive`."""
+    return "structural" if is_structural(question) else "substantive"
+
+
+def classify_questions(questions: list[str]) -> pa.Table:
+    return pa.table({"question": questions, "kind": [question_kind(q) for q in questions]})
+
+
+def redact(config: Any) -> Any:
+    """Drop values whose key names a secret, at any depth: secrets never reach traces."""
+    if isinstance(config, dict):
+        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in config.items()}
+    if isinstance(config, (list, tuple)):
+        return [redact(v) for v in config]
+    return config
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    t = datetime.fromisoformat(value)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _sum_or_none(values: list[Any]) -> Any:
+    """Sum when every value is known, else None (a partial sum would understate)."""
+    return sum(values) if values and all(v is not None for v in values) else None
+
+
+S = pa.string()
+I32 = pa.int32()
+F64 = pa.float64()
+B = pa.bool_()
+TS = pa.timestamp("us", tz="UTC")
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
+                        ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
+                        ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
+                        ("n_rejected", I32), ("n_tool_calls", I32), ("n_model_calls", I32),
+                        ("model_latency_ms", F64)]),
+    "tool_calls": pa.schema([("turn_id", S), ("seq", I32), ("name", S), ("exposure", S), ("args_json", S),
+                             ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
+    "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
+                                  ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
+                                  ("excerpt_n", I32), ("page", I32)]),
+    "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
+                            ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
+                            ("end_offset", I32)]),
+    "sources": pa.schema([("turn_id", S), ("doc_id", S), ("title", S), ("url", S), ("retrieved", B), ("cited", B),
+                          ("consulted", B), ("exposure", S), ("reason", S), ("kind", S), ("artifact_kind", S),
+                          ("tool_call_seq", I32), ("position", I32), ("shown_position", I32)]),
+    "claims": pa.schema([("turn_id", S), ("claim_idx", I32), ("text", S), ("cited_doc_ids", pa.list_(S)),
+                         ("judge", S), ("score", F64), ("verdict", S), ("best_span", S), ("wrong_excerpt", B),
+                         ("generated_only", B), ("extra_json", S), ("added_at", TS)]),
+}
+
+#: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
+TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims")
+
+
+def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
+    schema = SCHEMAS[name]
+    cols = list(zip(*rows)) if rows else [()] * len(schema)
+    return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
+
+
+def turn_tables(record: TurnRecord, payload: dict[str, Any], run_id: str,
+                claims: Iterable[Any] | None = None) -> dict[str, pa.Table]:
+    """Column tables for every trace table touched by one turn (empty tables are omitted)."""
+    tid = payload["turn_id"]
+    sets = payload["sets"]
+    calls = record.model_calls
+    turns = [(tid, run_id, record.question, record.answer, record.status, record.error,
+              parse_time(record.started_at), record.latency_ms,
+              _sum_or_none([c.tokens_in for c in calls]), _sum_or_none([c.tokens_out for c in calls]),
+              question_kind(record.question), len(sets["retrieved"]), len(sets["cited"]), len(sets["consulted"]),
+              len(payload["rejected_citations"]), len(record.tool_calls), len(calls),
+              _sum_or_none([c.latency_ms for c in calls]))]
+
+    tool_calls, items = [], []
+    for seq, call in enumerate(record.tool_calls):
+        tool_calls.append((tid, seq, call.name, call.exposure, to_json(call.args), call.latency_ms,
+                           len(call.results), call.error, call.call_id))
+        for pos, it in enumerate(call.results, start=1):
+            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page))
+    for pos, e in enumerate(record.excerpts, start=1):
+        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page))
+
+    citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
+                  c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
+                 for i, c in enumerate(payload["citations"])]
+
+    shown = {s["doc_id"]: i for i, s in enumerate(payload["sources"], start=1)}
+    sources = [(tid, d["doc_id"], d["title"], d["url"], True, d["cited"], d["consulted"], d["exposure"],
+                d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]))
+               for pos, d in enumerate(payload["documents"], start=1)]
+
+    out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
+           "sources": sources, "claims": claim_rows(tid, claims or ())}
+    return {name: rows_to_table(name, rows) for name, rows in out.items() if rows}
+
+
+_CLAIM_FIELDS = ("claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span", "wrong_excerpt",
+                 "generated_only")
+
+
+def _as_dict(claim: Any) -> dict[str, Any]:
+    if isinstance(claim, dict):
+        return dict(claim)
+    if dataclasses.is_dataclass(claim):
+        return dataclasses.asdict(claim)
+    if hasattr(claim, "model_dump"):
+        return claim.model_dump()
+    raise TypeError(f"a claim must be a dict, dataclass or pydantic model, not {type(claim).__name__}")
+
+
+def _opt_bool(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
+def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
+    """Rows for `claims`; a missing `claim_idx` is the claim's position; unknown fields go to extra_json."""
+    now = datetime.now(timezone.utc)
+    rows = []
+    for i, claim in enumerate(claims):
+        c = _as_dict(claim)
+        extra = {k: v for k, v in c.items() if k not in _CLAIM_FIELDS and k != "turn_id"}
+        span = c.get("best_span")
+        cited = c.get("cited_doc_ids")
+        rows.append((turn_id, int(c["claim_idx"]) if c.get("claim_idx") is not None else i, str(c.get("text", "")),
+                     list(cited) if cited is not None else None, c.get("judge"),
+                     None if c.get("score") is None else float(c["score"]), c.get("verdict"),
+                     span if span is None or isinstance(span, str) else to_json(span),
+                     _opt_bool(c.get("wrong_excerpt")), _opt_bool(c.get("generated_only")),
+                     to_json(extra) if extra else None, now))
+    return rows
+
+
+def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
+            created_at: datetime | None = None) -> pa.Table:
+    cfg = redact(config)
+    schema = pa.schema([("run_id", S), ("created_at", TS), ("kind", S), ("provider", S), ("model", S),
+                        ("retriever", S), ("mode", S), ("k", I32), ("prompt_version", S), ("corpus_id", S),
+                        ("corpus_hash", S), ("config_json", S), ("run_key", S)])
+    row = (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
+           cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
+           cfg.get("corpus_hash"), to_json(cfg), run_key)
+    return pa.table({f.name: [v] for f, v in zip(schema, row)}, schema=schema)

@@ -1,0 +1,174 @@
+"""The trace writer: one transaction per turn, bulk Arrow inserts, short-lived connections.
+
+Why this shape (facts measured with DuckDB 2.0.1, see docs/traces.md): only one process may have
+the file open while it writes, and opening costs ~20–30 ms. So the writer never keeps the file
+open between writes. `log_turn` opens, writes the turn in one transaction (every table, or none:
+a SIGKILL mid-turn leaves no partial turn), and closes. Batches (`workbench eval`) use
+`buffered()`: turns queue in memory and are flushed together, still one transaction per turn, so
+the lock is held only during a flush and readers get in between.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import duckdb
+
+from ..errors import TraceStoreError
+from ..types import TurnRecord
+from .connect import DEFAULT_TIMEOUT_S, open_connection
+from .migrate import migrate
+from .rows import TURN_TABLES, claim_rows, run_row, turn_tables, rows_to_table
+
+_MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
+
+#: Run-identifying configuration keys; interactive turns with equal values share a run.
+RUN_KEYS = ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id", "corpus_hash")
+
+
+def _insert(con, table: str, data) -> None:
+    con.register("_rows", data)
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
+    finally:
+        con.unregister("_rows")
+
+
+class TraceWriter:
+    """Writes turns to the DuckDB file at `path` (created and migrated on first use)."""
+
+    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+        self.path = Path(path)
+        self.timeout = timeout
+        self._runs: dict[str, str] = {}  # interactive run key → run_id (one run per configuration per process)
+        self._written_runs: set[str] = set()
+        self._new_runs: dict[str, Any] = {}  # run_id → Arrow row, written with the run's first turn
+        self._queue: list[dict[str, Any]] | None = None
+        self._flush_at = 0
+        self._flush_age = 0.0
+        self._queued_since = 0.0
+
+    # --- connections -------------------------------------------------------------------------
+
+    @contextmanager
+    def connect(self) -> Iterator:
+        """A read-write connection on a migrated database, closed on exit (the file lock is released)."""
+        con = open_connection(self.path, read_only=False, timeout=self.timeout)
+        try:
+            key = str(self.path.resolve())
+            if key not in _MIGRATED:
+                migrate(con)
+                _MIGRATED.add(key)
+            yield con
+        finally:
+            con.close()
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def run_for(self, config: dict[str, Any]) -> str:
+        """The interactive run for this configuration (created lazily, written with its first turn)."""
+        key = repr(sorted((k, repr(v)) for k, v in config.items()))
+        run_id = self._runs.get(key)
+        if run_id is None:
+            run_id = self._runs[key] = uuid.uuid4().hex
+            self._new_runs[run_id] = run_row(run_id, config, "interactive")
+        return run_id
+
+    def start_run(self, config: dict[str, Any], *, kind: str = "eval", run_key: str | None = None,
+                  run_id: str | None = None) -> tuple[str, bool]:
+        """Create a run now, or find the one with `run_id` / `run_key`; returns (run_id, resumed)."""
+        with self.connect() as con:
+            if run_id is not None:
+                row = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
+                if row is None:
+                    raise TraceStoreError(f"no run {run_id!r} in {self.path}; omit --run-id to start a new run")
+                self._written_runs.add(run_id)
+                return run_id, True
+            if run_key is not None:
+                row = con.execute("SELECT run_id FROM runs WHERE run_key = ? ORDER BY created_at DESC LIMIT 1",
+                                  [run_key]).fetchone()
+                if row is not None:
+                    self._written_runs.add(row[0])
+                    return row[0], True
+            new_id = uuid.uuid4().hex
+            _insert(con, "runs", run_row(new_id, config, kind, run_key))
+        self._written_runs.add(new_id)
+        return new_id, False
+
+    # --- turns -------------------------------------------------------------------------------
+
+    def log_turn(self, record: TurnRecord, payload: dict[str, Any], *, claims: Iterable[Any] | None = None,
+                 run_id: str | None = None) -> str:
+        """Write one turn (all its tables, one transaction) and return its turn_id."""
+        run_id = run_id or self.run_for(record.config)
+        tables = turn_tables(record, payload, run_id, claims)
+        if self._queue is not None:
+            if not self._queue:
+                self._queued_since = time.monotonic()
+            self._queue.append({"run_id": run_id, "tables": tables})
+            if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
+                self.flush()
+        else:
+            with self.connect() as con:
+                self._write(con, run_id, tables)
+        return payload["turn_id"]
+
+    @contextmanager
+    def buffered(self, max_turns: int = 50, max_age_s: float = 0.5) -> Iterator["TraceWriter"]:
+        """Queue turns and flush every `max_turns` turns or `max_age_s` seconds (and on exit)."""
+        self._queue, self._flush_at, self._flush_age = [], max_turns, max_age_s
+        try:
+            yield self
+        finally:
+            try:
+                self.flush()
+            finally:
+                self._queue = None
+
+    def flush(self) -> int:
+        """Write every queued turn (one transaction each) on one connection; return how many."""
+        if not self._queue:
+            return 0
+        queued, self._queue = self._queue, []
+        with self.connect() as con:
+            for item in queued:
+                self._write(con, item["run_id"], item["tables"])
+        return len(queued)
+
+    def _write(self, con, run_id: str, tables: dict[str, Any]) -> None:
+        con.execute("BEGIN")
+        try:
+            if run_id not in self._written_runs and run_id in self._new_runs:
+                con.register("_run", self._new_runs[run_id])
+                con.execute("INSERT OR IGNORE INTO runs BY NAME SELECT * FROM _run")
+                con.unregister("_run")
+            for name in TURN_TABLES:
+                if name in tables:
+                    _insert(con, name, tables[name])
+            con.execute("COMMIT")
+        except duckdb.ConstraintException as exc:
+            con.execute("ROLLBACK")
+            if "turn_id" in str(exc) or "Duplicate key" in str(exc):
+                return  # the same turn written twice (e.g. a retried flush): it is already complete
+            raise TraceStoreError(f"could not write turn to {self.path}: {exc}") from None
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        self._written_runs.add(run_id)
+
+    def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
+        """Add faithfulness claims to a turn already logged (one transaction); return how many."""
+        rows = claim_rows(turn_id, claims)
+        if not rows:
+            return 0
+        with self.connect() as con:
+            if con.execute("SELECT 1 FROM turns WHERE turn_id = ?", [turn_id]).fetchone() is None:
+                raise TraceStoreError(f"no turn {turn_id!r} in {self.path}; log the turn before adding its claims")
+            con.execute("BEGIN")
+            _insert(con, "claims", rows_to_table("claims", rows))
+            con.execute("COMMIT")
+        return len(rows)
