@@ -55,3 +55,7 @@ class TraceStoreError(WorkbenchError):
 
 class ReadOnlyQueryError(TraceStoreError):
     """`workbench sql` was given a statement that could write (DROP, INSERT, ATTACH, COPY …); it only reads."""
+
+
+class PluginError(WorkbenchError):
+    """A provider plugin (WORKBENCH_PLUGINS module or `workbench.providers` entry point) failed to load."""

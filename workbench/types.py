@@ -121,6 +121,8 @@ class ModelCall:
     tokens_in: int | None = None
     tokens_out: int | None = None
     finish_reason: str | None = None
+    model_version: str | None = None  # what the server says answered, e.g. "gemini-2.5-flash-001"
+    retries: int = 0  # rate-limit / server-error retries before this call succeeded (or gave up)
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,18 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, TypeVar
 
-from ..errors import UnknownNameError
+from ..errors import PluginError, UnknownNameError
 from ..types import ModelCall
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,9 +77,45 @@ def register_provider(name: str, factory: ProviderFactory | None = None):
     return _register(factory) if factory is not None else _register
 
 
+#: Comma-separated modules imported before providers are listed; each calls `register_provider`.
+PLUGINS_ENV = "WORKBENCH_PLUGINS"
+#: Installed packages may also declare `[project.entry-points."workbench.providers"] name = "pkg.mod:Class"`.
+ENTRY_POINT_GROUP = "workbench.providers"
+_loaded_plugins: set[str] = set()
+_entry_points_loaded = False
+
+
+def load_plugins() -> None:
+    """Import the provider modules named in `$WORKBENCH_PLUGINS` and the `workbench.providers` entry points.
+
+    A user's provider then registers through `register_provider`, exactly like the built-ins.
+    """
+    global _entry_points_loaded
+    for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
+        if not module or module in _loaded_plugins:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise PluginError(f"cannot import provider plugin {module!r} named in {PLUGINS_ENV}: "
+                              f"{type(exc).__name__}: {exc} (is its folder on PYTHONPATH?)") from None
+        _loaded_plugins.add(module)
+    if not _entry_points_loaded:
+        from importlib.metadata import entry_points
+
+        _entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                _REGISTRY.setdefault(ep.name, ep.load())
+            except Exception as exc:
+                raise PluginError(f"cannot load provider entry point {ep.name!r} ({ep.value}) of group "
+                                  f"{ENTRY_POINT_GROUP}: {type(exc).__name__}: {exc}") from None
+
+
 def provider_names() -> list[str]:
     from . import builtins  # noqa: F401
 
+    load_plugins()
     return sorted(_REGISTRY)
 
 
@@ -82,3 +124,85 @@ def get_provider(name: str, model: str | None = None, **options: Any) -> Provide
     if name not in _REGISTRY:
         raise UnknownNameError("provider", name, names)
     return _REGISTRY[name](model=model, **options)
+
+
+# --- helpers shared by network providers -----------------------------------------------------
+
+#: Defaults for network providers; each can be overridden per provider option or environment.
+TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
+DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
+DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
+MAX_BACKOFF = 30.0
+
+
+def setting(value: Any, env: str, default: float) -> float:
+    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable)."""
+    if value is not None:
+        return float(value)
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        from ..errors import ProviderError
+
+        raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
+
+
+class Failed(Exception):
+    """`with_retries` gave up: `error` is the provider's last exception, `retries` how many retries it took."""
+
+    def __init__(self, error: BaseException, retries: int):
+        super().__init__(str(error))
+        self.error = error
+        self.retries = retries
+
+
+def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
+    """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
+    `retries` times. Returns the result and the number of retries; any failure raises `Failed`."""
+    attempt = 0
+    while True:
+        try:
+            return fn(), attempt
+        except Exception as exc:
+            if attempt >= retries or not transient(exc):
+                raise Failed(exc, attempt) from None
+            sleep(min(MAX_BACKOFF, backoff * 2 ** attempt))
+            attempt += 1
+
+
+def failure(provider: Provider, status: str, message: str, started: float, retries: int,
+            secrets: Iterable[str | None], call: ModelCall | None = None) -> "ProviderError":
+    """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
+    from ..errors import ProviderError
+
+    err = ProviderError(redact(message, secrets), status=status)
+    err.call = call or ModelCall(provider.name, provider.model, round((time.perf_counter() - started) * 1000, 3),
+                                 finish_reason="error", retries=retries)
+    return err
+
+
+_KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with every secret, `?key=` URL parameter and bearer token replaced by `[redacted]`."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    text = _KEY_PARAM.sub(r"\1[redacted]", text)
+    return _BEARER.sub(r"\1[redacted]", text)
+
+
+def exception_kind(exc: BaseException) -> str | None:
+    """"timeout" or "connection" for transport errors of any HTTP stack (httpx, httpx2, requests), else None."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"TimeoutException", "Timeout", "TimeoutError", "ReadTimeout", "ConnectTimeout"}:
+        return "timeout"
+    if names & {"ConnectError", "ConnectionError", "RemoteProtocolError", "NetworkError"}:
+        return "connection"
+    return None

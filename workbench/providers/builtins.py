@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from .base import register_provider
+from .gemini import GeminiProvider
 from .offline import OfflineProvider
+from .ollama import OllamaProvider
 
 register_provider("offline", OfflineProvider)
+register_provider("ollama", OllamaProvider)
+register_provider("gemini", GeminiProvider)

@@ -1,0 +1,219 @@
+"""Loopback HTTP servers that speak the real Ollama and Gemini wire formats with scripted replies.
+
+A `ScriptedServer` listens on 127.0.0.1 (ephemeral port), answers each POST with the next scripted
+`Reply`, answers `GET /api/tags` with the installed models (other GETs are scripted), and records every request it received
+so tests can assert what the official clients actually sent. Reply builders below produce the
+documented JSON bodies:
+
+- Ollama `/api/chat` (non-streaming): `message` with `content` and `tool_calls[].function`
+  {name, arguments object}, `done_reason`, `prompt_eval_count`, `eval_count`; errors as
+  `{"error": "…"}` with the HTTP status.
+- Gemini v1beta `models/{model}:generateContent`: `candidates[0].content.parts` with `text` or
+  `functionCall` {name, args}, `finishReason`, `usageMetadata`, `modelVersion`; errors as
+  `{"error": {"code", "message", "status"}}`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # dict → JSON; str → sent as is
+    delay: float = 0.0  # seconds to wait before answering (timeouts)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class ScriptedServer:
+    """Serve `replies` in order; with `repeat_last` the last reply is served forever."""
+
+    replies: list[Reply] = field(default_factory=list)
+    repeat_last: bool = False
+    models: list[str] = field(default_factory=lambda: ["llama3.1:latest", "qwen2.5:7b"])
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls between header and body writes
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def _answer(self, reply: Reply):
+                if reply.delay:
+                    time.sleep(reply.delay)
+                data = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
+                data = data.encode() if isinstance(data, str) else data
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+                    pass
+
+            def _record(self) -> Request:
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                req = Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with server._lock:
+                    server.requests.append(req)
+                return req
+
+            def do_GET(self):
+                self._record()
+                if self.path.startswith("/api/tags"):
+                    self._answer(Reply(body={"models": [ollama_model(m) for m in server.models]}))
+                else:  # e.g. Gemini's models.list: scripted like the POSTs
+                    self._answer(server._next())
+
+            def do_POST(self):
+                self._record()
+                self._answer(server._next())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _next(self) -> Reply:
+        with self._lock:
+            if not self.replies:
+                return Reply(500, {"error": "the scripted server ran out of replies"})
+            if self.repeat_last and len(self.replies) == 1:
+                return self.replies[0]
+            return self.replies.pop(0)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def posts(self) -> list[Request]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    def __enter__(self) -> "ScriptedServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def refused_url() -> str:
+    """A loopback URL where nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# --- Ollama wire format ------------------------------------------------------------------------
+
+def ollama_model(name: str) -> dict[str, Any]:
+    return {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 4_700_000_000,
+            "digest": "a" * 64, "details": {"format": "gguf", "family": "llama", "parameter_size": "8.0B",
+                                            "quantization_level": "Q4_K_M"}}
+
+
+def ollama_reply(text: str = "", calls: list[tuple[str, Any]] = (), *, model: str = "llama3.1:latest",
+                 done_reason: str = "stop", tokens_in: int = 120, tokens_out: int = 30) -> Reply:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [{"function": {"name": n, "arguments": a}} for n, a in calls]
+    return Reply(body={"model": model, "created_at": "2026-01-01T00:00:00.000Z", "message": message,
+                       "done": True, "done_reason": done_reason, "total_duration": 1_000_000,
+                       "load_duration": 10_000, "prompt_eval_count": tokens_in, "prompt_eval_duration": 1000,
+                       "eval_count": tokens_out, "eval_duration": 1000})
+
+
+def ollama_error(status: int, message: str) -> Reply:
+    return Reply(status, {"error": message})
+
+
+# --- Gemini wire format ------------------------------------------------------------------------
+
+def gemini_reply(text: str | None = None, calls: list[tuple[str, Any]] = (), *, finish: str = "STOP",
+                 model_version: str = "gemini-2.5-flash-001", tokens_in: int = 200, tokens_out: int = 40,
+                 signature: str | None = None, finish_message: str | None = None) -> Reply:
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"text": text})
+    for i, (name, args) in enumerate(calls):
+        part: dict[str, Any] = {"functionCall": {"name": name, "args": args}}
+        if signature and i == 0:
+            part["thoughtSignature"] = signature
+        parts.append(part)
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+    if finish_message:
+        candidate["finishMessage"] = finish_message
+    if not parts:
+        candidate.pop("content")
+    return Reply(body={"candidates": [candidate],
+                       "usageMetadata": {"promptTokenCount": tokens_in, "candidatesTokenCount": tokens_out,
+                                         "totalTokenCount": tokens_in + tokens_out},
+                       "modelVersion": model_version, "responseId": "resp-1"})
+
+
+_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+def gemini_error(status: int, message: str) -> Reply:
+    return Reply(status, {"error": {"code": status, "message": message,
+                                    "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}})
+
+
+# --- one adapter per wire format, so scenarios and faults run against both providers -------------
+
+@dataclass(frozen=True)
+class Wire:
+    provider: str
+    model: str
+    reply: Any  # (text, calls) -> Reply
+    error: Any  # (status, message) -> Reply
+    url_option: str  # provider option naming the server
+    url_env: str  # environment variable naming the server (for the CLI)
+    key_env: str  # the variable whose value must never leak
+
+    def options(self, url: str, **extra) -> dict[str, Any]:
+        opts = {"model": self.model, self.url_option: url, "timeout": 5, "backoff": 0.001}
+        if self.provider == "gemini":
+            opts["api_key"] = "AIzaTEST-not-a-real-key"
+        return {**opts, **extra}
+
+    def env(self, url: str) -> dict[str, str]:
+        env = {self.url_env: url, "WORKBENCH_PROVIDER_BACKOFF": "0.001", "WORKBENCH_PROVIDER_TIMEOUT": "5"}
+        if self.provider == "gemini":
+            env["GEMINI_API_KEY"] = "AIzaTEST-not-a-real-key"
+        return env
+
+
+OLLAMA = Wire("ollama", "llama3.1", ollama_reply, ollama_error, "host", "OLLAMA_HOST", "OLLAMA_API_KEY")
+GEMINI = Wire("gemini", "gemini-2.5-flash", gemini_reply, gemini_error, "base_url", "GEMINI_BASE_URL", "GEMINI_API_KEY")
+WIRES = {"ollama": OLLAMA, "gemini": GEMINI}

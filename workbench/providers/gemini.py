@@ -1,0 +1,242 @@
+"""The `gemini` provider: Google's Gemini API through the official `google-genai` SDK.
+
+Configuration: `--model` (default `gemini-2.5-flash`, or `$GEMINI_MODEL`), the key from
+`$GEMINI_API_KEY` (or `$GOOGLE_API_KEY`), and `$GEMINI_BASE_URL` to point the SDK at a compatible
+server (passed as `HttpOptions(base_url=…)`). The API version is `v1beta` unless
+`$GOOGLE_GENAI_API_VERSION` says otherwise. Timeouts, retries and backoff: see `base.setting`.
+
+Tools go out as one `Tool` of `FunctionDeclaration`s with JSON-Schema parameters, and automatic
+function calling is disabled: the agent loop must see and record every call itself. The model's
+`functionCall` parts become `ToolRequest`s; results go back as `functionResponse` parts in a user
+turn. The model's own turn is replayed verbatim when possible, so thought signatures survive.
+
+Malformed tool calls (docs/providers.md): arguments that are an object but wrong reach the tool,
+which returns an error the model sees. A call Gemini itself could not parse comes back as finish
+reason `MALFORMED_FUNCTION_CALL` with no call to answer, so the turn ends with `bad_tool_args`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from ..errors import ProviderError
+from ..types import ModelCall
+from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
+                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+
+DEFAULT_MODEL = "gemini-2.5-flash"
+DEFAULT_TIMEOUT = 60.0
+KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_ENV = "GEMINI_BASE_URL"
+MODELS_URL = "https://ai.google.dev/gemini-api/docs/models"
+_BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+
+
+class GeminiProvider(Provider):
+    name = "gemini"
+    label = "gemini"
+
+    def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
+                 timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+                 **options: Any):
+        super().__init__(model or os.environ.get("GEMINI_MODEL") or DEFAULT_MODEL, **options)
+        self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
+        # Kept off `options` and out of every message: the key only ever goes to the SDK.
+        self.__key = api_key or os.environ.get(self._key_var) or None
+        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
+        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        self._client = None
+        self._calls = 0
+        self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
+        self._server_ids: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"GeminiProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def where(self) -> str:
+        return self.base_url or "the Gemini API"
+
+    def client(self):
+        if self.__key is None:
+            raise ProviderError(f"Gemini needs an API key: set {KEY_ENVS[0]} (or {KEY_ENVS[1]}); create one at "
+                                "https://aistudio.google.com/apikey", status="auth_error")
+        if self._client is None:
+            from google import genai  # the SDK is imported only here, and only when used
+            from google.genai import types
+
+            http = types.HttpOptions(base_url=self.base_url, timeout=int(self.timeout * 1000),
+                                     api_version=os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta")
+            self._client = genai.Client(api_key=self.__key, vertexai=False, http_options=http)
+        return self._client
+
+    def list_models(self) -> list[str]:
+        """Models the key may call `generateContent` on; empty when they cannot be listed."""
+        try:
+            out = []
+            for m in self.client().models.list():
+                actions = m.supported_actions or []
+                if not actions or "generateContent" in actions:
+                    out.append((m.name or "").removeprefix("models/"))
+            return sorted(n for n in out if n)
+        except Exception:
+            return []
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
+        from google.genai import types
+
+        try:
+            client = self.client()
+        except ProviderError as exc:
+            raise self._fail(exc, time.perf_counter(), 0) from None
+        start = time.perf_counter()
+        system, contents = self.to_contents(messages)
+        config = types.GenerateContentConfig(
+            system_instruction=system or None,
+            tools=[types.Tool(function_declarations=[
+                types.FunctionDeclaration(name=t["name"], description=t.get("description"),
+                                          parameters_json_schema=t.get("parameters")) for t in tools])] if tools else None,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+
+        try:
+            response, retries = with_retries(
+                lambda: client.models.generate_content(model=self.model, contents=contents, config=config),
+                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500)
+        except Failed as exc:
+            raise self._fail(exc.error, start, exc.retries) from None
+        latency = round((time.perf_counter() - start) * 1000, 3)
+        usage = response.usage_metadata
+        tokens_in = usage.prompt_token_count if usage else None
+        tokens_out = ((usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)) if usage else None
+        if not response.candidates:
+            reason = getattr(getattr(response, "prompt_feedback", None), "block_reason", None)
+            call = ModelCall(self.name, self.model, latency, tokens_in, tokens_out, _name(reason) or "no_candidates",
+                             response.model_version, retries)
+            raise self._fail(ProviderError(f"Gemini returned no answer (prompt blocked: {_name(reason)})", "blocked"),
+                             start, retries, call)
+        cand = response.candidates[0]
+        finish = _name(cand.finish_reason)
+        call = ModelCall(self.name, self.model, latency, tokens_in, tokens_out, finish, response.model_version, retries)
+        parts = (cand.content.parts if cand.content else None) or []
+        text = "".join(p.text for p in parts if p.text and not p.thought)
+        requests = []
+        for p in parts:
+            if p.function_call is None:
+                continue
+            fc = p.function_call
+            self._calls += 1
+            call_id = fc.id or f"gemini-{self._calls}"
+            if fc.id:
+                self._server_ids.add(fc.id)
+            requests.append(ToolRequest(call_id, fc.name or "", dict(fc.args or {})))
+        if finish == "MALFORMED_FUNCTION_CALL" and not requests:
+            detail = getattr(cand, "finish_message", None) or "no detail given"
+            raise self._fail(ProviderError(f"model {self.model!r} produced a function call Gemini could not parse "
+                                           f"(finish reason MALFORMED_FUNCTION_CALL: {detail})", "bad_tool_args"),
+                             start, retries, call)
+        if finish in _BLOCKED and not text and not requests:
+            raise self._fail(ProviderError(f"Gemini stopped without an answer (finish reason {finish})", "blocked"),
+                             start, retries, call)
+        if requests and cand.content is not None:
+            self._model_turns[tuple(r.id for r in requests)] = cand.content
+        return ModelStep(text, tuple(requests), call)
+
+    # --- messages ----------------------------------------------------------------------------
+
+    def to_contents(self, messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
+        """Provider-neutral messages as (system instruction, Gemini `Content`s)."""
+        from google.genai import types
+
+        system: list[str] = []
+        contents: list[Any] = []
+        for m in messages:
+            role = m["role"]
+            if role == "system":
+                system.append(m.get("content") or "")
+            elif role == "tool":
+                response = _as_object(m.get("content"))
+                fr = types.FunctionResponse(name=m.get("name"), response=response,
+                                            id=m.get("tool_call_id") if m.get("tool_call_id") in self._server_ids else None)
+                part = types.Part(function_response=fr)
+                last = contents[-1] if contents else None
+                if last is not None and last.role == "user" and last.parts and last.parts[-1].function_response:
+                    last.parts.append(part)  # parallel calls are answered together in one turn
+                else:
+                    contents.append(types.Content(role="user", parts=[part]))
+            elif role == "assistant" and m.get("tool_calls"):
+                ids = tuple(tc["id"] for tc in m["tool_calls"])
+                if ids in self._model_turns:
+                    contents.append(self._model_turns[ids])
+                    continue
+                parts = [types.Part(text=m["content"])] if m.get("content") else []
+                parts += [types.Part(function_call=types.FunctionCall(
+                    name=tc["name"], args=tc.get("args") or {}, id=tc["id"] if tc["id"] in self._server_ids else None))
+                    for tc in m["tool_calls"]]
+                contents.append(types.Content(role="model", parts=parts))
+            else:
+                contents.append(types.Content(role="model" if role == "assistant" else "user",
+                                              parts=[types.Part(text=m.get("content") or "")]))
+        return "\n\n".join(s for s in system if s), contents
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException, start: float, retries: int, call: ModelCall | None = None) -> ProviderError:
+        """One ProviderError per fault, with a message that names the fix and never the key."""
+        if isinstance(exc, ProviderError):
+            status, message = exc.status, str(exc)
+        else:
+            status, message = self._describe(exc, retries)
+        return failure(self, status, message, start, retries, [self.__key, *(os.environ.get(v) for v in KEY_ENVS)],
+                       call)
+
+    def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
+        code = _status(exc)
+        detail = str(getattr(exc, "message", None) or exc)[:300]
+        tries = f" after {retries + 1} attempts" if retries else ""
+        key_var = self._key_var if self._key_var != "api_key" else "the api_key option"
+        if code in (401, 403) or (code == 400 and ("API key" in detail or "API_KEY" in str(exc))):
+            return "auth_error", (f"Gemini refused the API key ({code}: {detail}); set {key_var} to a valid key "
+                                  "from https://aistudio.google.com/apikey")
+        if code == 404:
+            return "unknown_model", (f"Gemini has no model {self.model!r} (404: {detail}); pick an available one "
+                                     f"with --model, e.g. {DEFAULT_MODEL} (list: {MODELS_URL})")
+        if code == 429:
+            return "rate_limited", f"Gemini is rate limiting this key (429){tries}: {detail}; wait and retry"
+        if code is not None and code >= 500:
+            return "server_error", f"Gemini failed ({code}){tries}: {detail}"
+        if code is not None:
+            return "provider_error", f"Gemini rejected the request ({code}): {detail}"
+        kind = exception_kind(exc)
+        if kind == "timeout":
+            return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
+                               f"retry, or raise {TIMEOUT_ENV}")
+        if kind == "connection":
+            return "connection_error", (f"cannot connect to {self.where}: check the network"
+                                        + (f" or {BASE_URL_ENV}" if self.base_url else ""))
+        return "provider_error", f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, int) and code > 0 else None
+
+
+def _name(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _as_object(content: Any) -> dict[str, Any]:
+    """A tool message's content as the object a `functionResponse` needs."""
+    try:
+        value = json.loads(content) if isinstance(content, str) else content
+    except ValueError:
+        value = content
+    return value if isinstance(value, dict) else {"output": value}

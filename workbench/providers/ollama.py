@@ -1,0 +1,173 @@
+"""The `ollama` provider: a local (or remote) Ollama server through the official `ollama` client.
+
+Configuration: `--model` (default `llama3.1`, or `$OLLAMA_MODEL`), `$OLLAMA_HOST` (the client's
+default is http://127.0.0.1:11434), `$OLLAMA_API_KEY` for hosted Ollama (the client sends it as a
+bearer token; it never reaches a message). Timeouts, retries and backoff: see `base.setting`.
+
+Wire format (`POST /api/chat`, non-streaming): tools go out as `{"type": "function", "function":
+{name, description, parameters}}`; tool calls come back in `message.tool_calls[].function` with an
+arguments object; tool results go back as `{"role": "tool", "tool_name", "content"}` messages.
+Ollama gives tool calls no ids, so this provider numbers them (`ollama-1`, `ollama-2`, …).
+
+Malformed tool-call arguments (docs/providers.md): arguments that are an object but wrong (unknown
+or missing keys, bad types) reach the tool, which returns an error the model sees and the turn goes
+on. Arguments that are not an object at all cannot be represented by the client's response model
+(or the server itself answers 500 "error parsing tool call"): the model's output is lost, so the
+turn ends with status `bad_tool_args`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..types import ModelCall
+from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
+                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+
+DEFAULT_MODEL = "llama3.1"
+DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
+KEY_ENV = "OLLAMA_API_KEY"
+
+
+class OllamaProvider(Provider):
+    name = "ollama"
+    label = "ollama"
+
+    def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
+                 retries: int | None = None, backoff: float | None = None, **options: Any):
+        super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
+        self.host = host or os.environ.get("OLLAMA_HOST") or None
+        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
+        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        self._client = None
+        self._calls = 0
+
+    @property
+    def where(self) -> str:
+        return self.host or DEFAULT_HOST
+
+    def client(self):
+        if self._client is None:
+            import ollama  # the SDK is imported only here, and only when used
+
+            self._client = ollama.Client(host=self.host, timeout=self.timeout)
+        return self._client
+
+    def list_models(self) -> list[str]:
+        """Names of the models installed on the server (`ollama list`); empty when it cannot be reached."""
+        try:
+            return sorted(m.model for m in self.client().list().models if m.model)
+        except Exception:
+            return []
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
+        wire_messages = to_ollama_messages(messages)
+        wire_tools = [{"type": "function", "function": t} for t in tools] or None
+        client = self.client()
+        start = time.perf_counter()
+        try:
+            response, retries = with_retries(
+                lambda: client.chat(model=self.model, messages=wire_messages, tools=wire_tools, stream=False),
+                self.retries, self.backoff, _transient)
+        except Failed as exc:
+            status, message = self._describe(exc.error, exc.retries)
+            raise failure(self, status, message, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
+        latency = (time.perf_counter() - start) * 1000
+        message = response.message
+        requests = []
+        for tc in message.tool_calls or ():
+            self._calls += 1
+            requests.append(ToolRequest(f"ollama-{self._calls}", tc.function.name, dict(tc.function.arguments)))
+        call = ModelCall(self.name, self.model, round(latency, 3), response.prompt_eval_count, response.eval_count,
+                         response.done_reason, response.model, retries)
+        return ModelStep(message.content or "", tuple(requests), call)
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
+        code = _status(exc)
+        detail = str(getattr(exc, "error", None) or exc)[:300]
+        tries = f" after {retries + 1} attempts" if retries else ""
+        if code in (401, 403):
+            return "auth_error", (f"Ollama at {self.where} refused the request ({code}: {detail}); set {KEY_ENV} "
+                                  f"to a valid key for this server, or point OLLAMA_HOST at your own Ollama")
+        if code == 404:
+            installed = self.list_models()
+            pick = f"; installed: {', '.join(installed)}" if installed else ""
+            return "unknown_model", (f"Ollama at {self.where} has no model {self.model!r}: pull it with "
+                                     f"`ollama pull {self.model}` or pick an installed one with --model{pick}")
+        if code == 429:
+            return "rate_limited", f"Ollama at {self.where} is rate limiting requests (429){tries}: {detail}"
+        if code is not None and code >= 500 and _is_tool_parse_error(exc):
+            return "bad_tool_args", (f"model {self.model!r} produced tool-call arguments Ollama could not parse: "
+                                     f"{detail}")
+        if code is not None and code >= 500:
+            return "server_error", f"Ollama at {self.where} failed ({code}){tries}: {detail}"
+        if code == 400 and "does not support tools" in detail:
+            return "tools_unsupported", (f"model {self.model!r} does not support tool calling: pick a model that "
+                                         f"does (e.g. {DEFAULT_MODEL}, qwen2.5) or use --mode excerpts")
+        if code is not None:
+            return "provider_error", f"Ollama at {self.where} rejected the request ({code}): {detail}"
+        kind = exception_kind(exc)
+        if kind == "timeout":
+            return "timeout", (f"Ollama at {self.where} did not answer within {self.timeout:g} s (model "
+                               f"{self.model!r}); a first call may be loading the model: retry, or raise "
+                               f"{TIMEOUT_ENV}")
+        if kind == "connection":
+            return "connection_error", (f"cannot connect to Ollama at {self.where}: start it with `ollama serve`, "
+                                        f"or set OLLAMA_HOST to where it listens")
+        bad_args = _bad_arguments(exc)
+        if bad_args is not None:
+            return "bad_tool_args", (f"model {self.model!r} sent tool-call arguments that are not a JSON object: "
+                                     f"{bad_args[:200]!r}")
+        return "provider_error", f"unexpected answer from Ollama at {self.where}: {type(exc).__name__}: {detail}"
+
+
+def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Provider-neutral messages (see base.py) in Ollama's /api/chat shape."""
+    out = []
+    for m in messages:
+        role = m["role"]
+        if role == "tool":
+            out.append({"role": "tool", "content": m.get("content") or "", "tool_name": m.get("name")})
+        elif role == "assistant" and m.get("tool_calls"):
+            out.append({"role": "assistant", "content": m.get("content") or "",
+                        "tool_calls": [{"function": {"name": tc["name"], "arguments": tc.get("args") or {}}}
+                                       for tc in m["tool_calls"]]})
+        else:
+            out.append({"role": role, "content": m.get("content") or ""})
+    return out
+
+
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) and code > 0 else None
+
+
+def _transient(exc: BaseException) -> bool:
+    """429 and 5xx are retried, except a 500 for tool-call arguments the server could not parse."""
+    code = _status(exc) or 0
+    return code == 429 or (code >= 500 and not _is_tool_parse_error(exc))
+
+
+def _is_tool_parse_error(exc: BaseException) -> bool:
+    return "error parsing tool call" in str(getattr(exc, "error", "") or "")
+
+
+def _bad_arguments(exc: BaseException) -> str | None:
+    """The raw arguments when the client rejected a tool call whose arguments are not an object."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        for e in errors():
+            loc = e.get("loc", ())
+            if "tool_calls" in loc and loc[-1] == "arguments":
+                return str(e.get("input"))
+    except Exception:
+        return None
+    return None
