@@ -1,4 +1,9 @@
-"""Knowledge bases: a folder of Markdown files with YAML front matter, or a corpus JSONL file.
+"""Knowledge bases: a folder of Markdown (YAML front matter), plain-text and PDF files, or a corpus JSONL file.
+
+Plain text and PDF files need no front matter: the id is the file's path below the corpus folder
+without its suffix, the title the PDF's metadata title or the first line. PDFs keep their text
+page by page (`Document.pages`, extracted with pypdf) so chunks and citations carry a page number;
+a plain-text file has pages only where it holds form feeds (\f).
 
 Bad input raises `CorpusError` naming the file (and line); nothing is silently skipped.
 See DESIGN.md §5.
@@ -23,7 +28,8 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _YAML_LOADER = yaml.BaseLoader
 
 #: Suffixes read from a corpus folder; other files are ignored.
-FOLDER_SUFFIXES = (".md", ".markdown")
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + (".txt", ".pdf")
 OPTIONAL_FIELDS = ("url", "category", "section", "kind", "artifact_kind")
 
 
@@ -70,7 +76,7 @@ def load_corpus(path: str | Path) -> Corpus:
     """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input."""
     p = Path(path)
     if not p.exists():
-        raise CorpusError("corpus path does not exist (give a folder of Markdown files or a .jsonl file)", str(p))
+        raise CorpusError("corpus path does not exist (give a folder of Markdown, text or PDF files, or a .jsonl file)", str(p))
     if p.is_dir():
         docs = list(_load_folder(p))
         corpus_id = p.name
@@ -78,16 +84,16 @@ def load_corpus(path: str | Path) -> Corpus:
         docs = list(_load_jsonl(p))
         corpus_id = p.stem
     elif p.suffix.lower() in FOLDER_SUFFIXES:
-        docs = [_parse_markdown(p, p.parent)]
+        docs = [_parse_file(p, p.parent)]
         corpus_id = p.stem
     else:
-        raise CorpusError("unsupported corpus file; expected a folder or a .jsonl file", str(p))
+        raise CorpusError("unsupported corpus file; expected a folder, a .jsonl, .md, .txt or .pdf file", str(p))
     if not docs:
         raise CorpusError("corpus contains no documents", str(p))
     return Corpus(corpus_id, str(p), docs)
 
 
-# --- Markdown folder -------------------------------------------------------------------------
+# --- folders of Markdown, text and PDF files ------------------------------------------------
 
 
 def _load_folder(root: Path) -> Iterable[Document]:
@@ -96,11 +102,64 @@ def _load_folder(root: Path) -> Iterable[Document]:
     for f in files:
         if any(part.startswith(".") for part in f.relative_to(root).parts):
             continue
-        doc = _parse_markdown(f, root)
+        doc = _parse_file(f, root)
         if doc.doc_id in seen:
             raise CorpusError(f"duplicate id {doc.doc_id!r} (also in {seen[doc.doc_id]})", str(f), 1)
         seen[doc.doc_id] = str(f)
         yield doc
+
+
+def _parse_file(f: Path, root: Path) -> Document:
+    suffix = f.suffix.lower()
+    if suffix in MARKDOWN_SUFFIXES:
+        return _parse_markdown(f, root)
+    if suffix == ".pdf":
+        return _paged_document(f, root, *_read_pdf(f))
+    return _paged_document(f, root, tuple(_read_text(f).split("\f")), None)
+
+
+def _paged_document(f: Path, root: Path, pages: tuple[str, ...], title: str | None) -> Document:
+    """A document without front matter: id from the path, title from metadata or the first line."""
+    pages = tuple(page.strip() for page in pages)
+    text = "\n\n".join(page for page in pages if page)
+    if not text:
+        hint = " (a scanned PDF needs OCR first)" if f.suffix.lower() == ".pdf" else ""
+        raise CorpusError(f"no text could be extracted{hint}", str(f))
+    first_line = next(line.strip() for line in text.splitlines() if line.strip())
+    rel = f.relative_to(root)
+    return Document(
+        doc_id=rel.with_suffix("").as_posix(),
+        title=(title or first_line.lstrip("# ")[:200]).strip(),
+        text=text,
+        category="/".join(rel.parts[:-1]),
+        section=rel.parts[0] if len(rel.parts) > 2 else None,
+        path=str(f),
+        pages=pages if len(pages) > 1 or f.suffix.lower() == ".pdf" else None,
+    )
+
+
+def _read_pdf(f: Path) -> tuple[tuple[str, ...], str | None]:
+    """(text of every page in order, metadata title); page n of the PDF is index n-1."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(str(f))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise CorpusError("PDF is encrypted; save an unencrypted copy", str(f))
+        pages = tuple(page.extract_text() or "" for page in reader.pages)
+    except CorpusError:
+        raise
+    except OSError as exc:
+        raise CorpusError(f"cannot read file: {exc.strerror or exc}", str(f)) from None
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        # pypdf raises many exception types on damaged files
+        raise CorpusError(f"not a readable PDF ({type(exc).__name__}: {exc})", str(f)) from None
+    try:
+        title = str(reader.metadata.title).strip() if reader.metadata and reader.metadata.title else None
+    except Exception:  # a broken info dictionary only costs the title
+        title = None
+    return pages, title or None
 
 
 def _read_text(f: Path) -> str:

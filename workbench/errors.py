@@ -45,8 +45,12 @@ class TurnRecordError(WorkbenchError):
     """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
 
 
-class JudgeInputError(WorkbenchError):
-    """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""
+class EmbeddingError(WorkbenchError):
+    """An embedding backend (Ollama, Gemini, wordllama) is not configured or failed; names the fix."""
+
+
+class PluginError(WorkbenchError):
+    """A provider plugin (WORKBENCH_PLUGINS module or `workbench.providers` entry point) failed to load."""
 
 
 class TraceStoreError(WorkbenchError):
@@ -57,5 +61,5 @@ class ReadOnlyQueryError(TraceStoreError):
     """`workbench sql` was given a statement that could write (DROP, INSERT, ATTACH, COPY …); it only reads."""
 
 
-class PluginError(WorkbenchError):
-    """A provider plugin (WORKBENCH_PLUGINS module or `workbench.providers` entry point) failed to load."""
+class JudgeInputError(WorkbenchError):
+    """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""

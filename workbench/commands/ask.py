@@ -24,6 +24,11 @@ def register(sub) -> None:
 
 def read_questions(path: str) -> list[str]:
     """Questions from a JSONL file of {"question": …} lines; errors name the file and line."""
+    return [obj["question"] for _, obj in read_question_records(path)]
+
+
+def read_question_records(path: str) -> list[tuple[int, dict]]:
+    """(line number, object) for each {"question": …, …} line; errors name the file and line."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as exc:
@@ -38,7 +43,7 @@ def read_questions(path: str) -> list[str]:
             raise CorpusError(f"invalid JSON: {exc.msg}", path, i) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not obj["question"].strip():
             raise CorpusError('each line needs a non-empty string field "question"', path, i)
-        out.append(obj["question"])
+        out.append((i, obj))
     if not out:
         raise CorpusError("no questions in file", path)
     return out

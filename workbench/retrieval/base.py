@@ -74,3 +74,21 @@ def get_retriever(name: str, corpus, *, cache_dir: Path | None = None, **options
     if name not in _REGISTRY:
         raise UnknownNameError("retriever", name, names)
     return _REGISTRY[name](corpus, cache_dir=cache_dir or index_cache_dir(), **options)
+
+
+def rank_documents(retriever: Retriever, query: str, k: int) -> list[tuple[str, float]]:
+    """Top-`k` documents for `query`, one entry per document, scored by its best chunk.
+
+    Chunk rankings are asked for in growing depths until `k` distinct documents appear (or every
+    chunk has been ranked), so a document split into many chunks cannot crowd out the others.
+    """
+    total = len(retriever.chunks)
+    depth = min(total, max(4 * k, 20))
+    while True:
+        best: dict[str, float] = {}
+        hits = retriever.retrieve(query, depth).hits
+        for hit in hits:
+            best.setdefault(hit.chunk.doc_id, hit.score)  # hits are best first: first seen is the max
+        if len(best) >= k or depth >= total or len(hits) < depth:  # fewer hits: nothing else matches
+            return list(best.items())[:k]
+        depth = min(total, depth * 4)

@@ -1,4 +1,8 @@
-"""Built-in retrievers register through the same hook an outside one would."""
+"""Built-in retrievers register through the same hook an outside one would.
+
+Only BM25 is imported eagerly; the vector and hybrid factories import numpy, wordllama and the
+embedding SDKs when they are first called, so `ask` with the default retriever starts fast.
+"""
 
 from __future__ import annotations
 
@@ -6,3 +10,35 @@ from .base import register_retriever
 from .bm25 import build_bm25
 
 register_retriever("bm25", build_bm25)
+
+
+@register_retriever("vector")
+def _vector(corpus, **options):
+    """Dense retrieval with the bundled wordllama embedding (no download, no server)."""
+    from .vector import build_vector
+
+    return build_vector(corpus, **options)
+
+
+@register_retriever("vector-ollama")
+def _vector_ollama(corpus, **options):
+    """Dense retrieval with an Ollama embedding model (needs OLLAMA_HOST; OLLAMA_EMBED_MODEL)."""
+    from .vector import build_vector
+
+    return build_vector(corpus, embedding="ollama", name="vector-ollama", **options)
+
+
+@register_retriever("vector-gemini")
+def _vector_gemini(corpus, **options):
+    """Dense retrieval with a Gemini embedding model (needs GEMINI_API_KEY; GEMINI_EMBED_MODEL)."""
+    from .vector import build_vector
+
+    return build_vector(corpus, embedding="gemini", name="vector-gemini", **options)
+
+
+@register_retriever("hybrid")
+def _hybrid(corpus, **options):
+    """Reciprocal-rank fusion of bm25 and vector."""
+    from .hybrid import build_hybrid
+
+    return build_hybrid(corpus, **options)

@@ -1,0 +1,49 @@
+"""`retrieve`: rank documents for a file of queries with any retriever (for retrieval benchmarks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..corpus import load_corpus
+from ..config import DEMO_CORPUS
+from ..errors import CorpusError, WorkbenchError
+from ..retrieval import get_retriever
+from ..retrieval.base import rank_documents
+from ._options import add_corpus_option, add_json_option
+from .ask import read_question_records
+
+
+def register(sub) -> None:
+    p = sub.add_parser("retrieve", help="Rank documents for each query in a JSONL file (one line per query).")
+    add_corpus_option(p)
+    p.add_argument("--queries", required=True, metavar="FILE.jsonl", help='lines {"id": …, "question": …}')
+    p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini")
+    p.add_argument("-k", "--k", type=int, default=10, help="documents per query (default 10)")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def read_queries(path: str) -> list[tuple[str, str]]:
+    """(id, question) pairs from a JSONL file; errors name the file and line."""
+    out = []
+    for line, obj in read_question_records(path):
+        if obj.get("id") is None:
+            raise CorpusError('each line needs an "id"', path, line)
+        out.append((obj["id"], obj["question"]))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise WorkbenchError("--k must be at least 1")
+    queries = read_queries(args.queries)
+    retriever = get_retriever(args.retriever, load_corpus(args.corpus or DEMO_CORPUS))
+    for qid, question in queries:
+        ranked = rank_documents(retriever, question, args.k)
+        if args.json:
+            print(json.dumps({"id": qid, "doc_ids": [d for d, _ in ranked],
+                              "scores": [round(s, 6) for _, s in ranked]}, ensure_ascii=False), flush=True)
+        else:
+            print(f"{qid}: " + (" ".join(f"{d} ({s:.3f})" for d, s in ranked) or "(no match)"), flush=True)
+    return 0

@@ -1,0 +1,201 @@
+"""Embedding models as llama-index `BaseEmbedding`s: wordllama (local, default), Ollama, Gemini.
+
+Each SDK is imported lazily, inside the class that wraps it, so the BM25 fast path never pays
+for it. Every model is built explicitly and passed in: nothing reads llama-index's `Settings`.
+Remote backends are configured by environment (`OLLAMA_HOST`, `GEMINI_API_KEY`); when they are
+not, `embedding_for()` raises `EmbeddingError` naming the variable to set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from ..errors import EmbeddingError
+
+OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
+GEMINI_DEFAULT_MODEL = "gemini-embedding-001"
+
+
+class _BatchEmbedding(BaseEmbedding):
+    """Subclasses implement `_embed(texts, is_query)`; llama-index's single/async calls route to it."""
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        raise NotImplementedError
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embed([query], True)[0]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed([text], False)[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(list(texts), False)
+
+
+class WordLlamaEmbedding(_BatchEmbedding):
+    """wordllama's 256-d `l2_supercat` model: weights ship in the wheel, so it never downloads.
+
+    Embedding = mean of the token vectors, unit-normalised (what `WordLlama.embed(norm=True)`
+    computes). We compute it without padding: wordllama pads every batch to its longest text and
+    gathers a (batch, longest, 256) tensor, which is 2-3x slower on ~400-token chunks.
+    """
+
+    _tokenizer: Any = PrivateAttr(default=None)
+    _table: Any = PrivateAttr(default=None)
+
+    def __init__(self, dim: int = 256, **kwargs: Any):
+        super().__init__(model_name=f"wordllama-l2_supercat-{dim}", embed_batch_size=2048, **kwargs)
+        self._tokenizer, self._table = _load_wordllama(dim)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "WordLlamaEmbedding"
+
+    def embed_array(self, texts: list[str], batch_size: int = 512):
+        """Unit-length float32 matrix, one row per text."""
+        import numpy as np
+
+        table = self._table
+        out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for i in range(0, len(texts), batch_size):
+            encs = self._tokenizer.encode_batch_fast(texts[i:i + batch_size], add_special_tokens=False)
+            lens = np.array([len(e.ids) for e in encs], dtype=np.int64)
+            if not lens.any():
+                continue
+            ids = np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encs if e.ids])
+            np.clip(ids, 0, table.shape[0] - 1, out=ids)
+            nonempty = lens > 0
+            starts = np.concatenate(([0], np.cumsum(lens[nonempty])[:-1]))
+            sums = np.add.reduceat(table[ids], starts, axis=0)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)  # the mean's direction == the sum's
+            norms[norms == 0] = 1.0
+            out[i:i + len(encs)][nonempty] = sums / norms
+        return out
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+
+_WORDLLAMA: dict[int, tuple[Any, Any]] = {}
+
+
+def _load_wordllama(dim: int):
+    """(tokenizer without padding, token-embedding table), loaded once per process."""
+    if dim not in _WORDLLAMA:
+        import copy
+
+        import wordllama
+        from wordllama import WordLlama
+
+        try:
+            # The default loader looks for the tokenizer under ~/.cache and may try the network;
+            # the package directory holds both the weights and the tokenizer config.
+            model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, dim=dim, disable_download=True)
+        except (FileNotFoundError, ValueError) as exc:
+            raise EmbeddingError(f"cannot load the bundled wordllama model ({exc}); "
+                                 "reinstall it with `pip install --force-reinstall wordllama`") from None
+        tokenizer = copy.deepcopy(model.tokenizer)
+        tokenizer.no_padding()
+        _WORDLLAMA[dim] = (tokenizer, model.embedding)
+    return _WORDLLAMA[dim]
+
+
+class OllamaEmbedding(_BatchEmbedding):
+    """An Ollama embedding model over its `/api/embed` endpoint (official `ollama` client)."""
+
+    _client: Any = PrivateAttr(default=None)
+
+    def __init__(self, model: str, host: str, **kwargs: Any):
+        super().__init__(model_name=model, embed_batch_size=64, **kwargs)
+        import ollama
+
+        self._client = ollama.Client(host=host)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OllamaEmbedding"
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        if self.model_name.startswith("nomic-embed"):  # nomic models are trained with task prefixes
+            texts = [("search_query: " if is_query else "search_document: ") + t for t in texts]
+        try:
+            response = self._client.embed(model=self.model_name, input=texts)
+        except Exception as exc:  # connection refused, unknown model, …: one error that names the fix
+            raise EmbeddingError(f"Ollama embedding with {self.model_name!r} failed: {exc}. Check that "
+                                 f"Ollama runs at OLLAMA_HOST and `ollama pull {self.model_name}` was done") from None
+        return [list(map(float, e)) for e in response["embeddings"]]
+
+
+class GeminiEmbedding(_BatchEmbedding):
+    """A Gemini embedding model through `google-genai` (the Developer API's batchEmbedContents)."""
+
+    _client: Any = PrivateAttr(default=None)
+
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, **kwargs: Any):
+        super().__init__(model_name=model, embed_batch_size=100, **kwargs)
+        from google import genai
+        from google.genai import types
+
+        http_options = types.HttpOptions(base_url=base_url) if base_url else None
+        self._client = genai.Client(api_key=api_key, http_options=http_options)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "GeminiEmbedding"
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        from google.genai import types
+
+        config = types.EmbedContentConfig(task_type="RETRIEVAL_QUERY" if is_query else "RETRIEVAL_DOCUMENT")
+        try:
+            response = self._client.models.embed_content(model=self.model_name, contents=texts, config=config)
+        except Exception as exc:  # the message never includes the key
+            raise EmbeddingError(f"Gemini embedding with {self.model_name!r} failed: "
+                                 f"{type(exc).__name__}: {str(exc)[:300]}. Check GEMINI_API_KEY and the model name")
+        return [list(e.values or []) for e in response.embeddings or []]
+
+
+def _wordllama(options: dict[str, Any]) -> BaseEmbedding:
+    return WordLlamaEmbedding()
+
+
+def _ollama(options: dict[str, Any]) -> BaseEmbedding:
+    host = options.get("host") or os.environ.get("OLLAMA_HOST")
+    if not host:
+        raise EmbeddingError("Ollama embeddings are not configured: set OLLAMA_HOST "
+                             "(e.g. export OLLAMA_HOST=http://127.0.0.1:11434)")
+    model = options.get("model") or os.environ.get("OLLAMA_EMBED_MODEL") or OLLAMA_DEFAULT_MODEL
+    return OllamaEmbedding(model, host)
+
+
+def _gemini(options: dict[str, Any]) -> BaseEmbedding:
+    key = options.get("api_key") or os.environ.get("GEMINI_API_KEY")
+    if not key:
+        raise EmbeddingError("Gemini embeddings are not configured: set GEMINI_API_KEY "
+                             "(a key from https://aistudio.google.com/apikey)")
+    model = options.get("model") or os.environ.get("GEMINI_EMBED_MODEL") or GEMINI_DEFAULT_MODEL
+    base_url = options.get("base_url") or os.environ.get("GEMINI_BASE_URL")
+    return GeminiEmbedding(model, key, base_url)
+
+
+#: backend name -> factory(options) -> BaseEmbedding
+EMBEDDINGS: dict[str, Callable[[dict[str, Any]], BaseEmbedding]] = {
+    "wordllama": _wordllama, "ollama": _ollama, "gemini": _gemini,
+}
+
+
+def embedding_for(backend: str, **options: Any) -> BaseEmbedding:
+    """Build the embedding model of `backend`; raises `EmbeddingError` naming the fix if unconfigured."""
+    from ..errors import UnknownNameError
+
+    if backend not in EMBEDDINGS:
+        raise UnknownNameError("embedding backend", backend, list(EMBEDDINGS))
+    return EMBEDDINGS[backend](options)
