@@ -199,7 +199,7 @@ class GeminiProvider(Provider):
         code = _status(exc)
         detail = str(getattr(exc, "message", None) or exc)[:300]
         tries = f" after {retries + 1} attempts" if retries else ""
-        key_var = self._key_var if self._key_var != "api_key" else "the api_key option"
+        key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENVS[0]})"
         if code in (401, 403) or (code == 400 and ("API key" in detail or "API_KEY" in str(exc))):
             return "auth_error", (f"Gemini refused the API key ({code}: {detail}); set {key_var} to a valid key "
                                   "from https://aistudio.google.com/apikey")

@@ -1,0 +1,105 @@
+"""A provider written by a user registers exactly like the built-ins, without editing the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from workbench.errors import PluginError
+from workbench.providers import base, provider_names
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The example from docs/providers.md: a scripted provider that opens one document and cites it.
+PLUGIN = textwrap.dedent('''
+    from workbench.providers import ModelStep, Provider, ToolRequest, register_provider
+    from workbench.types import ModelCall
+
+
+    class OpenFirstHit(Provider):
+        """Searches, opens the best hit and links it: no model, but the same loop and provenance."""
+
+        name = "{name}"
+        label = "open-first-hit (example plugin)"
+
+        def complete(self, messages, tools):
+            done = [m for m in messages if m["role"] == "tool"]
+            call = ModelCall(self.name, self.model or "v1")
+            if not tools:  # excerpt mode
+                return ModelStep("See [1].", (), call)
+            if not done:
+                question = next(m["content"] for m in messages if m["role"] == "user")
+                return ModelStep("", (ToolRequest("c1", "search", {{"query": question}}),), call)
+            if len(done) == 1:
+                import json
+                top = json.loads(done[0]["content"])["results"][0]
+                return ModelStep("", (ToolRequest("c2", "fetch_document", {{"doc_id": top["doc_id"]}}),), call)
+            import json
+            doc = json.loads(done[1]["content"])
+            return ModelStep(f"Read [{{doc['title']}}]({{doc['url']}}).", (), call)
+
+
+    register_provider("{name}", OpenFirstHit)
+''')
+
+
+@pytest.fixture
+def plugin_dir(tmp_path):
+    (tmp_path / "my_provider.py").write_text(PLUGIN.format(name="openfirst"))
+    yield tmp_path
+    base._REGISTRY.pop("openfirst", None)
+    base._loaded_plugins.discard("my_provider")
+    sys.modules.pop("my_provider", None)
+
+
+def test_workbench_plugins_registers_a_user_provider(plugin_dir, monkeypatch, demo_session):
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    assert "openfirst" not in provider_names()
+    monkeypatch.setenv("WORKBENCH_PLUGINS", "my_provider")
+    assert {"openfirst", "offline", "ollama", "gemini"} <= set(provider_names())
+    result = demo_session.ask("How do I configure SSO?", provider="openfirst")
+    assert result.record.status == "ok"
+    assert [t.name for t in result.record.tool_calls] == ["search", "fetch_document"]
+    opened = result.record.tool_calls[1].results[0].doc_id
+    assert result.payload["sets"]["consulted"] == [opened] == result.payload["sets"]["cited"]
+    assert result.payload["config"]["provider_label"] == "open-first-hit (example plugin)"
+
+
+def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_PLUGINS", "no_such_provider_module")
+    with pytest.raises(PluginError, match="no_such_provider_module.*WORKBENCH_PLUGINS"):
+        provider_names()
+
+
+def _run(args, env, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "workbench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_uses_a_plugin_named_in_the_environment(plugin_dir):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(plugin_dir)]), "WORKBENCH_PLUGINS": "my_provider"}
+    proc = _run(["ask", "--provider", "openfirst", "How do I configure SSO?", "--json"], env)
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["status"] == "ok" and len(payload["sets"]["consulted"]) == 1
+    bad = _run(["ask", "--provider", "openfirst", "x"], {**env, "WORKBENCH_PLUGINS": "nope_missing"})
+    assert bad.returncode == 2 and bad.stderr.startswith("error: cannot import provider plugin 'nope_missing'")
+
+
+def test_cli_uses_an_installed_entry_point(tmp_path):
+    """A package that declares `[project.entry-points."workbench.providers"]` needs no environment at all."""
+    (tmp_path / "ep_provider.py").write_text(PLUGIN.format(name="epprov").replace('register_provider("epprov", OpenFirstHit)', ""))
+    dist = tmp_path / "ep_provider-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-provider\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[workbench.providers]\nepprov = ep_provider:OpenFirstHit\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])}
+    env.pop("WORKBENCH_PLUGINS", None)
+    proc = _run(["ask", "--provider", "epprov", "How do I configure SSO?", "--json"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["config"]["provider"] == "epprov"
