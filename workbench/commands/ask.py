@@ -49,6 +49,20 @@ def read_question_records(path: str) -> list[tuple[int, dict]]:
     return out
 
 
+def excerpt_lines(record, payload) -> str:
+    """Excerpt mode: each `[n]` as the model saw it, labelled Source text / Generated …, and whether cited."""
+    from ..prompts import excerpt_header
+    from ..types import artifact_label
+
+    cited = {c["n"] for c in payload.get("citations", []) if c.get("valid") and c.get("n") is not None}
+    lines = ["Excerpts:"]
+    for e in record.excerpts:
+        lines.append(f"  {excerpt_header(e.n, e.file_name, e.page, e.chunk_index)} · "
+                     f"{artifact_label(e.chunk_type, e.artifact_kind)} · {e.title or e.doc_id}"
+                     + (" · cited" if e.n in cited else ""))
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     if bool(args.question) == bool(args.questions):
         raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
@@ -73,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(payload["answer"] or "(no answer)")
         print()
         print(sources_row(payload))
+        if answer.record.excerpts:
+            print(excerpt_lines(answer.record, payload))
         print(summary_line(payload))
         cfg = payload["config"]
         print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
