@@ -8,16 +8,20 @@ import streamlit as st
 
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.ui.state import run, sidebar  # noqa: E402  (after set_page_config)
+from workbench.ui.state import run, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui.turn import document_panel, render_turn  # noqa: E402
 
 cfg = sidebar()
+problem = warm(cfg)  # load the corpus and index now, so the first question is fast
+if problem:
+    st.error(problem, icon="🚫")
 turns = st.session_state.setdefault("turns", [])
 
 st.title("Provenance Workbench")
 st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
 
-chat, panel = st.columns([3, 2], gap="medium")
+# The side panel takes room only while a cited document is open.
+chat, panel = st.columns([3, 2], gap="medium") if st.session_state.get("open_doc") else (st.container(), None)
 question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”")
 if question:
     with st.spinner("Answering…"):
@@ -33,5 +37,6 @@ with chat:
         with st.chat_message("assistant"):
             render_turn(turn)
 
-with panel:
-    document_panel(turns)
+if panel is not None:
+    with panel:
+        document_panel(turns)

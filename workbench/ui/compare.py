@@ -60,18 +60,19 @@ def show(turns: list[Turn]) -> None:
                     marker_color=SET_COLORS[name])
     fig.update_layout(barmode="group", height=220, margin=dict(l=0, r=0, t=10, b=0), yaxis=dict(dtick=1))
     st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key="cmp-sizes")
-    cols = st.columns(len(turns))
-    for i, (col, turn) in enumerate(zip(cols, turns)):
+    # One row per block, so answers and each of the three sets line up across the columns.
+    for i, (col, turn) in enumerate(zip(st.columns(len(turns)), turns)):
         with col, st.container(key=f"cmp-col-{i}", border=True):
             st.markdown(f"### {chr(65 + i)}")
             render_turn(turn, viewer=False, details=False)
+    for name in SETS:
+        for turn, col in zip(turns, st.columns(len(turns))):
             docs = {d["doc_id"]: d for d in turn.payload.get("documents", [])}
-            for name in SETS:
-                ids = turn.payload.get("sets", {}).get(name, [])
-                only = diff[name].get(turn.turn_id, set())
-                lines = []
-                for doc_id in ids:
-                    title = escape_markdown(docs.get(doc_id, {}).get("title") or doc_id)
-                    lines.append(f"- :violet-background[{title}] :violet-badge[differs]" if doc_id in only
-                                 else f"- {title}")
-                st.markdown(f"**{name.capitalize()}** ({len(ids)})  \n" + ("\n".join(lines) or "_none_"))
+            ids = turn.payload.get("sets", {}).get(name, [])
+            only = diff[name].get(turn.turn_id, set())
+            lines = []
+            for doc_id in ids:
+                title = escape_markdown(docs.get(doc_id, {}).get("title") or doc_id)
+                lines.append(f"- :violet-background[{title}] :violet-badge[differs]" if doc_id in only
+                             else f"- {title}")
+            col.markdown(f"**{name.capitalize()}** ({len(ids)})  \n" + ("\n".join(lines) or "_none_"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from ..config import DEMO_CORPUS, workbench_home
+from ..config import DEMO_CORPUS, default_db_path
 from ..errors import WorkbenchError
 from ..providers import get_provider, provider_names
 from ..providers.offline import FAULTS
@@ -56,6 +55,7 @@ class Turn:
     error: str | None = None
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
+    faithfulness: Any = None  # workbench.faithfulness.TurnFaithfulness, when that layer is installed
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -103,14 +103,26 @@ def _fingerprint(path: str) -> str:
 
 
 @st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)
-def _cached_session(corpus: str, retriever: str, fingerprint: str) -> Session:
-    session = Session.open(corpus, retriever=retriever)
+def _cached_session(corpus: str, retriever: str, fingerprint: str, db: str | None) -> Session:
+    session = Session.open(corpus, retriever=retriever, trace_db=db)
     session.toolbox  # build (or load) the index now, not during the first question
     return session
 
 
-def get_session(corpus: str, retriever: str) -> Session:
-    return _cached_session(corpus, retriever, _fingerprint(corpus))
+def get_session(corpus: str, retriever: str, db: str | None = None) -> Session:
+    """One cached session per (corpus files, retriever, trace database): turns reuse the loaded index."""
+    return _cached_session(corpus, retriever, _fingerprint(corpus), db or str(default_db_path()))
+
+
+def warm(cfg: RunConfig) -> str | None:
+    """Load (or fetch from cache) the session for `cfg`; a user-facing message when that fails."""
+    try:
+        get_session(cfg.corpus, cfg.retriever, cfg.db)
+    except (WorkbenchError, OSError) as exc:
+        from ..render import escape_markdown
+
+        return escape_markdown(f"cannot load the corpus: {exc}")
+    return None
 
 
 def run(question: str, cfg: RunConfig) -> Turn:
@@ -118,19 +130,34 @@ def run(question: str, cfg: RunConfig) -> Turn:
     start = time.perf_counter()
     turn = Turn(question, cfg)
     try:
-        turn.session = get_session(cfg.corpus, cfg.retriever)
+        turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
         turn.answer = ask(turn.session, question, cfg)
         payload = turn.answer.payload
         if payload.get("status") not in (None, "ok"):
             turn.error = payload.get("error") or payload.get("status")
+        elif payload.get("answer"):
+            turn.faithfulness = judge(turn)
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
     turn.elapsed_ms = (time.perf_counter() - start) * 1000
     return turn
 
 
+def judge(turn: Turn):
+    """Per-claim verdicts with the fast lexical judge, also added to the trace; None if unavailable."""
+    try:
+        from ..faithfulness import assess_turn
+    except ImportError:
+        return None
+    faith = assess_turn(turn.answer.record, turn.payload, turn.session.corpus, judge="lexical")
+    tracer = getattr(turn.session, "tracer", None)
+    if tracer is not None and faith.claims:
+        tracer.add_claims(turn.turn_id, faith.claims)
+    return faith
+
+
 def ask(session: Session, question: str, cfg: RunConfig):
-    """`Session.ask` with the sidebar's options (the trace database when the trace store exists)."""
+    """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
     kwargs: dict[str, Any] = dict(provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k)
     if cfg.faults:
         kwargs["faults"] = cfg.faults
@@ -148,7 +175,7 @@ def keep_config() -> None:
 
 
 def default_db() -> str:
-    return os.environ.get("WORKBENCH_DB") or str(workbench_home() / "traces.duckdb")
+    return str(default_db_path())
 
 
 def sidebar() -> RunConfig:

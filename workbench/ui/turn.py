@@ -168,12 +168,18 @@ def tool_calls(payload: dict[str, Any]) -> None:
 
 
 def claims(turn: Turn) -> None:
-    """Per-claim faithfulness verdicts, when the turn carries them."""
-    rows = turn.payload.get("claims")
-    if not rows:
+    """Per-claim faithfulness verdicts (lexical judge), when the faithfulness layer is installed."""
+    faith = turn.faithfulness
+    if faith is None or not faith.claims:
         return
-    with st.expander(f"Claims ({len(rows)})", expanded=False):
-        st.dataframe(rows, hide_index=True, width="stretch")
+    with st.expander(f"Claims ({len(faith.claims)})", expanded=False):
+        def pct(v):
+            return "—" if v is None else f"{v:.0%}"
+
+        st.caption(f"judge {faith.judge} · citation recall {pct(faith.citation_recall)} · "
+                   f"citation precision {pct(faith.citation_precision)}")
+        st.dataframe([{"claim": c.text, "verdict": c.verdict, "score": c.score, "cites": ", ".join(c.cited_doc_ids),
+                       "best span": c.best_span} for c in faith.claims], hide_index=True, width="stretch")
 
 
 # --- the side panel ----------------------------------------------------------------------------
@@ -193,7 +199,7 @@ def document_panel(turns: list[Turn]) -> None:
     with st.container(key="doc-panel", border=True):
         head, close = st.columns([5, 1])
         head.markdown(f"#### {escape_markdown(entry['title'])}")
-        close.button("Close", key="close-doc", on_click=_close, args=(_open_key(turn),))
+        close.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),))
         meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
         if entry.get("n") is not None:
             meta.append(f"excerpt [{entry['n']}]")

@@ -1,0 +1,31 @@
+"""Trace explorer: read-only SQL over the trace database, canned queries, chart and CSV."""
+
+import streamlit as st
+
+st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_icon="🔎", layout="wide")
+
+from workbench.ui.queries import CANNED  # noqa: E402
+from workbench.ui.state import sidebar  # noqa: E402
+from workbench.ui.tables import chart, read, table  # noqa: E402
+
+cfg = sidebar()
+st.title("Trace explorer")
+st.caption("Read-only SQL over the trace database (DuckDB). Tables and views: docs/traces.md. "
+           "Anything but SELECT is refused.")
+
+
+def _load_canned():
+    st.session_state["sql"] = CANNED[st.session_state["canned"]]
+
+
+st.session_state.setdefault("canned", next(iter(CANNED)))
+st.session_state.setdefault("sql", CANNED[st.session_state["canned"]])
+st.selectbox("Canned query", list(CANNED), key="canned", on_change=_load_canned)
+with st.form("sql-form"):
+    sql = st.text_area("SQL", key="sql", height=180)
+    submitted = st.form_submit_button("Run query", type="primary")
+df = read(cfg.db, sql, user=True)
+if df is not None:
+    st.caption(f"{len(df)} rows")
+    chart(df, key="sql-chart")
+    table(df, "query", key="sql")

@@ -1,0 +1,128 @@
+"""The chat page (app.py) under Streamlit's AppTest: real library, offline provider, demo corpus."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from workbench.errors import ProviderError
+from workbench.providers.base import ModelStep, Provider, register_provider
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+class BrokenProvider(Provider):
+    """Registered like any outside provider; fails the way a down server does."""
+
+    name = "broken-test"
+    label = "broken (test)"
+
+    def complete(self, messages, tools) -> ModelStep:
+        raise ProviderError("cannot reach the model server at 127.0.0.1:9; start it or pick another provider")
+
+
+register_provider("broken-test", BrokenProvider)
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    at = AppTest.from_file(APP, default_timeout=60)
+    return at.run()
+
+
+def ask(at: AppTest, question: str) -> AppTest:
+    at.chat_input[0].set_value(question).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def unescape(md: str) -> str:
+    return re.sub(r"\\(.)", r"\1", md)
+
+
+def captions(at: AppTest) -> list[str]:
+    return [unescape(c.value) for c in at.caption]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app):
+    assert not app.exception
+    assert app.title[0].value == "Provenance Workbench"
+    provider = app.sidebar.selectbox(key="cfg_provider")
+    assert provider.value == "offline"
+    assert "offline (no LLM)" in provider.options
+    assert "broken (test)" in provider.options, "providers come from the registry"
+    from workbench.retrieval import retriever_names
+    assert app.sidebar.selectbox(key="cfg_retriever").options == retriever_names()
+    assert app.sidebar.radio(key="cfg_mode").value == "agent"
+    assert app.sidebar.multiselect(key="cfg_faults").options == ["corrupt_id", "forget_link", "link_listed",
+                                                                "cite_unretrieved"]
+
+
+def test_a_question_renders_answer_citations_sources_and_provenance(app):
+    at = ask(app, "How do I configure SSO?")
+    md = texts(at)
+    assert "](<https://help.orbitly.example/articles/sso-saml-setup>) :blue-badge[1]" in md
+    assert "**Sources** :green-badge[" in md
+    assert "**Retrieved** (" in md and "**Cited** (" in md and "**Consulted** (" in md
+    assert any("offline (no LLM)" in c and "retriever bm25" in c for c in captions(at)), \
+        "the active configuration is shown with the turn"
+    pills = at.get("button_group")
+    assert pills and pills[0].options[0].startswith("1 · Configure SAML")
+    assert [e.label for e in at.expander][:2] == ["Provenance", "Tool calls (2)"]
+
+
+def test_clicking_a_citation_opens_the_document_with_the_evidence_highlighted(app):
+    at = ask(app, "How do I configure SSO?")
+    pills = at.get("button_group")[0]
+    pills.set_value(at.session_state["turns"][0].payload["citations"][0]["doc_id"]).run()
+    assert not at.exception
+    md = texts(at)
+    assert "#### Configure SAML single sign\\-on \\(SSO\\)" in md
+    assert ":orange-background[" in md, "the quoted passage is highlighted"
+
+
+def test_listing_answer_has_links_and_no_sources_row(app):
+    at = ask(app, "Which articles do you have?")
+    md = texts(at)
+    assert md.count("](<https://help.orbitly.example/articles/") > 20
+    assert "**Sources**" not in md
+    assert any("No sources: nothing was read" in c for c in captions(at))
+
+
+def test_switching_retriever_and_mode_changes_the_turn(app):
+    from workbench.retrieval import retriever_names
+
+    app.sidebar.radio(key="cfg_mode").set_value("excerpts")
+    other = [r for r in retriever_names() if r != "bm25"]
+    if other:
+        app.sidebar.selectbox(key="cfg_retriever").set_value(other[0])
+    at = ask(app.run(), "How do I configure SSO?")
+    turn = at.session_state["turns"][-1]
+    assert turn.payload["mode"] == "excerpts"
+    assert turn.config.retriever == (other[0] if other else "bm25")
+    assert ":blue-badge[" in texts(at)
+    assert any("mode excerpts" in c for c in captions(at))
+
+
+def test_fault_toggle_shows_rejected_citation_with_reason(app):
+    app.sidebar.multiselect(key="cfg_faults").set_value(["corrupt_id"])
+    at = ask(app.run(), "How do I configure SSO?")
+    md = texts(at)
+    assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-saml\\-setup" in md
+
+
+def test_provider_error_is_a_message_not_a_traceback(app):
+    app.sidebar.selectbox(key="cfg_provider").set_value("broken-test")
+    at = ask(app.run(), "How do I configure SSO?")
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any("cannot reach the model server" in e for e in errors), errors
+    assert any("broken (test)" in c for c in captions(at))

@@ -1,0 +1,205 @@
+"""The app in a real browser: Debian's chromium driven by playwright against `streamlit run app.py`.
+
+Checks what AppTest cannot: the click on a citation really opens the side panel, a listing shows
+links and no source chips, and corpus text with <script>/onerror/javascript: executes nothing.
+Screenshots go to tests/artifacts/ (gitignored); `docs/img/` holds committed copies.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+
+EVIL_DOC = """---
+id: widget-calibration
+title: Calibrate the flux widget <img src=x onerror="window.__pwned='title';alert('title')">
+url: javascript:alert('url')
+---
+# Calibrate the flux widget
+
+To calibrate the flux widget, open the widget panel and press calibrate twice.
+<script>window.__pwned = 'script'; alert('script')</script>
+<img src=x onerror="window.__pwned='img'; alert('img')">
+The flux widget calibration takes two minutes. [click me](javascript:alert('link'))
+![tracker](http://127.0.0.1:9/tracker.png) :red[directive] $x^2$ <a href="javascript:alert('a')">a</a>
+"""
+
+SAFE_DOC = """---
+id: widget-reset
+title: Reset the flux widget
+url: https://help.example.test/widget-reset
+---
+To reset the flux widget, hold the reset button for ten seconds until the light blinks.
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    port = _free_port()
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb")}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    log = open(tmp / "streamlit.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.terminate()
+        pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
+    corpus = tmp / "evil-corpus"
+    corpus.mkdir()
+    (corpus / "widget-calibration.md").write_text(EVIL_DOC)
+    (corpus / "widget-reset.md").write_text(SAFE_DOC)
+    yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log"}
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.dialogs = []
+        pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+        pg.set_default_timeout(20_000)
+        pg.goto(server["url"])
+        pg.get_by_test_id("stChatInputTextArea").wait_for()
+        yield pg
+        browser.close()
+
+
+def _ask(page, question: str):
+    before = page.get_by_test_id("stChatMessage").count()
+    box = page.get_by_test_id("stChatInputTextArea")
+    box.fill(question)
+    box.press("Enter")
+    page.wait_for_function(f"document.querySelectorAll('[data-testid=stChatMessage]').length >= {before + 2}")
+    _settle(page)
+    return page.get_by_test_id("stChatMessage").last
+
+
+def _settle(page):
+    """Wait until the script run is over (the status widget disappears)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=20_000)
+
+
+def _shot(page, name: str, locator=None):
+    target = locator or page
+    target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def test_citation_click_opens_the_side_panel(page):
+    msg = _ask(page, "How do I configure SSO?")
+    assert msg.locator("a[href='https://help.orbitly.example/articles/sso-saml-setup']").count() == 1
+    assert msg.locator("[class*='st-key-sources-']").count() == 1, "a substantive answer has source chips"
+    assert page.locator(".st-key-doc-panel").count() == 0
+    msg.locator("[class*='st-key-citations-'] button").first.click()
+    panel = page.locator(".st-key-doc-panel")
+    panel.wait_for()
+    _settle(page)
+    assert "Configure SAML single sign-on (SSO)" in panel.inner_text()
+    assert panel.locator("mark, span[class*='background'], [style*='background']").count() > 0 or \
+        "quoted in the answer" in page.inner_text("body")
+    _shot(page, "chat")
+    page.locator(".st-key-close-doc button").first.click()
+    page.locator(".st-key-doc-panel").wait_for(state="detached")
+    _settle(page)
+    page.set_viewport_size({"width": 1400, "height": 1500})
+    page.get_by_text("Provenance", exact=True).last.click()
+    expander = page.get_by_test_id("stExpander").filter(has_text="Retrieved").last
+    expander.locator(".js-plotly-plot").wait_for()
+    page.wait_for_timeout(500)
+    _shot(page, "provenance", expander)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_listing_answer_shows_links_and_no_source_chips(page):
+    msg = _ask(page, "Which articles do you have?")
+    assert msg.locator("a[href^='https://help.orbitly.example/articles/']").count() > 20
+    assert msg.locator("[class*='st-key-sources-']").count() == 0
+    assert "No sources: nothing was read" in msg.inner_text()
+    _shot(page, "listing")
+
+
+def test_untrusted_corpus_text_executes_nothing(page, server):
+    page.get_by_text("Folder or JSONL path").click()
+    _settle(page)
+    path = page.get_by_label("Corpus path")
+    path.fill(str(server["corpus"]))
+    path.press("Enter")
+    _settle(page)
+    msg = _ask(page, "How do I calibrate the flux widget?")
+    assert "corpus evil-corpus" in msg.inner_text()
+    msg.locator("[class*='st-key-citations-'] button").first.click()
+    page.locator(".st-key-doc-panel").filter(has_text="press calibrate twice").wait_for()
+    _settle(page)
+    page.wait_for_timeout(500)
+    body = page.inner_text("body")
+    assert "<script>window.__pwned" in body, "the script is shown as text"
+    assert "onerror" in body
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.dialogs == []
+    assert page.locator("a[href^='javascript:' i], a[href^='data:' i]").count() == 0
+    assert page.locator("img[src='x'], img[src*='tracker']").count() == 0
+    assert page.locator("script:not([src])").filter(has_text="__pwned").count() == 0
+    _shot(page, "untrusted")
+
+
+def test_compare_page_runs_two_configurations(page, server):
+    page.goto(server["url"] + "/Compare")
+    page.get_by_role("button", name="Run all").wait_for()
+    page.get_by_role("button", name="Run all").click()
+    page.locator(".st-key-cmp-col-1").wait_for()
+    _settle(page)
+    assert page.locator(".st-key-cmp-col-0").count() == 1
+    page.set_viewport_size({"width": 1400, "height": 1700})
+    page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
+    page.wait_for_timeout(500)
+    _shot(page, "compare", page.get_by_test_id("stMain"))
+    docs = ROOT / "docs" / "img"
+    docs.mkdir(parents=True, exist_ok=True)
+    from PIL import Image
+
+    for name in ("chat", "provenance", "compare"):  # committed copies, quantised to stay small
+        if (ARTIFACTS / f"{name}.png").exists():
+            with Image.open(ARTIFACTS / f"{name}.png") as img:
+                img.convert("RGB").quantize(colors=128).save(docs / f"{name}.png", optimize=True)
