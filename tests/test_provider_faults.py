@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,7 +16,6 @@ from loopback import GEMINI, OLLAMA, WIRES, Reply, ScriptedServer, refused_url
 from workbench.agent import MAX_STEPS
 from workbench.providers.base import Failed, with_retries
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUESTION = "How do I configure SSO?"
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
 both = pytest.mark.parametrize("wire", list(WIRES.values()), ids=list(WIRES))
@@ -200,12 +197,15 @@ def test_api_keys_never_reach_errors_payloads_or_logs(wire, code, demo_session, 
 
 
 @both
-def test_cli_fault_is_a_clean_failed_turn_without_the_key(wire):
+def test_cli_fault_is_a_clean_failed_turn_without_the_key(wire, monkeypatch, capsys):
+    from workbench.cli import main
+
     with ScriptedServer([wire.error(401, f"bad key {SECRET}")], repeat_last=True) as srv:
-        env = {**os.environ, **wire.env(srv.url), wire.key_env: SECRET, "PYTHONPATH": ROOT}
-        proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", wire.provider, QUESTION],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1, proc.stderr  # a failed turn, not a crash (exit 2) or a traceback
-    assert "Traceback" not in proc.stderr
-    assert "turn failed (auth_error)" in proc.stderr and wire.key_env in proc.stderr
-    assert SECRET not in proc.stdout + proc.stderr
+        for name, value in {**wire.env(srv.url), wire.key_env: SECRET}.items():
+            monkeypatch.setenv(name, value)
+        code = main(["ask", "--provider", wire.provider, QUESTION])
+    out, err = capsys.readouterr()
+    assert code == 1, err  # a failed turn, not a crash (exit 2) or a traceback
+    assert "Traceback" not in err
+    assert "turn failed (auth_error)" in err and wire.key_env in err
+    assert SECRET not in out + err

@@ -70,10 +70,14 @@ def test_workbench_plugins_registers_a_user_provider(plugin_dir, monkeypatch, de
     assert result.payload["config"]["provider_label"] == "open-first-hit (example plugin)"
 
 
-def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch):
+def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch, capsys):
+    from workbench.cli import main
+
     monkeypatch.setenv("WORKBENCH_PLUGINS", "no_such_provider_module")
     with pytest.raises(PluginError, match="no_such_provider_module.*WORKBENCH_PLUGINS"):
         provider_names()
+    assert main(["ask", "--provider", "offline", "x"]) == 2  # the CLI prints the error, no traceback
+    assert capsys.readouterr().err.startswith("error: cannot import provider plugin 'no_such_provider_module'")
 
 
 def _run(args, env, cwd=ROOT):
@@ -87,19 +91,23 @@ def test_cli_uses_a_plugin_named_in_the_environment(plugin_dir):
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["status"] == "ok" and len(payload["sets"]["consulted"]) == 1
-    bad = _run(["ask", "--provider", "openfirst", "x"], {**env, "WORKBENCH_PLUGINS": "nope_missing"})
-    assert bad.returncode == 2 and bad.stderr.startswith("error: cannot import provider plugin 'nope_missing'")
 
 
-def test_cli_uses_an_installed_entry_point(tmp_path):
-    """A package that declares `[project.entry-points."workbench.providers"]` needs no environment at all."""
-    (tmp_path / "ep_provider.py").write_text(PLUGIN.format(name="epprov").replace('register_provider("epprov", OpenFirstHit)', ""))
+def test_an_installed_entry_point_registers_without_any_environment(tmp_path, monkeypatch, demo_session):
+    """A package that declares `[project.entry-points."workbench.providers"]` needs no configuration at all."""
+    source = PLUGIN.format(name="epprov").replace('register_provider("epprov", OpenFirstHit)', "")
+    (tmp_path / "ep_provider.py").write_text(source)
     dist = tmp_path / "ep_provider-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-provider\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[workbench.providers]\nepprov = ep_provider:OpenFirstHit\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])}
-    env.pop("WORKBENCH_PLUGINS", None)
-    proc = _run(["ask", "--provider", "epprov", "How do I configure SSO?", "--json"], env)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["config"]["provider"] == "epprov"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("WORKBENCH_PLUGINS", raising=False)
+    monkeypatch.setattr(base, "_entry_points_loaded", False)
+    try:
+        assert "epprov" in provider_names()
+        result = demo_session.ask("How do I configure SSO?", provider="epprov")
+        assert result.record.status == "ok" and len(result.payload["sets"]["consulted"]) == 1
+    finally:
+        base._REGISTRY.pop("epprov", None)
+        sys.modules.pop("ep_provider", None)

@@ -17,6 +17,7 @@ reason `MALFORMED_FUNCTION_CALL` with no call to answer, so the turn ends with `
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -67,12 +68,8 @@ class GeminiProvider(Provider):
             raise ProviderError(f"Gemini needs an API key: set {KEY_ENVS[0]} (or {KEY_ENVS[1]}); create one at "
                                 "https://aistudio.google.com/apikey", status="auth_error")
         if self._client is None:
-            from google import genai  # the SDK is imported only here, and only when used
-            from google.genai import types
-
-            http = types.HttpOptions(base_url=self.base_url, timeout=int(self.timeout * 1000),
-                                     api_version=os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta")
-            self._client = genai.Client(api_key=self.__key, vertexai=False, http_options=http)
+            self._client = _shared_client(self.__key, self.base_url, int(self.timeout * 1000),
+                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta")
         return self._client
 
     def list_models(self) -> list[str]:
@@ -220,6 +217,16 @@ class GeminiProvider(Provider):
             return "connection_error", (f"cannot connect to {self.where}: check the network"
                                         + (f" or {BASE_URL_ENV}" if self.base_url else ""))
         return "provider_error", f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_version: str):
+    """One client per configuration: building one costs ~150 ms (TLS set-up), more than a loopback turn."""
+    from google import genai  # the SDK is imported only here, and only when used
+    from google.genai import types
+
+    http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version)
+    return genai.Client(api_key=api_key, vertexai=False, http_options=http)
 
 
 def _status(exc: BaseException) -> int | None:

@@ -18,6 +18,7 @@ turn ends with status `bad_tool_args`.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -52,9 +53,7 @@ class OllamaProvider(Provider):
 
     def client(self):
         if self._client is None:
-            import ollama  # the SDK is imported only here, and only when used
-
-            self._client = ollama.Client(host=self.host, timeout=self.timeout)
+            self._client = _shared_client(self.host, self.timeout, os.environ.get(KEY_ENV))
         return self._client
 
     def list_models(self) -> list[str]:
@@ -125,6 +124,17 @@ class OllamaProvider(Provider):
             return "bad_tool_args", (f"model {self.model!r} sent tool-call arguments that are not a JSON object: "
                                      f"{bad_args[:200]!r}")
         return "provider_error", f"unexpected answer from Ollama at {self.where}: {type(exc).__name__}: {detail}"
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(host: str | None, timeout: float, api_key: str | None):
+    """One client per configuration: building one costs ~100 ms (TLS set-up), more than a loopback turn.
+
+    `api_key` is part of the cache key only because the client reads $OLLAMA_API_KEY when it is built.
+    """
+    import ollama  # the SDK is imported only here, and only when used
+
+    return ollama.Client(host=host, timeout=timeout)
 
 
 def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
