@@ -32,7 +32,8 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def print_table(columns: list[str], rows: list[tuple], out: TextIO = sys.stdout) -> None:
+def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     cells = [[_cell(v) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
@@ -42,19 +43,20 @@ def print_table(columns: list[str], rows: list[tuple], out: TextIO = sys.stdout)
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", file=out)
 
 
-def print_csv(columns: list[str], rows: list[tuple], out: TextIO = sys.stdout) -> None:
-    w = csv.writer(out)
+def print_csv(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
+    w = csv.writer(out or sys.stdout)
     w.writerow(columns)
     for r in rows:
         w.writerow(["" if v is None else (v.isoformat() if isinstance(v, (datetime, date)) else v) for v in r])
 
 
-def print_json(columns: list[str], rows: list[tuple], out: TextIO = sys.stdout) -> None:
+def print_json(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     for r in rows:
         print(json.dumps({c: _jsonable(v) for c, v in zip(columns, r)}, ensure_ascii=False), file=out)
 
 
-def emit(columns: list[str], rows: list[tuple], fmt: str = "table", out: TextIO = sys.stdout) -> None:
+def emit(columns: list[str], rows: list[tuple], fmt: str = "table", out: TextIO | None = None) -> None:
     {"table": print_table, "csv": print_csv, "json": print_json}[fmt](columns, rows, out)
 
 

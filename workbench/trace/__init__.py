@@ -1,12 +1,19 @@
 """The DuckDB trace store (DESIGN.md §8): schema by named migrations, writer, read-only queries.
 
-    from workbench.trace import TraceWriter, TraceReader
+    from workbench.trace import TraceReader
     TraceReader(default_db_path()).df("SELECT * FROM turn_sets")
 
 Tables and views are documented in docs/traces.md, generated from the schema by `docs.py`.
 """
 
 from .reader import TraceReader, check_read_only, query_df
-from .writer import TraceWriter
 
 __all__ = ["TraceReader", "TraceWriter", "check_read_only", "query_df"]
+
+
+def __getattr__(name: str):
+    if name == "TraceWriter":  # the writer needs pyarrow; readers (`workbench sql`) start faster without it
+        from .writer import TraceWriter
+
+        return TraceWriter
+    raise AttributeError(name)

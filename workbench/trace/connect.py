@@ -6,6 +6,12 @@ read-only connection blocks writers but not other readers; the lock is taken at 
 mid-transaction. So nobody holds a connection longer than one write batch or one query, and a
 "could not set lock" error at connect time is retried with jittered backoff until `timeout`.
 Opening costs ~20–30 ms, which is why batch writers buffer turns (see writer.py).
+
+DuckDB's lock is not a queue: a writer logging turns back to back would re-take the file a few
+milliseconds after releasing it, and a reader polling with backoff could starve. So a reader that
+finds the file locked leaves a marker (`<db>.readers`) and polls fast; a writer about to open the
+file sees a fresh marker and waits (at most `YIELD_S`) until the reader has had its turn and
+removed it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import duckdb
 from ..errors import TraceStoreError
 
 DEFAULT_TIMEOUT_S = 30.0
+YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyway
+_MARKER_FRESH_S = 1.0
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration")
 
 
@@ -37,21 +45,49 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
                               "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
     if not read_only:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+    marker = Path(path + ".readers")
+    if not read_only:
+        _yield_to_readers(marker)
     deadline = time.monotonic() + timeout
     delay = 0.005
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only, config={"threads": 1})
+            con = duckdb.connect(path, read_only=read_only, config={"threads": 1})
+            if read_only:
+                marker.unlink(missing_ok=True)
+            return con
         except duckdb.Error as exc:
             if not is_lock_error(exc):
                 raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
+            if read_only:
+                _touch(marker)
             if time.monotonic() >= deadline:
                 raise TraceStoreError(
                     f"trace database {path} stayed locked by another process for {timeout:.0f} s; "
                     "close the process that holds it (a DuckDB shell or a notebook keeping a connection open), "
                     "or use another file with --db / WORKBENCH_DB") from None
             time.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 1.6, 0.05)
+            delay = min(delay * 1.6, 0.01 if read_only else 0.05)
+
+
+def _touch(marker: Path) -> None:
+    try:
+        marker.touch()
+    except OSError:  # a read-only folder: fairness is lost, correctness is not
+        pass
+
+
+def _yield_to_readers(marker: Path) -> None:
+    """Wait (at most YIELD_S) while a reader has recently queued for the file."""
+    end = time.monotonic() + YIELD_S
+    while time.monotonic() < end:
+        try:
+            fresh = time.time() - marker.stat().st_mtime < _MARKER_FRESH_S
+        except OSError:
+            return
+        if not fresh:
+            return
+        time.sleep(0.005)
 
 
 @contextmanager

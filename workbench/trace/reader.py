@@ -96,6 +96,14 @@ class TraceReader:
     def gaps(self) -> tuple[list[str], list[tuple]]:
         return self.rows("SELECT question, asks, runs, first_seen, last_seen, last_turn_id FROM doc_gaps")
 
+    def find_run(self, *, run_id: str | None = None, run_key: str | None = None) -> dict[str, Any] | None:
+        """The run with `run_id`, or the latest with `run_key`; None when absent (or no database yet)."""
+        if not self.path.exists():
+            return None
+        where, value = ("run_id = ?", run_id) if run_id is not None else ("run_key = ?", run_key)
+        columns, rows = self.rows(f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT 1", [value])
+        return dict(zip(columns, rows[0])) if rows else None
+
     def answered_counts(self, run_id: str) -> dict[str, int]:
         """How many `ok` turns each question has in `run_id` (resuming a batch skips those; failed turns are retried)."""
         _, rows = self.rows("SELECT question, count(*) FROM turns WHERE run_id = ? AND status = 'ok' GROUP BY 1",

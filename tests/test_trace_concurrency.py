@@ -1,0 +1,143 @@
+"""Real processes: a writer killed with SIGKILL mid-turn leaves no partial turn; readers running
+`workbench sql` while a writer logs turns never see a lock error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WRITER = r"""
+import sys, time, uuid
+from workbench.provenance import build_payload
+from workbench.trace import writer as W
+from workbench.types import ResultItem, ToolCall, TurnRecord
+
+db, pause = sys.argv[1], float(sys.argv[2])
+if pause:  # from the second turn on, stretch the transaction after its `turns` row so the parent kills inside it
+    real, seen = W._insert, []
+    def slow(con, table, rows, verb="INSERT"):
+        real(con, table, rows, verb)
+        if table == "turns":
+            seen.append(1)
+            if len(seen) > 1:
+                print("MID", flush=True)
+                time.sleep(pause)
+    W._insert = slow
+
+w = W.TraceWriter(db)
+i = 0
+while True:
+    calls = (ToolCall("search", "snippet", {"query": f"q{i}"},
+                      tuple(ResultItem(f"doc-{j}", f"Doc {j}", rank=j + 1, score=1.0, chunk_index=0) for j in range(25))),
+             ToolCall("search", "snippet", {"query": f"r{i}"},
+                      tuple(ResultItem(f"doc-{j}", f"Doc {j}", rank=j - 19, score=0.5, chunk_index=1) for j in range(20, 45))),
+             ToolCall("fetch_document", "full", {"doc_id": "doc-1"}, (ResultItem("doc-1", "Doc 1"),)))
+    rec = TurnRecord(question=f"How do I do thing {i}?", answer="See [Doc 1](doc-1) and [Doc 2](doc-2) and [x](doc-99x).",
+                     tool_calls=calls, turn_id=uuid.uuid4().hex, config={"provider": "offline", "mode": "agent"},
+                     started_at="2024-05-01T10:00:00+00:00", latency_ms=1.0)
+    w.log_turn(rec, build_payload(rec))
+    print("DONE", rec.turn_id, flush=True)
+    i += 1
+"""
+
+
+def _writer(db: Path, pause: float = 0.0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(pause)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _wait_for(proc: subprocess.Popen, word: str, count: int, done: list[str]) -> None:
+    seen = 0
+    while seen < count:
+        line = proc.stdout.readline()
+        assert line, f"writer died: {proc.stderr.read()}"
+        if line.startswith("DONE"):
+            done.append(line.split()[1])
+        if line.startswith(word):
+            seen += 1
+
+
+def _assert_consistent(db: Path, done: list[str]) -> int:
+    con = duckdb.connect(str(db))  # read-write: replays the write-ahead log left by the killed process
+    turns = {t for (t,) in con.execute("SELECT turn_id FROM turns").fetchall()}
+    assert set(done) <= turns and len(turns - set(done)) <= 1  # at most the turn committed just before the kill
+    for table in ("tool_calls", "retrieved_items", "citations", "sources"):
+        orphans = con.execute(f"SELECT count(*) FROM {table} WHERE turn_id NOT IN (SELECT turn_id FROM turns)").fetchone()
+        assert orphans == (0,), f"partial turn rows in {table}"
+    bad = con.execute("""
+        SELECT t.turn_id FROM turns t
+        WHERE t.n_tool_calls <> (SELECT count(*) FROM tool_calls c WHERE c.turn_id = t.turn_id)
+           OR t.n_retrieved <> (SELECT count(*) FROM sources s WHERE s.turn_id = t.turn_id)
+           OR t.n_consulted <> (SELECT count(*) FROM sources s WHERE s.turn_id = t.turn_id AND s.consulted)
+           OR 51 <> (SELECT count(*) FROM retrieved_items r WHERE r.turn_id = t.turn_id)
+           OR 3 <> (SELECT count(*) FROM citations c WHERE c.turn_id = t.turn_id)
+    """).fetchall()
+    assert bad == []
+    assert con.execute("SELECT count(*) FROM turns WHERE run_id NOT IN (SELECT run_id FROM runs)").fetchone() == (0,)
+    n = len(turns)
+    con.close()
+    return n
+
+
+def test_sigkill_mid_turn_leaves_no_partial_turn(tmp_path):
+    db = tmp_path / "kill.duckdb"
+    done: list[str] = []
+    # 1. killed deterministically inside a turn's transaction (after its `turns` row, before the rest)
+    for _ in range(2):
+        proc = _writer(db, pause=5.0)
+        _wait_for(proc, "MID", 1, done)  # one turn committed, the second one open
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert _assert_consistent(db, done) == len(done)
+    # 2. killed at arbitrary moments of a fast write loop
+    for delay in (0.2, 0.5):
+        proc = _writer(db)
+        _wait_for(proc, "DONE", 1, done)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done.extend(line.split()[1] for line in proc.stdout.read().splitlines() if line.startswith("DONE"))
+        _assert_consistent(db, done)
+
+
+READER = r"""
+import sys
+from workbench.cli import main
+db, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    code = main(["sql", "SELECT count(*) AS turns FROM turn_sets", "--db", db, "--csv"])
+    assert code == 0, code
+"""
+
+
+def test_readers_never_see_lock_errors_while_a_writer_logs(tmp_path):
+    db = tmp_path / "busy.duckdb"
+    writer = _writer(db)
+    done: list[str] = []
+    try:
+        _wait_for(writer, "DONE", 1, done)  # the database exists
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        loop = subprocess.Popen([sys.executable, "-c", READER, str(db), "15"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cli = [subprocess.run([sys.executable, "-m", "workbench", "sql", "SELECT count(*) FROM turns", "--db", str(db),
+                               "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+               for _ in range(3)]
+        out, err = loop.communicate(timeout=120)
+        assert writer.poll() is None, f"writer failed: {writer.stderr.read()}"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert loop.returncode == 0, err
+    assert "lock" not in err.lower() and "error" not in err.lower()
+    counts = [int(line) for line in out.splitlines() if line.strip().isdigit()]
+    assert len(counts) == 15 and counts == sorted(counts) and counts[-1] > counts[0]  # saw the writer progress
+    for r in cli:
+        assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -1,0 +1,215 @@
+"""The trace store: every turn logged, payload and tables agree exactly, views, claims, sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import duckdb
+import pytest
+
+from workbench.session import Session
+from workbench.trace import TraceReader
+from workbench.trace.writer import TraceWriter
+from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord
+from workbench.provenance import build_payload
+
+QUESTIONS = [
+    ("How do I configure SSO?", "agent"),
+    ("What articles do you have?", "agent"),
+    ("What is the capital of Mongolia?", "agent"),
+    ("How do I rotate an API key?", "agent"),
+    ("How do I configure SSO?", "excerpts"),
+    ("What is the capital of Mongolia?", "excerpts"),
+]
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """A real DuckDB file with turns of both modes, with and without faults, logged by Session.ask."""
+    db = tmp_path_factory.mktemp("trace") / "t.duckdb"
+    session = Session.open(trace_db=db)
+    answers = [session.ask(q, mode=m) for q, m in QUESTIONS]
+    answers.append(session.ask("How do I configure SSO?", faults=["corrupt_id"]))
+    answers.append(session.ask("How do I configure SSO?", mode="excerpts", faults=["cite_unretrieved"]))
+    answers.append(session.ask("What articles do you have?", faults=["link_listed"]))
+    return db, answers
+
+
+def q(db, sql, params=None):
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def test_every_ask_is_logged_and_turn_id_keys_every_table(traced):
+    db, answers = traced
+    ids = {a.payload["turn_id"] for a in answers}
+    assert {r[0] for r in q(db, "SELECT turn_id FROM turns")} == ids
+    for table in ("tool_calls", "retrieved_items", "citations", "sources"):
+        assert {r[0] for r in q(db, f"SELECT DISTINCT turn_id FROM {table}")} <= ids
+
+
+def test_three_sets_equal_sources_table(traced):
+    db, answers = traced
+    for a in answers:
+        p, tid = a.payload, a.payload["turn_id"]
+        rows = q(db, "SELECT doc_id, retrieved, cited, consulted, exposure, reason, shown_position FROM sources "
+                     "WHERE turn_id = ? ORDER BY position", [tid])
+        assert [r[0] for r in rows] == p["sets"]["retrieved"]
+        assert {r[0] for r in rows if r[2]} == set(p["sets"]["cited"])
+        assert {r[0] for r in rows if r[3]} == set(p["sets"]["consulted"])
+        shown = sorted((r[6], r[0]) for r in rows if r[6] is not None)
+        assert [d for _, d in shown] == [s["doc_id"] for s in p["sources"]]
+        by_id = {d["doc_id"]: d for d in p["documents"]}
+        for doc_id, _, cited, consulted, exposure, reason, _ in rows:
+            d = by_id[doc_id]
+            assert (cited, consulted, exposure, reason) == (d["cited"], d["consulted"], d["exposure"], d["reason"])
+        sizes = q(db, "SELECT n_retrieved, n_cited, n_consulted, n_rejected FROM turn_sets WHERE turn_id = ?", [tid])
+        assert sizes == [(len(p["sets"]["retrieved"]), len(p["sets"]["cited"]), len(p["sets"]["consulted"]),
+                          len(p["rejected_citations"]))]
+
+
+def test_turn_row_tool_calls_items_and_citations_match_record(traced):
+    db, answers = traced
+    for a in answers:
+        r, p, tid = a.record, a.payload, a.payload["turn_id"]
+        (question, answer, status, started, latency) = q(
+            db, "SELECT question, answer, status, started_at, latency_ms FROM turns WHERE turn_id = ?", [tid])[0]
+        assert (question, answer, status, latency) == (r.question, r.answer, r.status, r.latency_ms)
+        assert started.isoformat(timespec="milliseconds").replace("+00:00", "") == r.started_at.replace("+00:00", "")
+        calls = q(db, "SELECT seq, name, exposure, args_json, n_results FROM tool_calls WHERE turn_id = ? ORDER BY seq", [tid])
+        assert calls == [(i, c.name, c.exposure, json.dumps(c.args, sort_keys=True, ensure_ascii=False), len(c.results))
+                         for i, c in enumerate(r.tool_calls)]
+        items = q(db, "SELECT tool_call_seq, rank, doc_id, chunk_index, score, exposure, excerpt_n FROM retrieved_items "
+                      "WHERE turn_id = ? ORDER BY tool_call_seq NULLS LAST, position", [tid])
+        expected = [(i, it.rank, it.doc_id, it.chunk_index, it.score, c.exposure, None)
+                    for i, c in enumerate(r.tool_calls) for it in c.results]
+        expected += [(None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", e.n) for e in r.excerpts]
+        assert items == expected
+        cits = q(db, "SELECT target, doc_id, valid, reason, nearest_doc_id, edit_distance FROM citations "
+                     "WHERE turn_id = ? ORDER BY idx", [tid])
+        assert cits == [(c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"], c["edit_distance"])
+                        for c in p["citations"]]
+
+
+def test_rejected_citations_are_recorded(traced):
+    db, answers = traced
+    faulty = [a for a in answers if a.payload["rejected_citations"]]
+    assert len(faulty) >= 2  # corrupt_id (not_retrieved) and cite_unretrieved in excerpt mode (out_of_range)
+    reasons = {r[0] for r in q(db, "SELECT DISTINCT reason FROM citations WHERE NOT valid")}
+    assert reasons == {"not_retrieved", "out_of_range"}
+    near = q(db, "SELECT nearest_doc_id, edit_distance FROM citations WHERE reason = 'not_retrieved'")
+    assert all(n is not None and d == 1 for n, d in near)
+
+
+def test_doc_gaps_lists_out_of_scope_question_not_listing_question(traced):
+    db, answers = traced
+    gaps = {r[0]: r for r in q(db, "SELECT question, asks, runs FROM doc_gaps")}
+    assert "What is the capital of Mongolia?" in gaps
+    assert gaps["What is the capital of Mongolia?"][1:] == (2, 2)  # asked in agent and excerpt runs
+    assert "What articles do you have?" not in gaps  # a listing consults nothing, and is no gap
+    # exactly the substantive turns that consulted nothing (here also a faulty excerpt turn citing [99])
+    expected = {a.record.question for a in answers
+                if not a.payload["sets"]["consulted"] and a.record.question != "What articles do you have?"}
+    assert set(gaps) == expected
+    kinds = dict(q(db, "SELECT DISTINCT question, question_kind FROM turns"))
+    assert kinds["What articles do you have?"] == "structural"
+    assert kinds["What is the capital of Mongolia?"] == "substantive"
+
+
+def test_interactive_runs_one_per_configuration(traced):
+    db, answers = traced
+    runs = q(db, "SELECT kind, provider, mode, config_json FROM runs")
+    assert all(r[0] == "interactive" and r[1] == "offline" for r in runs)
+    configs = {json.dumps(a.record.config, sort_keys=True) for a in answers}
+    assert len(runs) == len(configs)  # agent, excerpts, and one per fault setting
+
+
+def test_summary_views_answer(traced):
+    db, answers = traced
+    [(provider, turns, err)] = q(db, "SELECT provider, turns, error_rate FROM provider_summary")
+    assert (provider, turns, err) == ("offline", len(answers), 0.0)
+    modes = dict(q(db, "SELECT mode, turns FROM retriever_summary"))
+    assert modes == {"agent": 6, "excerpts": 3}
+
+
+def _turn(question="What is SSO?", tokens=(10, 5), **kw) -> TurnRecord:
+    calls = (ToolCall("search", "snippet", {"query": question},
+                      tuple(ResultItem(f"d{i}", f"Doc {i}", rank=i + 1, score=1.0 / (i + 1), chunk_index=i)
+                            for i in range(3))),)
+    return TurnRecord(question=question, answer="See [Doc 0](d0).", tool_calls=calls,
+                      model_calls=(ModelCall("offline", tokens_in=tokens[0], tokens_out=tokens[1]),
+                                   ModelCall("offline", tokens_in=7, tokens_out=None if tokens[1] is None else 3)),
+                      config={"provider": "offline", "api_key": "sk-secret", "nested": {"token": "t0k"}},
+                      started_at="2024-05-01T10:00:00.000+00:00", **kw)
+
+
+def test_tokens_summed_null_when_unknown_and_secrets_redacted(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    a, b = _turn(turn_id="a"), _turn(turn_id="b", tokens=(10, None))
+    w.log_turn(a, build_payload(a))
+    w.log_turn(b, build_payload(b))
+    assert dict((r[0], r[1:]) for r in q(db, "SELECT turn_id, tokens_in, tokens_out FROM turns")) == {
+        "a": (17, 8), "b": (17, None)}
+    [(cfg,)] = q(db, "SELECT config_json FROM runs")
+    assert "sk-secret" not in cfg and "t0k" not in cfg and json.loads(cfg)["provider"] == "offline"
+
+
+def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    t = _turn(turn_id="same")
+    w.log_turn(t, build_payload(t))
+    w.log_turn(t, build_payload(t))
+    assert q(db, "SELECT count(*) FROM turns") == [(1,)]
+    assert q(db, "SELECT count(*) FROM retrieved_items") == [(3,)]
+
+
+def test_claims_with_the_turn_and_added_later(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    t = _turn(turn_id="c1")
+    claim = {"claim_idx": 0, "text": "SSO is single sign-on.", "cited_doc_ids": ["d0"], "judge": "overlap",
+             "score": 0.8, "verdict": "supported", "best_span": "single sign-on", "wrong_excerpt": False,
+             "generated_only": False, "support_doc": "d0"}
+    w.log_turn(t, build_payload(t), claims=[claim])
+    w.add_claims("c1", [{**claim, "claim_idx": 1, "judge": "nli", "best_span": {"start": 1, "end": 4}}])
+    rows = q(db, "SELECT claim_idx, judge, cited_doc_ids, score, best_span, wrong_excerpt, extra_json FROM claims ORDER BY 1")
+    assert rows[0] == (0, "overlap", ["d0"], 0.8, "single sign-on", False, '{"support_doc": "d0"}')
+    assert rows[1][1] == "nli" and json.loads(rows[1][4]) == {"start": 1, "end": 4}
+    from workbench.errors import TraceStoreError
+
+    with pytest.raises(TraceStoreError, match="no turn"):
+        w.add_claims("nope", [claim])
+
+
+def test_session_default_db_env_and_no_trace(tmp_path, monkeypatch):
+    from workbench.config import default_db_path
+
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "env.duckdb"))
+    assert default_db_path() == tmp_path / "env.duckdb"
+    s = Session.open()
+    s.ask("How do I configure SSO?")
+    assert q(tmp_path / "env.duckdb", "SELECT count(*) FROM turns") == [(1,)]
+    monkeypatch.delenv("WORKBENCH_DB")
+    assert default_db_path() == __import__("pathlib").Path(os.environ["WORKBENCH_HOME"]) / "traces.duckdb"
+    off = Session.open(trace=False, trace_db=tmp_path / "off.duckdb")
+    off.ask("How do I configure SSO?")
+    assert off.tracer is None and not (tmp_path / "off.duckdb").exists()
+
+
+def test_cli_ask_db_and_no_trace(tmp_path, capsys):
+    from workbench.cli import main
+
+    db = tmp_path / "cli.duckdb"
+    assert main(["ask", "How do I configure SSO?", "--db", str(db)]) == 0
+    assert main(["ask", "How do I configure SSO?", "--db", str(db), "--no-trace"]) == 0
+    assert q(db, "SELECT count(*) FROM turns") == [(1,)]
+
+
+def test_reader_errors_name_the_fix(tmp_path):
+    from workbench.errors import TraceStoreError
+
+    with pytest.raises(TraceStoreError, match="nothing has been traced"):
+        TraceReader(tmp_path / "missing.duckdb").rows("SELECT 1")
