@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
+from ..corpus import FOLDER_SUFFIXES
 from ..errors import WorkbenchError
 from ..providers import get_provider, provider_names
 from ..providers.offline import FAULTS
@@ -76,7 +77,7 @@ def provider_info(name: str) -> dict[str, Any]:
         p = get_provider(name)
     except Exception as exc:  # noqa: BLE001 - any provider failure is shown, never raised
         return {"label": name, "models": [], "error": str(exc)}
-    info: dict[str, Any] = {"label": getattr(p, "label", name), "models": [], "error": None}
+    info: dict[str, Any] = {"label": provider_display(name), "models": [], "error": None}
     try:
         info["models"] = list(p.list_models())
     except Exception as exc:  # noqa: BLE001
@@ -84,8 +85,13 @@ def provider_info(name: str) -> dict[str, Any]:
     return info
 
 
+@st.cache_data(show_spinner=False)
 def provider_display(name: str) -> str:
-    label = provider_info(name)["label"]
+    """A provider's label ("offline (no LLM)"); constructing a provider touches no network."""
+    try:
+        label = getattr(get_provider(name), "label", name)
+    except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
+        return name
     return label if label and label != "base" else name
 
 
@@ -221,7 +227,7 @@ def _corpus_picker(sb) -> tuple[str, str]:
                 return str(p), p.name
             sb.error(f"{p} does not exist; give a folder of Markdown files or a .jsonl file")
     elif source == "Upload":
-        up = sb.file_uploader("Corpus file", type=["jsonl", "md", "zip"], key="corpus_upload")
+        up = sb.file_uploader("Corpus file", type=["jsonl", "zip", *(x.lstrip(".") for x in FOLDER_SUFFIXES)], key="corpus_upload")
         if up is not None:
             try:
                 return str(save_upload(up.name, up.getvalue())), up.name

@@ -1,4 +1,4 @@
-"""Turn an uploaded file (.jsonl, .md or a .zip of Markdown files) into a corpus path on disk.
+"""Turn an uploaded file (.jsonl, a document such as .md, or a .zip of documents) into a corpus path on disk.
 
 No streamlit here: the app hands over the name and bytes. Files land under
 `WORKBENCH_HOME/uploads/<content hash>/`, so the same upload maps to the same corpus (and cached index).
@@ -39,14 +39,14 @@ def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:
         _extract_markdown(name, data, target)
         return target
     else:
-        raise CorpusError("upload a .jsonl corpus, a Markdown file (.md) or a .zip of Markdown files", name)
+        raise CorpusError(f"upload a .jsonl corpus, a document ({', '.join(FOLDER_SUFFIXES)}) or a .zip of them", name)
     base.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return target
 
 
 def _extract_markdown(name: str, data: bytes, target: Path) -> None:
-    """Extract only Markdown members, refusing absolute paths and `..` (zip slip)."""
+    """Extract only corpus documents (the suffixes a corpus folder reads), refusing absolute paths and `..` (zip slip)."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -68,4 +68,4 @@ def _extract_markdown(name: str, data: bytes, target: Path) -> None:
         out.write_bytes(zf.read(m))
         written += 1
     if not written:
-        raise CorpusError("zip contains no Markdown (.md) files", name)
+        raise CorpusError(f"zip contains no corpus files ({', '.join(FOLDER_SUFFIXES)})", name)
