@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -15,42 +16,14 @@ from workbench.providers import base, provider_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The example from docs/providers.md: a scripted provider that opens one document and cites it.
-PLUGIN = textwrap.dedent('''
-    from workbench.providers import ModelStep, Provider, ToolRequest, register_provider
-    from workbench.types import ModelCall
-
-
-    class OpenFirstHit(Provider):
-        """Searches, opens the best hit and links it: no model, but the same loop and provenance."""
-
-        name = "{name}"
-        label = "open-first-hit (example plugin)"
-
-        def complete(self, messages, tools):
-            done = [m for m in messages if m["role"] == "tool"]
-            call = ModelCall(self.name, self.model or "v1")
-            if not tools:  # excerpt mode
-                return ModelStep("See [1].", (), call)
-            if not done:
-                question = next(m["content"] for m in messages if m["role"] == "user")
-                return ModelStep("", (ToolRequest("c1", "search", {{"query": question}}),), call)
-            if len(done) == 1:
-                import json
-                top = json.loads(done[0]["content"])["results"][0]
-                return ModelStep("", (ToolRequest("c2", "fetch_document", {{"doc_id": top["doc_id"]}}),), call)
-            import json
-            doc = json.loads(done[1]["content"])
-            return ModelStep(f"Read [{{doc['title']}}]({{doc['url']}}).", (), call)
-
-
-    register_provider("{name}", OpenFirstHit)
-''')
+# The example from docs/providers.md, read from the docs so the docs cannot drift from what works.
+DOCS = Path(ROOT) / "docs" / "providers.md"
+PLUGIN = re.search(r"```python\n(# my_provider\.py\n.*?)```", DOCS.read_text(encoding="utf-8"), re.S).group(1)
 
 
 @pytest.fixture
 def plugin_dir(tmp_path):
-    (tmp_path / "my_provider.py").write_text(PLUGIN.format(name="openfirst"))
+    (tmp_path / "my_provider.py").write_text(PLUGIN)
     yield tmp_path
     base._REGISTRY.pop("openfirst", None)
     base._loaded_plugins.discard("my_provider")
@@ -67,7 +40,7 @@ def test_workbench_plugins_registers_a_user_provider(plugin_dir, monkeypatch, de
     assert [t.name for t in result.record.tool_calls] == ["search", "fetch_document"]
     opened = result.record.tool_calls[1].results[0].doc_id
     assert result.payload["sets"]["consulted"] == [opened] == result.payload["sets"]["cited"]
-    assert result.payload["config"]["provider_label"] == "open-first-hit (example plugin)"
+    assert result.payload["config"]["provider_label"] == "open-first-hit (example)"
 
 
 def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch, capsys):
@@ -95,7 +68,8 @@ def test_cli_uses_a_plugin_named_in_the_environment(plugin_dir):
 
 def test_an_installed_entry_point_registers_without_any_environment(tmp_path, monkeypatch, demo_session):
     """A package that declares `[project.entry-points."workbench.providers"]` needs no configuration at all."""
-    source = PLUGIN.format(name="epprov").replace('register_provider("epprov", OpenFirstHit)', "")
+    source = PLUGIN.replace('register_provider("openfirst", OpenFirstHit)', "")
+    assert source != PLUGIN
     (tmp_path / "ep_provider.py").write_text(source)
     dist = tmp_path / "ep_provider-0.1.dist-info"
     dist.mkdir()
