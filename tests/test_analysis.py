@@ -1,0 +1,245 @@
+"""workbench.analysis: the tables and charts the notebooks show, over payloads and a real trace store."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench import analysis as A
+from workbench.provenance import build_payload
+from workbench.types import ResultItem, ToolCall, TurnRecord
+
+from conftest import ROOT
+
+URL = "https://help.example.com/articles/"
+
+
+def _record() -> TurnRecord:
+    """search shows snippets of a, b; fetch opens c; a listing shows d; the answer cites a, d and a fabrication."""
+    calls = (
+        ToolCall("search", "snippet", {"query": "x"}, (ResultItem("a", "A", URL + "a"), ResultItem("b", "B", URL + "b"))),
+        ToolCall("fetch_document", "full", {"doc_id": "c"}, (ResultItem("c", "C", URL + "c"),)),
+        ToolCall("list_articles", "title", {}, (ResultItem("d", "D", URL + "d"),)),
+    )
+    answer = f"See [A]({URL}a), [D]({URL}d) and [made up]({URL}cc)."
+    return TurnRecord("q?", answer, tool_calls=calls, turn_id="t1")
+
+
+@pytest.fixture(scope="module")
+def payload():
+    return build_payload(_record())
+
+
+def test_three_sets_follow_the_consulted_rules(payload):
+    t = A.three_sets(payload).set_index("doc_id")
+    assert list(t.index) == ["a", "b", "c", "d"]
+    assert t.loc["a", ["cited", "consulted", "chip shown"]].tolist() == [True, True, True]  # cited snippet
+    assert t.loc["b", ["cited", "consulted", "in sources array"]].tolist() == [False, False, False]
+    assert t.loc["c", ["cited", "consulted", "chip shown"]].tolist() == [False, True, True]  # opened in full
+    assert t.loc["d", ["cited", "consulted", "in sources array", "chip shown"]].tolist() == [True, False, True, False]
+    assert t["retrieved"].all()
+    html = A.style_three_sets(A.three_sets(payload)).to_html()
+    assert "✓" in html and "·" in html and A.SET_COLORS["consulted"] in html
+
+
+def test_sources_table_shows_chips_unless_consulted_is_false(payload):
+    s = A.sources_table(payload).set_index("doc_id")
+    assert s.loc["d", "chip shown"] == False and s.loc["a", "chip shown"] == True  # noqa: E712
+    old_server = {"sources": [{k: v for k, v in e.items() if k != "consulted"} for e in payload["sources"]]}
+    assert A.sources_table(old_server)["chip shown"].all()  # no flag: show everything
+
+
+def test_rejected_and_tool_call_tables(payload):
+    r = A.rejected_table(payload)
+    assert r.to_dict("records") == [{"target": URL + "cc", "reason": "not_retrieved", "nearest_doc_id": "c",
+                                     "edit_distance": 1}]
+    assert A.rejected_table({"rejected_citations": []}).empty
+    tc = A.tool_calls_table(payload)
+    assert tc["tool"].tolist() == ["search", "fetch_document", "list_articles"]
+    assert tc["n_results"].tolist() == [2, 1, 1] and tc.loc[0, "doc_ids"] == "a, b"
+
+
+def test_locating_inputs(tmp_path, monkeypatch):
+    assert A.question_set(tmp_path).name == "demo"
+    assert A.question_set(tmp_path).questions.exists() and A.question_set(tmp_path).corpus.exists()
+    (tmp_path / "arduino-help-center").mkdir()
+    (tmp_path / "arduino-help-center" / "corpus.jsonl").write_text("{}\n")
+    qs = A.question_set(tmp_path)
+    assert qs.name == "arduino" and qs.corpus == tmp_path / "arduino-help-center" / "corpus.jsonl"
+
+    monkeypatch.delenv("WORKBENCH_DB", raising=False)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    assert A.notebook_db("x") == tmp_path / "home" / "notebooks" / "x.duckdb"
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "mine.duckdb"))
+    assert A.notebook_db("x") == tmp_path / "mine.duckdb"
+
+    assert A.configured_providers({}) == ["offline"]
+    assert A.configured_providers({"OLLAMA_HOST": "127.0.0.1:1", "GEMINI_API_KEY": "k"}) == ["offline", "ollama",
+                                                                                            "gemini"]
+
+
+def test_load_questions(tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"question": "a?", "expected": ["x"]}\n\n{"question": "b?", "kind": "listing", "id": "q2"}\n')
+    rows = A.load_questions(f)
+    assert rows == [{"question": "a?", "expected": ["x"], "kind": "substantive", "id": None},
+                    {"question": "b?", "expected": [], "kind": "listing", "id": "q2"}]
+    assert len(A.load_questions(f, 1)) == 1
+
+
+def test_setup_notebook_renders_without_a_cdn():
+    import plotly.io as pio
+
+    assert A.setup_notebook() == "plotly_mimetype" == pio.renderers.default
+
+
+# --- batches in a real trace store ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    db = tmp_path_factory.mktemp("analysis") / "traces.duckdb"
+    questions = A.load_questions(ROOT / "data" / "demo_gold.jsonl")
+    questions = [q for q in questions if q["kind"] == "substantive"][:5] + \
+        [q for q in questions if q["kind"] != "substantive"][:2]
+    runs = A.run_question_set(questions, corpus=A.DEMO_CORPUS, db=db, retrievers=["bm25"])
+    return db, questions, runs
+
+
+def test_run_question_set_is_one_resumable_run_per_configuration(batch):
+    db, questions, runs = batch
+    assert len(runs) == 1 and runs.loc[0, "asked"] == len(questions) and runs.loc[0, "failed"] == 0
+    again = A.run_question_set(questions, corpus=A.DEMO_CORPUS, db=db, retrievers=["bm25"])
+    assert again.loc[0, "run_id"] == runs.loc[0, "run_id"]
+    assert (again.loc[0, "asked"], again.loc[0, "skipped"]) == (0, len(questions))
+    sizes = A.set_sizes(db, runs["run_id"])
+    assert len(sizes) == len(questions) and set(sizes["retriever"]) == {"bm25"}
+    assert (sizes["consulted"] <= sizes["retrieved"]).all()
+    fig = A.set_sizes_figure(sizes)
+    assert [t.name for t in fig.data] == list(A.SETS)
+    assert fig.data[0].y[0] == pytest.approx(sizes["retrieved"].mean(), abs=0.01)
+
+
+def test_gold_rows_match_the_payloads(batch):
+    """Recompute precision from fresh (untraced, deterministic offline) payloads and compare."""
+    from workbench.session import Session
+
+    db, questions, runs = batch
+    rows = A.gold_rows(db, runs["run_id"], questions)
+    scored = [q for q in questions if q["kind"] == "substantive" and q["expected"]]
+    assert len(rows) == 2 * len(scored)
+    session = Session.open(A.DEMO_CORPUS, "bm25", trace=False)
+    for q in scored:
+        sets = session.ask(q["question"]).payload["sets"]
+        for row, docs in (("naive", sets["retrieved"]), ("honest", sets["consulted"])):
+            got = rows[(rows["question"] == q["question"]) & (rows["row"] == row)].iloc[0]
+            hits = len(set(docs) & set(q["expected"]))
+            assert got["size"] == len(docs) and got["hits"] == hits
+            assert got["recall"] == hits / len(q["expected"])
+            assert (pd.isna(got["precision"]) and not docs) or got["precision"] == pytest.approx(hits / len(docs))
+    summary = A.consulted_precision(rows).set_index("row")
+    assert summary.loc["honest", "precision"] > summary.loc["naive", "precision"]
+    fig = A.precision_figure(A.consulted_precision(rows))
+    assert [t.name for t in fig.data] == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
+
+
+def test_consulted_precision_counts_empty_rows():
+    rows = pd.DataFrame([
+        {"run_id": "r", "provider": "p", "retriever": "bm25", "mode": "agent", "question": q, "row": "honest",
+         "size": s, "hits": h, "precision": p, "recall": rc}
+        for q, s, h, p, rc in [("a", 1, 1, 1.0, 1.0), ("b", 2, 1, 0.5, 1.0), ("c", 0, 0, None, 0.0)]])
+    s = A.consulted_precision(rows).iloc[0]
+    assert (s["questions"], s["empty rows"], s["precision"], s["strict precision"], s["recall"], s["mean size"]) == \
+        (3, 1, 0.75, 0.5, 0.667, 1.0)
+
+
+def test_ask_and_judge_stores_the_claims(tmp_path):
+    from workbench.trace import query_df
+
+    db = tmp_path / "f.duckdb"
+    run_id, claims, turns = A.ask_and_judge(["How do I configure SSO?", "How do I rotate an API key?"], db=db)
+    assert len(turns) == 2 and turns["claims"].sum() == len(claims) > 0
+    stored = query_df(f"SELECT c.* FROM claims c JOIN turns t USING (turn_id) WHERE t.run_id = '{run_id}' "
+                      "ORDER BY turn_id, claim_idx", db)
+    assert len(stored) == len(claims)
+    assert sorted(stored["verdict"]) == sorted(claims["verdict"])
+    assert query_df(f"SELECT kind FROM runs WHERE run_id = '{run_id}'", db)["kind"].tolist() == ["eval"]
+    assert turns["citation_recall"].between(0, 1).all()
+
+
+# --- judges against labels ------------------------------------------------------------------------
+
+
+def _brute_auroc(scores, labels):
+    pos = [s for s, y in zip(scores, labels) if y]
+    neg = [s for s, y in zip(scores, labels) if not y]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+def test_auroc_and_balanced_accuracy_known_values():
+    assert A.auroc([0.1, 0.2, 0.8, 0.9], [False, False, True, True]) == 1.0
+    assert A.auroc([0.9, 0.8, 0.2, 0.1], [False, False, True, True]) == 0.0
+    assert A.auroc([0.5] * 4, [False, True, False, True]) == 0.5
+    assert A.auroc([0.1, 0.2], [True, True]) is None
+    assert A.balanced_accuracy([True, False, True, True], [True, False, False, True]) == pytest.approx(0.75)
+    assert A.balanced_accuracy([True], [True]) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=2, max_size=30))
+def test_auroc_equals_pair_counting(pairs):
+    scores = [s / 5 for s, _ in pairs]
+    labels = [y for _, y in pairs]
+    expected = _brute_auroc(scores, labels) if any(labels) and not all(labels) else None
+    got = A.auroc(scores, labels)
+    assert got == pytest.approx(expected) if expected is not None else got is None
+
+
+def _expertqa_file(tmp_path):
+    lines = [
+        {"claim_id": "c1", "claim": "Paris is the capital of France [1].", "cited_markers": [1], "support": "Complete",
+         "system": "s", "evidence": [{"marker": 1, "text": "Paris is the capital of France. It is also its largest city."}]},
+        {"claim_id": "c2", "claim": "Cats can fly [1].", "cited_markers": [1], "support": "Incomplete",
+         "system": "s", "evidence": [{"marker": 1, "text": "Dogs bark at night in the city."}]},
+        {"claim_id": "c3", "claim": "No citation here.", "cited_markers": [], "support": "Missing", "system": "s",
+         "evidence": []},
+        {"claim_id": "c4", "claim": "Cited but no text [2].", "cited_markers": [2], "support": "Complete",
+         "system": "s", "evidence": [{"marker": 1, "text": "other marker"}]},
+    ]
+    f = tmp_path / "claims.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return f
+
+
+def test_expertqa_sample_and_judge_comparison(tmp_path):
+    f = _expertqa_file(tmp_path)
+    sample = A.load_expertqa(f, None)
+    assert sample["claim_id"].tolist() == ["c1", "c2"]  # only claims with cited passage text
+    assert sample.loc[0, "claim"] == "Paris is the capital of France." and sample["complete"].tolist() == [True, False]
+    assert len(A.load_expertqa(f, 1)) == 1 and A.load_expertqa(f, 1, seed=3).equals(A.load_expertqa(f, 1, seed=3))
+    assert A.expertqa_status(f, 200).startswith("ExpertQA: a seeded sample of 200")
+
+    scores = A.judge_scores(sample, ["lexical"])
+    by_id = scores.set_index("claim_id")
+    assert by_id.loc["c1", "score"] > by_id.loc["c2", "score"] and by_id.loc["c1", "verdict"] == "supported"
+    summary = A.judge_summary(scores).iloc[0]
+    assert summary["AUROC (Complete vs rest)"] == 1.0 and summary["balanced accuracy"] == 1.0
+    table = A.calibration(scores, bins=10)
+    assert table["n"].sum() == 2 and table["frac_complete"].between(0, 1).all()
+    assert len(A.calibration_figure(table).data) == 2  # diagonal + one judge
+
+
+def test_expertqa_absent_is_a_clear_skip(tmp_path):
+    missing = tmp_path / "nope" / "claims.jsonl"
+    assert A.expertqa_status(missing).startswith("SKIP: ExpertQA claims not found at")
+    sample = A.load_expertqa(missing)
+    assert sample.empty and list(sample.columns) == ["claim_id", "claim", "evidence", "support", "complete", "system"]
+    scores = A.judge_scores(sample, ["lexical"])
+    assert scores.empty and A.judge_summary(scores).empty
+    assert len(A.calibration_figure(A.calibration(scores)).data) == 1

@@ -1,0 +1,139 @@
+"""The companion notebooks run top to bottom offline (nbclient, the venv's kernel) and are committed clean."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = ["01_one_turn", "02_compare_retrievers_providers", "03_trace_analysis", "04_faithfulness"]
+CELL_TIMEOUT_S = 120
+
+
+def _read(name: str):
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+
+
+def test_every_notebook_is_listed():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_without_outputs(name):
+    for i, cell in enumerate(_read(name).cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, (
+                f"{name}.ipynb cell {i} has outputs: run `.venv/bin/python notebooks/strip.py`")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_first_cell_holds_the_parameters(name):
+    first = _read(name).cells[0]
+    assert first.cell_type == "code" and "parameters" in first.metadata.get("tags", [])
+    assigned = {t.id for node in ast.parse(first.source).body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    assert {"PROVIDER", "PROVIDERS"} & assigned and {"RETRIEVER", "RETRIEVERS"} & assigned, assigned
+    assert {"MODE", "CORPUS", "TRACE_DB"} <= assigned, assigned
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cells_only_call_the_library(name):
+    """No logic copied into cells: no function or class definitions, no loops (the library computes)."""
+    for i, cell in enumerate(_read(name).cells):
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            assert not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.Lambda)), (
+                f"{name}.ipynb cell {i}: move this logic into workbench (e.g. workbench/analysis.py)")
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Run every notebook once, as a user would from notebooks/, with a fresh WORKBENCH_HOME."""
+    from nbclient import NotebookClient
+
+    home = tmp_path_factory.mktemp("nb-home")
+    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", "WORKBENCH_DB")}
+    os.environ["WORKBENCH_HOME"] = str(home)  # the kernel inherits the test's environment
+    os.environ.pop("WORKBENCH_DB", None)
+    results = {}
+    try:
+        for name in NAMES:
+            nb = _read(name)
+            # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
+            nb.cells.insert(1, nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
+            NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                           resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+            results[name] = nb
+    finally:
+        for k, v in env_before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return home, results
+
+
+def _text(nb) -> str:
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            out.append(o.get("text", ""))
+            out.extend(str(v) for k, v in o.get("data", {}).items() if k.startswith("text/"))
+    return "\n".join(out)
+
+
+def _mimes(nb) -> set[str]:
+    return {k for cell in nb.cells for o in cell.get("outputs", []) for k in o.get("data", {})}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_offline_in_the_venv_kernel(executed, name):
+    home, results = executed
+    nb = results[name]
+    text = _text(nb)
+    assert f"KERNEL {Path(sys.executable)}" in text or f"KERNEL {sys.executable}" in text, text[:300]
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    # Each notebook wrote (or read) its own trace database under the temporary WORKBENCH_HOME.
+    assert str(home) in text
+
+
+def test_one_turn_shows_sets_payload_and_rejection(executed):
+    text = _text(executed[1]["01_one_turn"])
+    assert "sso-saml-setup" in text and "Sources: " in text
+    assert "not_retrieved" in text and "application/json" in _mimes(executed[1]["01_one_turn"])
+
+
+def test_compare_and_faithfulness_draw_plotly_charts(executed):
+    for name in ("02_compare_retrievers_providers", "03_trace_analysis", "04_faithfulness"):
+        assert "application/vnd.plotly.v1+json" in _mimes(executed[1][name]), name
+    assert "honest" in _text(executed[1]["02_compare_retrievers_providers"])
+
+
+def test_trace_analysis_exports_parquet(executed):
+    home, results = executed
+    assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))
+
+
+def test_strip_script_removes_outputs(tmp_path, capsys):
+    import runpy
+
+    strip_main = runpy.run_path(str(NOTEBOOKS / "strip.py"))["main"]
+    nb = _read("01_one_turn")
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="hello")]
+    nb.cells[0].execution_count = 3
+    f = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, f)
+    assert strip_main(["--check", str(f)]) == 1 and "has outputs" in capsys.readouterr().out
+    assert nbformat.read(f, as_version=4).cells[0].outputs  # --check changes nothing
+    assert strip_main([str(f)]) == 0
+    clean = nbformat.read(f, as_version=4)
+    assert clean.cells[0].outputs == [] and clean.cells[0].execution_count is None
+    assert strip_main(["--check", str(f)]) == 0
