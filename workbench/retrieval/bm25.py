@@ -74,6 +74,17 @@ def cache_key(corpus, **config) -> str:
     return f"bm25-{corpus.content_hash[:16]}-{hashlib.sha256(cfg.encode()).hexdigest()[:8]}"
 
 
+def bm25_from_chunks(chunks: list[Chunk], titles: dict[str, str]) -> BM25:
+    """An in-memory BM25 index over `chunks` (no cache); `build_bm25` persists what this builds."""
+    import Stemmer
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    _configure_llama_index()
+    retriever = BM25Retriever.from_defaults(nodes=_nodes(chunks, titles), stemmer=Stemmer.Stemmer("english"),
+                                            language="en", similarity_top_k=min(10, len(chunks)))
+    return BM25(chunks, retriever)
+
+
 def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
     """Load the BM25 index of `corpus` from the cache, or build and persist it atomically."""
     import Stemmer
@@ -93,9 +104,7 @@ def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
         except Exception:  # a corrupt cache is rebuilt, never fatal
             shutil.rmtree(target, ignore_errors=True)
     chunks = cached_chunks(corpus, cache_dir if use_cache else None)
-    titles = {d.doc_id: d.title for d in corpus.documents}
-    retriever = BM25Retriever.from_defaults(nodes=_nodes(chunks, titles), stemmer=stemmer, language="en",
-                                            similarity_top_k=min(10, len(chunks)))
+    retriever = bm25_from_chunks(chunks, {d.doc_id: d.title for d in corpus.documents})._retriever
     if use_cache:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))

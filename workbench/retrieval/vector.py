@@ -132,14 +132,17 @@ def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, embedding: 
             store = None
         if store is None:
             shutil.rmtree(target, ignore_errors=True)
+    # We never insert documents later, so the index needs no node parser; any non-empty list stops
+    # llama-index from building its default SentenceSplitter, which loads tiktoken (~0.5 s).
+    no_parser = [embed_model]
     if store is not None:
-        index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+        index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model, transformations=no_parser)
     else:
         chunks = cached_chunks(corpus, cache_dir if use_cache else None)
         titles = {d.doc_id: d.title for d in corpus.documents}
         nodes = [TextNode(id_=str(i), text=node_text(c, titles.get(c.doc_id, ""))) for i, c in enumerate(chunks)]
         store = NumpyVectorStore()
-        index = VectorStoreIndex(nodes, embed_model=embed_model, insert_batch_size=4096,
+        index = VectorStoreIndex(nodes, embed_model=embed_model, insert_batch_size=4096, transformations=no_parser,
                                  storage_context=StorageContext.from_defaults(vector_store=store))
         if use_cache:
             _persist(target, chunks, store.matrix)
