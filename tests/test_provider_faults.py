@@ -156,6 +156,18 @@ def test_gemini_malformed_function_call_ends_the_turn(demo_session):
     assert record.model_calls[-1].tokens_in == 200  # the failed call's usage is still recorded
 
 
+def test_ollama_model_without_tool_support_says_what_to_do(demo_session):
+    with ScriptedServer([OLLAMA.error(400, "registry.ollama.ai/library/gemma2:latest does not support tools")]) as srv:
+        result = demo_session.ask(QUESTION, provider="ollama", **OLLAMA.options(srv.url, model="gemma2"))
+    assert_failed(result, "tools_unsupported", "'gemma2'", "--mode excerpts")
+
+
+def test_gemini_safety_stop_without_text_is_blocked(demo_session):
+    with ScriptedServer([GEMINI.reply(None, finish="SAFETY")]) as srv:
+        record = assert_failed(ask(demo_session, GEMINI, srv.url), "blocked", "SAFETY")
+    assert record.model_calls[-1].finish_reason == "SAFETY"
+
+
 @both
 def test_unknown_tool_is_a_tool_error_and_the_turn_goes_on(wire, demo_session):
     replies = [wire.reply("", [("delete_workspace", {"id": "all"})]), wire.reply("I cannot do that.")]
@@ -209,3 +221,27 @@ def test_cli_fault_is_a_clean_failed_turn_without_the_key(wire, monkeypatch, cap
     assert "Traceback" not in err
     assert "turn failed (auth_error)" in err and wire.key_env in err
     assert SECRET not in out + err
+
+
+# --- untrusted model output: any tool name and any arguments object ------------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["search", "fetch_document", "browse_section", "list_articles", "rm_rf"]) | st.text(max_size=12),
+       args=st.dictionaries(st.text(max_size=10), _json, max_size=4))
+def test_any_tool_call_from_the_model_is_recorded_never_raised(name, args, demo_session):
+    with ScriptedServer([OLLAMA.reply("", [(name, args)]), OLLAMA.reply("Done.")]) as srv:
+        result = ask(demo_session, OLLAMA, srv.url)
+    assert result.record.status == "ok", result.record.error
+    [call] = result.record.tool_calls
+    assert call.name == name
+    [answered] = [m for m in srv.posts()[1].body["messages"] if m["role"] == "tool"]
+    assert answered.get("tool_name", "") == name  # whatever happened, the model was told (the client drops "")
+    if call.error is not None:
+        assert json.loads(answered["content"]) == {"error": call.error}
