@@ -60,9 +60,13 @@ def executed(tmp_path_factory):
     from nbclient import NotebookClient
 
     home = tmp_path_factory.mktemp("nb-home")
-    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", "WORKBENCH_DB")}
-    os.environ["WORKBENCH_HOME"] = str(home)  # the kernel inherits the test's environment
-    os.environ.pop("WORKBENCH_DB", None)
+    # The kernel inherits the test's environment: a fresh home, and no real provider configured, so the
+    # notebooks run offline even where OLLAMA_HOST or a Gemini key is set.
+    unset = ("WORKBENCH_DB", "OLLAMA_HOST", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", *unset)}
+    os.environ["WORKBENCH_HOME"] = str(home)
+    for k in unset:
+        os.environ.pop(k, None)
     results = {}
     try:
         for name in NAMES:
