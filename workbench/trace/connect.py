@@ -52,7 +52,8 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     delay = 0.005
     while True:
         try:
-            con = duckdb.connect(path, read_only=read_only, config={"threads": 1})
+            # one thread for the writer's small inserts; readers keep every core for analytic queries
+            con = duckdb.connect(path, read_only=read_only, config={} if read_only else {"threads": 1})
             if read_only:
                 marker.unlink(missing_ok=True)
             return con

@@ -50,32 +50,46 @@ class TraceReader:
         self.timeout = timeout
         self._checked = False
 
-    def _ensure_schema(self) -> None:
+    def ensure_schema(self) -> None:
         """Upgrade an old database once (a brief write) so the documented views exist."""
-        if self._checked:
-            return
         with connection(self.path, read_only=True, timeout=self.timeout) as con:
-            behind = bool(pending(con))
-        if behind:
-            from .writer import TraceWriter
+            current = self._check(con)
+        if not current:
+            self._upgrade()
 
-            with TraceWriter(self.path, timeout=self.timeout).connect():
-                pass
+    def _check(self, con) -> bool:
+        """True when the schema is current; else upgrade it (after the caller closes `con`)."""
+        if self._checked or not pending(con):
+            self._checked = True
+            return True
+        return False
+
+    def _upgrade(self) -> None:
+        from .writer import TraceWriter
+
+        with TraceWriter(self.path, timeout=self.timeout).connect():
+            pass
         self._checked = True
 
     def _run(self, sql: str, params: list[Any] | None, fetch: str):
-        self._ensure_schema()
-        with connection(self.path, read_only=True, timeout=self.timeout) as con:
-            try:
-                rel = con.execute(sql, params or [])
-                if fetch == "df":
-                    return rel.df()
-                if fetch == "arrow":
-                    return rel.arrow()
-                columns = [d[0] for d in rel.description or []]
-                return columns, rel.fetchall()
-            except duckdb.Error as exc:
-                raise TraceStoreError(f"query failed: {exc}") from None
+        for _ in range(2):  # one connection per query; a second only after upgrading an old schema
+            with connection(self.path, read_only=True, timeout=self.timeout) as con:
+                if self._check(con):
+                    return self._fetch(con, sql, params, fetch)
+            self._upgrade()
+        raise TraceStoreError(f"could not upgrade the schema of {self.path}")
+
+    @staticmethod
+    def _fetch(con, sql: str, params: list[Any] | None, fetch: str):
+        try:
+            if fetch in ("df", "arrow"):  # relation API: no extra copy of the rows
+                rel = con.sql(sql, params=params or None)
+                return rel.df() if fetch == "df" else rel.to_arrow_table()
+            rel = con.execute(sql, params or [])
+            columns = [d[0] for d in rel.description or []]
+            return columns, rel.fetchall()
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"query failed: {exc}") from None
 
     def rows(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
         """(column names, rows) of a query you trust (library code)."""

@@ -1,0 +1,129 @@
+"""1M synthetic turns (~21M rows) generated in bulk with DuckDB SQL, then the analyst views timed.
+
+    .venv/bin/python benchmarks/trace_scale.py [--turns 1000000] [--db /tmp/trace_scale.duckdb]
+
+Rows per turn: 2 tool calls, 10 retrieved items, 2 citations, 6 sources (~21 rows with the turn).
+Not part of the test suite (it takes minutes and ~1 GB of disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import duckdb  # noqa: E402
+
+from workbench.trace.migrate import migrate  # noqa: E402
+from workbench.trace.reader import TraceReader  # noqa: E402
+
+GENERATE = """
+INSERT INTO runs (run_id, created_at, kind, provider, model, retriever, mode, k, prompt_version, corpus_id, corpus_hash, config_json)
+SELECT 'run-' || r, TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (r) HOUR, 'eval',
+       ['offline', 'ollama', 'gemini'][r % 3 + 1], ['extractive-v1', 'llama3.2', 'gemini-2.0-flash'][r % 3 + 1],
+       ['bm25', 'vector', 'hybrid'][(r // 3) % 3 + 1], CASE WHEN r % 2 = 0 THEN 'agent' ELSE 'excerpts' END,
+       5, 'agent-v1', 'demo', 'hash', '{{}}'
+FROM range({runs}) t(r);
+
+INSERT INTO turns
+SELECT printf('%032x', i) AS turn_id, 'run-' || (i % {runs}) AS run_id,
+       CASE WHEN i % 50 = 0 THEN 'What articles do you have?'
+            ELSE 'How do I fix problem number ' || (hash(i) % 5000) || '?' END AS question,
+       'An answer citing [a](doc-1).' AS answer,
+       CASE WHEN i % 97 = 0 THEN 'provider_error' ELSE 'ok' END AS status,
+       CASE WHEN i % 97 = 0 THEN 'timeout' END AS error,
+       TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (i) SECOND AS started_at,
+       5 + (hash(i) % 2000) / 10.0 AS latency_ms, 800 + i % 300 AS tokens_in, 120 + i % 80 AS tokens_out,
+       CASE WHEN i % 50 = 0 THEN 'structural' ELSE 'substantive' END AS question_kind,
+       6 AS n_retrieved, CASE WHEN i % 10 = 0 THEN 0 ELSE 2 END AS n_cited,
+       CASE WHEN i % 10 = 0 THEN 0 ELSE 1 + i % 2 END AS n_consulted,
+       CASE WHEN i % 23 = 0 THEN 1 ELSE 0 END AS n_rejected, 2 AS n_tool_calls, 2 AS n_model_calls,
+       4 + (hash(i) % 1000) / 10.0 AS model_latency_ms
+FROM range({turns}) t(i);
+
+INSERT INTO tool_calls
+SELECT printf('%032x', i), s, CASE WHEN s = 0 THEN 'search' ELSE 'fetch_document' END,
+       CASE WHEN s = 0 THEN 'snippet' ELSE 'full' END, '{{"query": "q"}}', 1.5, CASE WHEN s = 0 THEN 9 ELSE 1 END,
+       NULL, NULL
+FROM range({turns}) t(i), range(2) u(s);
+
+INSERT INTO retrieved_items
+SELECT printf('%032x', i), CASE WHEN r < 9 THEN 0 ELSE 1 END, CASE WHEN r < 9 THEN r + 1 END,
+       'doc-' || ((hash(i) + r) % 2000), r % 3, CASE WHEN r < 9 THEN 10.0 - r END,
+       CASE WHEN r < 9 THEN 'snippet' ELSE 'full' END, CASE WHEN r < 9 THEN r + 1 ELSE 1 END, NULL, NULL
+FROM range({turns}) t(i), range(10) u(r);
+
+INSERT INTO citations
+SELECT printf('%032x', i), c, 'doc-' || ((hash(i) + c) % 2000), 'doc-' || ((hash(i) + c) % 2000),
+       NOT (i % 23 = 0 AND c = 1), CASE WHEN i % 23 = 0 AND c = 1 THEN 'not_retrieved' END, NULL, NULL, NULL,
+       10 * c, 10 * c + 8
+FROM range({turns}) t(i), range(2) u(c);
+
+INSERT INTO sources
+SELECT printf('%032x', i), 'doc-' || ((hash(i) + d) % 2000), 'Title ' || d, NULL, true,
+       i % 10 <> 0 AND d < 2, i % 10 <> 0 AND d < 1 + i % 2, CASE WHEN d = 0 THEN 'full' ELSE 'snippet' END,
+       'reason', 'source', NULL, 0, d + 1, CASE WHEN d < 2 THEN d + 1 END
+FROM range({turns}) t(i), range(6) u(d);
+"""
+
+QUERIES = {
+    "turn_sets (all rows → Arrow)": "SELECT * FROM turn_sets",
+    "turn_sets (one run)": "SELECT * FROM turn_sets WHERE run_id = 'run-7'",
+    "turn_sets (aggregate)": "SELECT provider, avg(n_retrieved), avg(n_cited), avg(n_consulted) FROM turn_sets GROUP BY 1",
+    "doc_gaps": "SELECT * FROM doc_gaps",
+    "provider_summary": "SELECT * FROM provider_summary",
+    "retriever_summary": "SELECT * FROM retriever_summary",
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--db", default="/tmp/trace_scale.duckdb")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+
+    for suffix in ("", ".wal"):
+        Path(args.db + suffix).unlink(missing_ok=True)
+    con = duckdb.connect(args.db)
+    migrate(con)
+    t0 = time.perf_counter()
+    con.execute("BEGIN")
+    con.execute(GENERATE.format(turns=args.turns, runs=args.runs))
+    con.execute("COMMIT")
+    con.execute("CHECKPOINT")
+    gen_s = time.perf_counter() - t0
+    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources")}
+    con.close()
+    total = sum(counts.values())
+    size = os.path.getsize(args.db)
+    print(f"generated {total:,} rows in {gen_s:.1f} s: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()))
+    print(f"database size: {size / 1e6:.0f} MB ({size / 1e6 / (args.turns / 1e6):.0f} MB per 1M turns)")
+
+    con = duckdb.connect(args.db, read_only=True)
+    print(f"\n{'query':32} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
+    reader = TraceReader(args.db)
+    for name, sql in QUERIES.items():
+        warm = con.sql(sql).to_arrow_table()
+        t_open, t_reader = [], []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            con.sql(sql).to_arrow_table()
+            t_open.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            reader.arrow(sql)
+            t_reader.append(time.perf_counter() - t)
+        print(f"{name:32} {statistics.median(t_open) * 1000:15.0f} ms {statistics.median(t_reader) * 1000:17.0f} ms "
+              f"{warm.num_rows:9,}")
+    con.close()
+
+
+if __name__ == "__main__":
+    main()
