@@ -11,8 +11,10 @@ def add_corpus_option(p: argparse.ArgumentParser) -> None:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
-    p.add_argument("--provider", default="offline", help="chat provider (default: offline, no LLM)")
-    p.add_argument("--model", help="model name for the provider")
+    p.add_argument("--provider", default="offline",
+                   help="chat provider: offline (default, no LLM), ollama, gemini, or one a WORKBENCH_PLUGINS "
+                        "module registers (docs/providers.md)")
+    p.add_argument("--model", help="model name for the provider (defaults: ollama llama3.1, gemini gemini-2.5-flash)")
     p.add_argument("--retriever", default="bm25", help="retriever (default: bm25)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
     p.add_argument("-k", "--k", type=int, default=5, help="results per search / excerpts (default 5)")
