@@ -21,16 +21,22 @@ from workbench.trace import writer as W
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
 db, pause = sys.argv[1], float(sys.argv[2])
-if pause:  # from the second turn on, stretch the transaction after its `turns` row so the parent kills inside it
-    real, seen = W._insert, []
-    def slow(con, table, rows, verb="INSERT"):
-        real(con, table, rows, verb)
-        if table == "turns":
-            seen.append(1)
-            if len(seen) > 1:
+if pause:  # from the second turn on, the writer's transaction stalls while DuckDB scans `sources` (after
+    # the `turns`, `tool_calls`, `retrieved_items` and `citations` rows went in), so the parent kills inside it
+    import pyarrow as pa
+    real, seen = W.turn_tables, []
+    def stalling(*a, **kw):
+        tables = real(*a, **kw)
+        seen.append(1)
+        if len(seen) > 1:
+            src = tables["sources"]
+            def batches():
                 print("MID", flush=True)
                 time.sleep(pause)
-    W._insert = slow
+                yield from src.to_batches()
+            tables["sources"] = pa.RecordBatchReader.from_batches(src.schema, batches())
+        return tables
+    W.turn_tables = stalling
 
 w = W.TraceWriter(db)
 i = 0

