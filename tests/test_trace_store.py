@@ -213,3 +213,13 @@ def test_reader_errors_name_the_fix(tmp_path):
 
     with pytest.raises(TraceStoreError, match="nothing has been traced"):
         TraceReader(tmp_path / "missing.duckdb").rows("SELECT 1")
+
+
+def test_interactive_run_shared_by_sessions_of_one_process(tmp_path):
+    db = tmp_path / "t.duckdb"
+    a = Session.open(trace_db=db).ask("How do I configure SSO?")
+    b = Session.open(trace_db=db).ask("How do I configure SSO?")
+    c = Session.open(trace_db=db).ask("How do I configure SSO?", mode="excerpts")
+    runs = dict(q(db, "SELECT turn_id, run_id FROM turns"))
+    assert runs[a.payload["turn_id"]] == runs[b.payload["turn_id"]] != runs[c.payload["turn_id"]]
+    assert q(db, "SELECT count(*) FROM runs") == [(2,)]

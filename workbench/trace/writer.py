@@ -26,6 +26,7 @@ from .migrate import migrate
 from .rows import TURN_TABLES, claim_rows, run_row, turn_tables, rows_to_table
 
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
+_PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
 
 #: Run-identifying configuration keys; interactive turns with equal values share a run.
 RUN_KEYS = ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id", "corpus_hash")
@@ -64,7 +65,6 @@ class TraceWriter:
     def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
         self.path = Path(path)
         self.timeout = timeout
-        self._runs: dict[str, str] = {}  # interactive run key → run_id (one run per configuration per process)
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, Any] = {}  # run_id → Arrow row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
@@ -91,11 +91,11 @@ class TraceWriter:
     # --- runs --------------------------------------------------------------------------------
 
     def run_for(self, config: dict[str, Any]) -> str:
-        """The interactive run for this configuration (created lazily, written with its first turn)."""
-        key = repr(sorted((k, repr(v)) for k, v in config.items()))
-        run_id = self._runs.get(key)
-        if run_id is None:
-            run_id = self._runs[key] = uuid.uuid4().hex
+        """The interactive run for this configuration in this process (shared by every writer of the same
+        file, e.g. each Session the app creates); its row is written with its first turn (INSERT OR IGNORE)."""
+        key = (str(self.path.resolve()), repr(sorted((k, repr(v)) for k, v in config.items())))
+        run_id = _PROCESS_RUNS.setdefault(key, uuid.uuid4().hex)
+        if run_id not in self._written_runs and run_id not in self._new_runs:
             self._new_runs[run_id] = run_row(run_id, config, "interactive")
         return run_id
 
