@@ -4,8 +4,9 @@ Why this shape (facts measured with DuckDB 2.0.1, see docs/traces.md): only one 
 the file open while it writes, and opening costs ~20–30 ms. So the writer never keeps the file
 open between writes. `log_turn` opens, writes the turn in one transaction (every table, or none:
 a SIGKILL mid-turn leaves no partial turn), and closes. Batches (`workbench eval`) use
-`buffered()`: turns queue in memory and are flushed together, still one transaction per turn, so
-the lock is held only during a flush and readers get in between.
+`buffered()`: turns queue in memory and are flushed together in one transaction holding whole
+turns only, so the lock is held only during a flush, readers get in between, and a crash loses
+the unflushed turns but never leaves part of one.
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ from .rows import TURN_TABLES, claim_rows, run_row, turn_tables, rows_to_table
 
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
-
-#: Run-identifying configuration keys; interactive turns with equal values share a run.
-RUN_KEYS = ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id", "corpus_hash")
 
 
 def _insert(con, table: str, rows, verb: str = "INSERT") -> None:
