@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.commands.ask import read_questions  # noqa: E402
-from workbench.commands.eval import run_eval  # noqa: E402
+from workbench.batch import run_eval  # noqa: E402
 from workbench.config import PROJECT_ROOT  # noqa: E402
 from workbench.session import Session  # noqa: E402
 

@@ -2,7 +2,8 @@
 
 Checks what AppTest cannot: the click on a citation really opens the side panel, a listing shows
 links and no source chips, and corpus text with <script>/onerror/javascript: executes nothing.
-Screenshots go to tests/artifacts/ (gitignored); `docs/img/` holds committed copies.
+Screenshots go to tests/artifacts/ (gitignored); `docs/img/` holds committed copies, refreshed with
+`UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/test_browser.py`.
 """
 
 from __future__ import annotations
@@ -195,6 +196,8 @@ def test_compare_page_runs_two_configurations(page, server):
     page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
     page.wait_for_timeout(500)
     _shot(page, "compare", page.get_by_test_id("stMain"))
+    if os.environ.get("UPDATE_SCREENSHOTS") != "1":  # a normal run never dirties the committed copies
+        return
     docs = ROOT / "docs" / "img"
     docs.mkdir(parents=True, exist_ok=True)
     from PIL import Image

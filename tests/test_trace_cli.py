@@ -106,8 +106,6 @@ def test_export_parquet_reads_back_with_duckdb_and_pandas(db, capsys, tmp_path):
 
 
 def test_eval_one_run_summary_and_resume_after_interruption(tmp_path, capsys, monkeypatch):
-    from workbench.commands import eval as eval_cmd
-
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
     db = tmp_path / "eval.duckdb"
@@ -146,4 +144,6 @@ def test_eval_one_run_summary_and_resume_after_interruption(tmp_path, capsys, mo
     assert duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM runs").fetchone() == (2,)
     code, _, err = run(capsys, "eval", str(qfile), "--db", str(db), "--run-id", run_id, "--mode", "excerpts")
     assert code == 2 and "mode='agent'" in err
-    assert eval_cmd.run_key(QUESTIONS, {"a": 1}, "h") != eval_cmd.run_key(QUESTIONS[:-1], {"a": 1}, "h")
+    from workbench.batch import run_key
+
+    assert run_key(QUESTIONS, {"a": 1}, "h") != run_key(QUESTIONS[:-1], {"a": 1}, "h")

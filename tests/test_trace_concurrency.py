@@ -71,7 +71,7 @@ def _wait_for(proc: subprocess.Popen, word: str, count: int, done: list[str]) ->
             seen += 1
 
 
-def _assert_consistent(db: Path, done: list[str]) -> int:
+def _assert_consistent(db: Path, done: list[str]) -> set[str]:
     con = duckdb.connect(str(db))  # read-write: replays the write-ahead log left by the killed process
     turns = {t for (t,) in con.execute("SELECT turn_id FROM turns").fetchall()}
     assert set(done) <= turns and len(turns - set(done)) <= 1  # at most the turn committed just before the kill
@@ -88,9 +88,8 @@ def _assert_consistent(db: Path, done: list[str]) -> int:
     """).fetchall()
     assert bad == []
     assert con.execute("SELECT count(*) FROM turns WHERE run_id NOT IN (SELECT run_id FROM runs)").fetchone() == (0,)
-    n = len(turns)
     con.close()
-    return n
+    return turns
 
 
 def test_sigkill_mid_turn_leaves_no_partial_turn(tmp_path):
@@ -102,7 +101,7 @@ def test_sigkill_mid_turn_leaves_no_partial_turn(tmp_path):
         _wait_for(proc, "MID", 1, done)  # one turn committed, the second one open
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert _assert_consistent(db, done) == len(done)
+        assert len(_assert_consistent(db, done)) == len(done)
     # 2. killed at arbitrary moments of a fast write loop
     for delay in (0.2, 0.5):
         proc = _writer(db)
@@ -111,7 +110,9 @@ def test_sigkill_mid_turn_leaves_no_partial_turn(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         done.extend(line.split()[1] for line in proc.stdout.read().splitlines() if line.startswith("DONE"))
-        _assert_consistent(db, done)
+        # A kill between a commit and its "DONE" line leaves one complete, unreported turn: accept it
+        # (it was checked complete above) so the next kill is again allowed exactly one.
+        done[:] = sorted(_assert_consistent(db, done))
 
 
 READER = r"""

@@ -163,7 +163,7 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
     Re-running with the same inputs resumes (and so skips) the runs already complete, as `workbench
     eval` does. Returns one row per run.
     """
-    from .commands.eval import run_eval
+    from .batch import run_eval
     from .corpus import Corpus, load_corpus
     from .session import Session
 
@@ -305,7 +305,6 @@ def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = No
 
     Returns (run_id, one row per claim, one row per turn with ALCE citation recall and precision).
     """
-    from .faithfulness import assess_turn
     from .session import Session
 
     session = Session.open(corpus, retriever, trace_db=db)
@@ -313,9 +312,10 @@ def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = No
     claims, turns = [], []
     for q in questions:
         answer = session.ask(q if isinstance(q, str) else q["question"], provider=provider, mode=mode, k=k,
-                             run_id=run_id)
-        result = assess_turn(answer.record, answer.payload, session.corpus, judge=judge)
-        session.tracer.add_claims(result.turn_id, result.claims)
+                             run_id=run_id, judge=judge)  # the claims are stored with the turn
+        result = answer.faithfulness
+        if result is None:  # the turn failed: nothing to judge
+            continue
         claims.extend({"question": answer.record.question, **c} for c in result.rows())
         turns.append({"turn_id": result.turn_id, "question": answer.record.question, "claims": len(result.claims),
                       "citation_recall": result.citation_recall, "citation_precision": result.citation_precision,

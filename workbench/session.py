@@ -17,6 +17,7 @@ from .provenance import build_payload
 from .providers import get_provider, provider_names
 from .retrieval import get_retriever, retriever_names
 from .errors import UnknownNameError
+from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
 
@@ -25,6 +26,8 @@ from .types import TurnRecord
 class Answer:
     record: TurnRecord
     payload: dict[str, Any]
+    #: Claim-level verdicts (`faithfulness.TurnFaithfulness`), None when not judged.
+    faithfulness: Any = None
 
 
 class Session:
@@ -60,8 +63,13 @@ class Session:
         return self._toolbox
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
-            k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, **provider_options: Any) -> Answer:
-        """Run one turn, log it to the trace store (unless tracing is off) and return its record and payload."""
+            k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, judge: str | None = "lexical",
+            **provider_options: Any) -> Answer:
+        """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
+
+        `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
+        (the fast offline `lexical` by default; None skips judging).
+        """
         if provider not in provider_names():
             raise UnknownNameError("provider", provider, provider_names())
         if faults:
@@ -69,7 +77,10 @@ class Session:
         p = get_provider(provider, model=model, **provider_options)
         record = run_turn(question, p, self.toolbox, mode=mode, k=k,
                           config={"provider_label": p.label, "faults": sorted(faults)})
-        answer = Answer(record, build_payload(record))
+        payload = build_payload(record)
+        faith = None
+        if judge and record.status == "ok" and record.answer:
+            faith = assess_turn(record, payload, self.corpus, judge=judge)
         if self.tracer is not None:
-            self.tracer.log_turn(record, answer.payload, run_id=run_id)
-        return answer
+            self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
+        return Answer(record, payload, faith)

@@ -1,24 +1,14 @@
 """`eval`: a batch run of a questions file into the trace store — one `runs` row, resumable.
 
-Resuming: the run is found by `--run-id`, or by its run key (a hash of the questions file and the
-configuration), so re-running the same command after an interruption continues the same run.
-Questions that already have an `ok` turn in the run are skipped; failed turns are asked again.
-Turns are buffered and flushed together (one transaction per turn), so an interruption loses at
-most the last half second of turns, never part of one.
+A thin shell over `workbench.batch.run_eval` (see there for how resuming works).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import sys
-import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from ..batch import EvalResult, run_eval
 from ..errors import WorkbenchError
 from ._options import add_db_option, add_run_options, db_path
 from ._table import print_table
@@ -34,81 +24,6 @@ def register(sub) -> None:
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-
-
-@dataclass
-class EvalResult:
-    run_id: str
-    resumed: bool
-    asked: int = 0
-    skipped: int = 0
-    failed: int = 0
-    seconds: float = 0.0
-    payloads: list[dict[str, Any]] = field(default_factory=list)
-
-
-def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) -> str:
-    blob = json.dumps({"questions": questions, "settings": settings, "corpus": corpus_hash}, sort_keys=True)
-    return "eval-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
-             mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
-             new_run: bool = False, progress: bool = True) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it."""
-    from ..trace import TraceReader
-
-    tracer = session.tracer
-    if tracer is None:
-        raise WorkbenchError("eval needs a trace database: open the session with tracing on")
-    settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
-                "faults": sorted(faults)}
-    key = run_key(questions, settings, session.corpus.content_hash)
-    reader = TraceReader(tracer.path, timeout=tracer.timeout)
-    existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
-    if run_id is not None and existing is None:
-        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
-    if existing is not None:
-        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()):
-            if existing[name] != settings[name]:
-                raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
-                                     f"{settings[name]!r}; use the same settings to resume it, or --new-run")
-        tracer.resume_run(existing["run_id"])
-        result = EvalResult(existing["run_id"], True)
-        done = Counter(reader.answered_counts(result.run_id))
-    else:
-        result = EvalResult(tracer.new_run(kind="eval", run_key=key), False)
-        done = Counter()
-    todo = []
-    for q in questions:
-        if done[q] > 0:
-            done[q] -= 1
-            result.skipped += 1
-        else:
-            todo.append(q)
-
-    session.toolbox  # build or load the index before the clock starts
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc="eval", unit="turn", file=sys.stderr, leave=False)
-    t0 = time.perf_counter()
-    try:
-        with tracer.buffered():
-            for q in todo:
-                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults,
-                                     run_id=result.run_id)
-                result.payloads.append(answer.payload)
-                result.asked += 1
-                result.failed += answer.payload["status"] != "ok"
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-        result.seconds = time.perf_counter() - t0
-    return result
 
 
 def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:

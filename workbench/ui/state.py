@@ -141,25 +141,12 @@ def run(question: str, cfg: RunConfig) -> Turn:
         payload = turn.answer.payload
         if payload.get("status") not in (None, "ok"):
             turn.error = payload.get("error") or payload.get("status")
-        elif payload.get("answer"):
-            turn.faithfulness = judge(turn)
+        else:
+            turn.faithfulness = turn.answer.faithfulness  # judged (lexical) and traced by Session.ask
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
     turn.elapsed_ms = (time.perf_counter() - start) * 1000
     return turn
-
-
-def judge(turn: Turn):
-    """Per-claim verdicts with the fast lexical judge, also added to the trace; None if unavailable."""
-    try:
-        from ..faithfulness import assess_turn
-    except ImportError:
-        return None
-    faith = assess_turn(turn.answer.record, turn.payload, turn.session.corpus, judge="lexical")
-    tracer = getattr(turn.session, "tracer", None)
-    if tracer is not None and faith.claims:
-        tracer.add_claims(turn.turn_id, faith.claims)
-    return faith
 
 
 def ask(session: Session, question: str, cfg: RunConfig):
