@@ -18,7 +18,8 @@ def register(sub) -> None:
     p = sub.add_parser("retrieve", help="Rank documents for each query in a JSONL file (one line per query).")
     add_corpus_option(p)
     p.add_argument("--queries", required=True, metavar="FILE.jsonl", help='lines {"id": …, "question": …}')
-    p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini")
+    p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini, "
+                   "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt)")
     p.add_argument("-k", "--k", type=int, default=10, help="documents per query (default 10)")
     add_json_option(p)
     p.set_defaults(func=run)

