@@ -33,6 +33,18 @@ def demo_session():
     return Session.open()
 
 
+def schema_validator(name: str):
+    """A JSON-Schema validator for ../shared/schemas/NAME, or skip the test with the reason."""
+    import json
+
+    import jsonschema
+
+    path = SCHEMAS / name
+    if not path.exists():
+        pytest.skip(f"shared contract schema not available: {path} is absent (it lives in ../shared/schemas)")
+    return jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+
+
 def require_shared(*parts: str) -> Path:
     """Path under ../shared/data, or skip the test with the reason."""
     p = SHARED_DATA.joinpath(*parts)

@@ -6,10 +6,9 @@ import json
 import subprocess
 import sys
 
-import jsonschema
 import pytest
 
-from conftest import ROOT, SCHEMAS
+from conftest import ROOT, schema_validator
 
 
 def run(*args, stdin=None):
@@ -19,7 +18,7 @@ def run(*args, stdin=None):
 
 @pytest.fixture(scope="module")
 def validator():
-    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / "payload.schema.json").read_text()))
+    return schema_validator("payload.schema.json")
 
 
 def test_ask_prints_answer_sources_row_and_summary():

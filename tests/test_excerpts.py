@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-import jsonschema
 import pytest
 
-from conftest import ROOT, SCHEMAS
+from conftest import ROOT, schema_validator
 from workbench.agent import build_excerpts, excerpt_message
 from workbench.cli import main
 from workbench.prompts import EXCERPTS_PROMPT_VERSION, PROMPTS
@@ -23,9 +22,7 @@ SUBSTANTIVE = [g["question"] for g in GOLD if g.get("kind") == "substantive"][:8
 
 
 def _validator(name):
-    if not (SCHEMAS / name).exists():
-        pytest.skip(f"schema {SCHEMAS / name} is absent")
-    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()))
+    return schema_validator(name)
 
 
 def test_user_message_numbers_excerpts_with_file_page_and_chunk(demo_session):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SCHEMAS
+from conftest import schema_validator
 from workbench.provenance import build_payload, extract_citations, normalize_url
 from workbench.render import link_table, source_chips
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
@@ -31,13 +30,12 @@ def payload_for(answer, *calls, mode="agent", excerpts=()):
 
 @pytest.fixture(scope="module")
 def payload_schema():
-    schema = json.loads((SCHEMAS / "payload.schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return schema_validator("payload.schema.json")
 
 
 @pytest.fixture(scope="module")
 def turn_schema():
-    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / "turn-record.schema.json").read_text()))
+    return schema_validator("turn-record.schema.json")
 
 
 def sets(p):
