@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import yaml
 
 from .errors import CorpusError
+from .jsonl import json_objects
 from .types import Document
 
 try:  # BaseLoader keeps every scalar a string: ids like 0123 or 4412377144338 stay exact.
@@ -216,15 +217,7 @@ def _first_heading(body: str) -> str | None:
 def _load_jsonl(f: Path) -> Iterable[Document]:
     text = _read_text(f)
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"invalid JSON: {exc.msg} (column {exc.colno})", str(f), lineno) from None
-        if not isinstance(obj, dict):
-            raise CorpusError("each line must be a JSON object", str(f), lineno)
+    for lineno, obj in json_objects(text.splitlines(), str(f)):
         if "text" not in obj:
             raise CorpusError("missing required field 'text'", str(f), lineno)
         doc = _make_document(obj, obj["text"], str(f), lineno, default_category="", default_section=None,

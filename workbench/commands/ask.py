@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import CorpusError, WorkbenchError
+from ..jsonl import json_objects
 from ..render import sources_row, summary_line
 from ..session import Session
 from ._options import add_json_option, add_run_options, add_trace_options, db_path
@@ -34,14 +35,8 @@ def read_question_records(path: str) -> list[tuple[int, dict]]:
     except OSError as exc:
         raise CorpusError(f"cannot read questions file: {exc.strerror}", path) from None
     out = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"invalid JSON: {exc.msg}", path, i) from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not obj["question"].strip():
+    for i, obj in json_objects(lines, path):
+        if not isinstance(obj.get("question"), str) or not obj["question"].strip():
             raise CorpusError('each line needs a non-empty string field "question"', path, i)
         out.append((i, obj))
     if not out:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import JudgeInputError
+from ..jsonl import json_objects
 from ..faithfulness import get_judge, judge_names
 from ._options import add_json_option
 
@@ -28,16 +29,9 @@ def register(sub) -> None:
 def read_items(path: str, lines: list[str]) -> list[tuple[Any, str, list[str]]]:
     """Parse judge input lines; every problem raises `JudgeInputError` naming the line."""
     items = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    bad_line = lambda message, line: JudgeInputError(f"{path}:{line}: {message}")  # noqa: E731
+    for i, obj in json_objects(lines, path, bad_line):
         where = f"{path}:{i}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise JudgeInputError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise JudgeInputError(f"{where}: each line must be a JSON object with id, claim and evidence")
         if "id" not in obj:
             raise JudgeInputError(f'{where}: missing field "id"')
         if not isinstance(obj.get("claim"), str):

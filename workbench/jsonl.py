@@ -1,0 +1,27 @@
+"""JSON Lines input shared by corpora, question files and judge files: one object a line, and every
+problem reported with the file and line it is on."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable, Iterator
+
+from .errors import CorpusError, WorkbenchError
+
+#: error(message, line) -> the exception to raise
+ErrorFactory = Callable[[str, int], WorkbenchError]
+
+
+def json_objects(lines: Iterable[str], path: str, error: ErrorFactory | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line; bad JSON or a non-object raises `error`."""
+    make = error or (lambda message, line: CorpusError(message, path, line))
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise make(f"invalid JSON: {exc.msg} (column {exc.colno})", lineno) from None
+        if not isinstance(obj, dict):
+            raise make("each line must be a JSON object", lineno)
+        yield lineno, obj
