@@ -16,12 +16,16 @@ def json_objects(lines: Iterable[str], path: str, error: ErrorFactory | None = N
     """(line number, object) for every non-blank line; bad JSON or a non-object raises `error`."""
     make = error or (lambda message, line: CorpusError(message, path, line))
     for lineno, line in enumerate(lines, start=1):
+        if lineno == 1:
+            line = line.lstrip("\ufeff")  # a byte-order mark from Windows editors is not content
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise make(f"invalid JSON: {exc.msg} (column {exc.colno})", lineno) from None
+        except RecursionError:
+            raise make("invalid JSON: nested too deeply", lineno) from None
         if not isinstance(obj, dict):
             raise make("each line must be a JSON object", lineno)
         yield lineno, obj

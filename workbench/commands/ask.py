@@ -34,6 +34,8 @@ def read_question_records(path: str) -> list[tuple[int, dict]]:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as exc:
         raise CorpusError(f"cannot read questions file: {exc.strerror}", path) from None
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"not valid UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
     out = []
     for i, obj in json_objects(lines, path):
         if not isinstance(obj.get("question"), str) or not obj["question"].strip():

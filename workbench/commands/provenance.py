@@ -19,14 +19,30 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        raw = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+        if args.file == "-":
+            stdin = getattr(sys.stdin, "buffer", None)  # in-process callers may swap in a text stream
+            blob = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
+        else:
+            with open(args.file, "rb") as fh:
+                blob = fh.read()
+        raw = blob.decode("utf-8-sig")  # a byte-order mark is not content
     except OSError as exc:
         raise TurnRecordError(f"{args.file}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TurnRecordError(f"{args.file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise TurnRecordError(f"{args.file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise TurnRecordError(f"{args.file}: invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise TurnRecordError(f"{args.file}: a turn record must be a JSON object")
-    print(json.dumps(build_payload(turn_record_from_dict(data)), ensure_ascii=False, indent=2))
+    out = json.dumps(build_payload(turn_record_from_dict(data)), ensure_ascii=False, indent=2)
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate escape such as "\\ud800" is not text
+        raise TurnRecordError(f"{args.file}: contains an unpaired surrogate escape "
+                              f"({out[exc.start]!r}); write the character itself") from None
+    print(out)
     return 0

@@ -1,0 +1,74 @@
+"""Regressions found in review of the core (provenance, JSON Lines input, CLI): adversarial input
+must end in `error: …` and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+RECORD = {"question": "q", "answer": "See [SSO](sso-setup).", "tool_calls": [
+    {"name": "fetch_document", "exposure": "full", "args": {"doc_id": "sso-setup"},
+     "results": [{"doc_id": "sso-setup", "title": "Configure SSO"}]}]}
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def run(*args, stdin: bytes | None = None, cwd=ROOT):
+    env_cmd = [sys.executable, "-m", "workbench", *args]
+    r = subprocess.run(env_cmd, capture_output=True, cwd=cwd, input=stdin, timeout=120,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+
+def test_provenance_accepts_a_byte_order_mark_from_file_and_stdin(tmp_path):
+    blob = b"\xef\xbb\xbf" + json.dumps(RECORD).encode()
+    f = tmp_path / "bom.json"
+    f.write_bytes(blob)
+    for args, stdin in ((("provenance", str(f)), None), (("provenance", "-"), blob)):
+        code, out, err = run(*args, stdin=stdin)
+        assert code == 0, err
+        assert json.loads(out)["sets"]["consulted"] == ["sso-setup"]
+
+
+@pytest.mark.parametrize("blob,needle", [
+    (b"\xff\xfe{}", "not valid UTF-8"),
+    (DEEP.encode(), "nested too deeply"),
+    (json.dumps({**RECORD, "question": "\ud800"}).encode(), "unpaired surrogate"),
+])
+def test_provenance_rejects_undecodable_input_without_a_traceback(tmp_path, blob, needle):
+    f = tmp_path / "bad.json"
+    f.write_bytes(blob)
+    for args, stdin in ((("provenance", str(f)), None), (("provenance", "-"), blob)):
+        code, _, err = run(*args, stdin=stdin)
+        assert code == 2 and "Traceback" not in err, err
+        assert err.startswith("error: ") and needle in err, err
+
+
+def test_jsonl_readers_skip_a_byte_order_mark_and_reject_deep_nesting():
+    from workbench.errors import CorpusError
+    from workbench.jsonl import json_objects
+
+    assert list(json_objects(['\ufeff{"question": "a"}'], "q.jsonl")) == [(1, {"question": "a"})]
+    with pytest.raises(CorpusError, match=r"q.jsonl:2: invalid JSON: nested too deeply"):
+        list(json_objects(["{}", DEEP], "q.jsonl"))
+
+
+def test_question_files_with_bom_bad_utf8_or_deep_nesting(tmp_path):
+    from workbench.commands.ask import read_questions
+    from workbench.errors import CorpusError
+
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"question": "How do I configure SSO?"}\n')
+    assert read_questions(str(bom)) == ["How do I configure SSO?"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"question": "caf\xe9"}\n')
+    with pytest.raises(CorpusError, match="not valid UTF-8"):
+        read_questions(str(bad))
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(DEEP + "\n")
+    code, _, err = run("ask", "--questions", str(deep), "--no-trace")
+    assert code == 2 and "nested too deeply" in err and "Traceback" not in err, err
