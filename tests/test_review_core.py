@@ -72,3 +72,24 @@ def test_question_files_with_bom_bad_utf8_or_deep_nesting(tmp_path):
     deep.write_text(DEEP + "\n")
     code, _, err = run("ask", "--questions", str(deep), "--no-trace")
     assert code == 2 and "nested too deeply" in err and "Traceback" not in err, err
+
+
+def _payload(answer, results, exposure="snippet"):
+    from workbench.provenance import build_payload
+    from workbench.types import turn_record_from_dict
+
+    return build_payload(turn_record_from_dict({"question": "q", "answer": answer, "tool_calls": [
+        {"name": "search", "exposure": exposure, "args": {}, "results": results}]}))
+
+
+def test_ids_with_spaces_and_percent_encoded_targets_resolve_to_the_retrieved_document():
+    results = [{"doc_id": "guides/Annual Report (v2)", "title": "Annual report"},
+               {"doc_id": "café", "title": "Café", "url": "https://help.example.com/articles/caf%C3%A9"}]
+    p = _payload("See [report](<guides/Annual Report (v2)>), [c](caf%C3%A9) and "
+                 "[c2](https://help.example.com/articles/café).", results)
+    assert p["sets"]["cited"] == ["guides/Annual Report (v2)", "café"]
+    assert p["sets"]["consulted"] == ["guides/Annual Report (v2)", "café"]
+    assert p["rejected_citations"] == []
+    # decoding never turns a fabrication into a source
+    p = _payload("See [x](caf%C3%A8).", results)
+    assert p["sets"]["cited"] == [] and p["rejected_citations"][0]["nearest_doc_id"] == "café"

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
@@ -39,7 +39,7 @@ SCHEMA_VERSION = 1
 # [text](target) or [text](<target> "title"), not images; text may hold one level of brackets.
 _MD_LINK = re.compile(
     r"(?<!!)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"  # [text], one level of nested brackets allowed
-    r"\(\s*<?([^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)>?"  # (target) or (<target>), URL parens allowed
+    r"\(\s*(?:<([^<>\n]*)>|<?([^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)>?)"  # (<target with spaces>) or (target)
     r"(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"  # optional "title"
 )
 _AUTOLINK = re.compile(r"<(https?://[^\s<>]+)>")
@@ -141,6 +141,8 @@ def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
     for r in retrieved.values():
         if r.url:
             table.setdefault(normalize_url(r.url), r.doc_id)
+            if "%" in r.url:
+                table.setdefault(normalize_url(unquote(r.url)), r.doc_id)
     for r in retrieved.values():  # a bare id always wins over a URL that happens to look like it
         table[r.doc_id] = r.doc_id
     return table
@@ -151,7 +153,7 @@ def extract_citations(answer: str, mode: str, excerpt_count: int) -> list[Citati
     masked = _CODE.sub(lambda m: " " * len(m.group(0)), answer)  # links inside code are not citations
     found: list[Citation] = []
     for m in _MD_LINK.finditer(masked):
-        target = m.group(2).strip()
+        target = (m.group(2) if m.group(2) is not None else m.group(3)).strip()
         if target and not target.startswith("#"):  # in-answer anchors are not documents
             found.append(Citation(target, m.start(), m.end(), text=m.group(1)))
     for m in _AUTOLINK.finditer(masked):
@@ -195,6 +197,9 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved], excerp
                 out.append(_replace(c, doc_id=doc_id, valid=True))
             continue
         doc_id = table.get(c.target) or table.get(normalize_url(c.target))
+        if doc_id is None and "%" in c.target:  # caf%C3%A9 and café name the same document (RFC 3986)
+            decoded = unquote(c.target)
+            doc_id = table.get(decoded) or table.get(normalize_url(decoded))
         if doc_id is not None:
             out.append(_replace(c, doc_id=doc_id, valid=True))
             continue
