@@ -34,14 +34,22 @@ _MARKER_FRESH_S = 1.0
 # position columns), ~10% less CPU per turn. Readers keep the defaults (every core for analytics).
 _WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False}
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration")
+#: Queries typed by a user never download or load extensions (no network at run time): a query
+#: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet.
+NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: The app's trace explorer also reads nothing but the trace database (no `read_text('/etc/…')`).
+TRACE_FILE_ONLY = {**NO_DOWNLOADS, "enable_external_access": False}
 
 
 def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc).lower() for m in _LOCK_MARKERS)
 
 
-def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S):
-    """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`."""
+def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
+                    config: dict | None = None):
+    """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`.
+
+    `config` (read-only connections) adds DuckDB settings such as `NO_DOWNLOADS`."""
     path = str(path)
     if read_only and not os.path.exists(path):
         raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
@@ -55,7 +63,7 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     delay = 0.005
     while True:
         try:
-            con = duckdb.connect(path, read_only=read_only, config={} if read_only else _WRITER_CONFIG)
+            con = duckdb.connect(path, read_only=read_only, config=dict(config or {}) if read_only else _WRITER_CONFIG)
             if read_only:
                 marker.unlink(missing_ok=True)
             return con
@@ -94,9 +102,10 @@ def _yield_to_readers(marker: Path) -> None:
 
 
 @contextmanager
-def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
+def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
+               config: dict | None = None) -> Iterator:
     """`open_connection` as a context manager that always closes (releasing the file lock)."""
-    con = open_connection(path, read_only=read_only, timeout=timeout)
+    con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
     try:
         yield con
     finally:

@@ -14,10 +14,11 @@ from typing import Any
 import duckdb
 
 from ..errors import ReadOnlyQueryError, TraceStoreError
-from .connect import DEFAULT_TIMEOUT_S, connection
+from .connect import DEFAULT_TIMEOUT_S, NO_DOWNLOADS, TRACE_FILE_ONLY, connection
 from .migrate import pending
 
-_EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?", re.IGNORECASE)
+# EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
+_EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
 
 
 def check_read_only(sql: str) -> None:
@@ -32,7 +33,10 @@ def check_read_only(sql: str) -> None:
         kind = st.type.name
         if kind == "EXPLAIN":
             inner = _EXPLAIN.sub("", st.query, count=1)
-            inner_types = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            try:
+                inner_types = [s.type.name for s in duckdb.extract_statements(inner)] if inner.strip() else []
+            except duckdb.Error:  # e.g. a comment between EXPLAIN and ANALYZE: refuse, never raise
+                inner_types = ["(unparsable)"]
             if inner_types == ["SELECT"]:
                 continue
             kind = f"EXPLAIN {inner_types[0] if inner_types else ''}".strip()
@@ -71,9 +75,9 @@ class TraceReader:
             pass
         self._checked = True
 
-    def _run(self, sql: str, params: list[Any] | None, fetch: str):
+    def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
         for _ in range(2):  # one connection per query; a second only after upgrading an old schema
-            with connection(self.path, read_only=True, timeout=self.timeout) as con:
+            with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
                 if self._check(con):
                     return self._fetch(con, sql, params, fetch)
             self._upgrade()
@@ -102,10 +106,12 @@ class TraceReader:
     def arrow(self, sql: str, params: list[Any] | None = None):
         return self._run(sql, params, "arrow")
 
-    def user_query(self, sql: str) -> tuple[list[str], list[tuple]]:
-        """A query typed by a user: refused unless it only reads, then run read-only."""
+    def user_query(self, sql: str, *, files: bool = True) -> tuple[list[str], list[tuple]]:
+        """A query typed by a user: refused unless it only reads, then run read-only, never downloading
+        an extension. `files=False` (the app's explorer, which anyone reaching the app can use) also
+        refuses every file but the trace database: no `read_text`, `read_csv`, `glob` or URLs."""
         check_read_only(sql)
-        return self.rows(sql)
+        return self._run(sql, None, "rows", NO_DOWNLOADS if files else TRACE_FILE_ONLY)
 
     def gaps(self) -> tuple[list[str], list[tuple]]:
         return self.rows("SELECT question, asks, runs, first_seen, last_seen, last_turn_id FROM doc_gaps")
@@ -130,4 +136,4 @@ def query_df(sql: str, db: str | Path | None = None):
     from ..config import default_db_path
 
     check_read_only(sql)
-    return TraceReader(db or default_db_path()).df(sql)
+    return TraceReader(db or default_db_path())._run(sql, None, "df", NO_DOWNLOADS)

@@ -25,7 +25,7 @@ def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
                                 "(every turn is traced) or run `workbench ask …`."))
         return None
     try:
-        columns, rows = reader.user_query(sql) if user else reader.rows(sql)
+        columns, rows = reader.user_query(sql, files=False) if user else reader.rows(sql)
     except ReadOnlyQueryError as exc:
         st.error(escape_markdown(str(exc)), icon="🛑")
         return None
