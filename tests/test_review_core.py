@@ -93,3 +93,17 @@ def test_ids_with_spaces_and_percent_encoded_targets_resolve_to_the_retrieved_do
     # decoding never turns a fabrication into a source
     p = _payload("See [x](caf%C3%A8).", results)
     assert p["sets"]["cited"] == [] and p["rejected_citations"][0]["nearest_doc_id"] == "café"
+
+
+def test_jsonl_lone_surrogate_escapes_are_rejected_with_file_and_line(tmp_path):
+    from workbench.corpus import load_corpus
+    from workbench.errors import CorpusError
+    from workbench.jsonl import json_objects
+
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"id": "ok\\ud83d\\ude00", "title": "T", "text": "x"}\n{"id": "a\\ud800", "title": "T", "text": "x"}\n')
+    with pytest.raises(CorpusError, match=r"c.jsonl:2: .*unpaired surrogate"):
+        load_corpus(f)
+    assert list(json_objects(['{"q": "\\ud83d\\ude00"}'], "q.jsonl")) == [(1, {"q": "😀"})]  # a real pair is fine
+    code, _, err = run("ask", "--corpus", str(f), "x", "--no-trace")
+    assert code == 2 and "Traceback" not in err, err

@@ -28,4 +28,16 @@ def json_objects(lines: Iterable[str], path: str, error: ErrorFactory | None = N
             raise make("invalid JSON: nested too deeply", lineno) from None
         if not isinstance(obj, dict):
             raise make("each line must be a JSON object", lineno)
+        if "\\u" in line and _has_lone_surrogate(obj):
+            raise make("invalid JSON text: an unpaired surrogate escape such as \\ud800 "
+                       "(write the character itself)", lineno)
         yield lineno, obj
+
+
+def _has_lone_surrogate(obj: object) -> bool:
+    """True when a string in `obj` holds a \\ud800-style escape that is no character (not UTF-8 text)."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
