@@ -3,6 +3,7 @@ and the app's explorer reads nothing but the trace database."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,15 @@ def test_trace_explorer_refuses_file_reads_and_odd_explains_with_messages(db, se
         assert not at.exception, at.exception
         assert any(expect in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]
         assert not any("hunter2" in str(d.value) for d in at.dataframe)
+
+
+def test_doc_gap_chart_shows_html_in_questions_as_text(tmp_path, monkeypatch):
+    path = tmp_path / "gaps.duckdb"
+    question = 'How do I bake <a href="mailto:x@example.com">bread</a> <b>&amp;</b> cake?'
+    Session.open(trace_db=path).ask(question)
+    monkeypatch.setenv("WORKBENCH_DB", str(path))
+    at = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert at.dataframe[0].value["question"][0] == question, "the table keeps the question as asked"
+    (label,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
+    assert label == question.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -35,6 +35,12 @@ def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=columns)
 
 
+def plotly_text(text: str) -> str:
+    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
+    labels, so questions and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def chart(df: pd.DataFrame, key: str) -> None:
     """A plotly chart of the first column against the numeric ones (line for time, bars otherwise)."""
     import plotly.express as px
@@ -50,6 +56,10 @@ def chart(df: pd.DataFrame, key: str) -> None:
         data[x] = data[x].astype(str)
         if df.shape[1] > 2 and not pd.api.types.is_numeric_dtype(df[df.columns[1]]):
             data[x] = df[df.columns[0]].astype(str) + " · " + df[df.columns[1]].astype(str)
+        data[x] = data[x].map(plotly_text)
+    data = data.rename(columns=lambda c: plotly_text(str(c)))
+    x, numeric = plotly_text(str(x)), [plotly_text(str(c)) for c in numeric]
+    if not pd.api.types.is_datetime64_any_dtype(data[x]):
         fig = px.bar(data, x=x, y=numeric[:6], barmode="group")
     else:
         fig = px.line(data, x=x, y=numeric[:6], markers=True)
