@@ -107,3 +107,28 @@ def test_jsonl_lone_surrogate_escapes_are_rejected_with_file_and_line(tmp_path):
     assert list(json_objects(['{"q": "\\ud83d\\ude00"}'], "q.jsonl")) == [(1, {"q": "😀"})]  # a real pair is fine
     code, _, err = run("ask", "--corpus", str(f), "x", "--no-trace")
     assert code == 2 and "Traceback" not in err, err
+
+
+def _corpus_session(tmp_path, docs):
+    from workbench.session import Session
+
+    f = tmp_path / "c.jsonl"
+    f.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    return Session.open(str(f), trace=False)
+
+
+def test_offline_excerpts_ignore_numbered_reference_lines_inside_a_chunk(tmp_path):
+    s = _corpus_session(tmp_path, [{"id": "p1", "title": "Paper", "text": "We study tokenizers.\n\nReferences\n"
+                                    "[7] Smith et al.\nTokenizers for search engines improve recall."}])
+    p = s.ask("Smith tokenizers engines improve recall", mode="excerpts", k=2).payload
+    assert p["rejected_citations"] == [] and p["sets"]["consulted"] == ["p1"], p["answer"]
+
+
+def test_offline_links_ids_with_spaces_and_parentheses_so_they_count_as_cited(tmp_path):
+    s = _corpus_session(tmp_path, [
+        {"id": "paper one", "title": "Paper (one)", "text": "Tokenizers for search engines improve recall."},
+        {"id": "paper (two)", "title": "Paper two", "text": "Tokenizers for search engines improve recall too."}])
+    p = s.ask("tokenizers for search engines recall").payload
+    assert set(p["sets"]["cited"]) == {"paper one", "paper (two)"} and p["rejected_citations"] == [], p["answer"]
+    p = s.ask("tokenizers for search engines recall", faults=["corrupt_id", "cite_unretrieved"]).payload
+    assert [r["reason"] for r in p["rejected_citations"]] == ["not_retrieved"] * 2, p["answer"]  # corrupted + legacy

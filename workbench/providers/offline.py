@@ -38,7 +38,8 @@ _STRUCTURAL = re.compile(
     re.IGNORECASE,
 )
 _ANSWERISH = re.compile(r"\b(how|why|fix|error|configure|set ?up|enable|disable|reset|change)\b", re.I)
-_EXCERPT_HEAD = re.compile(r"^\[(\d+)\] .*$", re.MULTILINE)
+# The `[n] file, page p, chunk c` line of prompts.excerpt_header — not any "[7] Smith et al." line of a chunk.
+_EXCERPT_HEAD = re.compile(r"^\[(\d+)\] .*, page (?:\d+|-), chunk (?:\d+|-)$", re.MULTILINE)
 
 
 def is_structural(question: str) -> bool:
@@ -66,7 +67,12 @@ def corrupt(target: str) -> str:
 
 
 def _link(item: dict[str, Any]) -> str:
-    return item.get("url") or item["doc_id"]
+    return _md_target(item.get("url") or item["doc_id"])
+
+
+def _md_target(target: str) -> str:
+    """A markdown link target; one with spaces or parentheses (an id like "Annual Report (v2)") is written <…>."""
+    return f"<{target}>" if re.search(r"[\s()<>]", target) else target
 
 
 class OfflineProvider(Provider):
@@ -144,9 +150,10 @@ class OfflineProvider(Provider):
             if score > best_score:
                 best, best_score = i, score
         passage = _join(units[best:best + WINDOW])
-        target = _link(opened)
+        target = opened.get("url") or opened["doc_id"]
         if "corrupt_id" in self.faults:
             target = corrupt(target)
+        target = _md_target(target)
         if "forget_link" in self.faults:
             lines = [f"From the article “{opened['title']}”:", "", passage]
         else:
@@ -160,7 +167,7 @@ class OfflineProvider(Provider):
             if extra:
                 lines += ["", f"Related: [{extra['title']}]({_link(extra)})."]
         if "cite_unretrieved" in self.faults:
-            fake = _link(opened).rstrip("/") + "-legacy"
+            fake = _md_target((opened.get("url") or opened["doc_id"]).rstrip("/") + "-legacy")
             lines += ["", f"For older workspaces see [{opened['title']} (legacy)]({fake})."]
         return "\n".join(lines)
 
@@ -181,7 +188,10 @@ class OfflineProvider(Provider):
     # --- excerpt mode ------------------------------------------------------------------------
 
     def _excerpt_answer(self, prompt: str, question: str) -> str:
-        heads = list(_EXCERPT_HEAD.finditer(prompt))
+        heads = []
+        for m in _EXCERPT_HEAD.finditer(prompt):  # numbered 1, 2, 3 … in order
+            if int(m.group(1)) == len(heads) + 1:
+                heads.append(m)
         excerpts: list[tuple[int, str]] = []
         for i, m in enumerate(heads):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(prompt)
