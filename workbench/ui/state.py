@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ class Turn:
     error: str | None = None
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
-    faithfulness: Any = None  # workbench.faithfulness.TurnFaithfulness, when that layer is installed
+    faithfulness: Any = None  # workbench.faithfulness.TurnFaithfulness, judged by Session.ask
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -221,7 +221,3 @@ def _corpus_picker(sb) -> tuple[str, str]:
             except WorkbenchError as exc:
                 sb.error(str(exc))
     return str(DEMO_CORPUS), "demo"
-
-
-def config_dict(cfg: RunConfig) -> dict[str, Any]:
-    return asdict(cfg)
