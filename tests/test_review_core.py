@@ -132,3 +132,10 @@ def test_offline_links_ids_with_spaces_and_parentheses_so_they_count_as_cited(tm
     assert set(p["sets"]["cited"]) == {"paper one", "paper (two)"} and p["rejected_citations"] == [], p["answer"]
     p = s.ask("tokenizers for search engines recall", faults=["corrupt_id", "cite_unretrieved"]).payload
     assert [r["reason"] for r in p["rejected_citations"]] == ["not_retrieved"] * 2, p["answer"]  # corrupted + legacy
+
+
+@pytest.mark.parametrize("name,args", [("browse_section", {"category": 5}), ("list_articles", {"category": ["a"]})])
+def test_a_non_string_category_is_a_tool_error_the_model_sees_not_a_crash(demo_session, name, args):
+    out = demo_session.toolbox.call(name, args)
+    assert out.call.error == out.content["error"] and "category must be a string" in out.call.error
+    assert out.call.results == ()

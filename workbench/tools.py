@@ -209,6 +209,8 @@ class Toolbox:
         return doc
 
     def match_category(self, category: str) -> str:
+        if not isinstance(category, str):
+            raise ToolError(f"category must be a string, got {category!r}"[:300])
         cats = self.corpus.categories()
         wanted = category.strip().strip("/").lower()
         for c in cats:
