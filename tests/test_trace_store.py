@@ -223,3 +223,20 @@ def test_interactive_run_shared_by_sessions_of_one_process(tmp_path):
     runs = dict(q(db, "SELECT turn_id, run_id FROM turns"))
     assert runs[a.payload["turn_id"]] == runs[b.payload["turn_id"]] != runs[c.payload["turn_id"]]
     assert q(db, "SELECT count(*) FROM runs") == [(2,)]
+
+
+def test_a_broken_trace_database_does_not_cost_the_answer(tmp_path):
+    """The turn is answered and returned; the trace failure is reported beside it, and the CLI warns."""
+    import subprocess
+    import sys
+
+    from workbench.session import Session
+
+    bad = tmp_path / "not-a-db.duckdb"
+    bad.write_text("this is not a DuckDB file")
+    answer = Session.open(trace_db=bad).ask("How do I configure SSO?")
+    assert answer.payload["sets"]["consulted"] and answer.trace_error
+    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "How do I configure SSO?", "--db", str(bad)],
+                       capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 1 and "Sources: Configure SAML" in r.stdout
+    assert "warning: this turn was not traced" in r.stderr and "Traceback" not in r.stderr

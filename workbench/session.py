@@ -16,7 +16,7 @@ from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import get_provider, provider_names
 from .retrieval import get_retriever, retriever_names
-from .errors import UnknownNameError
+from .errors import TraceStoreError, UnknownNameError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
@@ -28,6 +28,8 @@ class Answer:
     payload: dict[str, Any]
     #: Claim-level verdicts (`faithfulness.TurnFaithfulness`), None when not judged.
     faithfulness: Any = None
+    #: Why the turn could not be written to the trace store (the answer itself is still returned).
+    trace_error: str | None = None
 
 
 class Session:
@@ -81,6 +83,10 @@ class Session:
         faith = None
         if judge and record.status == "ok" and record.answer:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
+        trace_error = None
         if self.tracer is not None:
-            self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
-        return Answer(record, payload, faith)
+            try:
+                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
+            except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
+                trace_error = str(exc)
+        return Answer(record, payload, faith, trace_error)

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:  # bad provider options, e.g. an unknown fault name
             raise WorkbenchError(str(exc)) from None
         payload = answer.payload
-        failed += payload["status"] != "ok"
+        failed += payload["status"] != "ok" or answer.trace_error is not None
+        if answer.trace_error:
+            print(f"warning: this turn was not traced: {answer.trace_error}", file=sys.stderr)
         if args.json:
             print(json.dumps(payload, ensure_ascii=False), flush=True)
             continue

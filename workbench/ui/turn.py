@@ -32,6 +32,9 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
     payload = turn.payload
     if turn.error:
         st.error(escape_markdown(f"The turn failed: {turn.error}"), icon="🚫")
+    trace_error = getattr(turn.answer, "trace_error", None)
+    if trace_error:
+        st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
     if payload.get("answer"):
         st.markdown(answer_markdown(payload))
     elif not turn.error:
