@@ -25,7 +25,7 @@ PLUGIN = re.search(r"```python\n(# my_provider\.py\n.*?)```", DOCS.read_text(enc
 def plugin_dir(tmp_path):
     (tmp_path / "my_provider.py").write_text(PLUGIN)
     yield tmp_path
-    base._REGISTRY.pop("openfirst", None)
+    base._PROVIDERS.unregister("openfirst")
     base._loaded_plugins.discard("my_provider")
     sys.modules.pop("my_provider", None)
 
@@ -83,5 +83,5 @@ def test_an_installed_entry_point_registers_without_any_environment(tmp_path, mo
         result = demo_session.ask("How do I configure SSO?", provider="epprov")
         assert result.record.status == "ok" and len(result.payload["sets"]["consulted"]) == 1
     finally:
-        base._REGISTRY.pop("epprov", None)
+        base._PROVIDERS.unregister("epprov")
         sys.modules.pop("ep_provider", None)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from ..errors import UnknownNameError, WorkbenchError
+from ..errors import WorkbenchError
+from ..registry import Registry
 from ..text import content_terms, plain, sentences
 
 VERDICTS = ("supported", "partial", "unsupported")
@@ -65,27 +66,14 @@ class Judge(ABC):
 
 
 JudgeFactory = Callable[..., Judge]
-_REGISTRY: dict[str, JudgeFactory] = {}
-
-
-def register_judge(name: str, factory: JudgeFactory | None = None):
-    """Register a judge class or factory under `name`; usable as a class decorator."""
-
-    def _register(f: JudgeFactory) -> JudgeFactory:
-        _REGISTRY[name] = f
-        return f
-
-    return _register(factory) if factory is not None else _register
-
-
-def judge_names() -> list[str]:
-    return sorted(_REGISTRY)
+_JUDGES: Registry[JudgeFactory] = Registry("judge")
+#: Register a judge class or factory under a name; usable as a class decorator.
+register_judge = _JUDGES.register
+judge_names = _JUDGES.names
 
 
 def get_judge(name: str = "lexical", **options: Any) -> Judge:
-    if name not in _REGISTRY:
-        raise UnknownNameError("judge", name, judge_names())
-    return _REGISTRY[name](**options)
+    return _JUDGES.factory(name)(**options)
 
 
 # --- windows and spans -------------------------------------------------------------------------

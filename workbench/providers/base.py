@@ -19,7 +19,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, TypeVar
 
-from ..errors import PluginError, UnknownNameError
+from ..errors import PluginError
+from ..registry import Registry
 from ..types import ModelCall
 
 T = TypeVar("T")
@@ -63,18 +64,17 @@ class Provider(ABC):
         return []
 
 
+def _load() -> None:
+    from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
+
+    load_plugins()
+
+
 ProviderFactory = Callable[..., Provider]
-_REGISTRY: dict[str, ProviderFactory] = {}
-
-
-def register_provider(name: str, factory: ProviderFactory | None = None):
-    """Register a provider class or factory under `name`; usable as a class decorator."""
-
-    def _register(f: ProviderFactory) -> ProviderFactory:
-        _REGISTRY[name] = f
-        return f
-
-    return _register(factory) if factory is not None else _register
+_PROVIDERS: Registry[ProviderFactory] = Registry("provider", _load)
+#: Register a provider class or factory under a name; usable as a class decorator.
+register_provider = _PROVIDERS.register
+provider_names = _PROVIDERS.names
 
 
 #: Comma-separated modules imported before providers are listed; each calls `register_provider`.
@@ -106,24 +106,14 @@ def load_plugins() -> None:
         _entry_points_loaded = True
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
-                _REGISTRY.setdefault(ep.name, ep.load())
+                _PROVIDERS.setdefault(ep.name, ep.load())
             except Exception as exc:
                 raise PluginError(f"cannot load provider entry point {ep.name!r} ({ep.value}) of group "
                                   f"{ENTRY_POINT_GROUP}: {type(exc).__name__}: {exc}") from None
 
 
-def provider_names() -> list[str]:
-    from . import builtins  # noqa: F401
-
-    load_plugins()
-    return sorted(_REGISTRY)
-
-
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
-    names = provider_names()
-    if name not in _REGISTRY:
-        raise UnknownNameError("provider", name, names)
-    return _REGISTRY[name](model=model, **options)
+    return _PROVIDERS.factory(name)(model=model, **options)
 
 
 # --- helpers shared by network providers -----------------------------------------------------

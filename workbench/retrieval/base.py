@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import index_cache_dir
-from ..errors import UnknownNameError
+from ..registry import Registry
 from ..types import Chunk, Hit
 
 
@@ -47,33 +47,21 @@ class Retriever(ABC):
         """Return up to `k` hits, best first, with ranks starting at 1."""
 
 
-#: factory(corpus, cache_dir, **options) -> Retriever
-RetrieverFactory = Callable[..., Retriever]
-_REGISTRY: dict[str, RetrieverFactory] = {}
-
-
-def register_retriever(name: str, factory: RetrieverFactory | None = None):
-    """Register a retriever factory under `name`; usable as a decorator."""
-
-    def _register(f: RetrieverFactory) -> RetrieverFactory:
-        _REGISTRY[name] = f
-        return f
-
-    return _register(factory) if factory is not None else _register
-
-
-def retriever_names() -> list[str]:
+def _load_builtins() -> None:
     from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
 
-    return sorted(_REGISTRY)
+
+#: factory(corpus, cache_dir, **options) -> Retriever
+RetrieverFactory = Callable[..., Retriever]
+_RETRIEVERS: Registry[RetrieverFactory] = Registry("retriever", _load_builtins)
+#: Register a retriever factory under a name; usable as a decorator.
+register_retriever = _RETRIEVERS.register
+retriever_names = _RETRIEVERS.names
 
 
 def get_retriever(name: str, corpus, *, cache_dir: Path | None = None, **options) -> Retriever:
     """Build (or load from cache) the retriever `name` over `corpus`."""
-    names = retriever_names()
-    if name not in _REGISTRY:
-        raise UnknownNameError("retriever", name, names)
-    return _REGISTRY[name](corpus, cache_dir=cache_dir or index_cache_dir(), **options)
+    return _RETRIEVERS.factory(name)(corpus, cache_dir=cache_dir or index_cache_dir(), **options)
 
 
 def rank_documents(retriever: Retriever, query: str, k: int) -> list[tuple[str, float]]:
