@@ -14,7 +14,7 @@ from .agent import run_turn
 from .config import DEMO_CORPUS, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
-from .providers import get_provider, provider_names
+from .providers import get_provider
 from .retrieval import get_retriever, retriever_names
 from .errors import TraceStoreError, UnknownNameError
 from .faithfulness import assess_turn
@@ -72,8 +72,6 @@ class Session:
         `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
         (the fast offline `lexical` by default; None skips judging).
         """
-        if provider not in provider_names():
-            raise UnknownNameError("provider", provider, provider_names())
         if faults:
             provider_options["faults"] = tuple(faults)
         p = get_provider(provider, model=model, **provider_options)
