@@ -35,8 +35,14 @@ def words(text: str) -> list[str]:
 
 def content_terms(text: str) -> list[str]:
     """Stemmed words minus stop words, in order (duplicates kept)."""
+    return list(_content_terms(text))
+
+
+@lru_cache(maxsize=16384)
+def _content_terms(text: str) -> tuple[str, ...]:
+    # Cached: judges score every claim against the same sentence windows of a cited document.
     ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
-    return _stemmer().stemWords(ws) if ws else []
+    return tuple(_stemmer().stemWords(ws)) if ws else ()
 
 
 def plain(markdown: str) -> str:
