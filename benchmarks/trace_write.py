@@ -3,14 +3,21 @@
     .venv/bin/python benchmarks/trace_write.py [--turns 300]
 
 Prints medians of: (1) one turn written in its own transaction on an open connection (the write
-itself: 5 bulk Arrow inserts + commit); (2) `log_turn` as an interactive ask does it, including
-opening and closing the short-lived connection; (3) per turn inside a buffered batch of 50 turns
-(how `eval` writes), connection included.
+itself, building its rows included), next to (1a) the previous write path (every table as an Arrow
+insert, optimizer on) and (1f) the floor of any one-transaction-per-turn write into these tables (one
+1-row insert per table), timed turn by turn in the same run — this machine's speed drifts by up to
+3× within minutes, so only side-by-side figures compare; (2) `log_turn` as an interactive
+ask does it (the file attached to the process's in-memory DuckDB for the write), split into attach /
+write / detach, next to (2a) the previous interactive path (a DuckDB connection opened and closed
+per turn);
+(3) per turn inside a buffered batch of 50 turns (how `eval` writes), connection included.
+A pure-Python reference loop timed at the start and end shows how fast the machine was.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -21,8 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.provenance import build_payload  # noqa: E402
-from workbench.trace.rows import turn_tables  # noqa: E402
-from workbench.trace.writer import TraceWriter  # noqa: E402
+import duckdb  # noqa: E402
+
+from workbench.trace.connect import open_connection, write_connection  # noqa: E402
+from workbench.trace.rows import rows_to_table, turn_rows  # noqa: E402
+from workbench.trace.writer import TraceWriter, _values_sql  # noqa: E402
 from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord  # noqa: E402
 
 
@@ -43,73 +53,137 @@ def make_turn(i: int) -> TurnRecord:
                       started_at="2024-05-01T10:00:00+00:00", latency_ms=12.0)
 
 
+def reference_loop_ms() -> float:
+    """A fixed pure-Python loop: how fast this (shared, drifting) machine is right now."""
+    t0, total = time.perf_counter(), 0
+    for i in range(1_000_000):
+        total += i
+    return (time.perf_counter() - t0) * 1000
+
+
+def previous_write(con, rows: dict) -> None:
+    """The write path before this version (the anchor): every table as a bulk Arrow insert, sent as one
+    script, on a connection with DuckDB's optimizer on."""
+    tables = {name: rows_to_table(name, r) for name, r in rows.items()}
+    turns_rows, tool_calls_rows = tables.get("turns"), tables.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
+    retrieved_items_rows, citations_rows, sources_rows = (tables.get("retrieved_items"), tables.get("citations"),  # noqa: F841
+                                                          tables.get("sources"))
+    con.execute(" ".join(["BEGIN;"] + [f"INSERT INTO {n} BY NAME SELECT * FROM {n}_rows;" for n in tables]
+                         + ["COMMIT;"]))
+
+
+def floor_write(con, rows: dict) -> None:
+    """The least a one-transaction-per-turn write into these tables can cost: BEGIN, one one-row VALUES
+    insert into each table the turn touches (one row, whatever the turn holds), COMMIT."""
+    con.execute("BEGIN")
+    for name, r in rows.items():
+        con.execute(_values_sql("INSERT", name, 1), list(r[0]))
+    con.execute("COMMIT")
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=300)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
+    ref_start = reference_loop_ms()
     turns = [make_turn(i) for i in range(args.turns)]
     payloads = [build_payload(t) for t in turns]
     assert sum(len(c.results) for c in turns[0].tool_calls) == 51  # 50 search items + the fetch
 
-    w = TraceWriter(tmp / "a.duckdb")
+    # (1), (1a) and (1f), interleaved turn by turn (rotating which goes first) on three files
+    w, w_old, w_floor = (TraceWriter(tmp / f"{name}.duckdb") for name in ("a", "old", "floor"))
     run_id = w.run_for(turns[0].config)
-    rows_ms, write_ms, cpu_ms = [], [], []
-    with w.connect() as con:
-        for t, p in zip(turns, payloads):
-            c0, t0 = time.process_time(), time.perf_counter()
-            tables = turn_tables(t, p, run_id)
-            t1 = time.perf_counter()
-            w._write(con, {run_id}, tables)
-            t2 = time.perf_counter()
-            cpu_ms.append((time.process_time() - c0) * 1000)
-            rows_ms.append((t1 - t0) * 1000)
-            write_ms.append((t2 - t0) * 1000)
+    for other in (w_old, w_floor):
+        with other.connect():
+            pass  # created and migrated
+    old = duckdb.connect(str(w_old.path), config={"threads": 1, "preserve_insertion_order": False})
+    new_ms, cpu_ms, old_ms, floor_ms = [], [], [], []
+    with w.connect() as con, w_floor.connect() as floor:
+        w._write(con, {run_id}, turn_rows(turns[0], payloads[0], run_id))  # the run row, outside the timing
+        for i, (t, p) in enumerate(zip(turns, payloads)):
+            t = dataclasses.replace(t, turn_id=uuid.uuid4().hex)
+            p = {**p, "turn_id": t.turn_id}
+            for which in (i % 3, (i + 1) % 3, (i + 2) % 3):
+                if which == 0:
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    w._write(con, {run_id}, turn_rows(t, p, run_id))
+                    new_ms.append(time.perf_counter() - t0)
+                    cpu_ms.append(time.process_time() - c0)
+                elif which == 1:
+                    t0 = time.perf_counter()
+                    previous_write(old, turn_rows(t, p, run_id))
+                    old_ms.append(time.perf_counter() - t0)
+                else:
+                    rows = turn_rows(t, p, run_id)
+                    t0 = time.perf_counter()
+                    floor_write(floor, rows)
+                    floor_ms.append(time.perf_counter() - t0)
+    old.close()
 
-    # the same, with DuckDB's fsync_mode = none: how much of (1) is the disk flush at commit
-    # (diagnosis only: the store keeps the default, STANDARD)
-    wn = TraceWriter(tmp / "n.duckdb")
-    nosync_ms = []
-    with wn.connect() as con:
-        con.execute("SET fsync_mode = 'none'")
-        for t in turns:
-            p = build_payload(t)
+    # (2) the interactive path, whole and split into attach / write / detach, next to (2a) the previous
+    # interactive path (a fresh DuckDB connection opened and closed per turn), interleaved
+    w2, w_prev = TraceWriter(tmp / "b.duckdb"), TraceWriter(tmp / "prev.duckdb")
+    with w_prev.connect():
+        pass  # created and migrated
+    run_prev = w_prev.run_for(turns[0].config)
+    log_ms, prev_ms = [], []
+    for i, (t, p) in enumerate(list(zip(turns, payloads))[:60]):
+        for which in ((0, 1) if i % 2 else (1, 0)):
             t0 = time.perf_counter()
-            wn._write(con, {run_id}, turn_tables(t, p, run_id))
-            nosync_ms.append((time.perf_counter() - t0) * 1000)
-
-    w2 = TraceWriter(tmp / "b.duckdb")
-    log_ms = []
-    for t, p in list(zip(turns, payloads))[:60]:
+            if which:
+                w2.log_turn(t, p)
+                log_ms.append(time.perf_counter() - t0)
+            else:
+                con = open_connection(w_prev.path, read_only=False)
+                w_prev._write(con, {run_prev}, turn_rows(t, p, run_prev))
+                con.close()
+                prev_ms.append(time.perf_counter() - t0)
+    run2 = w2.run_for(turns[0].config)
+    open_ms, write_ms, close_ms = [], [], []
+    for t, p in list(zip(turns, payloads))[60:120]:
         t0 = time.perf_counter()
-        w2.log_turn(t, p)
-        log_ms.append((time.perf_counter() - t0) * 1000)
+        cm = write_connection(w2.path)
+        con = cm.__enter__()
+        t1 = time.perf_counter()
+        w2._write(con, {run2}, turn_rows(t, p, run2))
+        t2 = time.perf_counter()
+        cm.__exit__(None, None, None)
+        open_ms.append(t1 - t0)
+        write_ms.append(t2 - t1)
+        close_ms.append(time.perf_counter() - t2)
 
+    # (3) buffered batches, as `eval` writes
     w3 = TraceWriter(tmp / "c.duckdb")
     with w3.connect():
         pass  # create and migrate outside the timing
     fresh = [make_turn(i) for i in range(args.turns)]
+    fresh_payloads = [build_payload(t) for t in fresh]
     t0 = time.perf_counter()
     with w3.buffered(max_turns=50, max_age_s=60):
-        for t in fresh:
-            w3.log_turn(t, build_payload(t))
-    batch_total = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for t in fresh:
-        build_payload(t)
-    payload_s = time.perf_counter() - t0
+        for t, p in zip(fresh, fresh_payloads):
+            w3.log_turn(t, p)
+    batch_ms = (time.perf_counter() - t0) / args.turns * 1000
+    ref_end = reference_loop_ms()
 
     import os
 
-    print(f"turn with 50 retrieved items, {args.turns} turns; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"  (1) one transaction per turn, open connection: median {statistics.median(write_ms):.2f} ms "
-          f"(of which building the Arrow tables {statistics.median(rows_ms):.2f} ms), p90 "
-          f"{sorted(write_ms)[int(len(write_ms) * 0.9)]:.2f} ms")
-    print(f"      CPU time of this process per turn (insensitive to other load): median {statistics.median(cpu_ms):.2f} ms")
-    print(f"  (1b) as (1) with fsync_mode = none (diagnosis): median {statistics.median(nosync_ms):.2f} ms")
-    print(f"  (2) log_turn with its own short-lived connection: median {statistics.median(log_ms):.1f} ms")
-    print(f"  (3) buffered batch of 50 (eval), connection included: "
-          f"{(batch_total - payload_s) / args.turns * 1000:.2f} ms per turn")
+    print(f"turn with 50 retrieved items, {args.turns} turns; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs; reference loop {ref_start:.0f} ms at the start, {ref_end:.0f} ms at the end")
+    print(f"  (1)  one transaction per turn, open connection: median {med(new_ms):.2f} ms, "
+          f"p90 {sorted(new_ms)[int(len(new_ms) * 0.9)] * 1000:.2f} ms (CPU {med(cpu_ms):.2f} ms)")
+    print(f"  (1a) anchor, the previous path, same turns interleaved: median {med(old_ms):.2f} ms "
+          f"(this path {med(new_ms) / med(old_ms):.2f}× of it)")
+    print(f"  (1f) floor, one 1-row insert per table in one transaction, interleaved: median {med(floor_ms):.2f} ms")
+    print(f"  (2)  log_turn, the file attached for the write and detached after: median {med(log_ms):.1f} ms "
+          f"(attach {med(open_ms):.1f} + write {med(write_ms):.1f} + detach {med(close_ms):.1f} ms)")
+    print(f"  (2a) anchor, the previous interactive path (a DuckDB connection opened and closed per turn), "
+          f"interleaved: median {med(prev_ms):.1f} ms")
+    print(f"  (3)  buffered batch of 50 (eval), connection included: {batch_ms:.2f} ms per turn")
 
 
 if __name__ == "__main__":

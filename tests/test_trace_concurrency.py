@@ -24,19 +24,20 @@ db, pause = sys.argv[1], float(sys.argv[2])
 if pause:  # from the second turn on, the writer's transaction stalls while DuckDB scans `sources` (after
     # the `turns`, `tool_calls`, `retrieved_items` and `citations` rows went in), so the parent kills inside it
     import pyarrow as pa
-    real, seen = W.turn_tables, []
-    def stalling(*a, **kw):
-        tables = real(*a, **kw)
+    real, seen = W.rows_to_table, []
+    def stalling(name, rows):
+        table = real(name, rows)
+        if name != "sources":
+            return table
         seen.append(1)
-        if len(seen) > 1:
-            src = tables["sources"]
-            def batches():
-                print("MID", flush=True)
-                time.sleep(pause)
-                yield from src.to_batches()
-            tables["sources"] = pa.RecordBatchReader.from_batches(src.schema, batches())
-        return tables
-    W.turn_tables = stalling
+        if len(seen) == 1:
+            return table
+        def batches():
+            print("MID", flush=True)
+            time.sleep(pause)
+            yield from table.to_batches()
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+    W.rows_to_table = stalling
 
 w = W.TraceWriter(db)
 i = 0

@@ -5,35 +5,54 @@ a read-write connection blocks every other process from opening the file, even r
 read-only connection blocks writers but not other readers; the lock is taken at connect time, never
 mid-transaction. So nobody holds a connection longer than one write batch or one query, and a
 "could not set lock" error at connect time is retried with jittered backoff until `timeout`.
-Opening costs ~20–30 ms, which is why batch writers buffer turns (see writer.py).
+Every statement costs ~0.5–1 ms whatever its size, which is why batch writers buffer turns and
+write them in one transaction per flush (see writer.py).
 
 DuckDB's lock is not a queue: a writer logging turns back to back would re-take the file a few
 milliseconds after releasing it, and a reader polling with backoff could starve. So a reader that
 finds the file locked leaves a marker (`<db>.readers`) and polls fast; a writer about to open the
 file sees a fresh marker and waits (at most `YIELD_S`) until the reader has had its turn and
 removed it.
+
+Inside one process, writes go through one in-memory DuckDB that ATTACHes the trace file for the
+write and DETACHes it after (`write_connection`): the file lock is held exactly as long as with a
+fresh connection, but DuckDB's per-connection start-up (~20–30 ms, building its function catalog)
+is paid once per process instead of once per turn (measured side by side: open + write + close 43–54 ms,
+attach + write + detach 22–27 ms; benchmarks/trace_write.py). DuckDB's lock is a POSIX lock, held by the
+process, and a second open of the same file in the same process, even one that fails, drops it
+(closing any descriptor of a file releases the process's locks on it). So this process's own
+connections to one trace file take turns (`_in_process`), readers and writer alike.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import duckdb
 
 from ..errors import TraceStoreError
 
+T = TypeVar("T")
+
 DEFAULT_TIMEOUT_S = 30.0
 YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyway
 _MARKER_FRESH_S = 1.0
-# The writer's inserts are small: one thread, and no ordering guarantee to keep (rows carry their own
-# position columns), ~10% less CPU per turn. Readers keep the defaults (every core for analytics).
-_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False}
-_LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration")
+# The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
+# their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT *`
+# from Arrow has nothing to optimise, and the optimizer's passes cost ~0.25 ms a statement: ~15% of a
+# turn's write, measured in benchmarks/trace_write.py). Writer connections run nothing but migrations,
+# inserts and one primary-key lookup. Readers keep the defaults (every core, optimizer on).
+_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optimizer": False}
+# "unique file handle conflict": this process has the file open through another DuckDB instance
+# (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
+_LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration", "unique file handle conflict")
 #: Queries typed by a user never download or load extensions (no network at run time): a query
 #: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet.
 NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -45,17 +64,8 @@ def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc).lower() for m in _LOCK_MARKERS)
 
 
-def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
-                    config: dict | None = None):
-    """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`.
-
-    `config` (read-only connections) adds DuckDB settings such as `NO_DOWNLOADS`."""
-    path = str(path)
-    if read_only and not os.path.exists(path):
-        raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
-                              "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
-    if not read_only:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[], T]) -> T:
+    """Run `attempt` (which opens the file) until no other holder's lock is in the way, or `timeout`."""
     marker = Path(path + ".readers")
     if not read_only:
         _yield_to_readers(marker)
@@ -63,10 +73,10 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     delay = 0.005
     while True:
         try:
-            con = duckdb.connect(path, read_only=read_only, config=dict(config or {}) if read_only else _WRITER_CONFIG)
+            result = attempt()
             if read_only:
                 marker.unlink(missing_ok=True)
-            return con
+            return result
         except duckdb.Error as exc:
             if not is_lock_error(exc):
                 raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
@@ -79,6 +89,27 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
                     "or use another file with --db / WORKBENCH_DB") from None
             time.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.6, 0.01 if read_only else 0.05)
+
+
+def _check_path(path: str, read_only: bool) -> None:
+    if read_only and not os.path.exists(path):
+        raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
+                              "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
+    if not read_only:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
+                    config: dict | None = None):
+    """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`.
+
+    `config` (read-only connections) adds DuckDB settings such as `NO_DOWNLOADS`. Prefer
+    `connection` / `write_connection`, which also take turns with this process's other connections."""
+    path = str(path)
+    _check_path(path, read_only)
+    cfg = dict(config or {}) if read_only else _WRITER_CONFIG
+    return _retrying(path, read_only=read_only, timeout=timeout,
+                     attempt=lambda: duckdb.connect(path, read_only=read_only, config=cfg))
 
 
 def _touch(marker: Path) -> None:
@@ -101,12 +132,87 @@ def _yield_to_readers(marker: Path) -> None:
         time.sleep(0.005)
 
 
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+_HELD = threading.local()
+
+
+@contextmanager
+def _in_process(path: str, timeout: float) -> Iterator[None]:
+    """This process's connections to one file take turns (see the module docstring)."""
+    key = os.path.realpath(path)
+    with _PATH_LOCKS_GUARD:
+        lock = _PATH_LOCKS.setdefault(key, threading.Lock())
+    held = _HELD.__dict__.setdefault("paths", set())
+    if key in held:  # waiting would deadlock: this thread already has the file open
+        raise TraceStoreError(f"trace database {path} is already open in this thread; close that connection "
+                              "before opening another one")
+    if not lock.acquire(timeout=timeout):
+        raise TraceStoreError(f"trace database {path} stayed busy in this process for {timeout:.0f} s")
+    held.add(key)
+    try:
+        yield
+    finally:
+        held.discard(key)
+        lock.release()
+
+
 @contextmanager
 def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
                config: dict | None = None) -> Iterator:
     """`open_connection` as a context manager that always closes (releasing the file lock)."""
-    con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
+    with _in_process(str(path), timeout):
+        con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+_HOST: list = []  # [(pid, in-memory DuckDB connection)]: the writes' host, one per process
+
+
+def _host():
+    with _PATH_LOCKS_GUARD:
+        if not _HOST or _HOST[0][0] != os.getpid():  # a forked child builds its own
+            _HOST[:] = [(os.getpid(), duckdb.connect(":memory:", config=_WRITER_CONFIG))]
+        return _HOST[0][1]
+
+
+@contextmanager
+def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
+    """A read-write connection to the trace file: a cursor of this process's in-memory DuckDB with the
+    file ATTACHed (and made the default catalog) for the duration; DETACHed on exit, which
+    checkpoints and releases the file lock."""
+    path = str(path)
+    _check_path(path, read_only=False)
+    alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
+    quoted = path.replace("'", "''")
+    with _in_process(path, timeout):
+        cur = _host().cursor()
+        try:
+            _retrying(path, read_only=False, timeout=timeout,
+                      attempt=lambda: cur.execute(f"ATTACH '{quoted}' AS {alias}; USE {alias}"))
+            try:
+                yield cur
+            finally:
+                _detach(cur, alias)
+        finally:
+            cur.close()
+
+
+def _detach(cur, alias: str) -> None:
     try:
-        yield con
-    finally:
-        con.close()
+        cur.execute(f"USE memory; DETACH {alias}")
+    except duckdb.Error:  # e.g. a transaction left open by a failure: undo it, then detach
+        try:
+            cur.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        try:
+            cur.execute(f"USE memory; DETACH {alias}")
+        except duckdb.Error:  # last resort: drop the whole host (closing it releases the file)
+            with _PATH_LOCKS_GUARD:
+                host = _HOST.pop()[1] if _HOST else None
+            if host is not None:
+                host.close()

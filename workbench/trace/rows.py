@@ -1,6 +1,7 @@
-"""Pure conversion of one turn (record + payload + claims) into column tables for the trace store.
+"""Pure conversion of one turn (record + payload + claims) into rows for the trace store.
 
-No database here: `writer.py` inserts these Arrow tables in one transaction per turn.
+No database here: `writer.py` inserts these rows in one transaction per turn (single rows as
+parameterised VALUES, the rest as bulk Arrow tables built by `rows_to_table`).
 Excerpt-mode turns: every excerpt `[n]` is a `retrieved_items` row with `tool_call_seq` NULL (no
 tool call returned it), `rank` = `excerpt_n` = n, exposure `snippet`.
 """
@@ -62,6 +63,9 @@ B = pa.bool_()
 TS = pa.timestamp("us", tz="UTC")
 
 SCHEMAS: dict[str, pa.Schema] = {
+    "runs": pa.schema([("run_id", S), ("created_at", TS), ("kind", S), ("provider", S), ("model", S),
+                       ("retriever", S), ("mode", S), ("k", I32), ("prompt_version", S), ("corpus_id", S),
+                       ("corpus_hash", S), ("config_json", S), ("run_key", S)]),
     "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
                         ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
                         ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
@@ -93,9 +97,10 @@ def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
     return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
 
 
-def turn_tables(record: TurnRecord, payload: dict[str, Any], run_id: str,
-                claims: Iterable[Any] | None = None) -> dict[str, pa.Table]:
-    """Column tables for every trace table touched by one turn (empty tables are omitted)."""
+def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
+              claims: Iterable[Any] | None = None) -> dict[str, list[tuple]]:
+    """Rows (tuples in `SCHEMAS` column order) for every trace table touched by one turn; empty tables
+    are omitted."""
     tid = payload["turn_id"]
     sets = payload["sets"]
     calls = record.model_calls
@@ -126,7 +131,7 @@ def turn_tables(record: TurnRecord, payload: dict[str, Any], run_id: str,
 
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
            "sources": sources, "claims": claim_rows(tid, claims or ())}
-    return {name: rows_to_table(name, rows) for name, rows in out.items() if rows}
+    return {name: rows for name, rows in out.items() if rows}
 
 
 _CLAIM_FIELDS = ("claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span", "wrong_excerpt",
@@ -166,12 +171,9 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
 
 
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
-            created_at: datetime | None = None) -> pa.Table:
+            created_at: datetime | None = None) -> tuple:
+    """The `runs` row (in `SCHEMAS["runs"]` column order); secrets in `config` are redacted."""
     cfg = redact(config)
-    schema = pa.schema([("run_id", S), ("created_at", TS), ("kind", S), ("provider", S), ("model", S),
-                        ("retriever", S), ("mode", S), ("k", I32), ("prompt_version", S), ("corpus_id", S),
-                        ("corpus_hash", S), ("config_json", S), ("run_key", S)])
-    row = (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
-           cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
-           cfg.get("corpus_hash"), to_json(cfg), run_key)
-    return pa.table({f.name: [v] for f, v in zip(schema, row)}, schema=schema)
+    return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
+            cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
+            cfg.get("corpus_hash"), to_json(cfg), run_key)

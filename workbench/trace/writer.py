@@ -1,9 +1,9 @@
-"""The trace writer: one transaction per turn, bulk Arrow inserts, short-lived connections.
+"""The trace writer: one transaction per turn, bulk inserts, the file held only while writing.
 
 Why this shape (facts measured with DuckDB 2.0.1, see docs/traces.md): only one process may have
-the file open while it writes, and opening costs ~20–30 ms. So the writer never keeps the file
-open between writes. `log_turn` opens, writes the turn in one transaction (every table, or none:
-a SIGKILL mid-turn leaves no partial turn), and closes. Batches (`workbench eval`) use
+the file open while it writes. So the writer never keeps the file open between writes. `log_turn`
+attaches the file (connect.write_connection), writes the turn in one transaction (every table, or
+none: a SIGKILL mid-turn leaves no partial turn), and detaches it. Batches (`workbench eval`) use
 `buffered()`: turns queue in memory and are flushed together in one transaction holding whole
 turns only, so the lock is held only during a flush, readers get in between, and a crash loses
 the unflushed turns but never leaves part of one.
@@ -11,6 +11,7 @@ the unflushed turns but never leaves part of one.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from contextlib import contextmanager
@@ -22,17 +23,12 @@ import pyarrow as pa
 
 from ..errors import TraceStoreError
 from ..types import TurnRecord
-from .connect import DEFAULT_TIMEOUT_S, open_connection
+from .connect import DEFAULT_TIMEOUT_S, write_connection
 from .migrate import migrate
-from .rows import TURN_TABLES, claim_rows, run_row, turn_tables, rows_to_table
+from .rows import SCHEMAS, TURN_TABLES, claim_rows, rows_to_table, run_row, turn_rows
 
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
-
-
-def _insert(con, table: str, rows, verb: str = "INSERT") -> None:
-    """Bulk insert an Arrow table by column name (DuckDB scans the local `rows` directly)."""
-    con.execute(f"{verb} INTO {table} BY NAME SELECT * FROM rows")
 
 
 def _rollback(con) -> None:
@@ -42,19 +38,40 @@ def _rollback(con) -> None:
         pass
 
 
-def _commit(con, runs_rows, tables: dict[str, Any]) -> None:
-    """BEGIN, one bulk `INSERT … BY NAME` per table, COMMIT — sent as one script (one round trip,
-    ~12% less CPU per turn than separate calls). DuckDB's replacement scan reads the Arrow tables
-    from the local variables named in the script."""
-    turns_rows, tool_calls_rows = tables.get("turns"), tables.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
-    retrieved_items_rows, citations_rows = tables.get("retrieved_items"), tables.get("citations")  # noqa: F841
-    sources_rows, claims_rows = tables.get("sources"), tables.get("claims")  # noqa: F841
-    script = ["BEGIN;"]
-    if runs_rows is not None:
-        script.append("INSERT OR IGNORE INTO runs BY NAME SELECT * FROM runs_rows;")
-    script += [f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in TURN_TABLES if name in tables]
-    script.append("COMMIT;")
-    con.execute(" ".join(script))
+@functools.lru_cache(maxsize=None)
+def _values_sql(verb: str, name: str, n_rows: int) -> str:
+    cols = SCHEMAS[name].names
+    row = "(" + ", ".join("?" * len(cols)) + ")"
+    return f"{verb} INTO {name} ({', '.join(cols)}) VALUES " + ", ".join([row] * n_rows)
+
+
+def _commit(con, rows: dict[str, list[tuple]]) -> None:
+    """One transaction: BEGIN with the run rows and every single-row table (the turn itself) as one
+    parameterised VALUES insert each; then one bulk `INSERT … BY NAME` from an Arrow table for every other
+    table, sent with COMMIT as one script. DuckDB's replacement scan reads the Arrow tables from the
+    local variables named in the script.
+
+    Why this shape (measured, benchmarks/trace_write.py): each statement costs DuckDB ~0.5–1 ms here
+    whatever its size, so a turn is as few statements as its tables allow; a one-row VALUES insert is
+    cheaper than building and scanning a one-row Arrow table; row-by-row `executemany` is never used.
+    """
+    begin = "BEGIN; "  # sent with the first statement (parameters bind to a script's last statement)
+    bulk: dict[str, pa.Table] = {}
+    for name in ("runs", *TURN_TABLES):
+        r = rows.get(name)
+        if not r:
+            continue
+        if name == "runs" or len(r) == 1:
+            verb = "INSERT OR IGNORE" if name == "runs" else "INSERT"
+            con.execute(begin + _values_sql(verb, name, len(r)), [v for row in r for v in row])
+            begin = ""
+        else:
+            bulk[name] = rows_to_table(name, r)
+    turns_rows, tool_calls_rows = bulk.get("turns"), bulk.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
+    retrieved_items_rows, citations_rows = bulk.get("retrieved_items"), bulk.get("citations")  # noqa: F841
+    sources_rows, claims_rows = bulk.get("sources"), bulk.get("claims")  # noqa: F841
+    con.execute(begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
+                                 + ["COMMIT;"]))
 
 
 class TraceWriter:
@@ -64,7 +81,7 @@ class TraceWriter:
         self.path = Path(path)
         self.timeout = timeout
         self._written_runs: set[str] = set()
-        self._new_runs: dict[str, Any] = {}  # run_id → Arrow row, written with the run's first turn
+        self._new_runs: dict[str, tuple] = {}  # run_id → `runs` row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
         self._queue: list[dict[str, Any]] | None = None
         self._flush_at = 0
@@ -76,15 +93,12 @@ class TraceWriter:
     @contextmanager
     def connect(self) -> Iterator:
         """A read-write connection on a migrated database, closed on exit (the file lock is released)."""
-        con = open_connection(self.path, read_only=False, timeout=self.timeout)
-        try:
+        with write_connection(self.path, timeout=self.timeout) as con:
             key = str(self.path.resolve())
             if key not in _MIGRATED:
                 migrate(con)
                 _MIGRATED.add(key)
             yield con
-        finally:
-            con.close()
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -116,16 +130,16 @@ class TraceWriter:
         if run_id in self._declared and run_id not in self._new_runs:
             kind, run_key = self._declared[run_id]
             self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
-        tables = turn_tables(record, payload, run_id, claims)
+        rows = turn_rows(record, payload, run_id, claims)
         if self._queue is not None:
             if not self._queue:
                 self._queued_since = time.monotonic()
-            self._queue.append({"run_id": run_id, "tables": tables})
+            self._queue.append({"run_id": run_id, "rows": rows})
             if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
                 self.flush()
         else:
             with self.connect() as con:
-                self._write(con, {run_id}, tables)
+                self._write(con, {run_id}, rows)
         return payload["turn_id"]
 
     @contextmanager
@@ -151,24 +165,23 @@ class TraceWriter:
             return 0
         queued, self._queue = self._queue, []
         with self.connect() as con:
-            merged: dict[str, list[Any]] = {}
+            merged: dict[str, list[tuple]] = {}
             for item in queued:
-                for name, table in item["tables"].items():
-                    merged.setdefault(name, []).append(table)
+                for name, rows in item["rows"].items():
+                    merged.setdefault(name, []).extend(rows)
             runs = {item["run_id"] for item in queued}
             try:
-                self._write(con, runs, {name: pa.concat_tables(ts) for name, ts in merged.items()}, strict=True)
+                self._write(con, runs, merged, strict=True)
             except duckdb.ConstraintException:
                 for item in queued:
-                    self._write(con, {item["run_id"]}, item["tables"])
+                    self._write(con, {item["run_id"]}, item["rows"])
         return len(queued)
 
-    def _write(self, con, run_ids: set[str], tables: dict[str, Any], strict: bool = False) -> None:
+    def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
-        new_runs = [self._new_runs[r] for r in run_ids if r not in self._written_runs and r in self._new_runs]
-        runs = pa.concat_tables(new_runs) if new_runs else None
+        new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
         try:
-            _commit(con, runs, tables)
+            _commit(con, {**rows, "runs": new_runs} if new_runs else rows)
         except duckdb.ConstraintException as exc:
             _rollback(con)
             if strict:
@@ -189,7 +202,9 @@ class TraceWriter:
         with self.connect() as con:
             if con.execute("SELECT 1 FROM turns WHERE turn_id = ?", [turn_id]).fetchone() is None:
                 raise TraceStoreError(f"no turn {turn_id!r} in {self.path}; log the turn before adding its claims")
-            con.execute("BEGIN")
-            _insert(con, "claims", rows_to_table("claims", rows))
-            con.execute("COMMIT")
+            try:
+                _commit(con, {"claims": rows})
+            except BaseException:
+                _rollback(con)
+                raise
         return len(rows)

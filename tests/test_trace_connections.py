@@ -1,0 +1,121 @@
+"""The writer's connections: each write attaches the trace file to this process's in-memory DuckDB and
+detaches it after; the file lock is held exactly while writing; this process's own connections to one
+file take turns (DuckDB's POSIX lock is dropped by any second open of the file in the same process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import duckdb
+import pytest
+
+from workbench.errors import TraceStoreError
+from workbench.provenance import build_payload
+from workbench.trace import TraceReader
+from workbench.trace import connect as C
+from workbench.trace.writer import TraceWriter
+from workbench.types import ResultItem, ToolCall, TurnRecord
+
+
+def _turn(i: int) -> TurnRecord:
+    call = ToolCall("search", "snippet", {"query": f"q{i}"},
+                    tuple(ResultItem(f"doc-{j}", f"Doc {j}", rank=j + 1, score=1.0) for j in range(5)))
+    return TurnRecord(question=f"How do I do thing {i}?", answer="See [Doc 1](doc-1).", tool_calls=(call,),
+                      turn_id=uuid.uuid4().hex, config={"provider": "offline", "mode": "agent"})
+
+
+def _open_elsewhere(db) -> str:
+    """Open the file read-only from another process: 'ok' or its error."""
+    code = "import duckdb, sys; duckdb.connect(sys.argv[1], read_only=True).close(); print('ok')"
+    r = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, timeout=60)
+    return r.stdout.strip() or r.stderr.strip().splitlines()[-1]
+
+
+def _attached() -> list[str]:
+    return [n for (n,) in C._host().execute("SELECT database_name FROM duckdb_databases()").fetchall()
+            if n.startswith("trace_")]
+
+
+def test_the_file_is_locked_while_a_write_holds_it_and_free_after(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    with w.connect() as con:
+        assert con.execute("SELECT count(*) FROM turns").fetchone() == (0,)  # the trace file is the default
+        assert "Could not set lock" in _open_elsewhere(db)
+        assert len(_attached()) == 1
+    assert _attached() == []
+    assert _open_elsewhere(db) == "ok"
+    t = _turn(0)
+    w.log_turn(t, build_payload(t))
+    assert _open_elsewhere(db) == "ok"
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT turn_id FROM turns").fetchall() == [(t.turn_id,)]
+
+
+def test_a_second_connection_in_the_same_thread_is_refused_at_once_and_keeps_the_lock(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    with w.connect():
+        t0 = time.monotonic()
+        with pytest.raises(TraceStoreError, match="already open in this thread"):
+            TraceReader(db, timeout=20).rows("SELECT count(*) FROM turns")
+        assert time.monotonic() - t0 < 5
+        assert "Could not set lock" in _open_elsewhere(db)  # the refused open did not drop the file lock
+
+
+def test_a_failed_write_detaches_and_the_next_write_works(tmp_path):
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    with pytest.raises(duckdb.Error):
+        with w.connect() as con:
+            con.execute("BEGIN")
+            con.execute("SELECT * FROM no_such_table")
+    assert _attached() == []
+    t = _turn(1)
+    w.log_turn(t, build_payload(t))
+    assert TraceReader(db).rows("SELECT count(*) FROM turns")[1] == [(1,)]
+
+
+def test_threads_writing_and_reading_one_file_take_turns(tmp_path):
+    db = tmp_path / "t.duckdb"
+    errors: list[BaseException] = []
+    written: list[str] = []
+    stop = threading.Event()
+
+    def write(k: int) -> None:
+        w = TraceWriter(db)
+        try:
+            for i in range(15):
+                t = _turn(k * 100 + i)
+                written.append(w.log_turn(t, build_payload(t)))
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    def read() -> None:
+        r = TraceReader(db)
+        try:
+            while not stop.is_set():
+                r.rows("SELECT count(*) FROM turn_sets")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    t = _turn(-1)
+    TraceWriter(db).log_turn(t, build_payload(t))  # the file exists before the reader starts
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(3)]
+    reader = threading.Thread(target=read)
+    reader.start()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    stop.set()
+    reader.join(60)
+    assert errors == []
+    _, rows = TraceReader(db).rows("SELECT turn_id, n_retrieved FROM turns")
+    assert {r[0] for r in rows} == set(written) | {t.turn_id} and all(n == 5 for _, n in rows)
+    assert TraceReader(db).rows("SELECT count(*) FROM retrieved_items")[1] == [(5 * 46,)]
+    assert _attached() == []
