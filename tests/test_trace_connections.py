@@ -119,3 +119,21 @@ def test_threads_writing_and_reading_one_file_take_turns(tmp_path):
     assert {r[0] for r in rows} == set(written) | {t.turn_id} and all(n == 5 for _, n in rows)
     assert TraceReader(db).rows("SELECT count(*) FROM retrieved_items")[1] == [(5 * 46,)]
     assert _attached() == []
+
+
+def test_writes_run_without_the_optimizer_and_lookups_with_it(tmp_path):
+    from workbench.trace.writer import _optimized
+
+    def setting(con):
+        return con.execute("SELECT current_setting('enable_optimizer')").fetchone()[0]
+
+    w, t = TraceWriter(tmp_path / "t.duckdb"), _turn(0)
+    w.log_turn(t, build_payload(t))
+    lookup = "EXPLAIN SELECT 1 FROM turns WHERE turn_id = ?"
+    with w.connect() as con:
+        assert setting(con) is False
+        assert "Filters:" not in con.execute(lookup, [t.turn_id]).fetchall()[0][1]  # a scan, then a filter
+        with _optimized(con):
+            assert setting(con) is True
+            assert "Filters:" in con.execute(lookup, [t.turn_id]).fetchall()[0][1]  # pushed into the scan
+        assert setting(con) is False

@@ -47,8 +47,8 @@ _MARKER_FRESH_S = 1.0
 # The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
 # their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT *`
 # from Arrow has nothing to optimise, and the optimizer's passes cost ~0.25 ms a statement: ~15% of a
-# turn's write, measured in benchmarks/trace_write.py). Writer connections run nothing but migrations,
-# inserts and one primary-key lookup. Readers keep the defaults (every core, optimizer on).
+# turn's write, measured in benchmarks/trace_write.py). The writer turns it back on for migrations and
+# its one lookup by turn_id (writer._optimized). Readers keep the defaults (every core, optimizer on).
 _WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optimizer": False}
 # "unique file handle conflict": this process has the file open through another DuckDB instance
 # (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
