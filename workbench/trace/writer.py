@@ -215,9 +215,5 @@ class TraceWriter:
                 known = con.execute("SELECT 1 FROM turns WHERE turn_id = ?", [turn_id]).fetchone() is not None
             if not known:
                 raise TraceStoreError(f"no turn {turn_id!r} in {self.path}; log the turn before adding its claims")
-            try:
-                _commit(con, {"claims": rows})
-            except BaseException:
-                _rollback(con)
-                raise
+            self._write(con, set(), {"claims": rows}, strict=True)  # strict: errors pass through as they are
         return len(rows)
