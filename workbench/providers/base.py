@@ -17,7 +17,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
 from ..errors import PluginError
 from ..registry import Registry
@@ -43,17 +43,41 @@ class ModelStep:
     call: ModelCall = field(default_factory=lambda: ModelCall("unknown"))
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """Whether a provider can run in an environment; `hint` names what to set when it cannot."""
+
+    ok: bool
+    hint: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
 class Provider(ABC):
-    """One chat model behind one method."""
+    """One chat model behind one method.
+
+    Capabilities are declared on the class and read by the core (never by provider name):
+    `supports_tools` (native tool calling), `supports_json_schema` (output constrained by a JSON
+    schema), `options_schema` (a JSON Schema object of the keyword options `__init__` takes besides
+    `model`; the CLI and the app build their option inputs from it) and `is_configured(env)`.
+    """
 
     name: str = "base"
     #: Shown wherever the provider is named ("offline (no LLM)").
     label: str = "base"
-    supports_tools: bool = True
+    supports_tools: ClassVar[bool] = True
+    supports_json_schema: ClassVar[bool] = False
+    options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
         self.options = options
+
+    @classmethod
+    def is_configured(cls, env: Mapping[str, str]) -> Readiness:
+        """Whether the provider can run with the environment `env`; the hint names the variable to set."""
+        return Readiness(True)
 
     @abstractmethod
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
