@@ -10,7 +10,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 SHARED_DATA = SHARED / "data"
-SCHEMAS = SHARED / "schemas"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,15 +33,12 @@ def demo_session():
 
 
 def schema_validator(name: str):
-    """A JSON-Schema validator for ../shared/schemas/NAME, or skip the test with the reason."""
-    import json
-
+    """A JSON-Schema validator for the contract schema NAME shipped in workbench/schemas/."""
     import jsonschema
 
-    path = SCHEMAS / name
-    if not path.exists():
-        pytest.skip(f"shared contract schema not available: {path} is absent (it lives in ../shared/schemas)")
-    return jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+    from workbench import schemas
+
+    return jsonschema.Draft202012Validator(schemas.load(name))
 
 
 def require_shared(*parts: str) -> Path:
