@@ -17,6 +17,7 @@ SDK_HOMES = {
     "llama_index": {"retrieval"},
     "ollama": {"providers/ollama", "retrieval/embeddings"},
     "google": {"providers/gemini", "retrieval/embeddings"},
+    "openai": {"providers/openai"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
 }

@@ -69,3 +69,20 @@ def test_reader_upgrades_an_old_database_before_querying(tmp_path):
     migrate(con, MIGRATIONS[:1])
     con.close()
     assert TraceReader(path).rows("SELECT count(*) FROM doc_gaps")[1] == [(0,)]
+
+
+def test_m005_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
+    con = duckdb.connect(str(tmp_path / "m004.duckdb"))
+    migrate(con, [m for m in MIGRATIONS if m.name <= "m004_views"])
+    con.execute("""
+        INSERT INTO runs (run_id, created_at, kind, provider, mode, k) VALUES
+            ('a', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'agent', 5),
+            ('e', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'excerpts', 5);
+    """)
+    assert migrate(con) == ["m005_tool_protocol"]
+    # every agent run before m005 used the provider's own tool calls; excerpt runs offer no tools
+    assert con.execute("SELECT run_id, tool_protocol FROM runs ORDER BY run_id").fetchall() == [("a", "native"),
+                                                                                              ("e", None)]
+    comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
+                          "AND column_name = 'tool_protocol'").fetchone()[0]
+    assert "json-steps" in comment

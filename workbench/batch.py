@@ -39,8 +39,12 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
              mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
-             new_run: bool = False, progress: bool = True) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it."""
+             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None,
+             **provider_options: Any) -> EvalResult:
+    """Ask every question into one run of `session`'s trace store; skip those already answered in it.
+
+    `provider_options` go to the provider (e.g. `max_tokens=160` for `llamacpp`) and into the run key.
+    """
     from .trace import TraceReader
 
     tracer = session.tracer
@@ -48,13 +52,18 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         raise WorkbenchError("eval needs a trace database: open the session with tracing on")
     settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
                 "faults": sorted(faults)}
+    if tool_protocol:  # only when named, so the run keys of batches started before it existed still match
+        settings["tool_protocol"] = tool_protocol
+    if provider_options:
+        settings["provider_options"] = provider_options
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
     if run_id is not None and existing is None:
         raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
     if existing is not None:
-        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()):
+        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
+                (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
             if existing[name] != settings[name]:
                 raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
                                      f"{settings[name]!r}; use the same settings to resume it, or --new-run")
@@ -83,7 +92,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         with tracer.buffered():
             for q in todo:
                 answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults,
-                                     run_id=result.run_id)
+                                     run_id=result.run_id, tool_protocol=tool_protocol, **provider_options)
                 result.payloads.append(answer.payload)
                 result.asked += 1
                 result.failed += answer.payload["status"] != "ok"

@@ -41,6 +41,11 @@ class ProviderError(WorkbenchError):
         self.status = status
 
 
+class CapabilityError(WorkbenchError):
+    """A run asked a provider for something it does not declare (json-steps without JSON-schema output,
+    native tool calling without tool support); names what to use instead."""
+
+
 class TurnRecordError(WorkbenchError):
     """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
 

@@ -66,17 +66,18 @@ class Session:
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, judge: str | None = "lexical",
-            **provider_options: Any) -> Answer:
+            tool_protocol: str | None = None, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
-        (the fast offline `lexical` by default; None skips judging).
+        (the fast offline `lexical` by default; None skips judging). `tool_protocol` is `native` or
+        `json-steps` (default: the provider's own, see `agent.run_turn`).
         """
         if faults:
             provider_options["faults"] = tuple(faults)
         p = get_provider(provider, model=model, **provider_options)
-        record = run_turn(question, p, self.toolbox, mode=mode, k=k,
-                          config={"provider_label": p.label, "faults": sorted(faults)})
+        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol,
+                          config={"provider_label": p.label, "model_label": p.model_label, "faults": sorted(faults)})
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

@@ -12,12 +12,19 @@ def add_corpus_option(p: argparse.ArgumentParser) -> None:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
     p.add_argument("--provider", default="offline",
-                   help="chat provider: offline (default, no LLM), ollama, gemini, or one a WORKBENCH_PLUGINS "
-                        "module registers (docs/providers.md)")
-    p.add_argument("--model", help="model name for the provider (defaults: ollama llama3.1, gemini gemini-2.5-flash)")
+                   help="chat provider: offline (default, no LLM), llamacpp (a local GGUF model in-process), openai "
+                        "(any OpenAI-compatible server), ollama, gemini, or one a WORKBENCH_PLUGINS module registers "
+                        "(docs/providers.md)")
+    p.add_argument("--model", help="model for the provider: a GGUF path for llamacpp (default: $WORKBENCH_GGUF, else "
+                                   "the bundled SmolLM2-135M-Instruct), a name otherwise (defaults: openai "
+                                   "gpt-4o-mini, ollama llama3.1, gemini gemini-2.5-flash)")
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
                         "or vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
+    p.add_argument("--tool-protocol", choices=["native", "json-steps"], default=None,
+                   help="agent mode: how the model calls tools: native tool calls, or json-steps (each output "
+                        "forced by a JSON schema to be one action); default: the provider's (json-steps for "
+                        "llamacpp, native elsewhere)")
     p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME",
                    help="offline fault simulation: corrupt_id, forget_link, link_listed, cite_unretrieved")

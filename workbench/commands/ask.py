@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for q in questions:
         try:
             answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                                 faults=args.fault)
+                                 faults=args.fault, tool_protocol=args.tool_protocol)
         except ValueError as exc:  # bad provider options, e.g. an unknown fault name
             raise WorkbenchError(str(exc)) from None
         payload = answer.payload
@@ -90,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
             print(excerpt_lines(answer.record, payload))
         print(summary_line(payload))
         cfg = payload["config"]
-        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
-              f"retriever: {cfg.get('retriever')} · mode: {cfg.get('mode')}")
+        protocol = f" ({cfg['tool_protocol']})" if cfg.get("tool_protocol") else ""
+        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
+              f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "
+              f"mode: {cfg.get('mode')}{protocol}")
         if len(questions) > 1:
             print()
     return 1 if failed else 0

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                           faults=tuple(args.fault), run_id=args.run_id, new_run=args.new_run,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, tool_protocol=args.tool_protocol)
     except ValueError as exc:  # bad provider options, e.g. an unknown fault name
         raise WorkbenchError(str(exc)) from None
     print_table(*summary_rows(result))

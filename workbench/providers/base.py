@@ -61,6 +61,8 @@ class Provider(ABC):
     `supports_tools` (native tool calling), `supports_json_schema` (output constrained by a JSON
     schema), `options_schema` (a JSON Schema object of the keyword options `__init__` takes besides
     `model`; the CLI and the app build their option inputs from it) and `is_configured(env)`.
+    `default_tool_protocol` is the tool protocol of an agent turn that names none (`native` tool calls
+    or schema-forced `json-steps`, see `steps.py`); json-steps calls `complete_json`.
     """
 
     name: str = "base"
@@ -69,6 +71,7 @@ class Provider(ABC):
     supports_tools: ClassVar[bool] = True
     supports_json_schema: ClassVar[bool] = False
     options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    default_tool_protocol: ClassVar[str] = "native"
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -82,6 +85,18 @@ class Provider(ABC):
     @abstractmethod
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         """Return the model's next step for `messages`, given the tool declarations `tools`."""
+
+    def complete_json(self, messages: list[dict[str, Any]], schema: dict[str, Any]) -> ModelStep:
+        """The model's next message as text forced to match the JSON Schema `schema` (no tools offered).
+
+        Implemented by providers that declare `supports_json_schema`; the json-steps protocol calls it.
+        """
+        raise NotImplementedError(f"provider {self.name!r} cannot constrain its output to a JSON schema")
+
+    @property
+    def model_label(self) -> str | None:
+        """The model as shown to people; a provider may say more than its name (e.g. that it is the default)."""
+        return self.model
 
     def list_models(self) -> list[str]:
         """Installed or available models, for pickers; empty when the provider cannot list."""
@@ -147,6 +162,8 @@ TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
 MAX_BACKOFF = 30.0
+#: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
+MAX_RETRY_AFTER = 60.0
 
 
 def setting(value: Any, env: str, default: float) -> float:
@@ -174,9 +191,14 @@ class Failed(Exception):
 
 
 def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
-                 sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 retry_after: Callable[[BaseException], float | None] | None = None) -> tuple[T, int]:
     """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
-    `retries` times. Returns the result and the number of retries; any failure raises `Failed`."""
+    `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
+
+    `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
+    backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
+    """
     attempt = 0
     while True:
         try:
@@ -184,7 +206,10 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
         except Exception as exc:
             if attempt >= retries or not transient(exc):
                 raise Failed(exc, attempt) from None
-            sleep(min(MAX_BACKOFF, backoff * 2 ** attempt))
+            asked = retry_after(exc) if retry_after is not None else None
+            if asked is not None and asked > MAX_RETRY_AFTER:
+                raise Failed(exc, attempt) from None
+            sleep(asked if asked is not None else min(MAX_BACKOFF, backoff * 2 ** attempt))
             attempt += 1
 
 

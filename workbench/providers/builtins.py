@@ -6,7 +6,9 @@ from .base import register_provider
 from .gemini import GeminiProvider
 from .offline import OfflineProvider
 from .ollama import OllamaProvider
+from .openai import OpenAIProvider
 
 register_provider("offline", OfflineProvider)
 register_provider("ollama", OllamaProvider)
 register_provider("gemini", GeminiProvider)
+register_provider("openai", OpenAIProvider)

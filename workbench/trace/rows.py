@@ -65,7 +65,7 @@ TS = pa.timestamp("us", tz="UTC")
 SCHEMAS: dict[str, pa.Schema] = {
     "runs": pa.schema([("run_id", S), ("created_at", TS), ("kind", S), ("provider", S), ("model", S),
                        ("retriever", S), ("mode", S), ("k", I32), ("prompt_version", S), ("corpus_id", S),
-                       ("corpus_hash", S), ("config_json", S), ("run_key", S)]),
+                       ("corpus_hash", S), ("config_json", S), ("run_key", S), ("tool_protocol", S)]),
     "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
                         ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
                         ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
@@ -176,4 +176,4 @@ def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None 
     cfg = redact(config)
     return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
             cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
-            cfg.get("corpus_hash"), to_json(cfg), run_key)
+            cfg.get("corpus_hash"), to_json(cfg), run_key, cfg.get("tool_protocol"))

@@ -346,6 +346,13 @@ COMMENT ON COLUMN retriever_summary.median_latency_ms IS 'Median turn latency (m
 """
 
 
+M005_TOOL_PROTOCOL = """
+ALTER TABLE runs ADD COLUMN tool_protocol VARCHAR;
+UPDATE runs SET tool_protocol = 'native' WHERE mode = 'agent';
+COMMENT ON COLUMN runs.tool_protocol IS 'Agent mode: how the model called tools, `native` (the provider''s tool calling) or `json-steps` (each model output forced by a JSON schema to be one action). Tool calls, citations and sources are recorded the same way under both. NULL in excerpt mode (no tools). Runs written before this column existed were `native`.';
+"""
+
+
 def _backfill_question_kind(con) -> None:
     """m003's Python step: classify the questions of turns written before `question_kind` existed."""
     questions = [q for (q,) in con.execute("SELECT DISTINCT question FROM turns WHERE question_kind IS NULL").fetchall()]
@@ -362,4 +369,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m002_claims", M002_CLAIMS),
     Migration("m003_turn_set_sizes", M003_TURN_SET_SIZES, _backfill_question_kind),
     Migration("m004_views", M004_VIEWS),
+    Migration("m005_tool_protocol", M005_TOOL_PROTOCOL),
 )
