@@ -18,6 +18,7 @@ SDK_HOMES = {
     "ollama": {"providers/ollama", "retrieval/embeddings"},
     "google": {"providers/gemini", "retrieval/embeddings"},
     "openai": {"providers/openai"},
+    "xllamacpp": {"providers/llamacpp"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
 }
