@@ -127,3 +127,18 @@ def test_provider_error_is_a_message_not_a_traceback(app):
     errors = [e.value for e in at.error]
     assert any("cannot reach the model server" in e for e in errors), errors
     assert any("broken (test)" in c for c in captions(at))
+
+
+def test_local_model_and_openai_appear_with_labels_default_model_and_tool_protocol(app):
+    provider = app.sidebar.selectbox(key="cfg_provider")
+    assert {"local model (llama.cpp)", "OpenAI-compatible server"} <= set(provider.options)
+    at = provider.select("llamacpp").run()
+    assert not at.exception
+    model = at.sidebar.text_input(key="cfg_model_llamacpp")
+    assert model.placeholder.startswith("default: SmolLM2-135M-Instruct") and "(default model)" in model.placeholder
+    protocol = at.sidebar.radio(key="cfg_protocol_llamacpp")
+    assert protocol.options == ["native", "json-steps"] and protocol.value == "json-steps"  # declared, not named
+    at = at.sidebar.selectbox(key="cfg_provider").select("openai").run()
+    assert at.sidebar.radio(key="cfg_protocol_openai").value == "native"
+    at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
+    assert not [r for r in at.sidebar.radio if r.key == "cfg_protocol_offline"]  # no JSON-schema output: no choice

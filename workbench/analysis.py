@@ -67,7 +67,9 @@ def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str,
 
 
 def configured_providers(env: dict[str, str] | None = None) -> list[str]:
-    """`offline`, plus `ollama` when OLLAMA_HOST is set and `gemini` when its API key is set."""
+    """`offline`, plus `ollama` when OLLAMA_HOST is set, `gemini` when its API key is set and `openai` when
+    OPENAI_BASE_URL or OPENAI_API_KEY is. The in-process `llamacpp` model is not listed: on a CPU it is far
+    slower than a batch over every retriever wants; notebook 02 runs it on a few questions of its own."""
     from .providers.gemini import KEY_ENVS
 
     env = os.environ if env is None else env
@@ -76,6 +78,8 @@ def configured_providers(env: dict[str, str] | None = None) -> list[str]:
         names.append("ollama")
     if any(env.get(k) for k in KEY_ENVS):
         names.append("gemini")
+    if env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
+        names.append("openai")
     return names
 
 
@@ -157,11 +161,12 @@ def rejected_table(payload: dict[str, Any]) -> pd.DataFrame:
 def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
                      retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
                      mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (),
-                     new_run: bool = False) -> pd.DataFrame:
+                     new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
 
     Re-running with the same inputs resumes (and so skips) the runs already complete, as `workbench
-    eval` does. Returns one row per run.
+    eval` does. `provider_options` maps a provider name to its options (e.g. `{"llamacpp":
+    {"max_tokens": 160}}`). Returns one row per run.
     """
     from .batch import run_eval
     from .corpus import Corpus, load_corpus
@@ -174,7 +179,7 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
         session = Session.open(corpus, retriever, trace_db=db)
         for provider in providers:
             r = run_eval(session, texts, provider=provider, mode=mode, k=k, faults=tuple(faults),
-                         new_run=new_run, progress=False)
+                         new_run=new_run, progress=False, **(provider_options or {}).get(provider, {}))
             rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
                          "faults": ",".join(faults), "asked": r.asked, "skipped": r.skipped, "failed": r.failed,
                          "seconds": round(r.seconds, 2)})

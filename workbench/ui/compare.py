@@ -9,12 +9,12 @@ import streamlit as st
 from ..providers import provider_names
 from ..render import escape_markdown
 from ..retrieval import retriever_names
-from .state import MODES, RunConfig, Turn, provider_display, provider_info, run
+from .state import MODES, RunConfig, Turn, protocol_picker, provider_display, provider_info, run
 from .turn import SET_COLORS, SETS, render_turn
 
 
 def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
-    """One row of provider × retriever × mode per column; corpus, k and faults come from the sidebar."""
+    """One row of provider × retriever × mode (× tool protocol) per column; corpus, k and faults come from the sidebar."""
     names, rnames = provider_names(), retriever_names()
     configs = []
     cols = st.columns(count)
@@ -29,9 +29,10 @@ def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
             model = st.selectbox("Model", models, key=f"cmp_model_{i}_{provider}") if len(models) > 1 else None
             retriever = st.selectbox("Retriever", rnames, key=f"cmp_retriever_{i}")
             mode = st.radio("Mode", MODES, key=f"cmp_mode_{i}", horizontal=True)
+            protocol = protocol_picker(st, provider, f"cmp_protocol_{i}_{provider}") if mode == "agent" else None
             faults = base.faults if provider == "offline" else ()
             configs.append(replace(base, provider=provider, model=model, retriever=retriever, mode=mode,
-                                   faults=faults))
+                                   faults=faults, tool_protocol=protocol))
     return configs
 
 

@@ -35,12 +35,18 @@ class RunConfig:
     corpus_label: str = "demo"
     faults: tuple[str, ...] = ()
     db: str | None = None
+    tool_protocol: str | None = None  # agent mode: native | json-steps; None = the provider's default
 
-    def describe(self, provider_label: str | None = None) -> str:
+    def describe(self, provider_label: str | None = None, model_label: str | None = None,
+                 tool_protocol: str | None = None) -> str:
+        """One line; the labels and protocol a turn actually ran with (its payload's config) win."""
         parts = [provider_label or provider_display(self.provider)]
-        if self.model:
-            parts.append(f"model {self.model}")
-        parts += [f"retriever {self.retriever}", f"mode {self.mode}", f"k {self.k}", f"corpus {self.corpus_label}"]
+        if model_label or self.model:
+            parts.append(f"model {model_label or self.model}")
+        parts += [f"retriever {self.retriever}", f"mode {self.mode}"]
+        if self.mode == "agent" and (tool_protocol or self.tool_protocol):
+            parts.append(f"tools {tool_protocol or self.tool_protocol}")
+        parts += [f"k {self.k}", f"corpus {self.corpus_label}"]
         if self.faults:
             parts.append("faults " + ", ".join(self.faults))
         return " · ".join(parts)
@@ -83,6 +89,32 @@ def provider_info(name: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         info["error"] = f"cannot list models: {exc}"
     return info
+
+
+@st.cache_data(show_spinner=False)
+def provider_caps(name: str) -> dict[str, Any]:
+    """What the pickers read from a provider's declared capabilities: tool protocols, default model label."""
+    from ..providers.steps import JSON_STEPS, NATIVE
+
+    try:
+        p = get_provider(name)
+    except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
+        return {"protocols": [NATIVE], "default_protocol": NATIVE, "model_label": None}
+    protocols = [x for x, ok in ((NATIVE, p.supports_tools), (JSON_STEPS, p.supports_json_schema)) if ok]
+    return {"protocols": protocols or [NATIVE], "default_protocol": p.default_tool_protocol,
+            "model_label": p.model_label}
+
+
+def protocol_picker(container, provider: str, key: str) -> str | None:
+    """A radio of the tool protocols `provider` supports (its default first chosen); None when there is no choice."""
+    caps = provider_caps(provider)
+    if len(caps["protocols"]) < 2:
+        return None
+    options = caps["protocols"]
+    index = options.index(caps["default_protocol"]) if caps["default_protocol"] in options else 0
+    return container.radio("Tool protocol", options, index=index, horizontal=True, key=key,
+                           help="native: the model's own tool calls · json-steps: every model output is forced by a "
+                                "JSON schema to be one action (small local models need it)")
 
 
 @st.cache_data(show_spinner=False)
@@ -151,7 +183,8 @@ def run(question: str, cfg: RunConfig) -> Turn:
 
 def ask(session: Session, question: str, cfg: RunConfig):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
-    kwargs: dict[str, Any] = dict(provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k)
+    kwargs: dict[str, Any] = dict(provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
+                                  tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None)
     if cfg.faults:
         kwargs["faults"] = cfg.faults
     return session.ask(question, **kwargs)
@@ -190,10 +223,13 @@ def sidebar() -> RunConfig:
     if info["models"]:
         model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
     elif provider != "offline":
-        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}") or None
+        default = provider_caps(provider)["model_label"]
+        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
+                              placeholder=f"default: {default}" if default else "") or None
     retriever = sb.selectbox("Retriever", rnames, key="cfg_retriever")
     mode = sb.radio("Mode", MODES, horizontal=True, key="cfg_mode",
                     help="agent: tool calling with markdown links · excerpts: numbered excerpts cited as [n]")
+    protocol = protocol_picker(sb, provider, f"cfg_protocol_{provider}") if mode == "agent" else None
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
     faults: tuple[str, ...] = ()
@@ -201,7 +237,7 @@ def sidebar() -> RunConfig:
         faults = tuple(sb.multiselect("Offline fault simulation", FAULTS, key="cfg_faults",
                                       help="Reproduce what real models get wrong: corrupt ids, forgotten links, …"))
     db = sb.text_input("Trace database", key="cfg_db")
-    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db or None)
+    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db or None, protocol)
 
 
 def _corpus_picker(sb) -> tuple[str, str]:

@@ -22,8 +22,10 @@ MAX_INLINE_PILLS = 8
 
 def config_caption(turn: Turn) -> None:
     cfg = turn.config
-    label = turn.payload.get("config", {}).get("provider_label") or provider_display(cfg.provider)
-    st.caption(escape_markdown(f"⚙ {cfg.describe(label)} · {turn.elapsed_ms:.0f} ms"))
+    ran = turn.payload.get("config", {})
+    label = ran.get("provider_label") or provider_display(cfg.provider)
+    st.caption(escape_markdown(f"⚙ {cfg.describe(label, ran.get('model_label'), ran.get('tool_protocol'))} · "
+                               f"{turn.elapsed_ms:.0f} ms"))
 
 
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:
