@@ -208,7 +208,7 @@ def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_p
     env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "WORKBENCH_PROVIDER_MAX_TOKENS": "24", "PYTHONPATH": str(ROOT)}
     env.pop("OMP_WAIT_POLICY", None)
     proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", "llamacpp", "--mode", "excerpts",
-                           "-k", "2", "--corpus", str(corpus), QUESTION],
+                           "-k", "1", "--corpus", str(corpus), QUESTION],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # not one line of llama.cpp's log
@@ -237,3 +237,15 @@ def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeyp
     assert "local model (llama.cpp)" in caption and "SmolLM2-135M-Instruct.Q4_1.gguf (default model)" in caption
     assert not at.error, [e.value for e in at.error]
     assert llamacpp.load_count == loads  # the app reuses the model the process holds
+
+
+@pytest.mark.parametrize("user_value,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_omp_wait_policy_is_passive_unless_the_user_chose(tmp_path, user_value, expected):
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_WAIT_POLICY", None)
+    if user_value:
+        env["OMP_WAIT_POLICY"] = user_value
+    code = ("import os; from workbench.providers import llamacpp; llamacpp._prepare_process(); "
+            "print(os.environ['OMP_WAIT_POLICY'], llamacpp.log_path().exists())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == [expected, "True"], proc.stderr
