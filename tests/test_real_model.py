@@ -124,7 +124,7 @@ def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
     # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
     err = capfd.readouterr().err
     assert "print_timing" not in err and "slot" not in err
-    log = llamacpp.log_path().read_text(encoding="utf-8", errors="replace")
+    log = llamacpp.current_log().read_text(encoding="utf-8", errors="replace")
     assert "print_timing" in log and model.api_key not in log
 
 
@@ -185,7 +185,7 @@ def test_not_a_gguf_file(session, tmp_path):
         truncated.write_bytes(fh.read(4096))  # the magic, but no model behind it
     answer = session.ask(QUESTION, provider="llamacpp", model=str(truncated))
     assert answer.record.status == "bad_model" and "could not load" in answer.record.error
-    assert str(llamacpp.log_path()) in answer.record.error
+    assert str(llamacpp.current_log()) in answer.record.error
 
 
 def test_context_overflow(model, session):

@@ -113,6 +113,11 @@ class LoadedModel:
         return f"{self.address}/v1"
 
 
+def current_log() -> Path | None:
+    """Where this process sends llama.cpp's log (None before the first load, or where it cannot)."""
+    return _LOG.get("path")
+
+
 def _prepare_process() -> None:
     """Before xllamacpp loads: no OpenMP spin-waiting, and llama.cpp's log into a file."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -211,7 +216,7 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
         try:
             server = xllamacpp.Server(params)
         except Exception as exc:  # llama.cpp reports only "Failed to init server"; the reason is in its log
-            where = f"; llama.cpp's log: {_LOG['path']}" if _LOG.get("path") else ""
+            where = f"; llama.cpp's log: {current_log()}" if current_log() else ""
             raise ProviderError(f"llama.cpp could not load {gguf} ({exc}){where}", status="bad_model") from None
         loaded = LoadedModel(server, key[0], n_ctx, threads, time.perf_counter() - start,
                              server.listening_address, key_value)
