@@ -293,3 +293,16 @@ def test_wordllama_files_read_directly_give_wordllama_s_own_vectors():
     assert np.array_equal(direct[1], package[1])
     assert [e.ids for e in direct[0].encode_batch(texts, add_special_tokens=False)] == \
         [e.ids for e in package[0].encode_batch(texts, add_special_tokens=False)]
+
+
+def test_app_first_render_with_a_cached_index_never_imports_llama_index(warm_home):
+    code = ("import sys\n"
+            "from streamlit.testing.v1 import AppTest\n"
+            "at = AppTest.from_file(sys.argv[1], default_timeout=120).run()\n"
+            "assert not at.exception, at.exception\n"
+            "print(sorted(m for m in ('bm25s', 'llama_index', 'llama_index.core') if m in sys.modules))\n")
+    env_db = str(warm_home / "app.duckdb")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "app.py")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "WORKBENCH_HOME": str(warm_home), "WORKBENCH_DB": env_db})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['bm25s']"

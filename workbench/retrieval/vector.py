@@ -36,9 +36,20 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
     return top[np.argsort(-scores[top], kind="stable")]
 
 
+def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosine of every row of the unit-row `matrix` to `query`.
+
+    `einsum`, not `matrix @ query`: the product goes to OpenBLAS, whose threaded sgemv took 6-13 ms
+    for SciFact's 5,502 x 256 matrix on the 2-core machine under load (its threads wait for busy
+    cores), against 0.4-1.1 ms for this single-threaded loop — the same work, and most of what a
+    cached vector query cost.
+    """
+    return np.einsum("ij,j->i", matrix, unit_rows(query[None, :])[0])
+
+
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cosines) of the `k` rows of the unit-row `matrix` nearest to `query`, best first."""
-    scores = matrix @ unit_rows(query[None, :])[0]
+    scores = cosines(matrix, query)
     top = top_rows(scores, k)
     return top, scores[top]
 
@@ -56,7 +67,7 @@ class Vector(Retriever):
 
     def scores(self, query: str) -> np.ndarray:
         """The cosine of every chunk to `query`, in chunk order (what hybrid fusion reads)."""
-        return self.matrix @ unit_rows(self.embedding.query_vector(query)[None, :])[0]
+        return cosines(self.matrix, self.embedding.query_vector(query))
 
     def _retrieve(self, query: str, k: int) -> list[Hit]:
         rows, scores = top_k(self.matrix, self.embedding.query_vector(query), k)
