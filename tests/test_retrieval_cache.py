@@ -306,3 +306,14 @@ def test_app_first_render_with_a_cached_index_never_imports_llama_index(warm_hom
                          timeout=180, env={**os.environ, "WORKBENCH_HOME": str(warm_home), "WORKBENCH_DB": env_db})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['bm25s']"
+
+
+def test_hybrid_over_caches_that_disagree_on_chunks_rebuilds_them(demo, tmp_path):
+    q = "How do I set up SAML single sign-on?"
+    expected = _ranking(get_retriever("hybrid", demo, cache_dir=tmp_path), q, 5)
+    chunks_file = _index_dir(tmp_path, "vector-") / "chunks.json"
+    rows = json.loads(chunks_file.read_text())
+    rows[0]["text"] += " (edited)"  # still a readable cache, but no longer the chunks bm25 indexed
+    chunks_file.write_text(json.dumps(rows))
+    assert _ranking(get_retriever("hybrid", demo, cache_dir=tmp_path), q, 5) == expected
+    assert json.loads(chunks_file.read_text())[0]["text"] == rows[0]["text"].removesuffix(" (edited)")

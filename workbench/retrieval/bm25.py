@@ -20,7 +20,7 @@ from ..text import STOPWORDS, words
 from ..types import Chunk, Hit
 from .base import Retriever
 from .cache import atomic_dir, read_chunks
-from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, cached_chunks
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
 
 #: Bump when chunking, tokenisation or the files of a cached index change, so old caches rebuild.
 #: 3: bm25s files only (no llama-index corpus.jsonl / retriever.json), plus chunks.json and meta.json.
@@ -77,7 +77,8 @@ class BM25(Retriever):
 
 
 def cache_key(corpus, **config) -> str:
-    cfg = json.dumps({"v": CONFIG_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP, **config}, sort_keys=True)
+    cfg = json.dumps({"v": CONFIG_VERSION, "chunker": CHUNKER_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP,
+                      **config}, sort_keys=True)
     return f"bm25-{corpus.content_hash[:16]}-{hashlib.sha256(cfg.encode()).hexdigest()[:8]}"
 
 
@@ -90,10 +91,11 @@ def bm25_from_chunks(chunks: list[Chunk], titles: dict[str, str]) -> BM25:
     return BM25(chunks, bm25_index(chunks, titles, Stemmer.Stemmer("english"), TOKEN_PATTERN).bm25)
 
 
-def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
-    """Load the BM25 index of `corpus` from the cache, or build and persist it atomically."""
+def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bool = False) -> BM25:
+    """Load the BM25 index of `corpus` from the cache, or build and persist it atomically
+    (`rebuild`: build and overwrite even if a readable one is cached)."""
     target = Path(cache_dir) / cache_key(corpus)
-    if use_cache:
+    if use_cache and not rebuild:
         cached = load_bm25(target)
         if cached is not None:
             return cached

@@ -105,5 +105,9 @@ def build_hybrid(corpus, *, cache_dir: Path, use_cache: bool = True, fusion: str
     from .bm25 import build_bm25
     from .vector import build_vector
 
-    return Hybrid(build_bm25(corpus, cache_dir=cache_dir, use_cache=use_cache),
-                  build_vector(corpus, cache_dir=cache_dir, use_cache=use_cache, **vector_options), fusion=fusion)
+    bm25 = build_bm25(corpus, cache_dir=cache_dir, use_cache=use_cache)
+    vector = build_vector(corpus, cache_dir=cache_dir, use_cache=use_cache, **vector_options)
+    if vector.chunks != bm25.chunks:  # cached from different chunkings (edited by hand?): rebuild both, never fail
+        bm25 = build_bm25(corpus, cache_dir=cache_dir, use_cache=use_cache, rebuild=True)
+        vector = build_vector(corpus, cache_dir=cache_dir, use_cache=use_cache, rebuild=True, **vector_options)
+    return Hybrid(bm25, vector, fusion=fusion)

@@ -1,10 +1,10 @@
-"""Index building through llama-index: the only module of the query side's neighbours that imports it.
+"""Index building through llama-index (with `chunking.py`, the only place that imports it).
 
 llama-index stays the retrieval library: chunks are split by its `SentenceSplitter`
 (`chunking.py`), BM25 indexes are built by its `BM25Retriever` (bm25s underneath) and vector
 indexes by its `VectorStoreIndex`. What they build is persisted in the small libraries' own
 formats (bm25s arrays, a numpy matrix), and a cached index is queried with those libraries
-directly (`bm25.py`, `vector.py`): importing `llama_index.core` costs 1.1-2.8 s on the 2-core
+directly (`bm25.py`, `vector.py`): importing `llama_index.core` costs 1.2-3.4 s on the 2-core
 machine, more than everything else a query does. So this module is imported only when an index
 is built, never on the query path (tests/test_retrieval_cache.py checks that).
 """

@@ -21,7 +21,7 @@ import numpy as np
 from ..types import Chunk, Hit
 from .base import Retriever
 from .cache import atomic_dir, read_chunks
-from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, cached_chunks
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
 from .embeddings import Embedding, unit_rows
 
 #: Bump when node text, normalisation or the files of a cached index change, so old caches rebuild.
@@ -80,19 +80,20 @@ def node_text(chunk: Chunk, title: str) -> str:
 
 
 def cache_key(corpus, backend: str, model_name: str) -> str:
-    cfg = json.dumps({"v": CONFIG_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP, "backend": backend,
-                      "model": model_name}, sort_keys=True)
+    cfg = json.dumps({"v": CONFIG_VERSION, "chunker": CHUNKER_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP,
+                      "backend": backend, "model": model_name}, sort_keys=True)
     return f"vector-{backend}-{corpus.content_hash[:16]}-{hashlib.sha256(cfg.encode()).hexdigest()[:8]}"
 
 
-def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, embedding: str = "wordllama",
+def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bool = False, embedding: str = "wordllama",
                  name: str = "vector", **embedding_options: Any) -> Vector:
-    """Load the vector index of `corpus` from the cache, or build it and persist it atomically."""
+    """Load the vector index of `corpus` from the cache, or build it and persist it atomically
+    (`rebuild`: build and overwrite even if a readable one is cached)."""
     from .embeddings import embedding_for
 
     model = embedding_for(embedding, **embedding_options)
     target = Path(cache_dir) / cache_key(corpus, embedding, model.model_name)
-    if use_cache:
+    if use_cache and not rebuild:
         cached = load_vector(target, model, name)
         if cached is not None:
             return cached
