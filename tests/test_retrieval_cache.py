@@ -136,15 +136,18 @@ def _run(code_or_args: list[str], home, *, timeout=180):
 
 @pytest.fixture(scope="module")
 def warm_home(tmp_path_factory):
-    """A WORKBENCH_HOME whose demo indexes (bm25, vector, hybrid) are already built."""
+    """A WORKBENCH_HOME whose demo indexes (bm25, vector, hybrid) are built, and whether building
+    them imported llama-index (it must: it is the library that builds them)."""
     home = tmp_path_factory.mktemp("warm-home")
-    code = ("from workbench.corpus import load_corpus; from workbench.config import DEMO_CORPUS\n"
+    code = ("import sys\n"
+            "from workbench.corpus import load_corpus; from workbench.config import DEMO_CORPUS\n"
             "from workbench.retrieval import get_retriever\n"
             "c = load_corpus(DEMO_CORPUS)\n"
-            "for n in ('bm25', 'vector', 'hybrid'): get_retriever(n, c)\n")
+            "for n in ('bm25', 'vector', 'hybrid'): get_retriever(n, c)\n"
+            "print('llama_index.core' in sys.modules)\n")
     out = _run(["-c", code], home)
     assert out.returncode == 0, out.stderr[-2000:]
-    return home
+    return home, out.stdout.strip()
 
 
 def _imported(stderr: str) -> set[str]:
@@ -153,7 +156,7 @@ def _imported(stderr: str) -> set[str]:
 
 
 def test_cached_ask_never_imports_llama_index(warm_home):
-    out = _run(["-X", "importtime", "-m", "workbench", "ask", "How do I configure SSO?", "--no-trace"], warm_home)
+    out = _run(["-X", "importtime", "-m", "workbench", "ask", "How do I configure SSO?", "--no-trace"], warm_home[0])
     assert out.returncode == 0, out.stderr[-2000:]
     assert "sso" in out.stdout.lower()
     mods = _imported(out.stderr)
@@ -166,19 +169,16 @@ def test_cached_retrieve_never_imports_llama_index(warm_home, tmp_path, retrieve
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"id": 1, "question": "rotate an API key"}\n{"id": 2, "question": "refund"}\n')
     out = _run(["-X", "importtime", "-m", "workbench", "retrieve", "--queries", str(queries), "--retriever",
-                retriever, "--json"], warm_home)
+                retriever, "--json"], warm_home[0])
     assert out.returncode == 0, out.stderr[-2000:]
     assert len(out.stdout.splitlines()) == 2
     mods = _imported(out.stderr)
     assert "numpy" in mods and "llama_index" not in mods and "wordllama" not in mods
 
 
-def test_uncached_build_does_use_llama_index(tmp_path):
-    """The converse, so the test above cannot pass by accident: building an index imports llama-index."""
-    out = _run(["-c", "import sys; from workbench.session import Session; Session.open(trace=False).toolbox; "
-                      "print('llama_index.core' in sys.modules)"], tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "True"
+def test_uncached_build_does_use_llama_index(warm_home):
+    """The converse, so the tests above cannot pass by accident: building the indexes imports llama-index."""
+    assert warm_home[1] == "True"
 
 
 # --- k is passed per call: one retriever shared by many sessions --------------------------------
@@ -301,9 +301,10 @@ def test_app_first_render_with_a_cached_index_never_imports_llama_index(warm_hom
             "at = AppTest.from_file(sys.argv[1], default_timeout=120).run()\n"
             "assert not at.exception, at.exception\n"
             "print(sorted(m for m in ('bm25s', 'llama_index', 'llama_index.core') if m in sys.modules))\n")
-    env_db = str(warm_home / "app.duckdb")
+    home = warm_home[0]
+    env_db = str(home / "app.duckdb")
     out = subprocess.run([sys.executable, "-c", code, str(ROOT / "app.py")], cwd=ROOT, capture_output=True, text=True,
-                         timeout=180, env={**os.environ, "WORKBENCH_HOME": str(warm_home), "WORKBENCH_DB": env_db})
+                         timeout=180, env={**os.environ, "WORKBENCH_HOME": str(home), "WORKBENCH_DB": env_db})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['bm25s']"
 
