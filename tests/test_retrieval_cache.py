@@ -318,3 +318,15 @@ def test_hybrid_over_caches_that_disagree_on_chunks_rebuilds_them(demo, tmp_path
     chunks_file.write_text(json.dumps(rows))
     assert _ranking(get_retriever("hybrid", demo, cache_dir=tmp_path), q, 5) == expected
     assert json.loads(chunks_file.read_text())[0]["text"] == rows[0]["text"].removesuffix(" (edited)")
+
+
+def test_wordllama_falls_back_to_its_own_loader_when_the_files_are_not_as_expected(monkeypatch):
+    from workbench.retrieval import embeddings
+
+    def moved(dim):
+        raise RuntimeError("files not where this wordllama version keeps them")
+
+    monkeypatch.setattr(embeddings, "_read_wordllama_files", moved)
+    monkeypatch.setattr(embeddings, "_WORDLLAMA", {})
+    tokenizer, table = embeddings._load_wordllama(256)
+    assert table.shape[1] == 256 and tokenizer.encode("SSO", add_special_tokens=False).ids

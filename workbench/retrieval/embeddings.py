@@ -104,7 +104,7 @@ def _load_wordllama(dim: int):
     if dim not in _WORDLLAMA:
         try:
             _WORDLLAMA[dim] = _read_wordllama_files(dim)
-        except (OSError, KeyError, ValueError, ImportError):
+        except Exception:  # noqa: BLE001 - any surprise (layout, format) goes to the official loader
             _WORDLLAMA[dim] = _load_wordllama_package(dim)
     return _WORDLLAMA[dim]
 
