@@ -9,7 +9,7 @@ from conftest import ROOT
 
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
-LAYERS = ["corpus", "retrieval", "tools", "prompts", "providers", "agent", "provenance", "render",
+LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "agent", "provenance", "render",
           "faithfulness", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "__init__"}
 #: SDKs live in the one module that wraps them.
@@ -82,4 +82,15 @@ def test_sdks_are_imported_only_where_wrapped():
             homes = SDK_HOMES.get(root)
             if homes and not any(rel == h or rel.startswith(h + "/") for h in homes):
                 bad.append(f"{rel} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def test_commands_do_not_import_each_other():
+    """Each command is a thin shell over the library; helpers they share live in `commands/_*.py`."""
+    bad = []
+    for f in (PKG / "commands").glob("*.py"):
+        for mod in imports_of(f):
+            parts = mod.split(".")
+            if parts[:2] == ["workbench", "commands"] and len(parts) > 2 and not parts[2].startswith("_"):
+                bad.append(f"{f.name} imports {mod}")
     assert not bad, "\n".join(bad)

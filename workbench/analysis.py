@@ -56,13 +56,12 @@ def question_set(shared: Path = SHARED_DATA) -> QuestionSet:
 
 
 def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Question lines `{"question", "expected": [doc ids], "kind"?}`; kind defaults to substantive."""
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows.append({"question": row["question"], "expected": list(row.get("expected") or []),
-                         "kind": row.get("kind", "substantive"), "id": row.get("id")})
+    """Question lines `{"question", "expected": [doc ids], "kind"?}` (read by `questions.read_questions`,
+    as the CLI reads them); kind defaults to substantive."""
+    from .questions import read_questions
+
+    rows = [{"question": q.text, "expected": list(q.expected), "kind": q.kind or "substantive", "id": q.id}
+            for q in read_questions(path)]
     return rows[:limit] if limit else rows
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..errors import WorkbenchError
+from ..questions import read_questions
 from ._options import add_db_option, add_run_options, db_path
 from ._table import print_table
-from .ask import read_questions
 
 
 def register(sub) -> None:
@@ -47,7 +47,7 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
 def run(args: argparse.Namespace) -> int:
     from ..session import Session
 
-    questions = read_questions(args.questions)
+    questions = [q.text for q in read_questions(args.questions)]
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     try:
         result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,

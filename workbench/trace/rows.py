@@ -16,19 +16,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ..providers.offline import is_structural
+from ..questions import question_kind
 from ..types import TurnRecord
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|credential|authorization", re.IGNORECASE)
-
-
-def question_kind(question: str) -> str:
-    """`structural` for questions about what the knowledge base holds, else `substantive`."""
-    return "structural" if is_structural(question) else "substantive"
-
-
-def classify_questions(questions: list[str]) -> pa.Table:
-    return pa.table({"question": questions, "kind": [question_kind(q) for q in questions]})
 
 
 def redact(config: Any) -> Any:

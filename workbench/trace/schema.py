@@ -347,12 +347,16 @@ COMMENT ON COLUMN retriever_summary.median_latency_ms IS 'Median turn latency (m
 
 
 def _backfill_question_kind(con) -> None:
-    """m003's Python step: classify the questions of turns written before `question_kind` existed."""
+    """m003's Python step: classify the questions of turns written before `question_kind` existed
+    (with `questions.question_kind`, the classifier every new turn is written with)."""
     questions = [q for (q,) in con.execute("SELECT DISTINCT question FROM turns WHERE question_kind IS NULL").fetchall()]
     if questions:
-        from .rows import classify_questions  # pyarrow loads only when a backfill needs it
+        import pyarrow as pa  # loads only when a backfill needs it
 
-        con.register("question_kinds", classify_questions(questions))
+        from ..questions import question_kind
+
+        con.register("question_kinds", pa.table({"question": questions,
+                                                 "kind": [question_kind(q) for q in questions]}))
         con.execute("UPDATE turns SET question_kind = k.kind FROM question_kinds k WHERE turns.question = k.question")
         con.unregister("question_kinds")
 
