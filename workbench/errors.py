@@ -50,7 +50,8 @@ class EmbeddingError(WorkbenchError):
 
 
 class PluginError(WorkbenchError):
-    """A provider plugin (WORKBENCH_PLUGINS module or `workbench.providers` entry point) failed to load."""
+    """A plug-in (a WORKBENCH_PLUGINS module or a `workbench.providers` / `.retrievers` / `.judges` entry
+    point) failed to load; names it."""
 
 
 class TraceStoreError(WorkbenchError):

