@@ -63,7 +63,7 @@ def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app
     assert app.sidebar.selectbox(key="cfg_retriever").options == retriever_names()
     assert app.sidebar.radio(key="cfg_mode").value == "agent"
     from workbench.providers.offline import FAULTS
-    assert app.sidebar.multiselect(key="cfg_faults").options == list(FAULTS)
+    assert app.sidebar.multiselect(key="cfg_opt_offline_faults").options == list(FAULTS)
     assert {"corrupt_id", "forget_link", "link_listed", "cite_unretrieved"} <= set(FAULTS)
 
 
@@ -114,7 +114,7 @@ def test_switching_retriever_and_mode_changes_the_turn(app):
 
 
 def test_fault_toggle_shows_rejected_citation_with_reason(app):
-    app.sidebar.multiselect(key="cfg_faults").set_value(["corrupt_id"])
+    app.sidebar.multiselect(key="cfg_opt_offline_faults").set_value(["corrupt_id"])
     at = ask(app.run(), "How do I configure SSO?")
     md = texts(at)
     assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-saml\\-setup" in md

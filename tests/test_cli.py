@@ -47,7 +47,7 @@ def test_ask_questions_file_json_in_input_order(tmp_path, validator):
     (["ask", "--provider", "nope", "hi"], "unknown provider 'nope'"),
     (["ask", "--retriever", "nope", "hi"], "unknown retriever 'nope'"),
     (["ask", "--corpus", "/no/such/dir", "hi"], "does not exist"),
-    (["ask", "--fault", "nope", "hi"], "unknown fault"),
+    (["ask", "--fault", "nope", "hi"], "option 'faults': 'nope' is not one of"),
     (["ask"], "exactly one of QUESTION or --questions"),
     (["ask", "--questions", "/no/such.jsonl"], "cannot read questions file"),
     (["provenance", "/no/such.json"], "cannot read"),

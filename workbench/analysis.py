@@ -66,16 +66,12 @@ def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str,
 
 
 def configured_providers(env: dict[str, str] | None = None) -> list[str]:
-    """`offline`, plus `ollama` when OLLAMA_HOST is set and `gemini` when its API key is set."""
-    from .providers.gemini import KEY_ENVS
+    """Every registered provider that says it can run with `env` (default: the process environment),
+    through its `is_configured`: `offline` always, `ollama` with OLLAMA_HOST, `gemini` with its key, …"""
+    from .providers import provider_names, readiness
 
     env = os.environ if env is None else env
-    names = ["offline"]
-    if env.get("OLLAMA_HOST"):
-        names.append("ollama")
-    if any(env.get(k) for k in KEY_ENVS):
-        names.append("gemini")
-    return names
+    return [name for name in provider_names() if readiness(name, env)]
 
 
 def setup_notebook() -> str:
@@ -155,12 +151,13 @@ def rejected_table(payload: dict[str, Any]) -> pd.DataFrame:
 
 def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
                      retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
-                     mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (),
+                     mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None,
                      new_run: bool = False) -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
 
-    Re-running with the same inputs resumes (and so skips) the runs already complete, as `workbench
-    eval` does. Returns one row per run.
+    `options` are provider options (e.g. the offline provider's `{"faults": ["corrupt_id"]}`), given to
+    every provider, so use them with the providers that take them. Re-running with the same inputs
+    resumes (and so skips) the runs already complete, as `workbench eval` does. Returns one row per run.
     """
     from .batch import run_eval
     from .corpus import Corpus, load_corpus
@@ -172,10 +169,10 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
     for retriever in retrievers:
         session = Session.open(corpus, retriever, trace_db=db)
         for provider in providers:
-            r = run_eval(session, texts, provider=provider, mode=mode, k=k, faults=tuple(faults),
-                         new_run=new_run, progress=False)
+            r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=options, new_run=new_run,
+                         progress=False)
             rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
-                         "faults": ",".join(faults), "asked": r.asked, "skipped": r.skipped, "failed": r.failed,
+                         "options": json.dumps(options or {}, sort_keys=True), "asked": r.asked, "skipped": r.skipped, "failed": r.failed,
                          "seconds": round(r.seconds, 2)})
     return pd.DataFrame(rows)
 
@@ -189,7 +186,7 @@ def seed_demo_traces(db: str | Path, *, corpus: Any = None, retriever: str = "bm
     return pd.concat([
         run_question_set(questions, corpus=corpus, db=db, retrievers=[retriever], providers=[provider], mode=mode),
         run_question_set(questions, corpus=corpus, db=db, retrievers=[retriever], providers=["offline"], mode=mode,
-                         faults=("corrupt_id",)),
+                         options={"faults": ["corrupt_id"]}),
     ], ignore_index=True)
 
 

@@ -41,6 +41,11 @@ class ProviderError(WorkbenchError):
         self.status = status
 
 
+class ProviderOptionError(WorkbenchError):
+    """A provider option is unknown to that provider or has a bad value (checked against the provider's
+    `options_schema`); names the provider, the option and what it takes."""
+
+
 class TurnRecordError(WorkbenchError):
     """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
 

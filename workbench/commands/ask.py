@@ -10,7 +10,7 @@ from ..errors import WorkbenchError
 from ..questions import read_questions
 from ..render import sources_row, summary_line
 from ..session import Session
-from ._options import add_json_option, add_run_options, add_trace_options, db_path
+from ._options import add_json_option, add_run_options, add_trace_options, db_path, provider_options
 
 
 def register(sub) -> None:
@@ -41,14 +41,11 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.question) == bool(args.questions):
         raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
     questions = [q.text for q in read_questions(args.questions)] if args.questions else [args.question]
+    options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
     failed = 0
     for q in questions:
-        try:
-            answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                                 faults=args.fault)
-        except ValueError as exc:  # bad provider options, e.g. an unknown fault name
-            raise WorkbenchError(str(exc)) from None
+        answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k, **options)
         payload = answer.payload
         failed += payload["status"] != "ok" or answer.trace_error is not None
         if answer.trace_error:

@@ -55,10 +55,17 @@ class Readiness:
 class Provider(ABC):
     """One chat model behind one method.
 
-    Capabilities are declared on the class and read by the core (never by provider name):
-    `supports_tools` (native tool calling), `supports_json_schema` (output constrained by a JSON
-    schema), `options_schema` (a JSON Schema object of the keyword options `__init__` takes besides
-    `model`; the CLI and the app build their option inputs from it) and `is_configured(env)`.
+    Capabilities are declared on the class and read by the core, never by provider name:
+    - `supports_tools`: native tool calling. `Session.ask` refuses agent mode for a provider with
+      neither this nor `supports_json_schema` (it names excerpt mode instead); the app offers it
+      only excerpt mode.
+    - `supports_json_schema`: its output can be constrained by a JSON Schema.
+    - `options_schema`: a JSON Schema object of the keyword options `__init__` takes besides `model`
+      (`options.py`): `get_provider` checks options against it, the CLI parses `--option` with it,
+      the app's sidebar draws one input per property, and `writeOnly` options are never recorded.
+    - `is_configured(env)`: whether it can run in that environment; the hint names the variable to
+      set. The app warns with it; the notebooks and `analysis` offer only configured providers.
+    The defaults: tools yes, schema no, options anything (nothing drawn), always configured.
     """
 
     name: str = "base"
@@ -94,8 +101,32 @@ register_provider = _PROVIDERS.register
 provider_names = _PROVIDERS.names
 
 
+def provider_factory(name: str) -> ProviderFactory:
+    """The class (or factory) registered as `name`, whose declared capabilities can be read without
+    building a provider; `UnknownNameError` listing the known names otherwise."""
+    return _PROVIDERS.factory(name)
+
+
+def declared(name: str, capability: str) -> Any:
+    """A capability the provider `name` declares (`supports_tools`, `supports_json_schema`,
+    `options_schema`, `label`); a plain factory function declares nothing and gets `Provider`'s default."""
+    return getattr(provider_factory(name), capability, getattr(Provider, capability))
+
+
+def readiness(name: str, env: Mapping[str, str] | None = None) -> Readiness:
+    """Whether the provider `name` can run with `env` (default: the process environment), and what to set."""
+    check = getattr(provider_factory(name), "is_configured", None)
+    return check(os.environ if env is None else env) if callable(check) else Readiness(True)
+
+
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
-    return _PROVIDERS.factory(name)(model=model, **options)
+    """Build the provider `name`; options are checked against its `options_schema` first, so an option
+    it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`."""
+    from .options import check_options
+
+    factory = provider_factory(name)
+    check_options(name, getattr(factory, "options_schema", Provider.options_schema), options)
+    return factory(model=model, **options)
 
 
 # --- helpers shared by network providers -----------------------------------------------------
@@ -105,6 +136,21 @@ TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
 MAX_BACKOFF = 30.0
+def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """The `options_schema` of a network provider: its own `properties` plus timeout, retries and backoff."""
+    return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
+
+
+#: The `options_schema` properties every network provider takes (unset: the environment, else the default).
+NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "title": "Timeout (s)",
+                "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
+    "retries": {"type": "integer", "minimum": 0, "title": "Retries",
+                "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
+    "backoff": {"type": "number", "minimum": 0, "title": "Backoff (s)",
+                "description": f"first wait before a retry, doubled each time (default ${BACKOFF_ENV}, else "
+                               f"{DEFAULT_BACKOFF:g})"},
+}
 
 
 def setting(value: Any, env: str, default: float) -> float:

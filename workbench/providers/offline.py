@@ -68,11 +68,25 @@ def _md_target(target: str) -> str:
 class OfflineProvider(Provider):
     name = "offline"
     label = "offline (no LLM)"
+    supports_tools = True  # it asks for tools like a model would; the agent loop runs them
+    supports_json_schema = False
+    options_schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "faults": {
+                "type": "array", "items": {"enum": list(FAULTS)}, "uniqueItems": True, "default": [],
+                "title": "Offline fault simulation",
+                "description": "Reproduce what real models get wrong: corrupt_id (a cited id one character off), "
+                               "forget_link (an opened document not linked), link_listed (a link to a document "
+                               "seen only as a title), cite_unretrieved (a link to a document no tool returned; "
+                               "an out-of-range [n] in excerpt mode).",
+            },
+        },
+    }
 
     def __init__(self, model: str | None = None, faults: Any = (), **options: Any):
         super().__init__(model or "extractive-v1", **options)
-        if isinstance(faults, str):
-            faults = [f for f in faults.split(",") if f]
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; choose from {', '.join(FAULTS)}")
