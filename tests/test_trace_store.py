@@ -166,6 +166,21 @@ def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
     assert q(db, "SELECT count(*) FROM retrieved_items") == [(3,)]
 
 
+def test_a_batch_holding_a_turn_already_written_is_retried_turn_by_turn(tmp_path):
+    """The batch fails inside its bulk insert (several turns, so `turns` is an Arrow table too); the
+    failed transaction is rolled back before the registered tables are dropped, and each turn is retried."""
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    first = _turn(turn_id="b0")
+    w.log_turn(first, build_payload(first))
+    with w.buffered(max_turns=10, max_age_s=60):
+        for tid in ("b1", "b0", "b2"):
+            t = _turn(turn_id=tid)
+            w.log_turn(t, build_payload(t))
+    assert q(db, "SELECT turn_id FROM turns ORDER BY 1") == [("b0",), ("b1",), ("b2",)]
+    assert q(db, "SELECT count(*) FROM retrieved_items") == [(9,)]
+
+
 def test_claims_with_the_turn_and_added_later(tmp_path):
     db = tmp_path / "t.duckdb"
     w = TraceWriter(db)
