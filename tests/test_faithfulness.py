@@ -18,10 +18,11 @@ from workbench.faithfulness.judges import LLMJudge
 from workbench.errors import ProviderError, UnknownNameError
 from workbench.provenance import build_payload
 from workbench.providers import ModelStep, Provider, register_provider
+from workbench.trace.tables import SCHEMAS
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
 
-TRACE_COLUMNS = ["turn_id", "claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span",
-                 "wrong_excerpt", "generated_only"]
+# The trace store's `claims` columns a judgement fills (the writer adds extra_json and added_at).
+TRACE_COLUMNS = [n for n in SCHEMAS["claims"].names if n not in ("extra_json", "added_at")]
 
 SAML = ("Orbitly supports single sign-on with any identity provider that speaks SAML 2.0. Only workspace "
         "Owners can configure single sign-on, and it is available on the Business and Enterprise plans.")

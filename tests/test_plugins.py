@@ -94,7 +94,10 @@ def test_one_variable_loads_all_three_kinds_for_a_session(plugin_dir, monkeypatc
     assert answer.record.config["provider_label"] == "open-first-hit (example)"
     judged = session.ask("How do I configure SSO?", judge="overlap")
     assert judged.faithfulness.judge == "overlap" and judged.faithfulness.claims
-    assert {c.judge for c in judged.faithfulness.claims} == {"overlap"}
+    from workbench.trace import TraceReader
+
+    rows = TraceReader(tmp_path / "t.duckdb").rows("SELECT judge, judge_version FROM claims")[1]
+    assert set(rows) == {("overlap", "overlap-v1")}, "each claim is stored with its judge's version"
 
 
 def test_unknown_names_list_the_plugins_too(plugin_dir, monkeypatch):

@@ -51,6 +51,8 @@ class ClaimResult:
     best_span: str | None
     wrong_excerpt: bool
     generated_only: bool
+    #: The judge's `version`: verdicts of different versions of one judge are not comparable.
+    judge_version: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
@@ -81,6 +83,7 @@ class TurnFaithfulness:
     wrong_excerpts: tuple[WrongExcerpt, ...]
     generated_only: tuple[int, ...]
     judge_errors: tuple[str, ...] = field(default=())
+    judge_version: str | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         return [c.to_row() for c in self.claims]
@@ -199,7 +202,7 @@ def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpu
             uncited.append(c.idx)
             recall.append(0)
             results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, None, "uncited", None,
-                                       False, False))
+                                       False, False, j.version))
             continue
         joint = memo.get(p["joint"])
         if joint.verdict == "unknown" and joint.reason:
@@ -225,14 +228,14 @@ def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpu
                 wrong.append(WrongExcerpt(c.idx, tuple(u.label for u in units), best_u.label, best_u.doc_id,
                                           joint.score, best_j.score))
         results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, joint.score, joint.verdict,
-                                   joint.best_span, is_wrong, is_gen_only))
+                                   joint.best_span, is_wrong, is_gen_only, j.version))
 
     return TurnFaithfulness(
         turn_id=turn_id, judge=j.name, claims=tuple(results),
         citation_recall=round(sum(recall) / len(recall), 4) if recall else None,
         citation_precision=round(prec_hits / prec_total, 4) if prec_total else None,
         uncited_claims=tuple(uncited), wrong_excerpts=tuple(wrong), generated_only=tuple(gen_only),
-        judge_errors=tuple(errors),
+        judge_errors=tuple(errors), judge_version=j.version,
     )
 
 

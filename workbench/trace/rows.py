@@ -96,7 +96,7 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
 
 
 _CLAIM_FIELDS = ("claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span", "wrong_excerpt",
-                 "generated_only")
+                 "generated_only", "judge_version")
 
 
 def _as_dict(claim: Any) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
                      None if c.get("score") is None else float(c["score"]), c.get("verdict"),
                      span if span is None or isinstance(span, str) else to_json(span),
                      _opt_bool(c.get("wrong_excerpt")), _opt_bool(c.get("generated_only")),
-                     to_json(extra) if extra else None, now))
+                     to_json(extra) if extra else None, now, c.get("judge_version")))
     return rows
 
 

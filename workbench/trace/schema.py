@@ -361,9 +361,19 @@ def _backfill_question_kind(con) -> None:
         con.unregister("question_kinds")
 
 
+# The judge's version with each claim; and, while a comment is being written, the `sources` comment
+# points at docs/design.md (which ships with the project) instead of a design file outside it.
+M005_CLAIMS_JUDGE_VERSION = """
+ALTER TABLE claims ADD COLUMN judge_version VARCHAR;
+COMMENT ON COLUMN claims.judge_version IS 'Version of the judge that scored the claim (its `version`, e.g. `lexical-v1`): verdicts are comparable only within one version. NULL for claims written before this column existed, or added without one.';
+COMMENT ON TABLE sources IS 'One row per document the turn retrieved, with its membership in the three sets (docs/design.md §1). The payload''s `sets` are exactly: retrieved = all rows, cited = rows with `cited`, consulted = rows with `consulted`.';
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_initial", M001_INITIAL),
     Migration("m002_claims", M002_CLAIMS),
     Migration("m003_turn_set_sizes", M003_TURN_SET_SIZES, _backfill_question_kind),
     Migration("m004_views", M004_VIEWS),
+    Migration("m005_claims_judge_version", M005_CLAIMS_JUDGE_VERSION),
 )
