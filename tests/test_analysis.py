@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench import analysis as A
+from workbench.config import DEMO_CORPUS
 from workbench.provenance import build_payload
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
@@ -107,14 +108,14 @@ def batch(tmp_path_factory):
     questions = A.load_questions(ROOT / "data" / "demo_gold.jsonl")
     questions = [q for q in questions if q["kind"] == "substantive"][:5] + \
         [q for q in questions if q["kind"] != "substantive"][:2]
-    runs = A.run_question_set(questions, corpus=A.DEMO_CORPUS, db=db, retrievers=["bm25"])
+    runs = A.run_question_set(questions, corpus=DEMO_CORPUS, db=db, retrievers=["bm25"])
     return db, questions, runs
 
 
 def test_run_question_set_is_one_resumable_run_per_configuration(batch):
     db, questions, runs = batch
     assert len(runs) == 1 and runs.loc[0, "asked"] == len(questions) and runs.loc[0, "failed"] == 0
-    again = A.run_question_set(questions, corpus=A.DEMO_CORPUS, db=db, retrievers=["bm25"])
+    again = A.run_question_set(questions, corpus=DEMO_CORPUS, db=db, retrievers=["bm25"])
     assert again.loc[0, "run_id"] == runs.loc[0, "run_id"]
     assert (again.loc[0, "asked"], again.loc[0, "skipped"]) == (0, len(questions))
     sizes = A.set_sizes(db, runs["run_id"])
@@ -133,7 +134,7 @@ def test_gold_rows_match_the_payloads(batch):
     rows = A.gold_rows(db, runs["run_id"], questions)
     scored = [q for q in questions if q["kind"] == "substantive" and q["expected"]]
     assert len(rows) == 2 * len(scored)
-    session = Session.open(A.DEMO_CORPUS, "bm25", trace=False)
+    session = Session.open(DEMO_CORPUS, "bm25", trace=False)
     for q in scored:
         sets = session.ask(q["question"]).payload["sets"]
         for row, docs in (("naive", sets["retrieved"]), ("honest", sets["consulted"])):
