@@ -7,11 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..render import source_chips
+from ..render import SET_COLORS, SETS, source_chips
 
-SETS = ("retrieved", "cited", "consulted")
-#: One colour per set, shared by tables and charts (the app uses its own palette).
-SET_COLORS = {"retrieved": "#9aa5b1", "cited": "#4c78a8", "consulted": "#2ca02c"}
 ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row (consulted)"}
 
 
@@ -31,7 +28,8 @@ def three_sets(payload: dict[str, Any]) -> pd.DataFrame:
 def style_three_sets(table: pd.DataFrame):
     """A pandas Styler for `three_sets`: ✓ marks, each set's column tinted where the document is in it."""
     flags = [c for c in (*SETS, "in sources array", "chip shown") if c in table.columns]
-    colors = {**SET_COLORS, "in sources array": "#f2c14e", "chip shown": "#2ca02c"}
+    # a chip shows a consulted document, so it takes the consulted colour
+    colors = {**SET_COLORS, "in sources array": "#f2c14e", "chip shown": SET_COLORS["consulted"]}
 
     def tint(col: pd.Series) -> list[str]:
         return [f"background-color: {colors[col.name]}33; font-weight: bold" if v else "color: #bbb" for v in col]

@@ -7,10 +7,10 @@ from dataclasses import replace
 import streamlit as st
 
 from ..providers import provider_names
-from ..render import escape_markdown
+from ..render import SET_COLORS, SETS, escape_markdown
 from ..retrieval import retriever_names
 from .state import RunConfig, Turn, modes_for, provider_display, provider_info, run
-from .turn import SET_COLORS, SETS, render_turn
+from .turn import render_turn
 
 
 def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
