@@ -1,4 +1,4 @@
-"""Data flows one way (DESIGN.md §6): a module imports only from modules to its left."""
+"""Data flows one way (docs/design.md §6): a module imports only from modules to its left."""
 
 from __future__ import annotations
 

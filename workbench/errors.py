@@ -47,7 +47,7 @@ class ProviderOptionError(WorkbenchError):
 
 
 class TurnRecordError(WorkbenchError):
-    """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
+    """A turn record (docs/design.md §4) given to `provenance` is not valid."""
 
 
 class EmbeddingError(WorkbenchError):

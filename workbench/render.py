@@ -2,7 +2,7 @@
 
 Clients show a chip only where `consulted` is not `false`; an absent flag means *show*. So a new
 client with an old server (no flag) falls back to showing every source, and an old client that
-ignores the flag still gets a working lookup table for inline links (DESIGN.md §2).
+ignores the flag still gets a working lookup table for inline links (docs/design.md §2).
 """
 
 from __future__ import annotations

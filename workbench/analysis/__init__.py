@@ -14,8 +14,8 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 """
 
 from .charts import calibration_figure, precision_figure, set_sizes_figure
-from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_status, judge_scores,
-                           judge_summary, load_expertqa)
+from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
+                           judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
 from .runs import consulted_precision, gold_rows, run_question_set, seed_demo_traces, set_sizes
 from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, style_three_sets, three_sets,
@@ -23,7 +23,7 @@ from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, 
 
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
-    "calibration_figure", "configured_providers", "consulted_precision", "expertqa_status", "gold_rows",
+    "calibration_figure", "configured_providers", "consulted_precision", "expertqa_path", "expertqa_status", "gold_rows",
     "judge_scores", "judge_summary", "load_expertqa", "load_questions", "notebook_db", "precision_figure",
     "question_set", "rejected_table", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
     "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table",

@@ -46,12 +46,21 @@ _MARKER = re.compile(r"\s*\[\d+\]")
 _EXPERTQA_COLUMNS = ["claim_id", "claim", "evidence", "support", "complete", "system"]
 
 
+def expertqa_path() -> Path:
+    """Where the ExpertQA claims are looked for: `expertqa/claims.jsonl` in the optional benchmark data."""
+    from ..config import benchmark_data_dir
+
+    return benchmark_data_dir() / "expertqa" / "claims.jsonl"
+
+
 def expertqa_status(path: str | Path, n: int | None = 200) -> str:
     """One line saying which ExpertQA sample is used, or that the comparison is skipped and why."""
     path = Path(path)
     if not path.exists():
         return (f"SKIP: ExpertQA claims not found at {path} — the judge comparison is skipped (empty tables). "
-                "Put the shared benchmark data in ../shared/data next to the repository to run it.")
+                "ExpertQA (MIT licence) is optional third-party data, not part of the repository: set EXPERTQA "
+                "in the first cell to its claims.jsonl, or WORKBENCH_BENCHMARK_DATA to a folder holding "
+                "expertqa/claims.jsonl.")
     return f"ExpertQA: a seeded sample of {n or 'all'} cited claims from {path}"
 
 

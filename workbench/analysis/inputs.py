@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DEMO_CORPUS, PROJECT_ROOT, SHARED_DATA, workbench_home
+from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, workbench_home
 
 def notebook_db(name: str) -> Path:
     """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
@@ -24,9 +24,10 @@ class QuestionSet:
     questions: Path
 
 
-def question_set(shared: Path = SHARED_DATA) -> QuestionSet:
-    """The Arduino Help Center set when `../shared/data` has it, else the small demo gold set in `data/`."""
-    corpus = shared / "arduino-help-center" / "corpus.jsonl"
+def question_set(data: Path | None = None) -> QuestionSet:
+    """The Arduino Help Center set when the optional benchmark data (`data`, default
+    `config.benchmark_data_dir()`) holds its corpus, else the small demo gold set in `data/`."""
+    corpus = (data or benchmark_data_dir()) / "arduino-help-center" / "corpus.jsonl"
     questions = PROJECT_ROOT / "benchmarks" / "arduino_questions.jsonl"
     if corpus.exists() and questions.exists():
         return QuestionSet("arduino", corpus, questions)

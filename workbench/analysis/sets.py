@@ -13,7 +13,7 @@ ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row
 
 
 def three_sets(payload: dict[str, Any]) -> pd.DataFrame:
-    """One row per retrieved document: its membership in each set, exposure, and why (DESIGN.md §1)."""
+    """One row per retrieved document: its membership in each set, exposure, and why (docs/design.md §1)."""
     in_payload = {s["doc_id"] for s in payload.get("sources", [])}
     chips = {s["doc_id"] for s in source_chips(payload)}
     rows = [{"doc_id": d["doc_id"], "title": d.get("title"), "exposure": d["exposure"],

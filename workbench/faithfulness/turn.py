@@ -16,7 +16,7 @@ text from the corpus; one seen only as a snippet is judged on the snippets the t
 model never saw the rest); one seen only as a title has no evidence text. In excerpt mode `[n]` is
 judged on the text of excerpt n.
 
-Generated artifacts (`kind: generated`, DESIGN.md §5) never count as ground truth: their text is left
+Generated artifacts (`kind: generated`, docs/design.md §5) never count as ground truth: their text is left
 out of every support computation above. A claim is **generated_only** when its cited generated
 artifact supports it but its cited source texts do not. A claim has a **wrong_excerpt** when an
 uncited retrieved source text supports it (verdict `supported`) and scores at least

@@ -1,4 +1,4 @@
-"""The provider interface and registry (DESIGN.md §7).
+"""The provider interface and registry (docs/design.md §7).
 
 A provider implements one method, `complete(messages, tools)`, returning the model's next step:
 text and/or tool calls plus usage. The agent loop owns everything else. Built-in providers register

@@ -94,7 +94,7 @@ def citation_buttons(turn: Turn) -> None:
 
 
 def sources_row(turn: Turn) -> None:
-    """Only consulted chips (an absent `consulted` flag means show, DESIGN.md §2)."""
+    """Only consulted chips (an absent `consulted` flag means show, docs/design.md §2)."""
     chips = source_chips(turn.payload)
     if not chips:
         st.caption("No sources: nothing was read to answer this.")
