@@ -197,10 +197,10 @@ def failure(provider: Provider, status: str, message: str, started: float, retri
     """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
     from ..errors import ProviderError
 
-    err = ProviderError(redact(message, secrets), status=status)
-    err.call = call or ModelCall(provider.name, provider.model, round((time.perf_counter() - started) * 1000, 3),
-                                 finish_reason="error", retries=retries)
-    return err
+    return ProviderError(redact(message, secrets), status=status,
+                         call=call or ModelCall(provider.name, provider.model,
+                                                round((time.perf_counter() - started) * 1000, 3),
+                                                finish_reason="error", retries=retries))
 
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
