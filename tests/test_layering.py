@@ -94,3 +94,23 @@ def test_commands_do_not_import_each_other():
             if parts[:2] == ["workbench", "commands"] and len(parts) > 2 and not parts[2].startswith("_"):
                 bad.append(f"{f.name} imports {mod}")
     assert not bad, "\n".join(bad)
+
+
+def test_requirements_list_what_the_code_imports():
+    """Every runtime requirement is imported somewhere (nothing listed for nothing, e.g. `rich`)."""
+    import re
+
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    runtime = text.split("# Tests and notebooks in CI")[0]
+    names = [re.split(r"[<>=\[]", line)[0].strip() for line in runtime.splitlines()
+             if line.strip() and not line.startswith("#")]
+    # distribution name → the module it provides, where they differ
+    module = {"llama-index-core": "llama_index", "llama-index-retrievers-bm25": "llama_index.retrievers.bm25",
+              "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "jupyterlab": None}
+    code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
+    unused = []
+    for name in names:
+        mod = module.get(name, name.replace("-", "_"))
+        if mod and not re.search(rf"^\s*(import|from) {re.escape(mod)}\b", code, re.M):
+            unused.append(name)
+    assert not unused, f"listed in requirements.txt but never imported: {unused}"

@@ -246,7 +246,7 @@ def test_normalize_url_keeps_relative_paths():
 
 def test_extract_citations_offsets_point_into_answer():
     answer = f"Hi [A]({BASE}a) and <{BASE}b>."
-    for c in extract_citations(answer, "agent", 0):
+    for c in extract_citations(answer, "agent"):
         assert c.target in answer[c.start:c.end]
 
 

@@ -148,7 +148,7 @@ def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
     return table
 
 
-def extract_citations(answer: str, mode: str, excerpt_count: int) -> list[Citation]:
+def extract_citations(answer: str, mode: str) -> list[Citation]:
     """Every citation in `answer`, in order: markdown links (both modes) and `[n]` (excerpt mode)."""
     masked = _CODE.sub(lambda m: " " * len(m.group(0)), answer)  # links inside code are not citations
     found: list[Citation] = []
@@ -241,8 +241,7 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
     """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail)."""
     retrieved = collect_retrieved(record)
     excerpts_by_n = {e.n: e.doc_id for e in record.excerpts}
-    citations = validate(extract_citations(record.answer, record.mode, len(record.excerpts)), retrieved,
-                         excerpts_by_n)
+    citations = validate(extract_citations(record.answer, record.mode), retrieved, excerpts_by_n)
 
     cited_order: list[str] = []
     for c in citations:
