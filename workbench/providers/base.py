@@ -197,7 +197,7 @@ def failure(provider: Provider, status: str, message: str, started: float, retri
     """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
     from ..errors import ProviderError
 
-    return ProviderError(redact(message, secrets), status=status,
+    return ProviderError(scrub_secrets(message, secrets), status=status,
                          call=call or ModelCall(provider.name, provider.model,
                                                 round((time.perf_counter() - started) * 1000, 3),
                                                 finish_reason="error", retries=retries))
@@ -207,7 +207,7 @@ _KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 
 
-def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every secret, `?key=` URL parameter and bearer token replaced by `[redacted]`."""
     for secret in secrets:
         if secret and len(secret) >= 4:

@@ -23,12 +23,12 @@ from .tables import SCHEMAS  # every table's columns, in order, as the migration
 _SECRET_KEY = re.compile(r"key|token|secret|password|credential|authorization", re.IGNORECASE)
 
 
-def redact(config: Any) -> Any:
+def redact_config(config: Any) -> Any:
     """Drop values whose key names a secret, at any depth: secrets never reach traces."""
     if isinstance(config, dict):
-        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in config.items()}
+        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
     if isinstance(config, (list, tuple)):
-        return [redact(v) for v in config]
+        return [redact_config(v) for v in config]
     return config
 
 
@@ -134,7 +134,7 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
             created_at: datetime | None = None) -> tuple:
     """The `runs` row (in `SCHEMAS["runs"]` column order); secrets in `config` are redacted."""
-    cfg = redact(config)
+    cfg = redact_config(config)
     return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
             cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
             cfg.get("corpus_hash"), to_json(cfg), run_key)
