@@ -128,6 +128,13 @@ def _shot(page, name: str, locator=None):
     target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
+def test_navigation_names_the_chat_page_chat(page):
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.wait_for()
+    links = [t.strip().splitlines()[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # icon, title
+    assert links == ["Chat", "Compare", "Trace explorer", "Doc gaps"], links
+
+
 def test_citation_click_opens_the_side_panel(page):
     msg = _ask(page, "How do I configure SSO?")
     assert msg.locator("a[href='https://help.orbitly.example/articles/sso-saml-setup']").count() == 1
