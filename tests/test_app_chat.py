@@ -96,6 +96,15 @@ def test_listing_answer_has_links_and_no_sources_row(app):
     assert md.count("](<https://help.orbitly.example/articles/") > 20
     assert "**Sources**" not in md
     assert any("No sources: nothing was read" in c for c in captions(at))
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "titles are not factual claims"
+
+
+def test_claims_expander_only_for_substantive_answers(app):
+    at = ask(app, "How do I bake a sourdough loaf?")
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "a refusal is not a claim"
+    at = ask(at, "How do I configure SSO?")
+    labels = [e.label for e in at.expander if e.label.startswith("Claims")]
+    assert len(labels) == 1 and labels[0] != "Claims (0)", labels
 
 
 def test_switching_retriever_and_mode_changes_the_turn(app):

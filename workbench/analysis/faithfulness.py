@@ -30,7 +30,8 @@ def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = No
         if result is None:  # the turn failed: nothing to judge
             continue
         claims.extend({"question": answer.record.question, **c} for c in result.rows())
-        turns.append({"turn_id": result.turn_id, "question": answer.record.question, "claims": len(result.claims),
+        turns.append({"turn_id": result.turn_id, "question": answer.record.question, "answer": result.answer_kind,
+                      "claims": len(result.claims),
                       "citation_recall": result.citation_recall, "citation_precision": result.citation_precision,
                       "uncited_claims": len(result.uncited_claims), "wrong_excerpts": len(result.wrong_excerpts),
                       "generated_only": len(result.generated_only)})
