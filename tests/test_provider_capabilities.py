@@ -147,19 +147,20 @@ def test_options_are_recorded_with_the_turn_but_never_a_secret(tmp_path):
     assert "s3cret-token" not in json.dumps(secret.payload) + "".join(configs)
 
 
-def test_cli_option_and_fault_go_through_the_provider_schema():
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "workbench", "ask", "--no-trace", "--json", *args,
-                               "How do I configure SSO?"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+def test_cli_option_and_fault_go_through_the_provider_schema(capsys):
+    from workbench.cli import main
 
-    ok = run("-o", "faults=corrupt_id", "--fault", "forget_link")
+    ok = subprocess.run([sys.executable, "-m", "workbench", "ask", "--no-trace", "--json", "-o", "faults=corrupt_id",
+                         "--fault", "forget_link", "How do I configure SSO?"], capture_output=True, text=True,
+                        cwd=ROOT, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["config"]["options"] == {"faults": ["corrupt_id", "forget_link"]}
     for args, message in ((["--provider", "ollama", "--fault", "corrupt_id"], "provider 'ollama' has no option 'faults'"),
                           (["--provider", "ollama", "-o", "timeout=soon"], "option 'timeout': 'soon' is not a number"),
                           (["--fault", "nope"], "'nope' is not one of")):
-        bad = run(*args)
-        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert main(["ask", "--no-trace", *args, "How do I configure SSO?"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err, err
 
 
 # --- supports_tools / supports_json_schema ------------------------------------------------------

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -102,10 +100,11 @@ def test_reader_errors_name_file_and_line(tmp_path, lines, need_id, message):
 
 
 @pytest.mark.parametrize("args", [["ask", "--no-trace", "--questions"], ["retrieve", "--queries"], ["eval"]])
-def test_every_command_reads_question_files_the_same_way(tmp_path, args):
+def test_every_command_reads_question_files_the_same_way(tmp_path, args, capsys):
+    from workbench.cli import main
+
     f = tmp_path / "q.jsonl"
     f.write_text(json.dumps({"id": 1, "question": "How do I configure SSO?"}) + '\n{"id": 2}\n')
     extra = ["--db", str(tmp_path / "t.duckdb"), "--no-progress"] if args == ["eval"] else []
-    r = subprocess.run([sys.executable, "-m", "workbench", *args, str(f), *extra], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and f'{f}:2: each line needs a non-empty string field "question"' in r.stderr, r.stderr
+    assert main([*args, str(f), *extra]) == 2
+    assert f'error: {f}:2: each line needs a non-empty string field "question"' in capsys.readouterr().err
