@@ -63,7 +63,7 @@ def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app
     assert app.sidebar.selectbox(key="cfg_retriever").options == retriever_names()
     assert app.sidebar.radio(key="cfg_mode").value == "agent"
     from workbench.providers.offline import FAULTS
-    assert app.sidebar.multiselect(key="cfg_faults").options == list(FAULTS)
+    assert app.sidebar.multiselect(key="cfg_opt_offline_faults").options == list(FAULTS)
     assert {"corrupt_id", "forget_link", "link_listed", "cite_unretrieved"} <= set(FAULTS)
 
 
@@ -96,6 +96,15 @@ def test_listing_answer_has_links_and_no_sources_row(app):
     assert md.count("](<https://help.orbitly.example/articles/") > 20
     assert "**Sources**" not in md
     assert any("No sources: nothing was read" in c for c in captions(at))
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "titles are not factual claims"
+
+
+def test_claims_expander_only_for_substantive_answers(app):
+    at = ask(app, "How do I bake a sourdough loaf?")
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "a refusal is not a claim"
+    at = ask(at, "How do I configure SSO?")
+    labels = [e.label for e in at.expander if e.label.startswith("Claims")]
+    assert len(labels) == 1 and labels[0] != "Claims (0)", labels
 
 
 def test_switching_retriever_and_mode_changes_the_turn(app):
@@ -114,7 +123,7 @@ def test_switching_retriever_and_mode_changes_the_turn(app):
 
 
 def test_fault_toggle_shows_rejected_citation_with_reason(app):
-    app.sidebar.multiselect(key="cfg_faults").set_value(["corrupt_id"])
+    app.sidebar.multiselect(key="cfg_opt_offline_faults").set_value(["corrupt_id"])
     at = ask(app.run(), "How do I configure SSO?")
     md = texts(at)
     assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-saml\\-setup" in md

@@ -38,16 +38,21 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
-             mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
+             mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
              new_run: bool = False, progress: bool = True) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it."""
+    """Ask every question into one run of `session`'s trace store; skip those already answered in it.
+
+    `options` are the provider's options (checked against its `options_schema` by `Session.ask`)."""
+    options = dict(options or {})
+    from .providers import declared
+    from .providers.options import recorded
     from .trace import TraceReader
 
     tracer = session.tracer
     if tracer is None:
         raise WorkbenchError("eval needs a trace database: open the session with tracing on")
     settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
-                "faults": sorted(faults)}
+                "options": recorded(declared(provider, "options_schema"), options)}  # never a secret
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
@@ -82,8 +87,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     try:
         with tracer.buffered():
             for q in todo:
-                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults,
-                                     run_id=result.run_id)
+                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, run_id=result.run_id,
+                                     **options)
                 result.payloads.append(answer.payload)
                 result.asked += 1
                 result.failed += answer.payload["status"] != "ok"
