@@ -106,7 +106,8 @@ def test_requirements_list_what_the_code_imports():
              if line.strip() and not line.startswith("#")]
     # distribution name → the module it provides, where they differ
     module = {"llama-index-core": "llama_index", "llama-index-retrievers-bm25": "llama_index.retrievers.bm25",
-              "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "jupyterlab": None}
+              "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "PyStemmer": "Stemmer",
+              "jupyterlab": None}
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
     unused = []
     for name in names:
