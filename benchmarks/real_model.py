@@ -1,9 +1,10 @@
 """A real model beside the offline agent, in the same run: speed, steps and what its sources rows are worth.
 
 For each question set — the demo gold set (`data/demo_gold.jsonl` over `data/demo`) and the Arduino
-questions (`benchmarks/arduino_questions.jsonl` over `../shared/data/arduino-help-center/corpus.jsonl`,
-skipped when absent) — every question is answered by the offline agent and by each model: the CI model
-(SmolLM2-135M-Instruct through `llamacpp`) and any GGUF passed with `--gguf`. Reported per model:
+questions (`benchmarks/arduino_questions.jsonl` over `arduino-help-center/corpus.jsonl` in
+`$WORKBENCH_BENCHMARK_DATA`, default ../shared/data; skipped when absent) — every question is answered
+by the offline agent and by each model: the CI model (SmolLM2-135M-Instruct through `llamacpp`) and any
+GGUF passed with `--gguf`. Reported per model:
 
 - prompt and generation tokens/s (llama.cpp's own timings, summed over every model call);
 - turn latency p50 / p90, model calls (steps) per turn, turn statuses;
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from workbench.agent import run_turn  # noqa: E402
+from workbench.config import benchmark_data_dir  # noqa: E402
 from workbench.provenance import build_payload  # noqa: E402
 from workbench.providers import get_provider  # noqa: E402
 from workbench.providers import llamacpp  # noqa: E402
@@ -44,7 +46,7 @@ from workbench.session import Session  # noqa: E402
 
 SETS = {
     "demo": (ROOT / "data" / "demo", ROOT / "data" / "demo_gold.jsonl"),
-    "arduino": (ROOT.parent / "shared" / "data" / "arduino-help-center" / "corpus.jsonl",
+    "arduino": (benchmark_data_dir() / "arduino-help-center" / "corpus.jsonl",
                 ROOT / "benchmarks" / "arduino_questions.jsonl"),
 }
 
@@ -174,7 +176,7 @@ def main() -> int:
     for name in args.sets.split(","):
         corpus, qfile = SETS[name]
         if not corpus.exists():
-            print(f"\nSKIP {name}: {corpus} is absent (real benchmark data lives in ../shared/data)")
+            print(f"\nSKIP {name}: {corpus} is absent (set WORKBENCH_BENCHMARK_DATA, default ../shared/data)")
             continue
         questions = [json.loads(line) for line in qfile.read_text(encoding="utf-8").splitlines() if line.strip()]
         questions = questions[:args.limit] if args.limit else questions

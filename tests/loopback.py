@@ -239,7 +239,6 @@ class Wire:
     url_option: str  # provider option naming the server
     url_env: str  # environment variable naming the server (for the CLI)
     key_env: str  # the variable whose value must never leak
-    refused_hint: str  # what a connection-refused message must name
     test_key: str | None = None  # a key the provider needs to send anything
     url_suffix: str = ""  # appended to the server URL (OpenAI clients take the base URL with /v1)
 
@@ -257,9 +256,9 @@ class Wire:
         return env
 
 
-OLLAMA = Wire("ollama", "llama3.1", ollama_reply, ollama_error, "host", "OLLAMA_HOST", "OLLAMA_API_KEY", "OLLAMA_HOST")
+OLLAMA = Wire("ollama", "llama3.1", ollama_reply, ollama_error, "host", "OLLAMA_HOST", "OLLAMA_API_KEY")
 GEMINI = Wire("gemini", "gemini-2.5-flash", gemini_reply, gemini_error, "base_url", "GEMINI_BASE_URL", "GEMINI_API_KEY",
-              "GEMINI_BASE_URL", test_key="AIzaTEST-not-a-real-key")
+              test_key="AIzaTEST-not-a-real-key")
 OPENAI = Wire("openai", "gpt-4o-mini", openai_reply, openai_error, "base_url", "OPENAI_BASE_URL", "OPENAI_API_KEY",
-              "OPENAI_BASE_URL", test_key="sk-test-not-a-real-key", url_suffix="/v1")
+              test_key="sk-test-not-a-real-key", url_suffix="/v1")
 WIRES = {"ollama": OLLAMA, "gemini": GEMINI, "openai": OPENAI}

@@ -205,10 +205,10 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
 # --- the CLI, end to end, in a fresh process --------------------------------------------------------
 
 def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_path):
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "WORKBENCH_PROVIDER_MAX_TOKENS": "24", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     env.pop("OMP_WAIT_POLICY", None)
     proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", "llamacpp", "--mode", "excerpts",
-                           "-k", "1", "--corpus", str(corpus), QUESTION],
+                           "-k", "1", "-o", "max_tokens=24", "--corpus", str(corpus), QUESTION],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # not one line of llama.cpp's log
@@ -225,16 +225,17 @@ def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeyp
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
-    monkeypatch.setenv("WORKBENCH_PROVIDER_MAX_TOKENS", "32")
     loads = llamacpp.load_count
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
     at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
     at = at.sidebar.slider(key="cfg_k").set_value(2).run()
+    at = at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(32).run()  # from its options_schema
     at = at.chat_input[0].set_value("How do I reset my password?").run()
     assert not at.exception, at.exception
     caption = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "local model (llama.cpp)" in caption and "SmolLM2-135M-Instruct.Q4_1.gguf (default model)" in caption
+    assert "max tokens 32" in caption
     assert not at.error, [e.value for e in at.error]
     assert llamacpp.load_count == loads  # the app reuses the model the process holds
 

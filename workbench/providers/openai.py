@@ -28,13 +28,13 @@ from typing import Any, Mapping
 
 from ..errors import ProviderError
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, failure, setting, with_retries)
-from .openai_format import ChatCompletions, error_detail, is_context_overflow, parse_completion
+                   Provider, Readiness, failure, network_options_schema, setting, with_retries)
+from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
+                            sampling_options)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 120.0  # seconds; a local server may be slow on CPU
 BASE_URL_ENV, KEY_ENV, MODEL_ENV = "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"
-MAX_TOKENS_ENV = "WORKBENCH_PROVIDER_MAX_TOKENS"
 #: Sent as the key to a server that needs none (the client insists on one); never a real credential.
 NO_KEY = "no-key"
 
@@ -44,18 +44,12 @@ class OpenAIProvider(ChatCompletions, Provider):
     label = "OpenAI-compatible server"
     supports_tools = True
     supports_json_schema = True
-    options_schema = {"type": "object", "properties": {
-        "base_url": {"type": "string", "description": f"server URL ending in /v1 (default ${BASE_URL_ENV})"},
-        "api_key": {"type": "string", "writeOnly": True, "description": f"API key (default ${KEY_ENV})"},
-        "timeout": {"type": "number", "minimum": 0, "description": f"seconds per request (default ${TIMEOUT_ENV}, "
-                                                                    f"else {DEFAULT_TIMEOUT:g})"},
-        "retries": {"type": "integer", "minimum": 0, "description": "retries on 429 and 5xx"},
-        "backoff": {"type": "number", "minimum": 0, "description": "first retry wait in seconds (doubles)"},
-        "max_tokens": {"type": "integer", "minimum": 1, "description": f"output token limit per model call "
-                                                                       f"(default ${MAX_TOKENS_ENV}, else the server's)"},
-        "temperature": {"type": "number", "minimum": 0},
-        "seed": {"type": "integer"},
-    }}
+    options_schema = network_options_schema(
+        base_url={"type": "string", "title": "Base URL",
+                  "description": f"server URL ending in /v1 (default ${BASE_URL_ENV}, else the OpenAI API)"},
+        api_key={"type": "string", "writeOnly": True, "title": "API key",
+                 "description": f"default ${KEY_ENV}; never recorded"},
+        **sampling_options("the server's", "the server's"))
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV})"
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,

@@ -26,6 +26,20 @@ from .base import ModelStep, ToolRequest
 
 #: What a forced step is called in `response_format` (servers require a name).
 SCHEMA_NAME = "workbench_step"
+#: The output token limit per model call of both providers, when their `max_tokens` option is unset.
+MAX_TOKENS_ENV = "WORKBENCH_PROVIDER_MAX_TOKENS"
+
+
+def sampling_options(max_tokens_default: str, temperature_default: str) -> dict[str, dict[str, Any]]:
+    """The `options_schema` properties of the sampling settings both providers send with every request."""
+    return {
+        "max_tokens": {"type": "integer", "minimum": 1, "title": "Max tokens",
+                       "description": f"output token limit per model call (default ${MAX_TOKENS_ENV}, else "
+                                      f"{max_tokens_default})"},
+        "temperature": {"type": "number", "minimum": 0, "title": "Temperature",
+                        "description": f"default {temperature_default}"},
+        "seed": {"type": "integer", "title": "Seed", "description": "sampling seed (default: none)"},
+    }
 
 
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

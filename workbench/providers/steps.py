@@ -1,4 +1,4 @@
-"""Tool protocols: how an agent turn's model asks for tools (DESIGN.md §7).
+"""Tool protocols: how an agent turn's model asks for tools (docs/design.md §7).
 
 - `native`: the provider's own tool calling (`Provider.complete(messages, tools)`).
 - `json-steps`: every model output is forced by a JSON Schema to be exactly one action,
@@ -190,6 +190,4 @@ class JsonSteps:
 
     @staticmethod
     def _fail(status: str, message: str, call) -> ProviderError:
-        err = ProviderError(message, status=status)
-        err.call = call  # the failed call still counts: latency, tokens, finish reason
-        return err
+        return ProviderError(message, status=status, call=call)  # the failed call still counts: latency, tokens
