@@ -12,7 +12,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from .corpus import Corpus
 from .errors import ToolError, UnknownNameError
+from .retrieval.withhold import Withholding
 from .types import Exposure, ResultItem, ToolCall
 
 SNIPPET_CHARS = 600
@@ -128,7 +130,8 @@ class FetchDocument(Tool):
 
     def _run(self, doc_id: str):
         doc = self.toolbox.resolve(str(doc_id))
-        content = {**self._listing(doc), "derived_from": list(doc.derived_from), "text": doc.text}
+        derived = [d for d in doc.derived_from if d not in self.toolbox.withheld]  # withheld: not in the corpus
+        content = {**self._listing(doc), "derived_from": derived, "text": doc.text}
         return [self._item(doc, rank=1)], content
 
 
@@ -184,8 +187,30 @@ class Toolbox:
     def __init__(self, corpus, retriever, tool_classes=TOOL_CLASSES):
         self.corpus = corpus
         self.retriever = retriever
+        self.tool_classes = tuple(tool_classes)
         self.tools: dict[str, Tool] = {cls.name: cls(self) for cls in tool_classes}
         self._by_url = {d.url.rstrip("/"): d for d in corpus.documents if d.url}
+        #: Documents this toolbox acts as if the corpus did not hold (`withholding`).
+        self.withheld: frozenset[str] = frozenset()
+
+    def withholding(self, doc_ids) -> "Toolbox":
+        """These tools with `doc_ids` withheld, for re-running a turn without them (docs/design.md §9).
+
+        A view over the same corpus and the same loaded index (nothing is rebuilt, copied or cached;
+        this toolbox is untouched): `search` and excerpt mode never return the withheld documents'
+        chunks and rank the rest as if those were not in the corpus (`retrieval/withhold.py`, which
+        also states the one approximation: BM25 term statistics still come from the whole corpus);
+        `fetch_document` answers a withheld id or URL with exactly the error of an id that does not
+        exist; `list_articles`, `browse_section` and `list_categories` (its counts too) leave them
+        out, and a category whose every document is withheld is unknown; `derived_from` omits them.
+        """
+        withheld = frozenset(doc_ids) - self.withheld
+        if not withheld:
+            return self
+        box = Toolbox(_CorpusWithout(self.corpus, withheld), Withholding(self.retriever, withheld),
+                      self.tool_classes)
+        box.withheld = self.withheld | withheld
+        return box
 
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self.tools.values()]
@@ -228,3 +253,17 @@ class Toolbox:
     def in_category(self, category: str) -> list:
         prefix = self.match_category(category)
         return [d for d in self.corpus.documents if d.category == prefix or d.category.startswith(prefix + "/")]
+
+
+class _CorpusWithout(Corpus):
+    """`base` minus some documents, as the tools of a withholding toolbox see it.
+
+    Keeps `base`'s id, path and content hash: a re-run records the same knowledge base as the turn
+    it verifies (what was withheld is recorded beside it), and hashing every text again would cost
+    more than the re-run itself.
+    """
+
+    def __init__(self, base: Corpus, withheld: frozenset[str]):  # no super().__init__: nothing to hash
+        self.corpus_id, self.path, self.content_hash = base.corpus_id, base.path, base.content_hash
+        self.documents = tuple(d for d in base.documents if d.doc_id not in withheld)
+        self._by_id = {d.doc_id: d for d in self.documents}
