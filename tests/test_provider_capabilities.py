@@ -114,7 +114,7 @@ def test_the_notebooks_offer_only_configured_providers():
     ("ollama", {"retries": 1.5}, "is not an integer"),
     ("gemini", {"retries": True}, "is not an integer"),
     ("openai", {"faults": ["corrupt_id"]}, "provider 'openai' has no option 'faults' (its options: api_key, backoff"),
-    ("llamacpp", {"host": "x"}, "provider 'llamacpp' has no option 'host' (its options: max_tokens, n_ctx, seed"),
+    ("llamacpp", {"host": "x"}, "provider 'llamacpp' has no option 'host' (its options: cache_prompt, max_tokens, n_ctx"),
     ("llamacpp", {"n_ctx": 16}, "16 is less than 256"),
 ])
 def test_get_provider_checks_options_against_the_schema(name, options, message):

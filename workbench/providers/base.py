@@ -70,8 +70,11 @@ class Provider(ABC):
     - `batch_by_default`: whether batches that run every configured provider over every question ×
       retriever (`analysis.configured_providers`, notebook 02) include it. False for a model run on
       this machine's CPU, far too slow for that: such a provider is named explicitly instead.
+    - `free_calls`: a call costs no model time, money or quota (no model at all, like `offline`). The
+      app verifies such a turn by ablation at once; for any other it first says how many extra calls
+      the verification will make and asks.
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches.
+    in batches, calls that cost.
     """
 
     name: str = "base"
@@ -82,6 +85,7 @@ class Provider(ABC):
     options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     default_tool_protocol: ClassVar[str] = "native"
     batch_by_default: ClassVar[bool] = True
+    free_calls: ClassVar[bool] = False
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model

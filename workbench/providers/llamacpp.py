@@ -24,8 +24,15 @@ Process-wide facts, and why:
   talk to the very same model (the tests and benchmarks do).
 
 Requests go to `Server.handle_chat_completions` in-process, in the OpenAI chat-completions format
-(`openai_format`), so the turn machinery is the one `openai` uses. Defaults: temperature 0 (greedy,
-reproducible: verifying a turn by ablation re-runs it), at most 1024 output tokens per model call.
+(`openai_format`), so the turn machinery is the one `openai` uses. Defaults: temperature 0 (greedy), at
+most 1024 output tokens per model call, and llama.cpp's prompt cache on.
+
+Reproducible answers need the prompt cache off (`cache_prompt=False`), not only temperature 0: with the
+cache on, llama.cpp evaluates only the part of a prompt it has not seen, in batches of another size
+than a whole evaluation, and the logits then differ in their last digits — enough to change a greedy
+answer (measured with SmolLM2-135M on an Arduino excerpt prompt: the same request gave one answer
+evaluated whole and another from the cache, whatever the seed). The option is marked so in the
+schema, and verification by ablation turns it off (`verify.pinned_options`).
 The default tool protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
 
 Faults end the turn with a status (docs/providers.md): no such file (`unknown_model`), not a GGUF file
@@ -50,6 +57,7 @@ from ..errors import ProviderError
 from .base import ModelStep, Provider, Readiness, failure, setting
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
+from .options import REPRODUCIBLE
 
 GGUF_ENV = "WORKBENCH_GGUF"
 N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
@@ -241,13 +249,17 @@ class LlamaCppProvider(ChatCompletions, Provider):
                   "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
         "threads": {"type": "integer", "minimum": 1, "title": "Threads",
                     "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"},
-        **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy and reproducible"),
+        **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy"),
+        "cache_prompt": {"type": "boolean", "default": True, "title": "Reuse the prompt cache",
+                         "description": "reuse llama.cpp's cache of the previous prompt (fast: an agent step evaluates "
+                                        "only what is new); off, every prompt is evaluated whole, slower but "
+                                        "reproducible, as verification by ablation needs", REPRODUCIBLE: False},
     }}
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV}; default {DEFAULT_MAX_TOKENS})"
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 **options: Any):
+                 cache_prompt: bool | None = None, **options: Any):
         chosen = model or os.environ.get(GGUF_ENV) or None
         self.is_default = chosen is None
         if chosen is None:
@@ -258,6 +270,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
         self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS))
         self.temperature = 0.0 if temperature is None else float(temperature)
         self.seed = seed
+        self.cache_prompt = cache_prompt is not False
         #: llama.cpp's `timings` of each call (prompt and generation tokens/s), for benchmarks.
         self.timings: list[dict[str, Any]] = []
         self._calls = 0
@@ -288,6 +301,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
         request.update(max_tokens=self.max_tokens, temperature=self.temperature)
         if self.seed is not None:
             request["seed"] = self.seed
+        if not self.cache_prompt:
+            request["cache_prompt"] = False
         call_start = time.perf_counter()
         body = model.server.handle_chat_completions(request)
         latency = (time.perf_counter() - call_start) * 1000

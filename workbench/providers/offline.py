@@ -70,6 +70,7 @@ class OfflineProvider(Provider):
     label = "offline (no LLM)"
     supports_tools = True  # it asks for tools like a model would; the agent loop runs them
     supports_json_schema = False
+    free_calls = True  # no model: verifying a turn by ablation costs milliseconds, so the app does not ask
     options_schema = {
         "type": "object",
         "additionalProperties": False,

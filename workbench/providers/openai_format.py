@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import ProviderError
 from ..types import ModelCall
 from .base import ModelStep, ToolRequest
+from .options import REPRODUCIBLE
 
 #: What a forced step is called in `response_format` (servers require a name).
 SCHEMA_NAME = "workbench_step"
@@ -37,8 +38,8 @@ def sampling_options(max_tokens_default: str, temperature_default: str) -> dict[
                        "description": f"output token limit per model call (default ${MAX_TOKENS_ENV}, else "
                                       f"{max_tokens_default})"},
         "temperature": {"type": "number", "minimum": 0, "title": "Temperature",
-                        "description": f"default {temperature_default}"},
-        "seed": {"type": "integer", "title": "Seed", "description": "sampling seed (default: none)"},
+                        "description": f"default {temperature_default}", REPRODUCIBLE: 0.0},
+        "seed": {"type": "integer", "title": "Seed", "description": "sampling seed (default: none)", REPRODUCIBLE: 0},
     }
 
 

@@ -10,6 +10,9 @@ integer, number, boolean, array), `enum`, `items`, `uniqueItems`, `minimum` / `m
 `exclusiveMinimum` and `additionalProperties: false`. Other keywords are accepted and not checked.
 (The `jsonschema` package would check everything, but importing it costs ~1.5 s, more than a whole
 offline `ask`.) `"writeOnly": true` marks a secret: it is never recorded with a turn.
+`"x-reproducible": VALUE` (an annotation) names the value of the option with which the same request
+gives the same answer (temperature 0, a fixed seed, llama.cpp's prompt cache off): verification by
+ablation re-runs a turn with every such value (`verify.pinned_options`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any, Mapping
 
 from ..errors import ProviderOptionError
 
+#: The `options_schema` keyword naming an option's reproducible value (see the module docstring).
+REPRODUCIBLE = "x-reproducible"
 _TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": (list, tuple)}
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
 
