@@ -250,3 +250,25 @@ def test_omp_wait_policy_is_passive_unless_the_user_chose(tmp_path, user_value, 
             "print(os.environ['OMP_WAIT_POLICY'], llamacpp.log_path().exists())")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == [expected, "True"], proc.stderr
+
+
+def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model, session):
+    """Temperature 0, seed 0 and the prompt cache off (the options llamacpp marks reproducible) for the turn and
+    its re-runs: the control gives the same answer again, so documents can earn verdicts; every re-run is a
+    real model call, counted with its tokens."""
+    from workbench.verify import candidates
+
+    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
+                         verify_budget=2)
+    check_machinery(answer, "llamacpp", None)
+    assert answer.payload["config"]["options"] == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
+                                                   "temperature": 0.0}
+    v = answer.verification
+    assert v.control_stable, v.control.reason
+    assert v.extra_turns == v.extra_calls == 2 and v.to_payload()["tokens_in"] > 0
+    assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
+    from workbench.trace import TraceReader
+
+    rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "
+                                                 "status = 'ok' ORDER BY seq", [answer.payload["turn_id"]])[1]
+    assert rows == [("control", True), ("candidate", True)]

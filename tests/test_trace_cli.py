@@ -23,7 +23,7 @@ def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "t.duckdb"
     s = Session.open(trace_db=path)
     for q in QUESTIONS[:4]:
-        s.ask(q)
+        s.ask(q, verify=q == QUESTIONS[0])  # one verified turn: its re-runs are exported too
     return path
 
 
@@ -93,7 +93,7 @@ def test_export_parquet_reads_back_with_duckdb_and_pandas(db, capsys, tmp_path):
     assert code == 0 and "turns: 4 rows" in out
     assert list((out_dir / "turns").glob("run_date=*/*.parquet"))
     con = duckdb.connect()
-    for table in ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources"):
+    for table in ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "ablations"):
         src = duckdb.connect(str(db), read_only=True).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         got = con.execute(f"SELECT count(*), count(DISTINCT run_date) FROM read_parquet('{out_dir}/{table}/**/*.parquet', "
                           "hive_partitioning = true)").fetchone()

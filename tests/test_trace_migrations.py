@@ -8,8 +8,8 @@ from workbench.trace.migrate import applied, migrate, pending
 from workbench.trace.reader import TraceReader
 from workbench.trace.schema import MIGRATIONS
 
-TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "migrations"}
-VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary"}
+TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "ablations", "migrations"}
+VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "source_verdicts", "verification_summary"}
 
 
 def _objects(con):
@@ -79,13 +79,45 @@ def test_m006_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
             ('a', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'agent', 5),
             ('e', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'excerpts', 5);
     """)
-    assert migrate(con) == ["m006_tool_protocol"]
+    assert migrate(con, [m for m in MIGRATIONS if m.name <= "m006_tool_protocol"]) == ["m006_tool_protocol"]
     # every agent run before m006 used the provider's own tool calls; excerpt runs offer no tools
     assert con.execute("SELECT run_id, tool_protocol FROM runs ORDER BY run_id").fetchall() == [("a", "native"),
                                                                                               ("e", None)]
     comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
                           "AND column_name = 'tool_protocol'").fetchone()[0]
     assert "json-steps" in comment
+
+
+def test_m007_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path):
+    con = duckdb.connect(str(tmp_path / "m006.duckdb"))
+    migrate(con, [m for m in MIGRATIONS if m.name <= "m006_tool_protocol"])
+    con.execute("""
+        INSERT INTO runs (run_id, created_at, kind, provider, model, mode, k) VALUES
+            ('r', '2024-05-01 10:00:00+00', 'interactive', 'offline', 'extractive-v1', 'agent', 5);
+        INSERT INTO turns (turn_id, run_id, question, status) VALUES ('t', 'r', 'How do I configure SSO?', 'ok');
+        INSERT INTO sources (turn_id, doc_id, retrieved, cited, consulted, exposure, position) VALUES
+            ('t', 'sso', true, true, true, 'full', 1), ('t', 'okta', true, false, false, 'snippet', 2);
+    """)
+    assert migrate(con) == ["m007_ablations"]
+    assert con.execute("SELECT doc_id, verified, verdict FROM source_verdicts ORDER BY doc_id").fetchall() == \
+        [("okta", False, None), ("sso", False, None)]
+    assert con.execute("SELECT count(*) FROM verification_summary").fetchone() == (0,)
+    # a verification added later, twice: the views read the latest
+    con.execute("""
+        INSERT INTO ablations (turn_id, verification_id, seq, role, doc_id, verdict, status, method, control_stable,
+                               extra_calls, verified_at) VALUES
+            ('t', 'v1', 0, 'control', NULL, NULL, 'ok', 'ablation-v1', true, 3, '2024-05-02 10:00:00+00'),
+            ('t', 'v1', 1, 'candidate', 'sso', 'decorative', 'ok', 'ablation-v1', true, 3, '2024-05-02 10:00:00+00'),
+            ('t', 'v2', 0, 'control', NULL, NULL, 'ok', 'ablation-v1', true, 3, '2024-05-03 10:00:00+00'),
+            ('t', 'v2', 1, 'candidate', 'sso', 'load_bearing', 'ok', 'ablation-v1', true, 3, '2024-05-03 10:00:00+00'),
+            ('t', 'v2', 2, 'candidate', 'okta', 'hidden_influence', 'ok', 'ablation-v1', true, 3,
+             '2024-05-03 10:00:00+00');
+    """)
+    assert con.execute("SELECT doc_id, verified, verdict FROM source_verdicts ORDER BY doc_id").fetchall() == \
+        [("okta", True, "hidden_influence"), ("sso", True, "load_bearing")]
+    row = con.execute("SELECT verified_turns, load_bearing_share, hidden_influence_rate, extra_calls_per_turn "
+                      "FROM verification_summary").fetchone()
+    assert row == (1, 1.0, 1.0, 9.0)
 
 
 def _schema(con) -> dict:

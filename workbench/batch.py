@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import WorkbenchError
+from .verify import DEFAULT_BUDGET
 
 
 @dataclass
@@ -39,11 +40,14 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
              mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
-             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None) -> EvalResult:
+             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None, verify: bool = False,
+             verify_budget: int = DEFAULT_BUDGET) -> EvalResult:
     """Ask every question into one run of `session`'s trace store; skip those already answered in it.
 
     `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
-    `tool_protocol` is the agent's tool protocol (`native` or `json-steps`, default: the provider's)."""
+    `tool_protocol` is the agent's tool protocol (`native` or `json-steps`, default: the provider's).
+    `verify` verifies every answer by ablation (`Session.verify`, at most `verify_budget` re-runs each) over
+    the session's one loaded index; a verifying batch is its own run."""
     options = dict(options or {})
     from .providers import declared
     from .providers.options import recorded
@@ -56,6 +60,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
                 "options": recorded(declared(provider, "options_schema"), options)}  # never a secret
     if tool_protocol:  # only when named, so the run keys of batches started before it existed still match
         settings["tool_protocol"] = tool_protocol
+    if verify:  # likewise; and an unverified run is never resumed as if its turns had been verified
+        settings["verify"] = verify_budget
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
@@ -92,7 +98,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         with tracer.buffered():
             for q in todo:
                 answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, run_id=result.run_id,
-                                     tool_protocol=tool_protocol, **options)
+                                     tool_protocol=tool_protocol, verify=verify, verify_budget=verify_budget,
+                                     **options)
                 result.payloads.append(answer.payload)
                 result.asked += 1
                 result.failed += answer.payload["status"] != "ok"

@@ -85,3 +85,7 @@ class ReadOnlyQueryError(TraceStoreError):
 
 class JudgeInputError(WorkbenchError):
     """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""
+
+
+class VerificationError(WorkbenchError):
+    """A turn cannot be verified by ablation (it failed, or the budget is below one re-run); names why."""

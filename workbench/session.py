@@ -6,7 +6,7 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +14,15 @@ from .agent import run_turn
 from .config import DEMO_CORPUS, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
-from .providers import get_provider
+from .providers import declared, get_provider
 from .providers.options import recorded
 from .retrieval import get_retriever, retriever_names
-from .errors import TraceStoreError, UnknownNameError, WorkbenchError
+from .errors import TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
+from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
+from .verify import verify as verify_turn
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Answer:
     faithfulness: Any = None
     #: Why the turn could not be written to the trace store (the answer itself is still returned).
     trace_error: str | None = None
+    #: Its verification by ablation (`verify.Verification`, also in `payload["verification"]`); None: unverified.
+    verification: Verification | None = None
+    #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
+    #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
+    request: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 class Session:
@@ -67,7 +74,8 @@ class Session:
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
-            tool_protocol: str | None = None, **provider_options: Any) -> Answer:
+            tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
+            **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -75,8 +83,15 @@ class Session:
         configuration. `tool_protocol` is `native` or `json-steps` (default: the provider's own, see
         `agent.run_turn`): a run parameter like `mode`, not a provider option. `judge` names the
         faithfulness judge whose per-claim verdicts are stored with the turn (the fast offline
-        `lexical` by default; None skips judging).
+        `lexical` by default; None skips judging). `verify` also verifies the answer by ablation
+        (`Session.verify`, at most `verify_budget` re-runs) before the turn is written, so its
+        `ablations` rows go in with it; a turn that failed is not verified. The turn is then asked with the
+        options that make the provider reproducible (`verify.pinned_options`: temperature 0, a fixed seed,
+        …), as its re-runs are, so that its control can reproduce it.
         """
+        if verify:
+            check_budget(verify_budget)
+            provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
         p = get_provider(provider, model=model, **provider_options)
         if mode == "agent" and not (p.supports_tools or p.supports_json_schema):
             raise WorkbenchError(f"provider {provider!r} can neither call tools nor answer in a JSON schema, so it "
@@ -88,10 +103,43 @@ class Session:
         faith = None
         if judge and record.status == "ok" and record.answer:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
+        request = {"provider": provider, "model": model, "options": dict(provider_options)}
+        checked = None
+        if verify and record.status == "ok" and record.answer.strip():
+            checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
+            payload = {**payload, "verification": checked.to_payload()}
         trace_error = None
         if self.tracer is not None:
             try:
-                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
+                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None,
+                                     ablations=checked.rows() if checked else None)
             except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
                 trace_error = str(exc)
-        return Answer(record, payload, faith, trace_error)
+        return Answer(record, payload, faith, trace_error, checked, request)
+
+    def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
+        """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
+        model and options it was asked with, this session's retriever, its mode, k and tool protocol, at
+        most `budget` times. The verification goes into the returned answer's payload and, for a traced
+        turn, into the trace store's `ablations` table (the turn itself is not rewritten)."""
+        check_budget(budget)
+        cfg = answer.record.config
+        if not answer.request or cfg.get("retriever") != self.retriever_name or \
+                cfg.get("corpus_hash") != self.corpus.content_hash:
+            raise VerificationError("verify a turn with the session that asked it: the re-runs need its provider "
+                                    "options, corpus and retriever")
+        checked = self._verify(answer.record, answer.payload, answer.request, budget, judge)
+        trace_error = answer.trace_error
+        if self.tracer is not None and trace_error is None:
+            try:
+                self.tracer.add_ablations(checked.turn_id, checked.rows())
+            except TraceStoreError as exc:
+                trace_error = str(exc)
+        return replace(answer, payload={**answer.payload, "verification": checked.to_payload()}, verification=checked,
+                       trace_error=trace_error)
+
+    def _verify(self, record: TurnRecord, payload: dict[str, Any], request: dict[str, Any], budget: int,
+                judge: str) -> Verification:
+        options, pinned = pinned_options(declared(request["provider"], "options_schema"), request["options"])
+        p = get_provider(request["provider"], model=request["model"], **options)
+        return verify_turn(record, self.toolbox, p, payload=payload, judge=judge, budget=budget, sampling=pinned)

@@ -169,6 +169,13 @@ def _evidence_pool(record: TurnRecord, payload: dict[str, Any], corpus) -> tuple
     return by_doc, by_n
 
 
+def shown_texts(record: TurnRecord, payload: dict[str, Any] | None = None, corpus=None) -> dict[str, str]:
+    """Doc id → the text the model was shown of it (the rules above: the whole text when opened, the
+    snippets or excerpts it saw, "" for a title); what verification judges a claim's support against."""
+    by_doc, _ = _evidence_pool(record, payload if payload is not None else build_payload(record), corpus)
+    return {doc_id: unit.text for doc_id, unit in by_doc.items()}
+
+
 class _Memo:
     """Collects (claim, evidence) requests, judges them in one batch, answers lookups."""
 

@@ -12,7 +12,7 @@ from ..errors import TraceStoreError
 from .connect import DEFAULT_TIMEOUT_S, connection
 from .reader import TraceReader
 
-TABLES = ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims")
+TABLES = ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "ablations")
 _RUN_DATE = "strftime(r.created_at AT TIME ZONE 'UTC', '%Y-%m-%d') AS run_date"
 
 

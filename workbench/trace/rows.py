@@ -49,7 +49,7 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
-TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims")
+TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "ablations")
 
 
 def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
@@ -129,6 +129,13 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
                      _opt_bool(c.get("wrong_excerpt")), _opt_bool(c.get("generated_only")),
                      to_json(extra) if extra else None, now, c.get("judge_version")))
     return rows
+
+
+def ablation_rows(turn_id: str, ablations: Iterable[dict[str, Any]]) -> list[tuple]:
+    """Rows for the `ablations` table from dicts keyed by its column names (`Verification.rows()`); the
+    turn id is `turn_id`'s whatever the dicts say."""
+    names = SCHEMAS["ablations"].names
+    return [tuple(turn_id if name == "turn_id" else a.get(name) for name in names) for a in ablations]
 
 
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,

@@ -25,7 +25,7 @@ from ..errors import TraceStoreError
 from ..types import TurnRecord
 from .connect import DEFAULT_TIMEOUT_S, write_connection
 from .migrate import migrate
-from .rows import TURN_TABLES, claim_rows, rows_to_table, run_row, turn_rows
+from .rows import TURN_TABLES, ablation_rows, claim_rows, rows_to_table, run_row, turn_rows
 from .tables import SCHEMAS
 
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
@@ -139,13 +139,16 @@ class TraceWriter:
     # --- turns -------------------------------------------------------------------------------
 
     def log_turn(self, record: TurnRecord, payload: dict[str, Any], *, claims: Iterable[Any] | None = None,
-                 run_id: str | None = None) -> str:
-        """Write one turn (all its tables, one transaction) and return its turn_id."""
+                 run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None) -> str:
+        """Write one turn (all its tables, one transaction) and return its turn_id; `ablations` are the rows
+        of its verification (`Verification.rows()`), when it was verified before being written."""
         run_id = run_id or self.run_for(record.config)
         if run_id in self._declared and run_id not in self._new_runs:
             kind, run_key = self._declared[run_id]
             self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
         rows = turn_rows(record, payload, run_id, claims)
+        if ablations:
+            rows["ablations"] = ablation_rows(payload["turn_id"], ablations)
         if self._queue is not None:
             if not self._queue:
                 self._queued_since = time.monotonic()
@@ -211,13 +214,20 @@ class TraceWriter:
 
     def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
         """Add faithfulness claims to a turn already logged (one transaction); return how many."""
-        rows = claim_rows(turn_id, claims)
+        return self._add(turn_id, "claims", claim_rows(turn_id, claims))
+
+    def add_ablations(self, turn_id: str, ablations: Iterable[dict[str, Any]]) -> int:
+        """Add a verification's rows (`Verification.rows()`) to a turn already logged, without rewriting the
+        turn (one transaction); return how many."""
+        return self._add(turn_id, "ablations", ablation_rows(turn_id, ablations))
+
+    def _add(self, turn_id: str, table: str, rows: list[tuple]) -> int:
         if not rows:
             return 0
         with self.connect() as con:
             with _optimized(con):  # the filter pushed into the scan: 0.9 vs 31 ms at 1M turns
                 known = con.execute("SELECT 1 FROM turns WHERE turn_id = ?", [turn_id]).fetchone() is not None
             if not known:
-                raise TraceStoreError(f"no turn {turn_id!r} in {self.path}; log the turn before adding its claims")
-            self._write(con, set(), {"claims": rows}, strict=True)  # strict: errors pass through as they are
+                raise TraceStoreError(f"no turn {turn_id!r} in {self.path}; log the turn before adding its {table}")
+            self._write(con, set(), {table: rows}, strict=True)  # strict: errors pass through as they are
         return len(rows)

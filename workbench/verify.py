@@ -1,0 +1,378 @@
+"""Verification by ablation: did the answer really depend on each source? (docs/design.md §9)
+
+The consulted set says the model *saw* a document and *pointed* at it. This checks whether the
+answer *depends* on it, black-box, with any provider: re-run the turn with one document withheld and
+compare the new answer with the original. Method `ablation-v1`, step by step:
+
+1. **Re-runs** use the original turn's provider, model and options, retriever, mode, k and tool
+   protocol: `agent.run_turn` over `Toolbox.withholding` (the same loaded index, nothing rebuilt).
+   What makes a call reproducible is pinned where the provider has it, read from its `options_schema`
+   and never from its name: every option whose property declares `x-reproducible` gets that value
+   (`pinned_options`): temperature 0 and seed 0 for `llamacpp` and `openai`, and llama.cpp's prompt
+   cache off. A provider that declares none (the offline agent, deterministic anyway) runs as it is.
+   `Session.ask(verify=True)` asks the original with the same pinned options, so the control can
+   reproduce it; a turn asked without them and verified later may come out unstable (the app says so
+   before it runs).
+2. **Control first**, with nothing withheld. If it failed, or its answer differs from the original by
+   the test of step 4, the control is unstable: no candidate is re-run (their calls would buy nothing)
+   and every candidate gets `unstable` — no document gets a verdict it has not earned.
+3. **Candidates**, in the order a budget covers them (`plan`): the consulted documents (sources-row
+   order), then the top `HIDDEN_CANDIDATES` retrieved documents that are neither cited nor consulted
+   (strongest exposure first, then best rank in any tool result or excerpt number), then cited
+   documents that are not consulted (links to titles). The budget counts re-runs, the control
+   included; candidates beyond it are `skipped`, with no verdict.
+4. **Did the answer change?** Yes when the re-run's answer loses a claim at stake, or its similarity
+   to the original is below `SIMILARITY_THRESHOLD`.
+   - Claims are the faithfulness module's (`split_claims`: sentences and list items with their
+     citations). Unlike faithfulness scoring, every answer is split here, not only substantive ones;
+     a line that only holds a link (a listing's, a "See also") is no claim, so such a link is judged
+     by similarity alone. A claim is at stake for a document when it cites it or the judge (default
+     `lexical`) finds it `supported` by what the model was shown of it (`faithfulness.shown_texts`:
+     the whole text when opened, else its snippets or excerpts), and it is lost when the judge does
+     not find it `supported` by the new answer. For the control every claim is at stake.
+   - Similarity (`answer_similarity`): the Dice coefficient 2|A∩B| / (|A| + |B|) of the multisets of
+     stemmed content words of the two answers' prose (link targets and `[n]` markers removed, link
+     text kept); 1.0 for the same prose.
+5. **Verdicts**: a cited or consulted candidate is `load_bearing` when the answer changed, else
+   `decorative`; one neither cited nor consulted is `hidden_influence` when it changed, else
+   `no_effect`. A candidate whose re-run failed (any status but `ok`) gets no verdict: it is listed
+   as failed with the status.
+
+Why 0.8 (measured with `benchmarks/verification.py`, offline agent): withholding the article the
+agent opened replaces its passage (similarity 0.00-0.46 on the demo gold set, 0.00-0.53 on the
+Arduino questions; on the demo set (eval) 105 of the 106 claims at stake were lost), while
+withholding the second hit behind its "See also" link only drops or swaps that line (0.84-0.95 and
+0.89-0.98); a dropped line of a 59-link listing leaves 0.99. A change of the metric or the threshold
+is a new `METHOD` version: verdicts are comparable only within one.
+
+Cost is explicit: every re-run is recorded with its model calls, tokens and time, and the whole
+verification with its wall time.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from .agent import run_turn
+from .errors import VerificationError
+from .faithfulness import get_judge, shown_texts, split_claims
+from .faithfulness.claims import Claim, clean
+from .faithfulness.judges import Judge
+from .provenance import build_payload, turn_id_of
+from .providers.base import Provider
+from .providers.options import REPRODUCIBLE, properties
+from .text import content_terms
+from .tools import Toolbox
+from .types import EXPOSURE_RANK, TurnRecord
+
+METHOD = "ablation-v1"
+#: Below this answer similarity (`answer_similarity`) a re-run's answer counts as changed.
+SIMILARITY_THRESHOLD = 0.8
+#: Re-runs per turn, the control included (control + 7 candidates).
+DEFAULT_BUDGET = 8
+#: Retrieved documents neither cited nor consulted that are re-run, to catch influence citations hide.
+HIDDEN_CANDIDATES = 3
+VERDICTS = ("load_bearing", "decorative", "hidden_influence", "no_effect", "unstable")
+#: `Ablation.status` of a candidate that was not re-run.
+OVER_BUDGET, CONTROL_UNSTABLE = "over_budget", "control_unstable"
+
+
+def answer_similarity(a: str, b: str) -> float:
+    """Dice coefficient of the stemmed content words (as multisets) of two answers' prose, in [0, 1]."""
+    if a == b:
+        return 1.0
+    ta, tb = Counter(content_terms(clean(a))), Counter(content_terms(clean(b)))
+    total = sum(ta.values()) + sum(tb.values())
+    return 1.0 if total == 0 else round(2 * sum((ta & tb).values()) / total, 4)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A document a verification withholds, and what the original turn made of it."""
+
+    doc_id: str
+    cited: bool
+    consulted: bool
+    exposure: str
+    rank: int | None  # best rank in any tool result, or lowest excerpt number; None when unranked
+
+    @property
+    def used(self) -> bool:
+        """Cited or consulted: its verdict is load_bearing / decorative, else hidden_influence / no_effect."""
+        return self.cited or self.consulted
+
+
+def candidates(payload: Mapping[str, Any]) -> list[Candidate]:
+    """Every candidate of a turn, most important first (the module docstring, step 3); pure over the payload."""
+    ranks: dict[str, int] = {}
+    for call in payload.get("tool_calls", []):
+        for pos, doc_id in enumerate(call.get("doc_ids", []), start=1):
+            ranks[doc_id] = min(pos, ranks.get(doc_id, pos))
+    docs = payload.get("documents", [])
+    for d in docs:
+        for n in d.get("excerpts") or ():
+            ranks[d["doc_id"]] = min(n, ranks.get(d["doc_id"], n))
+    all_docs = [Candidate(d["doc_id"], bool(d.get("cited")), bool(d.get("consulted")), d.get("exposure", "title"),
+                          ranks.get(d["doc_id"])) for d in docs]
+    by_id = {c.doc_id: c for c in all_docs}
+    order = [s["doc_id"] for s in payload.get("sources", []) if s["doc_id"] in by_id]
+    consulted = [by_id[i] for i in order if by_id[i].consulted]
+    hidden = sorted((c for c in all_docs if not c.used),
+                    key=lambda c: (-EXPOSURE_RANK.get(c.exposure, 0), c.rank if c.rank is not None else 10**9))
+    linked = [by_id[i] for i in order if not by_id[i].consulted]
+    return consulted + hidden[:HIDDEN_CANDIDATES] + linked
+
+
+def check_budget(budget: int) -> None:
+    if not isinstance(budget, int) or budget < 1:
+        raise VerificationError(f"the verification budget counts re-runs including the control, so it must be at "
+                                f"least 1, not {budget!r}")
+
+
+def plan(payload: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> tuple[list[Candidate], list[Candidate]]:
+    """(candidates the budget re-runs, candidates skipped): the control takes one re-run of `budget`."""
+    check_budget(budget)
+    found = candidates(payload)
+    return found[:budget - 1], found[budget - 1:]
+
+
+def pinned_options(options_schema: Mapping[str, Any],
+                   options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the options a re-run uses, the options pinned): every option whose `options_schema` property declares
+    the value that makes a call reproducible (`x-reproducible`: temperature 0, a fixed seed, llama.cpp's
+    prompt cache off) set to it, over what the original used."""
+    pinned = {name: prop[REPRODUCIBLE] for name, prop in properties(options_schema).items() if REPRODUCIBLE in prop}
+    return {**options, **pinned}, pinned
+
+
+def unpinned(options_schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a turn asked with `options` ran with that differ from what re-runs pin (name → the value
+    it ran with, unset meaning the schema's default): a control may not reproduce such a turn."""
+    props = properties(options_schema)
+    _, pinned = pinned_options(options_schema, options)
+    ran = {name: options.get(name, props[name].get("default")) for name in pinned}
+    return {name: value for name, value in ran.items() if value != pinned[name]}
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One re-run (the control, or one candidate withheld), or a candidate that was not re-run."""
+
+    seq: int  # 0 = the control, then candidates in plan order
+    role: str  # "control" | "candidate"
+    doc_id: str | None  # the withheld document; None for the control
+    cited: bool = False
+    consulted: bool = False
+    status: str = "ok"  # the re-run's status, or OVER_BUDGET / CONTROL_UNSTABLE when it was not re-run
+    verdict: str | None = None
+    similarity: float | None = None
+    claims_lost: int | None = None
+    claims_total: int | None = None
+    answer: str | None = None
+    calls: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    latency_ms: float | None = None
+    reason: str = ""
+
+    @property
+    def reran(self) -> bool:
+        return self.status not in (OVER_BUDGET, CONTROL_UNSTABLE)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of verifying one turn: every ablation, the verdicts, and what it cost."""
+
+    turn_id: str
+    control_stable: bool
+    ablations: tuple[Ablation, ...]
+    budget: int
+    judge: str
+    judge_version: str | None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    method: str = METHOD
+    similarity_threshold: float = SIMILARITY_THRESHOLD
+    verification_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    verified_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def control(self) -> Ablation:
+        return self.ablations[0]
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {a.doc_id: a.verdict for a in self.ablations if a.doc_id and a.verdict}
+
+    @property
+    def skipped(self) -> list[str]:
+        return [a.doc_id for a in self.ablations if a.status == OVER_BUDGET]
+
+    @property
+    def failed(self) -> list[str]:
+        return [a.doc_id for a in self.ablations if a.doc_id and a.reran and a.verdict is None]
+
+    @property
+    def extra_turns(self) -> int:
+        return sum(a.reran for a in self.ablations)
+
+    @property
+    def extra_calls(self) -> int:
+        return sum(a.calls for a in self.ablations)
+
+    def _tokens(self, name: str) -> int | None:
+        values = [getattr(a, name) for a in self.ablations if a.reran]
+        return sum(values) if values and all(v is not None for v in values) else None
+
+    def to_payload(self) -> dict[str, Any]:
+        """The payload's `verification` object (docs/design.md §2, §9; payload.schema.json)."""
+        c = self.control
+        return {
+            "method": self.method, "control_stable": self.control_stable, "extra_calls": self.extra_calls,
+            "verdicts": self.verdicts, "extra_turns": self.extra_turns, "budget": self.budget,
+            "similarity_threshold": self.similarity_threshold, "judge": self.judge,
+            "judge_version": self.judge_version, "sampling": dict(self.sampling),
+            "tokens_in": self._tokens("tokens_in"), "tokens_out": self._tokens("tokens_out"),
+            "latency_ms": self.latency_ms,
+            "control": {"status": c.status, "similarity": c.similarity, "claims_lost": c.claims_lost,
+                        "claims_total": c.claims_total, "extra_calls": c.calls, "reason": c.reason},
+            "details": {a.doc_id: {"cited": a.cited, "consulted": a.consulted, "verdict": a.verdict,
+                                   "status": a.status, "similarity": a.similarity, "claims_lost": a.claims_lost,
+                                   "claims_total": a.claims_total, "extra_calls": a.calls, "reason": a.reason}
+                        for a in self.ablations if a.doc_id},
+            "skipped": self.skipped, "failed": self.failed,
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per ablation for the trace store's `ablations` table (its column names)."""
+        shared = {"turn_id": self.turn_id, "verification_id": self.verification_id, "method": self.method,
+                  "control_stable": self.control_stable, "similarity_threshold": self.similarity_threshold,
+                  "judge": self.judge, "judge_version": self.judge_version, "verified_at": self.verified_at}
+        return [{**shared, "seq": a.seq, "role": a.role, "doc_id": a.doc_id, "verdict": a.verdict,
+                 "status": a.status, "similarity": a.similarity, "claims_lost": a.claims_lost,
+                 "claims_total": a.claims_total, "extra_calls": a.calls, "tokens_in": a.tokens_in,
+                 "tokens_out": a.tokens_out, "latency_ms": a.latency_ms, "answer": a.answer, "reason": a.reason}
+                for a in self.ablations]
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    return sum(values) if all(v is not None for v in values) else None  # type: ignore[misc]
+
+
+def _change(sim: float, lost: int, total: int) -> str:
+    claims = f"{lost} of the {total} claim{'s' if total != 1 else ''} at stake lost" if total else "no claim at stake"
+    return f"{claims}; similarity {sim:.2f} (threshold {SIMILARITY_THRESHOLD:.2f})"
+
+
+class _Comparer:
+    """Compares re-run answers with the original: claims at stake lost, and similarity (step 4)."""
+
+    def __init__(self, original: str, claims: list[Claim], judge: Judge):
+        self.original, self.claims, self.judge = original, claims, judge
+
+    def at_stake(self, doc_id: str | None, shown: Mapping[str, str]) -> list[Claim]:
+        """Claims that cite `doc_id` or are supported by what the model was shown of it; all for the control."""
+        if doc_id is None:
+            return list(self.claims)
+        text = shown.get(doc_id, "")
+        judged = self.judge.judge_many([(c.text, [text]) for c in self.claims]) if text else []
+        return [c for i, c in enumerate(self.claims)
+                if doc_id in c.cited_doc_ids or (judged and judged[i].verdict == "supported")]
+
+    def compare(self, answer: str, stake: list[Claim]) -> tuple[float, int, bool]:
+        """(similarity, claims lost, changed?) of `answer` against the original."""
+        if answer == self.original:
+            return 1.0, 0, False
+        sim = answer_similarity(self.original, answer)
+        lost = sum(j.verdict != "supported" for j in self.judge.judge_many([(c.text, [answer]) for c in stake])) \
+            if stake and answer.strip() else len(stake)
+        return sim, lost, lost > 0 or sim < SIMILARITY_THRESHOLD
+
+
+def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: dict[str, Any] | None = None,
+           judge: str | Judge = "lexical", budget: int = DEFAULT_BUDGET,
+           sampling: Mapping[str, Any] | None = None) -> Verification:
+    """Verify one turn by ablation (the module docstring): control, then one re-run per candidate.
+
+    `provider` answers every re-run: build it with the original's name, model and options and the
+    sampling of `pinned_options` (recorded as `sampling`), as `Session.verify` does. `toolbox` must be
+    the original's (same corpus and retriever); the re-runs see it through `Toolbox.withholding`.
+    Raises `VerificationError` for a turn that did not answer (nothing to compare against).
+    """
+    started = time.perf_counter()
+    if record.status != "ok" or not record.answer.strip():
+        raise VerificationError(f"only a turn that answered can be verified; this one ended with status "
+                                f"{record.status!r}" + ("" if record.answer.strip() else " and no answer"))
+    payload = payload if payload is not None else build_payload(record)
+    to_run, skipped = plan(payload, budget)
+    j = get_judge(judge) if isinstance(judge, str) else judge
+    claims = split_claims(record.answer, payload.get("citations", []))
+    comparer = _Comparer(record.answer, claims, j)
+    shown = shown_texts(record, payload, toolbox.corpus) if claims else {}
+    k = int(record.config.get("k") or 5)
+    protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
+    turn_id = payload.get("turn_id") or turn_id_of(record)
+
+    def rerun(seq: int, cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
+        withheld = [cand.doc_id] if cand else []
+        new = run_turn(record.question, provider, toolbox.withholding(withheld), mode=record.mode, k=k,
+                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld})
+        calls = new.model_calls
+        cost = {"calls": len(calls), "tokens_in": _sum([c.tokens_in for c in calls]),
+                "tokens_out": _sum([c.tokens_out for c in calls]), "latency_ms": new.latency_ms,
+                "answer": new.answer, "status": new.status}
+        return new, cost
+
+    control, cost = rerun(0, None)
+    if control.status != "ok":
+        stable = False
+        row = Ablation(0, "control", None, **cost,
+                       reason=f"the control re-run (nothing withheld) failed ({control.status}: {control.error}), "
+                              f"so no document can earn a verdict")
+    else:
+        sim, lost, changed = comparer.compare(control.answer, claims)
+        stable = not changed
+        why = ("reproduced the original answer" if not changed else "differs from the original answer, so no "
+               "document can earn a verdict")
+        row = Ablation(0, "control", None, similarity=sim, claims_lost=lost, claims_total=len(claims), **cost,
+                       reason=f"the control re-run (nothing withheld) {why}: {_change(sim, lost, len(claims))}")
+    rows = [row]
+    if not stable:
+        rows += [Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, CONTROL_UNSTABLE, "unstable",
+                          reason=f"unstable: {row.reason}")
+                 for seq, c in enumerate(to_run + skipped, start=1)]
+    else:
+        for seq, c in enumerate(to_run, start=1):
+            new, cost = rerun(seq, c)
+            if new.status != "ok":
+                rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, **cost,
+                                     reason=f"the re-run without it failed ({new.status}: {new.error}): no verdict"))
+                continue
+            stake = comparer.at_stake(c.doc_id, shown)
+            sim, lost, changed = comparer.compare(new.answer, stake)
+            verdict = (("load_bearing" if changed else "decorative") if c.used
+                       else ("hidden_influence" if changed else "no_effect"))
+            rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, verdict=verdict, similarity=sim,
+                                 claims_lost=lost, claims_total=len(stake), **cost,
+                                 reason=_reason(verdict, _change(sim, lost, len(stake)))))
+        rows += [Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, OVER_BUDGET,
+                          reason=f"not verified: over the budget of {budget} re-runs (control included)")
+                 for seq, c in enumerate(skipped, start=len(to_run) + 1)]
+    return Verification(turn_id, stable, tuple(rows), budget, j.name, j.version, dict(sampling or {}),
+                        round((time.perf_counter() - started) * 1000, 3))
+
+
+def _reason(verdict: str, change: str) -> str:
+    return {
+        "load_bearing": f"load-bearing: without it the answer changed ({change})",
+        "decorative": f"decorative: cited or consulted, but without it the answer's claims survive ({change})",
+        "hidden_influence": f"hidden influence: neither cited nor consulted, yet without it the answer changed "
+                            f"({change})",
+        "no_effect": f"no effect: without it the answer stays the same ({change})",
+    }[verdict]
