@@ -18,6 +18,17 @@ SETS = ("retrieved", "cited", "consulted")
 #: tables and charts all take them from here.
 SET_COLORS = {"retrieved": "#9aa5b1", "cited": "#4c78a8", "consulted": "#2ca02c"}
 REJECTED_COLOR = "#e45756"
+#: Verdicts of verification by ablation (docs/design.md §9), as shown, in the order they are listed.
+VERDICT_LABELS = {"load_bearing": "load-bearing", "decorative": "decorative", "hidden_influence": "hidden influence",
+                  "no_effect": "no effect", "unstable": "unstable"}
+VERDICT_MEANINGS = {
+    "load_bearing": "the answer changed without it: it lost a claim this document supported, or drifted below the "
+                    "similarity threshold",
+    "decorative": "cited or consulted, but the answer's claims survive without it (e.g. a \"see also\" link)",
+    "hidden_influence": "neither cited nor consulted, yet the answer changed without it",
+    "no_effect": "neither cited nor consulted, and the answer stays the same without it",
+    "unstable": "no verdict earned: re-running the turn with nothing withheld already changed the answer",
+}
 
 
 def source_chips(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -43,16 +54,53 @@ def safe_url(url: str | None) -> str | None:
     return None
 
 
+def verdicts(payload: dict[str, Any]) -> dict[str, str]:
+    """doc_id → verdict of the payload's verification by ablation; empty when the turn was not verified
+    (no `verification`: an old server, or simply unverified)."""
+    v = payload.get("verification")
+    return {k: x for k, x in (v.get("verdicts") or {}).items() if x in VERDICT_LABELS} if isinstance(v, dict) else {}
+
+
 def sources_row(payload: dict[str, Any]) -> str:
     chips = source_chips(payload)
     if not chips:
         return "Sources: none (nothing was read to answer this)"
+    judged = verdicts(payload)
     parts = []
     for s in chips:
         label = s.get("label")
         tag = f" [{label}]" if label and label != "Source text" else ""
-        parts.append(f"{s.get('title') or s['doc_id']}{tag} <{s.get('url') or s['doc_id']}>")
+        verdict = f" ({VERDICT_LABELS[judged[s['doc_id']]]})" if s["doc_id"] in judged else ""
+        parts.append(f"{s.get('title') or s['doc_id']}{tag} <{s.get('url') or s['doc_id']}>{verdict}")
     return "Sources: " + " · ".join(parts)
+
+
+def verification_lines(payload: dict[str, Any]) -> list[str]:
+    """The verification by ablation in words: method, control, cost, then the documents of each verdict;
+    empty when the turn was not verified."""
+    v = payload.get("verification")
+    if not isinstance(v, dict):
+        return []
+    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    cost = f"{v.get('extra_turns', '?')} re-runs, {v.get('extra_calls', '?')} extra model calls"
+    if v.get("latency_ms") is not None:
+        cost += f", {v['latency_ms']:.0f} ms"
+    control = "control stable" if v.get("control_stable") else "control UNSTABLE: no document earned a verdict"
+    lines = [f"Verified by {v.get('method', 'ablation')} ({control}; {cost}):"]
+    judged = verdicts(payload)
+
+    def names(ids: list[str], most: int = 6) -> str:
+        shown = " · ".join(titles.get(d, d) for d in ids[:most])
+        return shown + (f" · and {len(ids) - most} more" if len(ids) > most else "")
+
+    for verdict, label in VERDICT_LABELS.items():
+        docs = [d for d, x in judged.items() if x == verdict]
+        if docs:
+            lines.append(f"  {label}: {names(docs)}")
+    for key, what in (("skipped", f"over the budget of {v.get('budget', '?')} re-runs"), ("failed", "re-run failed")):
+        if v.get(key):
+            lines.append(f"  not verified ({what}): {names(list(v[key]))}")
+    return lines
 
 
 def summary_line(payload: dict[str, Any]) -> str:

@@ -35,6 +35,18 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "forget_link, link_listed, cite_unretrieved")
 
 
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    from ..verify import DEFAULT_BUDGET, METHOD
+
+    p.add_argument("--verify", action="store_true",
+                   help=f"verify each answer by ablation ({METHOD}, docs/design.md §9): re-run the turn without each "
+                        "cited, consulted or top unused document and give it a verdict (load_bearing, decorative, "
+                        "hidden_influence, no_effect, unstable); with a real model every re-run costs model calls")
+    p.add_argument("--verify-budget", type=positive_int, default=DEFAULT_BUDGET, metavar="N",
+                   help=f"at most N re-runs per answer, the control included (default {DEFAULT_BUDGET}); candidates "
+                        "over it get no verdict")
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON, one object per line")
 

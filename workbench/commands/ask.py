@@ -8,9 +8,10 @@ import sys
 
 from ..errors import WorkbenchError
 from ..questions import read_questions
-from ..render import sources_row, summary_line
+from ..render import sources_row, summary_line, verification_lines
 from ..session import Session
-from ._options import add_json_option, add_run_options, add_trace_options, db_path, provider_options
+from ._options import (add_json_option, add_run_options, add_trace_options, add_verify_options, db_path,
+                       provider_options)
 
 
 def register(sub) -> None:
@@ -19,6 +20,7 @@ def register(sub) -> None:
     p.add_argument("--questions", metavar="FILE.jsonl", help='a file of {"question": …} lines')
     add_run_options(p)
     add_trace_options(p)
+    add_verify_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for q in questions:
         answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                             tool_protocol=args.tool_protocol, **options)
+                             tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget,
+                             **options)
         payload = answer.payload
         failed += payload["status"] != "ok" or answer.trace_error is not None
         if answer.trace_error:
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(payload["answer"] or "(no answer)")
         print()
         print(sources_row(payload))
+        for line in verification_lines(payload):
+            print(line)
         if answer.record.excerpts:
             print(excerpt_lines(answer.record, payload))
         print(summary_line(payload))

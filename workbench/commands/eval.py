@@ -6,11 +6,13 @@ A thin shell over `workbench.batch.run_eval` (see there for how resuming works).
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 from ..batch import EvalResult, run_eval
+from ..render import VERDICT_LABELS
 from ..questions import read_questions
-from ._options import add_db_option, add_run_options, db_path, provider_options
+from ._options import add_db_option, add_run_options, add_verify_options, db_path, provider_options
 from ._table import print_table
 
 
@@ -19,6 +21,7 @@ def register(sub) -> None:
     p.add_argument("questions", metavar="QUESTIONS.jsonl", help='a file of {"question": …} lines')
     add_run_options(p)
     add_db_option(p)
+    add_verify_options(p)
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -40,6 +43,12 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
         ("turns/s", round(result.asked / result.seconds, 1) if result.seconds else "-"),
     ]
+    checked = [p["verification"] for p in ps if p.get("verification")]
+    if checked:
+        counts = Counter(v for c in checked for v in c["verdicts"].values())
+        rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c['control_stable'] for c in checked)})")]
+        rows += [(f"verdict: {label}", counts[v]) for v, label in VERDICT_LABELS.items()]
+        rows += [("extra model calls for verification", sum(c["extra_calls"] for c in checked))]
     return ["metric", "value"], rows
 
 
@@ -51,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                       options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                      tool_protocol=args.tool_protocol)
+                      tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget)
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))
