@@ -160,6 +160,18 @@ def test_citation_click_opens_the_side_panel(page):
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+def test_verify_sources_puts_each_verdict_on_its_chip(page):
+    msg = page.get_by_test_id("stChatMessage").nth(1)  # the answer to "How do I configure SSO?"
+    msg.get_by_role("button", name="Verify sources").click()
+    msg.locator("[class*='st-key-sources-']").filter(has_text="load-bearing").wait_for()
+    _settle(page)
+    chips = msg.locator("[class*='st-key-sources-']").inner_text()
+    assert "Configure SAML single sign-on (SSO) · load-bearing" in chips
+    assert "Set up SSO with Microsoft Entra ID (Azure AD) · decorative" in chips
+    assert msg.get_by_role("button", name="Verify sources").count() == 0
+    _shot(page, "verified", msg)
+
+
 def test_listing_answer_shows_links_and_no_source_chips(page):
     msg = _ask(page, "Which articles do you have?")
     links = msg.locator("a[href^='https://help.orbitly.example/articles/']")
@@ -193,6 +205,13 @@ def test_untrusted_corpus_text_executes_nothing(page, server):
     assert page.locator("img[src='x'], img[src*='tracker']").count() == 0
     assert page.locator("script:not([src])").filter(has_text="__pwned").count() == 0
     _shot(page, "untrusted")
+    # verified: the evil title is in a verdict chip and the Provenance expander, still as text
+    msg.get_by_role("button", name="Verify sources").click()
+    msg.locator("[class*='st-key-sources-']").filter(has_text="load-bearing").wait_for()
+    _settle(page)
+    assert "onerror" in msg.locator("[class*='st-key-sources-']").inner_text()
+    assert page.evaluate("typeof window.__pwned") == "undefined" and page.dialogs == []
+    assert page.locator("a[href^='javascript:' i], img[src='x']").count() == 0
 
 
 def test_compare_page_runs_two_configurations(page, server):

@@ -11,7 +11,9 @@ from typing import Any
 import streamlit as st
 
 from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, escape_markdown,
-                      evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips)
+                      evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips,
+                      verdicts)
+from . import verify as verification
 from .state import Turn, provider_display
 
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
@@ -29,6 +31,8 @@ def config_caption(turn: Turn) -> None:
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:
     """The assistant side of a turn (answer, citations, sources, expanders)."""
     config_caption(turn)
+    if details:
+        verification.run_pending(turn)  # before the chips are drawn, so they carry the verdicts
     payload = turn.payload
     if turn.error:
         st.error(escape_markdown(f"The turn failed: {turn.error}"), icon="🚫")
@@ -45,8 +49,11 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         citation_buttons(turn)
     sources_row(turn)
     if details:
+        verification.hidden_influence(payload)
+        verification.verify_action(turn)
         with st.expander("Provenance", expanded=False):
             provenance_sets(payload)
+            verification.explain(payload)
         with st.expander(f"Tool calls ({len(payload.get('tool_calls', []))})", expanded=False):
             tool_calls(payload)
         claims(turn)
@@ -96,16 +103,18 @@ def citation_buttons(turn: Turn) -> None:
 
 
 def sources_row(turn: Turn) -> None:
-    """Only consulted chips (an absent `consulted` flag means show, docs/design.md §2)."""
+    """Only consulted chips (an absent `consulted` flag means show, docs/design.md §2), each with its verdict
+    when the turn was verified by ablation (an absent `verification` means unverified)."""
     chips = source_chips(turn.payload)
     if not chips:
         st.caption("No sources: nothing was read to answer this.")
         return
+    judged = verdicts(turn.payload)
     badges = []
     for s in chips:
         label = s.get("label")
         tag = f" · {label}" if label and label != "Source text" else ""
-        badges.append(f":green-badge[{escape_markdown((s.get('title') or s['doc_id']) + tag)}]")
+        badges.append(verification.badge(s["doc_id"], (s.get("title") or s["doc_id"]) + tag, judged))
     with st.container(key=f"sources-{turn.turn_id}"):
         st.markdown("**Sources** " + " ".join(badges))
 

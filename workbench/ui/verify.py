@@ -1,0 +1,168 @@
+"""An answer's "Verify sources" action, its verdict chips and the verdicts explained (docs/design.md §9).
+
+The work is `Session.verify`; this module only asks, runs it under a spinner and shows the result.
+For a provider whose calls cost something (every provider but one declaring `free_calls`), the
+action first says how many re-runs and about how many model calls it will make, and runs only once
+confirmed. Every text from the corpus or a model goes through `escape_markdown`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ..errors import WorkbenchError
+from ..providers import declared
+from ..render import VERDICT_LABELS, VERDICT_MEANINGS, escape_markdown, verdicts
+from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
+from .state import Turn, provider_display
+
+#: Badge colour per verdict (Streamlit's named colours).
+VERDICT_COLORS = {"load_bearing": "green", "decorative": "gray", "hidden_influence": "orange", "no_effect": "gray",
+                  "unstable": "violet"}
+MAX_BUDGET = 50
+
+
+def _keys(turn: Turn) -> dict[str, str]:
+    tid = turn.turn_id
+    return {name: f"verify-{name}-{tid}" for name in ("ask", "pending", "budget", "error", "go", "run", "cancel")}
+
+
+def can_verify(turn: Turn) -> bool:
+    """An answered turn of this app session, not verified yet."""
+    p = turn.payload
+    return (turn.session is not None and turn.error is None and p.get("status") == "ok"
+            and bool((p.get("answer") or "").strip()) and "verification" not in p)
+
+
+def run_pending(turn: Turn) -> None:
+    """Verify the turn now if the user asked for it (before its chips are drawn, so they carry the verdicts)."""
+    keys = _keys(turn)
+    budget = st.session_state.pop(keys["pending"], None)
+    if budget is None or not can_verify(turn):
+        return
+    label = turn.payload.get("config", {}).get("provider_label") or provider_display(turn.config.provider)
+    with st.spinner(f"Verifying by ablation: up to {budget} re-runs with {label}…"):
+        try:
+            turn.answer = turn.session.verify(turn.answer, budget=budget)
+        except WorkbenchError as exc:
+            st.session_state[keys["error"]] = str(exc)
+
+
+def _request(keys: dict[str, str], budget: int) -> None:
+    st.session_state[keys["pending"]] = budget
+    st.session_state[keys["ask"]] = False
+
+
+def _confirm(keys: dict[str, str]) -> None:
+    _request(keys, int(st.session_state.get(keys["budget"], DEFAULT_BUDGET)))
+
+
+def _set(key: str, value: Any) -> None:
+    st.session_state[key] = value
+
+
+def verify_action(turn: Turn) -> None:
+    """The "Verify sources" button, and for a provider whose calls cost, the cost and a confirmation first."""
+    keys = _keys(turn)
+    error = st.session_state.pop(keys["error"], None)
+    if error:
+        st.error(escape_markdown(f"Verification failed: {error}"), icon="🚫")
+    if not can_verify(turn):
+        return
+    free = declared(turn.config.provider, "free_calls")
+    helptext = ("Re-run this turn without each cited, consulted or top unused document and say which ones the "
+                "answer really depended on (docs/design.md §9).")
+    if free:
+        st.button("Verify sources", key=keys["go"], help=helptext, on_click=_request, args=(keys, DEFAULT_BUDGET))
+        return
+    if not st.session_state.get(keys["ask"]):
+        st.button("Verify sources", key=keys["go"], help=helptext, on_click=_set, args=(keys["ask"], True))
+        return
+    with st.container(border=True, key=f"verify-confirm-{turn.turn_id}"):
+        budget = st.number_input("Re-runs at most (the control included)", min_value=1, max_value=MAX_BUDGET,
+                                 value=DEFAULT_BUDGET, step=1, key=keys["budget"])
+        to_run, skipped = plan(turn.payload, int(budget))
+        reruns = 1 + len(to_run)
+        per_turn = max(1, len(turn.answer.record.model_calls))
+        label = turn.payload.get("config", {}).get("provider_label") or provider_display(turn.config.provider)
+        over = f"; {len(skipped)} more candidates are over the budget and get no verdict" if skipped else ""
+        st.warning(escape_markdown(
+            f"This costs real model calls. Verifying re-runs this turn {reruns} times with {label}: once with "
+            f"nothing withheld (the control), then once without each of {len(to_run)} documents{over}. The "
+            f"original turn made {per_turn} model call{'s' if per_turn != 1 else ''}, so expect about "
+            f"{reruns * per_turn} extra calls."), icon="💸")
+        schema, asked = declared(turn.config.provider, "options_schema"), turn.answer.request.get("options", {})
+        differs = unpinned(schema, asked)
+        if differs:
+            pinned = pinned_options(schema, asked)[1]
+            st.info(escape_markdown(
+                "The re-runs use " + ", ".join(f"{k} {v}" for k, v in pinned.items()) + " so that they are "
+                "reproducible, but this turn was asked with " + ", ".join(
+                    f"{k} {'(unset)' if v is None else v}" for k, v in differs.items()) + ": the control may not "
+                "reproduce it, and then every verdict is unstable. To verify reliably, set those options in the "
+                "sidebar and ask again."), icon="ℹ️")
+        go, cancel = st.columns(2)
+        go.button(f"Run {reruns} re-runs", key=keys["run"], type="primary", on_click=_confirm, args=(keys,))
+        cancel.button("Cancel", key=keys["cancel"], on_click=_set, args=(keys["ask"], False))
+
+
+def verdict_badge(verdict: str, text: str | None = None) -> str:
+    """A badge in the verdict's colour reading `text` (default: the verdict's label)."""
+    return f":{VERDICT_COLORS[verdict]}-badge[{escape_markdown(text or VERDICT_LABELS[verdict])}]"
+
+
+def badge(doc_id: str, text: str, judged: dict[str, str]) -> str:
+    """A source chip: green, or when verified its verdict appended and the verdict's colour."""
+    verdict = judged.get(doc_id)
+    if verdict is None:
+        return f":green-badge[{escape_markdown(text)}]"
+    return verdict_badge(verdict, f"{text} · {VERDICT_LABELS[verdict]}")
+
+
+def hidden_influence(payload: dict[str, Any]) -> None:
+    """Documents that were not sources yet changed the answer: shown beside the sources row."""
+    judged = verdicts(payload)
+    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    hidden = [d for d, v in judged.items() if v == "hidden_influence"]
+    if hidden:
+        st.markdown("**Hidden influence** " + " ".join(badge(d, titles.get(d, d), judged) for d in hidden))
+
+
+def explain(payload: dict[str, Any]) -> None:
+    """The Provenance expander's verification part: the method, the control, the cost and every verdict
+    with what it means and why this document got it."""
+    v = payload.get("verification")
+    st.markdown("**Verification by ablation**")
+    if not isinstance(v, dict):
+        st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
+                   "answer really depended on.")
+        return
+    control = v.get("control") or {}
+    tokens = v.get("tokens_in"), v.get("tokens_out")
+    cost = (f"{v.get('extra_turns', '?')} re-runs · {v.get('extra_calls', '?')} extra model calls"
+            + (f" · {tokens[0]} + {tokens[1]} tokens" if None not in tokens else "")
+            + (f" · {v['latency_ms']:.0f} ms" if v.get("latency_ms") is not None else ""))
+    st.caption(escape_markdown(f"{v.get('method')} · judge {v.get('judge')} · similarity threshold "
+                               f"{v.get('similarity_threshold')} · {cost}"))
+    st.markdown(escape_markdown(control.get("reason") or ("control stable" if v.get("control_stable")
+                                                          else "control unstable")))
+    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    details = v.get("details") or {}
+    judged = verdicts(payload)
+    lines = []
+    for verdict, label in VERDICT_LABELS.items():
+        docs = [d for d, x in judged.items() if x == verdict]
+        if not docs:
+            continue
+        lines.append(f"- {verdict_badge(verdict)} {escape_markdown(VERDICT_MEANINGS[verdict])}")
+        for d in docs:
+            why = (details.get(d) or {}).get("reason") or ""
+            lines.append(f"    - **{escape_markdown(titles.get(d, d))}**: {escape_markdown(why)}")
+    unjudged = [*(v.get("skipped") or []), *(v.get("failed") or [])]
+    if unjudged:
+        lines.append(f"- :gray-badge[no verdict] {len(unjudged)} candidate(s): "
+                     + escape_markdown(" · ".join(f"{titles.get(d, d)} ({(details.get(d) or {}).get('status')})"
+                                                  for d in unjudged)))
+    st.markdown("\n".join(lines) if lines else "_no candidates_")
