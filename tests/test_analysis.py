@@ -149,6 +149,27 @@ def test_gold_rows_match_the_payloads(batch):
     assert [t.name for t in fig.data] == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
 
 
+def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):
+    """The same questions verified by ablation: a run of its own, a load-bearing row per verified turn (the
+    consulted documents whose verdict is load_bearing), and the verdicts counted per configuration."""
+    db, questions, runs = batch
+    verified = A.run_question_set(questions, corpus=DEMO_CORPUS, db=db, retrievers=["bm25"], verify=True)
+    assert verified.loc[0, "run_id"] != runs.loc[0, "run_id"] and verified.loc[0, "asked"] == len(questions)
+    rows = A.gold_rows(db, verified["run_id"], questions)
+    assert set(rows["row"]) == {"naive", "honest", "load_bearing"}
+    honest = rows[rows["row"] == "honest"].set_index("question")
+    bearing = rows[rows["row"] == "load_bearing"].set_index("question")
+    assert (bearing["size"] <= honest["size"]).all() and (bearing["hits"] <= honest["hits"]).all()
+    assert set(A.gold_rows(db, runs["run_id"], questions)["row"]) == {"naive", "honest"}  # unverified: two rows
+    counts = A.verdict_counts(db, verified["run_id"]).iloc[0]
+    assert counts["verified turns"] == counts["stable controls"] == len(questions)
+    assert counts["load bearing"] >= bearing["size"].sum() > 0
+    assert counts["load-bearing share"] == pytest.approx(
+        bearing["size"].sum() / (bearing["size"].sum() + (honest["size"] - bearing["size"]).sum()), abs=1e-3)
+    fig = A.precision_figure(A.consulted_precision(rows))
+    assert [t.name for t in fig.data] == [A.ROW_LABELS[r] for r in ("naive", "honest", "load_bearing")]
+
+
 def test_consulted_precision_counts_empty_rows():
     rows = pd.DataFrame([
         {"run_id": "r", "provider": "p", "retriever": "bm25", "mode": "agent", "question": q, "row": "honest",

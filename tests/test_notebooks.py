@@ -121,6 +121,12 @@ def test_compare_and_faithfulness_draw_plotly_charts(executed):
     assert "honest" in _text(executed[1]["02_compare_retrievers_providers"])
 
 
+def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(executed):
+    text = _text(executed[1]["02_compare_retrievers_providers"])
+    assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
+    assert "load_bearing" in text and "strict precision" in text  # the precision table, one column per row
+
+
 def test_trace_analysis_exports_parquet(executed):
     home, results = executed
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))

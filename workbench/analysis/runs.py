@@ -14,15 +14,16 @@ from .inputs import load_questions
 def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
                      retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
                      mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None,
-                     new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None
-                     ) -> pd.DataFrame:
+                     new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None,
+                     verify: bool = False) -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
 
     `options` are provider options given to every provider (e.g. the offline provider's `{"faults":
     ["corrupt_id"]}`), so use them with the providers that take them; `provider_options` maps a
     provider name to options only it gets, over `options` (e.g. `{"llamacpp": {"max_tokens": 96}}`
-    beside `offline`, which takes no `max_tokens`). Re-running with the same inputs resumes (and so
-    skips) the runs already complete, as `workbench eval` does. Returns one row per run.
+    beside `offline`, which takes no `max_tokens`). `verify` verifies every answer by ablation (`eval
+    --verify`). Re-running with the same inputs resumes (and so skips) the runs already complete, as
+    `workbench eval` does. Returns one row per run.
     """
     from ..batch import run_eval
     from ..corpus import Corpus, load_corpus
@@ -36,7 +37,7 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
         for provider in providers:
             given = {**(options or {}), **(provider_options or {}).get(provider, {})}
             r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
-                         progress=False)
+                         progress=False, verify=verify)
             rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
                          "options": json.dumps(given, sort_keys=True), "asked": r.asked, "skipped": r.skipped,
                          "failed": r.failed, "seconds": round(r.seconds, 2)})
@@ -77,7 +78,8 @@ def set_sizes(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
 
 
 def gold_rows(db: str | Path, run_ids: Sequence[str], questions: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Per turn and row type: the naive row (retrieved set) and the honest row (consulted set) against gold.
+    """Per turn and row type: the naive row (retrieved set) and the honest row (consulted set) against gold,
+    and for a turn verified by ablation the load-bearing row (its `load_bearing` documents).
 
     Only substantive questions with expected documents are scored. precision = |row ∩ gold| / |row|
     (None for an empty row: it claims nothing), recall = |row ∩ gold| / |gold|.
@@ -88,15 +90,19 @@ def gold_rows(db: str | Path, run_ids: Sequence[str], questions: Sequence[dict[s
     sets = _reader(db).df(
         "SELECT t.run_id, r.provider, r.retriever, r.mode, t.turn_id, t.question, "
         "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.doc_id IS NOT NULL), []) AS retrieved, "
-        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.consulted), []) AS consulted "
-        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN sources s USING (turn_id) "
+        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.consulted), []) AS consulted, "
+        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.verdict = 'load_bearing'), []) AS load_bearing, "
+        "coalesce(bool_or(s.verified), false) AS verified "
+        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN source_verdicts s USING (turn_id) "
         f"WHERE t.run_id IN ({marks}) GROUP BY ALL ORDER BY t.run_id, t.turn_id", ids)
     rows = []
     for t in sets.itertuples(index=False):
         expected = gold.get(t.question)
         if not expected:
             continue
-        for row, docs in (("naive", t.retrieved), ("honest", t.consulted)):
+        rows_of = [("naive", t.retrieved), ("honest", t.consulted)] + ([("load_bearing", t.load_bearing)]
+                                                                        if t.verified else [])
+        for row, docs in rows_of:
             docs = list(docs)
             hits = len(set(docs) & expected)
             rows.append({"run_id": t.run_id, "provider": t.provider, "retriever": t.retriever, "mode": t.mode,
@@ -118,3 +124,22 @@ def consulted_precision(rows: pd.DataFrame) -> pd.DataFrame:
                     "strict precision": round(answered.sum() / len(g), 3),
                     "recall": round(g["recall"].mean(), 3), "mean size": round(g["size"].mean(), 2)})
     return pd.DataFrame(out)
+
+
+def verdict_counts(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
+    """Per run, over its turns verified by ablation (latest verification each): the verdicts, the share of
+    consulted documents that are load-bearing and the hidden-influence rate (the `source_verdicts` view)."""
+    marks, ids = _in_list(run_ids)
+    return _reader(db).df(
+        "SELECT t.run_id, r.provider, r.retriever, r.mode, "
+        "count(DISTINCT s.turn_id) FILTER (WHERE s.verified) AS \"verified turns\", "
+        "count(DISTINCT s.turn_id) FILTER (WHERE s.control_stable) AS \"stable controls\", "
+        "count(*) FILTER (WHERE s.consulted AND s.verified) AS consulted, "
+        + ", ".join(f"count(*) FILTER (WHERE s.verdict = '{v}') AS \"{v.replace('_', ' ')}\""
+                    for v in ("load_bearing", "decorative", "hidden_influence", "no_effect", "unstable")) + ", "
+        "round(count(*) FILTER (WHERE s.consulted AND s.verdict = 'load_bearing') / nullif(count(*) FILTER "
+        "(WHERE s.consulted AND s.verdict IN ('load_bearing', 'decorative')), 0), 3) AS \"load-bearing share\", "
+        "round(count(*) FILTER (WHERE s.verdict = 'hidden_influence') / nullif(count(*) FILTER "
+        "(WHERE s.verdict IN ('hidden_influence', 'no_effect')), 0), 3) AS \"hidden-influence rate\" "
+        "FROM source_verdicts s JOIN turns t USING (turn_id) JOIN runs r USING (run_id) "
+        f"WHERE t.run_id IN ({marks}) GROUP BY ALL ORDER BY r.provider, r.retriever", ids)

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..render import SET_COLORS, SETS, source_chips
 
-ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row (consulted)"}
+ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row (consulted)",
+              "load_bearing": "load-bearing row (verified by ablation)"}
 
 
 def three_sets(payload: dict[str, Any]) -> pd.DataFrame:
