@@ -39,30 +39,20 @@ sys.path.insert(0, str(ROOT))
 
 from workbench import session as session_module  # noqa: E402
 from workbench.batch import run_eval  # noqa: E402
-from workbench.config import benchmark_data_dir  # noqa: E402
 from workbench.providers import get_provider  # noqa: E402
 from workbench.retrieval import bm25  # noqa: E402
 from workbench.session import Session  # noqa: E402
 from workbench.verify import SIMILARITY_THRESHOLD, verify  # noqa: E402
 
-SETS = {
-    "arduino": (benchmark_data_dir() / "arduino-help-center" / "corpus.jsonl",
-                ROOT / "benchmarks" / "arduino_questions.jsonl"),
-    "demo": (ROOT / "data" / "demo", ROOT / "data" / "demo_gold.jsonl"),
-}
+from real_model import SETS, gold_scores  # noqa: E402  (benchmarks/: the question sets and their scoring)
+
 
 
 def scores(rows: list[tuple[list[str], set[str]]]) -> str:
-    precisions, recalls = [], []
-    for row, gold in rows:
-        hits = len(set(row) & gold)
-        precisions.append(hits / len(row) if row else None)
-        recalls.append(hits / len(gold))
-    answered = [p for p in precisions if p is not None]
-    if not answered:
-        return f"— (0.000) · {statistics.mean(recalls):.3f} · 0/{len(rows)} non-empty"
-    return (f"{statistics.mean(answered):.3f} ({sum(answered) / len(rows):.3f}) · {statistics.mean(recalls):.3f} · "
-            f"{len(answered)}/{len(rows)} non-empty")
+    precision, strict, recall = gold_scores(rows)  # the same scoring as real_model.py
+    non_empty = sum(bool(row) for row, _ in rows)
+    shown = "—" if precision is None else f"{precision:.3f}"
+    return f"{shown} ({strict:.3f}) · {recall:.3f} · {non_empty}/{len(rows)} non-empty"
 
 
 def spread(values: list[float]) -> str:
@@ -187,7 +177,7 @@ def main() -> int:
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--limit", type=int, default=None, help="only the first N scored questions of each set")
-    ap.add_argument("--sets", default="arduino,demo")
+    ap.add_argument("--sets", default="arduino,demo", help="question sets of real_model.py: arduino, demo")
     ap.add_argument("--max-tokens", type=int, default=None, help="the provider's max_tokens option (llamacpp, openai)")
     ap.add_argument("--speed-runs", type=int, default=50)
     ap.add_argument("--no-speed", action="store_true", help="skip the speed and batch sections")
