@@ -19,14 +19,13 @@ from typing import Any, Iterable
 
 import yaml
 
+from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
 from .types import Document
 
-try:  # BaseLoader keeps every scalar a string: ids like 0123 or 4412377144338 stay exact.
-    _YAML_LOADER = yaml.CBaseLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _YAML_LOADER = yaml.BaseLoader
+#: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
+MAX_FRONT_MATTER_BYTES = safe_yaml.MAX_BYTES
 
 #: Suffixes read from a corpus folder; other files are ignored.
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -73,16 +72,20 @@ def _content_hash(documents: tuple[Document, ...]) -> str:
     return h.hexdigest()
 
 
-def load_corpus(path: str | Path) -> Corpus:
-    """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input."""
+def load_corpus(path: str | Path, *, max_documents: int | None = None) -> Corpus:
+    """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input.
+
+    `max_documents` (the app sets it for visitors' corpora) refuses a corpus with more documents
+    before their text is held in memory.
+    """
     p = Path(path)
     if not p.exists():
         raise CorpusError("corpus path does not exist (give a folder of Markdown, text or PDF files, or a .jsonl file)", str(p))
     if p.is_dir():
-        docs = list(_load_folder(p))
+        docs = _at_most(_load_folder(p), max_documents, p)
         corpus_id = p.name
     elif p.suffix.lower() == ".jsonl":
-        docs = list(_load_jsonl(p))
+        docs = _at_most(_load_jsonl(p), max_documents, p)
         corpus_id = p.stem
     elif p.suffix.lower() in FOLDER_SUFFIXES:
         docs = [_parse_file(p, p.parent)]
@@ -92,6 +95,15 @@ def load_corpus(path: str | Path) -> Corpus:
     if not docs:
         raise CorpusError("corpus contains no documents", str(p))
     return Corpus(corpus_id, str(p), docs)
+
+
+def _at_most(docs: Iterable[Document], limit: int | None, path: Path) -> list[Document]:
+    out: list[Document] = []
+    for doc in docs:
+        if limit is not None and len(out) >= limit:
+            raise CorpusError(f"corpus has more than {limit:,} documents", str(path))
+        out.append(doc)
+    return out
 
 
 # --- folders of Markdown, text and PDF files ------------------------------------------------
@@ -184,7 +196,9 @@ def _parse_markdown(f: Path, root: Path) -> Document:
     if end is None:
         raise CorpusError("YAML front matter is never closed with '---'", str(f), 1)
     try:
-        meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)
+        meta = safe_yaml.load("".join(lines[1:end]))
+    except safe_yaml.YamlLimitError as exc:
+        raise CorpusError(str(exc), str(f), exc.line + 2) from None
     except yaml.YAMLError as exc:
         # The context mark is where the broken construct starts (e.g. an unclosed "["), which is
         # the line a person needs to fix; the problem mark is where the parser gave up.

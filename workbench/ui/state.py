@@ -10,13 +10,13 @@ from typing import Any
 import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
-from ..corpus import FOLDER_SUFFIXES
+from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import WorkbenchError
 from ..providers import get_provider, provider_names
 from ..providers.offline import FAULTS
 from ..retrieval import retriever_names
 from ..session import Session
-from .uploads import save_upload
+from .uploads import max_documents, save_upload
 
 MODES = ("agent", "excerpts")
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
@@ -108,9 +108,14 @@ def _fingerprint(path: str) -> str:
         return "missing"
 
 
+def load_app_corpus(path: str) -> Corpus:
+    """A corpus for the app: at most `WORKBENCH_MAX_DOCUMENTS` documents (docs/security.md)."""
+    return load_corpus(path, max_documents=max_documents())
+
+
 @st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)
 def _cached_session(corpus: str, retriever: str, fingerprint: str, db: str | None) -> Session:
-    session = Session.open(corpus, retriever=retriever, trace_db=db)
+    session = Session.open(load_app_corpus(corpus), retriever=retriever, trace_db=db)
     session.toolbox  # build (or load) the index now, not during the first question
     return session
 
