@@ -77,8 +77,8 @@ def server(tmp_path_factory):
     else:
         proc.terminate()
         pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
-    corpus = tmp / "evil-corpus"
-    corpus.mkdir()
+    corpus = tmp / "home" / "evil-corpus"  # inside WORKBENCH_HOME: an allowed root (docs/security.md)
+    corpus.mkdir(parents=True)
     (corpus / "widget-calibration.md").write_text(EVIL_DOC)
     (corpus / "widget-reset.md").write_text(SAFE_DOC)
     yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log"}

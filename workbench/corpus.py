@@ -36,10 +36,12 @@ OPTIONAL_FIELDS = ("url", "category", "section", "kind", "artifact_kind")
 class Corpus:
     """An immutable set of documents with a content hash (the index cache key)."""
 
-    def __init__(self, corpus_id: str, path: str, documents: Iterable[Document]):
+    def __init__(self, corpus_id: str, path: str, documents: Iterable[Document], skipped: Iterable[str] = ()):
         self.corpus_id = corpus_id
         self.path = path
         self.documents: tuple[Document, ...] = tuple(documents)
+        #: Files of a folder that were deliberately not read, each "path: why" (shown as warnings).
+        self.skipped: tuple[str, ...] = tuple(skipped)
         self._by_id = {d.doc_id: d for d in self.documents}
         self.content_hash = _content_hash(self.documents)
 
@@ -79,10 +81,11 @@ def load_corpus(path: str | Path, *, max_documents: int | None = None) -> Corpus
     before their text is held in memory.
     """
     p = Path(path)
+    skipped: list[str] = []
     if not p.exists():
         raise CorpusError("corpus path does not exist (give a folder of Markdown, text or PDF files, or a .jsonl file)", str(p))
     if p.is_dir():
-        docs = _at_most(_load_folder(p), max_documents, p)
+        docs = _at_most(_load_folder(p, skipped), max_documents, p)
         corpus_id = p.name
     elif p.suffix.lower() == ".jsonl":
         docs = _at_most(_load_jsonl(p), max_documents, p)
@@ -94,7 +97,7 @@ def load_corpus(path: str | Path, *, max_documents: int | None = None) -> Corpus
         raise CorpusError("unsupported corpus file; expected a folder, a .jsonl, .md, .txt or .pdf file", str(p))
     if not docs:
         raise CorpusError("corpus contains no documents", str(p))
-    return Corpus(corpus_id, str(p), docs)
+    return Corpus(corpus_id, str(p), docs, skipped)
 
 
 def _at_most(docs: Iterable[Document], limit: int | None, path: Path) -> list[Document]:
@@ -109,11 +112,21 @@ def _at_most(docs: Iterable[Document], limit: int | None, path: Path) -> list[Do
 # --- folders of Markdown, text and PDF files ------------------------------------------------
 
 
-def _load_folder(root: Path) -> Iterable[Document]:
+def _load_folder(root: Path, skipped: list[str]) -> Iterable[Document]:
+    """Every corpus file below `root`, except hidden ones and symlinks that leave the folder: a corpus
+    folder holds its documents, and a link to `~/.ssh/…` or `/etc/…` must not make them one."""
     seen: dict[str, str] = {}
+    real_root = root.resolve()
     files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in FOLDER_SUFFIXES)
     for f in files:
         if any(part.startswith(".") for part in f.relative_to(root).parts):
+            continue
+        try:
+            inside = f.resolve().is_relative_to(real_root)
+        except (OSError, RuntimeError):  # a symlink loop
+            inside = False
+        if not inside:
+            skipped.append(f"{f}: a symlink that leaves the corpus folder; not followed")
             continue
         doc = _parse_file(f, root)
         if doc.doc_id in seen:

@@ -63,3 +63,7 @@ class ReadOnlyQueryError(TraceStoreError):
 
 class JudgeInputError(WorkbenchError):
     """A `judge` input file line is not {"id", "claim", "evidence": [text, …]}; names the file and line."""
+
+
+class PathNotAllowedError(WorkbenchError):
+    """A path typed in the app lies outside the folders the operator allows (docs/security.md)."""

@@ -46,6 +46,14 @@ def db_path(args: argparse.Namespace):
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
+def warn_skipped(corpus) -> None:
+    """Say which files of a corpus folder were not read (symlinks leaving it): nothing is left out silently."""
+    import sys
+
+    for line in corpus.skipped:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def positive_int(text: str) -> int:
     """argparse type for counts such as -k: a whole number of at least 1."""
     try:

@@ -10,7 +10,7 @@ from ..errors import CorpusError, WorkbenchError
 from ..jsonl import json_objects
 from ..render import sources_row, summary_line
 from ..session import Session
-from ._options import add_json_option, add_run_options, add_trace_options, db_path
+from ._options import add_json_option, add_run_options, add_trace_options, db_path, warn_skipped
 
 
 def register(sub) -> None:
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
     questions = read_questions(args.questions) if args.questions else [args.question]
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
+    warn_skipped(session.corpus)
     failed = 0
     for q in questions:
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..errors import WorkbenchError
-from ._options import add_db_option, add_run_options, db_path
+from ._options import add_db_option, add_run_options, db_path, warn_skipped
 from ._table import print_table
 from .ask import read_questions
 
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     questions = read_questions(args.questions)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
+    warn_skipped(session.corpus)
     try:
         result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                           faults=tuple(args.fault), run_id=args.run_id, new_run=args.new_run,

@@ -10,7 +10,7 @@ from ..config import DEMO_CORPUS
 from ..errors import CorpusError, WorkbenchError
 from ..retrieval import get_retriever
 from ..retrieval.base import rank_documents
-from ._options import add_corpus_option, add_json_option
+from ._options import add_corpus_option, add_json_option, warn_skipped
 from .ask import read_question_records
 
 
@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise WorkbenchError("--k must be at least 1")
     queries = read_queries(args.queries)
-    retriever = get_retriever(args.retriever, load_corpus(args.corpus or DEMO_CORPUS))
+    corpus = load_corpus(args.corpus or DEMO_CORPUS)
+    warn_skipped(corpus)
+    retriever = get_retriever(args.retriever, corpus)
     for qid, question in queries:
         ranked = rank_documents(retriever, question, args.k)
         if args.json:

@@ -11,9 +11,11 @@ import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
-from ..errors import WorkbenchError
+from ..errors import PathNotAllowedError, WorkbenchError
+from ..paths import confine, confine_db
 from ..providers import get_provider, provider_names
 from ..providers.offline import FAULTS
+from ..render import escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
 from .uploads import max_documents, save_upload
@@ -128,11 +130,11 @@ def get_session(corpus: str, retriever: str, db: str | None = None) -> Session:
 def warm(cfg: RunConfig) -> str | None:
     """Load (or fetch from cache) the session for `cfg`; a user-facing message when that fails."""
     try:
-        get_session(cfg.corpus, cfg.retriever, cfg.db)
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
     except (WorkbenchError, OSError) as exc:
-        from ..render import escape_markdown
-
         return escape_markdown(f"cannot load the corpus: {exc}")
+    for line in session.corpus.skipped:
+        st.warning(escape_markdown(line), icon="⚠️")
     return None
 
 
@@ -190,7 +192,7 @@ def sidebar() -> RunConfig:
     provider = sb.selectbox("Provider", names, format_func=provider_display, key="cfg_provider")
     info = provider_info(provider)
     if info["error"]:
-        sb.warning(info["error"], icon="⚠️")
+        sb.warning(escape_markdown(info["error"]), icon="⚠️")
     model = None
     if info["models"]:
         model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
@@ -205,8 +207,19 @@ def sidebar() -> RunConfig:
     if provider == "offline":
         faults = tuple(sb.multiselect("Offline fault simulation", FAULTS, key="cfg_faults",
                                       help="Reproduce what real models get wrong: corrupt ids, forgotten links, …"))
-    db = sb.text_input("Trace database", key="cfg_db")
-    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db or None)
+    db = _trace_db(sb, sb.text_input("Trace database", key="cfg_db"))
+    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db)
+
+
+def _trace_db(sb, text: str) -> str | None:
+    """The typed trace database if the operator allows it (docs/security.md), else None (the default)."""
+    if not text.strip():
+        return None
+    try:
+        return str(confine_db(text))
+    except PathNotAllowedError as exc:
+        sb.error(escape_markdown(f"{exc}. Using the default trace database."))
+        return None
 
 
 def _corpus_picker(sb) -> tuple[str, str]:
@@ -214,15 +227,19 @@ def _corpus_picker(sb) -> tuple[str, str]:
     if source == "Folder or JSONL path":
         path = sb.text_input("Corpus path", key="cfg_corpus_path", placeholder="/path/to/folder or corpus.jsonl")
         if path.strip():
-            p = Path(path.strip()).expanduser()
-            if p.exists():
-                return str(p), p.name
-            sb.error(f"{p} does not exist; give a folder of Markdown files or a .jsonl file")
+            try:
+                p = confine(path, "corpus path")
+            except PathNotAllowedError as exc:
+                sb.error(escape_markdown(str(exc)))
+            else:
+                if p.exists():
+                    return str(p), p.name
+                sb.error(escape_markdown(f"{path.strip()} does not exist; give a folder of Markdown files or a .jsonl file"))
     elif source == "Upload":
         up = sb.file_uploader("Corpus file", type=["jsonl", "zip", *(x.lstrip(".") for x in FOLDER_SUFFIXES)], key="corpus_upload")
         if up is not None:
             try:
                 return str(save_upload(up.name, up.getvalue())), up.name
             except WorkbenchError as exc:
-                sb.error(str(exc))
+                sb.error(escape_markdown(str(exc)))
     return str(DEMO_CORPUS), "demo"
