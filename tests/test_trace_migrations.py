@@ -5,7 +5,6 @@ from __future__ import annotations
 import duckdb
 
 from workbench.trace.migrate import applied, migrate, pending
-from workbench.trace.reader import TraceReader
 from workbench.trace.schema import MIGRATIONS
 
 TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "migrations"}
@@ -62,10 +61,3 @@ def test_upgrade_from_first_migration_with_rows(tmp_path):
     assert con.execute("SELECT turns FROM provider_summary").fetchone() == (3,)
     con.close()
 
-
-def test_reader_upgrades_an_old_database_before_querying(tmp_path):
-    path = tmp_path / "old.duckdb"
-    con = duckdb.connect(str(path))
-    migrate(con, MIGRATIONS[:1])
-    con.close()
-    assert TraceReader(path).rows("SELECT count(*) FROM doc_gaps")[1] == [(0,)]

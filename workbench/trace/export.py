@@ -27,7 +27,7 @@ def _select(table: str) -> str:
 
 def export_parquet(db: str | Path, out_dir: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:
     """Write one Parquet dataset per table under `out_dir` (each replaced if present); return row counts."""
-    TraceReader(db, timeout=timeout).ensure_schema()
+    TraceReader(db, timeout=timeout).check()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}

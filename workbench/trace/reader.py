@@ -15,7 +15,8 @@ import duckdb
 
 from ..errors import ReadOnlyQueryError, TraceStoreError
 from .connect import DEFAULT_TIMEOUT_S, NO_DOWNLOADS, TRACE_FILE_ONLY, connection
-from .migrate import pending
+from .migrate import check_trace_database
+from .schema import MIGRATIONS
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -47,41 +48,44 @@ def check_read_only(sql: str) -> None:
 
 
 class TraceReader:
-    """Read-only access to the trace database at `path`."""
+    """Read-only access to the trace database at `path`.
+
+    A reader never migrates, creates or writes (docs/security.md): a file that is not a trace database
+    is refused with a message and left as it is, and an old trace database is read as it is — a query
+    that needs a newer table or view says which migrations are missing and that any writer upgrades it.
+    """
 
     def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
         self.path = Path(path)
         self.timeout = timeout
-        self._checked = False
+        self._missing: list[str] | None = None  # migrations this database lacks, once checked
 
-    def ensure_schema(self) -> None:
-        """Upgrade an old database once (a brief write) so the documented views exist."""
+    def check(self) -> None:
+        """Raise `TraceStoreError` unless the file is a readable trace database (it is only read)."""
         with connection(self.path, read_only=True, timeout=self.timeout) as con:
-            current = self._check(con)
-        if not current:
-            self._upgrade()
+            self._check(con)
 
-    def _check(self, con) -> bool:
-        """True when the schema is current; else upgrade it (after the caller closes `con`)."""
-        if self._checked or not pending(con):
-            self._checked = True
-            return True
-        return False
-
-    def _upgrade(self) -> None:
-        from .writer import TraceWriter
-
-        with TraceWriter(self.path, timeout=self.timeout).connect():
-            pass
-        self._checked = True
+    def _check(self, con) -> None:
+        if self._missing is not None:
+            return
+        done = set(check_trace_database(con, str(self.path)))
+        if not done:
+            raise TraceStoreError(f"{self.path} is an empty DuckDB database, not a trace database: nothing has "
+                                  "been traced there yet (run `workbench ask --db …` first)")
+        self._missing = [m.name for m in MIGRATIONS if m.name not in done]
 
     def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
-        for _ in range(2):  # one connection per query; a second only after upgrading an old schema
-            with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
-                if self._check(con):
-                    return self._fetch(con, sql, params, fetch)
-            self._upgrade()
-        raise TraceStoreError(f"could not upgrade the schema of {self.path}")
+        with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
+            self._check(con)
+            try:
+                return self._fetch(con, sql, params, fetch)
+            except TraceStoreError as exc:
+                if self._missing:
+                    raise TraceStoreError(
+                        f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self._missing)}); readers "
+                        f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
+                        "or a question in the app, upgrades it") from None
+                raise
 
     @staticmethod
     def _fetch(con, sql: str, params: list[Any] | None, fetch: str):

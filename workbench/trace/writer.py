@@ -107,7 +107,7 @@ class TraceWriter:
             key = str(self.path.resolve())
             if key not in _MIGRATED:
                 with _optimized(con):  # migrations may join and backfill over a large database
-                    migrate(con)
+                    migrate(con, path=str(self.path))
                 _MIGRATED.add(key)
             yield con
 
