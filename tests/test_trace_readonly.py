@@ -8,7 +8,6 @@ as they were (compared before and after), with a message instead of a traceback.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ import duckdb
 import pytest
 
 from conftest import ROOT
+from damage import KINDS, damage, traced_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
 from workbench.trace import TraceReader, query_df
@@ -38,11 +38,7 @@ def _cli(*args):
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
-    path = tmp_path_factory.mktemp("good") / "good.duckdb"
-    s = Session.open(trace_db=path)
-    for q in ("How do I configure SSO?", "What is the capital of Mongolia?", "How do I rotate an API key?") * 20:
-        s.ask(q)
-    return path
+    return traced_db(tmp_path_factory.mktemp("good") / "good.duckdb")
 
 
 @pytest.fixture
@@ -52,37 +48,6 @@ def unrelated(tmp_path):
     con.execute("CREATE TABLE orders AS SELECT range AS id, 'x' AS item FROM range(1000)")
     con.close()
     return path
-
-
-def _block_of(path, table: str) -> int:
-    """Where the first data block of `table` starts in the file (DuckDB: 3 header pages, then blocks)."""
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        block, size = con.execute(f"SELECT min(block_id) FILTER (WHERE block_id >= 0), "
-                                  f"(SELECT block_size FROM pragma_database_size()) FROM pragma_storage_info('{table}')"
-                                  ).fetchone()
-    finally:
-        con.close()
-    return 3 * 4096 + block * size
-
-
-def _damage(src, kind, dst):
-    shutil.copy(src, dst)
-    size = dst.stat().st_size
-    with open(dst, "r+b") as f:
-        if kind == "truncated":
-            f.truncate(size // 3)
-        elif kind == "truncated at the migrations table":
-            f.truncate(_block_of(src, "migrations"))
-        elif kind == "tail overwritten":
-            f.seek(size - 262144)
-            f.write(b"\xab" * 262144)
-        elif kind == "middle overwritten":
-            f.seek(size // 2)
-            f.write(b"\xcd" * 262144)
-        elif kind == "header zeroed":
-            f.write(b"\0" * 4096)
-    return dst
 
 
 READERS = [("sql", "SELECT count(*) FROM turns"), ("gaps",), ("export", "--parquet", "{out}")]
@@ -119,12 +84,11 @@ def test_a_writer_refuses_an_unrelated_duckdb_file_but_the_answer_survives(unrel
     assert _state(unrelated) == before
 
 
-@pytest.mark.parametrize("kind", ["truncated", "truncated at the migrations table", "tail overwritten",
-                                  "middle overwritten", "header zeroed"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("reader", READERS, ids=lambda r: r[0])
 def test_readers_leave_a_damaged_trace_database_byte_identical(good, tmp_path, kind, reader):
     """Before the fix a truncated file was 'migrated' (changed) and then raised a traceback."""
-    bad = _damage(good, kind, tmp_path / "bad.duckdb")
+    bad = damage(good, kind, tmp_path / "bad.duckdb")
     before = _state(bad)
     args = [a.replace("{out}", str(tmp_path / "out")) for a in reader]
     r = _cli(*args, "--db", str(bad))
@@ -156,7 +120,7 @@ def test_an_old_trace_database_is_read_as_it_is_and_never_upgraded(tmp_path):
 
 def test_applied_reports_damage_instead_of_an_empty_schema(good, tmp_path):
     """`applied()` used to swallow every exception, so a damaged file looked unmigrated."""
-    bad = _damage(good, "truncated at the migrations table", tmp_path / "bad.duckdb")
+    bad = damage(good, "truncated at the migrations table", tmp_path / "bad.duckdb")
     con = duckdb.connect(str(bad), read_only=True)
     try:
         with pytest.raises(TraceStoreError, match="cannot read"):

@@ -8,6 +8,9 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+#: Largest k (results per search / excerpts) a turn accepts: far above any useful value, far below
+#: what the trace store's INTEGER columns hold, and refused before a turn runs (never after).
+MAX_K = 1000
 
 
 def workbench_home() -> Path:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .agent import run_turn
-from .config import DEMO_CORPUS, default_db_path
+from .config import DEMO_CORPUS, MAX_K, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import get_provider
 from .retrieval import get_retriever, retriever_names
-from .errors import TraceStoreError, UnknownNameError
+from .errors import TraceStoreError, UnknownNameError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
@@ -72,6 +72,7 @@ class Session:
         `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
         (the fast offline `lexical` by default; None skips judging).
         """
+        _check_inputs(question, k)
         if faults:
             provider_options["faults"] = tuple(faults)
         p = get_provider(provider, model=model, **provider_options)
@@ -87,4 +88,19 @@ class Session:
                 self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
             except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
                 trace_error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
+                trace_error = f"{type(exc).__name__}: {exc}"
         return Answer(record, payload, faith, trace_error)
+
+
+def _check_inputs(question: Any, k: Any) -> None:
+    """Refuse, before the turn runs, what the trace store could not hold (the answer would be lost after)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise WorkbenchError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
+    if not isinstance(question, str):
+        raise WorkbenchError(f"the question must be text, not {type(question).__name__}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkbenchError(f"the question is not valid UTF-8 text (undecodable byte or unpaired surrogate "
+                             f"at position {exc.start}); check the terminal's or file's encoding") from None

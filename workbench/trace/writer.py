@@ -102,14 +102,23 @@ class TraceWriter:
 
     @contextmanager
     def connect(self) -> Iterator:
-        """A read-write connection on a migrated database, closed on exit (the file lock is released)."""
-        with write_connection(self.path, timeout=self.timeout) as con:
-            key = str(self.path.resolve())
-            if key not in _MIGRATED:
-                with _optimized(con):  # migrations may join and backfill over a large database
-                    migrate(con, path=str(self.path))
-                _MIGRATED.add(key)
-            yield con
+        """A read-write connection on a migrated database, closed on exit (the file lock is released).
+
+        Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
+        `TraceStoreError` naming the file; constraint violations pass through for the callers that
+        handle them (a duplicate turn in a retried flush)."""
+        try:
+            with write_connection(self.path, timeout=self.timeout) as con:
+                key = str(self.path.resolve())
+                if key not in _MIGRATED:
+                    with _optimized(con):  # migrations may join and backfill over a large database
+                        migrate(con, path=str(self.path))
+                    _MIGRATED.add(key)
+                yield con
+        except duckdb.ConstraintException:
+            raise
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
 
     # --- runs --------------------------------------------------------------------------------
 
