@@ -6,6 +6,11 @@ Questions that already have an `ok` turn in the run are skipped; failed turns ar
 Turns are buffered and flushed together (whole turns per transaction), so an interruption loses at
 most the last half second of turns, never part of one. Used by `workbench eval`, the notebooks
 and the benchmarks.
+
+Nothing is lost silently: a flush that fails (e.g. another process kept the file locked) keeps
+its turns and retries them; turns still unwritten at the end count as failed (`unwritten`,
+`trace_error`), and because they are not in the store the resume asks those questions again.
+A batch stops asking once `MAX_UNWRITTEN` turns wait for a store that keeps refusing them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,17 @@ class EvalResult:
     failed: int = 0
     seconds: float = 0.0
     payloads: list[dict[str, Any]] = field(default_factory=list)
+    #: Turns asked but not written to the trace store (they count as failed; the resume asks them again).
+    unwritten: int = 0
+    #: The first trace-store failure of the batch (a flush that failed, even if a retry then succeeded).
+    trace_error: str | None = None
+    #: Why the batch stopped before its last question, if it did.
+    stopped: str | None = None
+
+
+#: Queued turns a batch lets wait for a trace store that keeps refusing them before it stops asking.
+MAX_UNWRITTEN = 1000
+FINAL_FLUSH_TRIES = 3
 
 
 def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) -> str:
@@ -79,6 +95,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
 
         bar = tqdm(total=len(todo), desc="eval", unit="turn", file=sys.stderr, leave=False)
     t0 = time.perf_counter()
+    failed: set[str] = set()
     try:
         with tracer.buffered():
             for q in todo:
@@ -86,11 +103,36 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
                                      run_id=result.run_id)
                 result.payloads.append(answer.payload)
                 result.asked += 1
-                result.failed += answer.payload["status"] != "ok"
+                if answer.payload["status"] != "ok":
+                    failed.add(answer.payload["turn_id"])
+                if answer.trace_error and result.trace_error is None:
+                    result.trace_error = answer.trace_error
                 if bar is not None:
                     bar.update(1)
+                if len(tracer.pending_turn_ids()) >= MAX_UNWRITTEN:
+                    result.stopped = (f"stopped after {result.asked} of {len(todo)} questions: "
+                                      f"{MAX_UNWRITTEN} turns are waiting for the trace database")
+                    break
+            unwritten = _final_flush(tracer, result)
     finally:
         if bar is not None:
             bar.close()
         result.seconds = time.perf_counter() - t0
+    result.unwritten = len(unwritten)
+    result.failed = len(failed | set(unwritten))
     return result
+
+
+def _final_flush(tracer, result: EvalResult) -> list[str]:
+    """Write what is still queued (a few tries, each waiting for the file lock); return the ids it could not."""
+    from .errors import TraceStoreError
+
+    for attempt in range(FINAL_FLUSH_TRIES):
+        try:
+            tracer.flush()
+            return []
+        except TraceStoreError as exc:
+            result.trace_error = result.trace_error or str(exc)
+            if attempt + 1 < FINAL_FLUSH_TRIES:
+                time.sleep(0.5 * (attempt + 1))
+    return tracer.take_unflushed()

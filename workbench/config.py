@@ -27,3 +27,28 @@ def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
     db = os.environ.get("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        from .errors import WorkbenchError
+
+        raise WorkbenchError(f"{name}={raw!r} is not a number of seconds") from None
+    return value if value > 0 else default
+
+
+def lock_timeout() -> float:
+    """How long a trace writer or reader waits for another process's lock: `$WORKBENCH_LOCK_TIMEOUT` (30 s)."""
+    return _seconds("WORKBENCH_LOCK_TIMEOUT", 30.0)
+
+
+def query_timeout() -> float:
+    """How long one read query may run before it is stopped: `$WORKBENCH_QUERY_TIMEOUT` (20 s).
+
+    Shorter than `lock_timeout()`, so a writer waiting for a reader's query always gets in."""
+    return _seconds("WORKBENCH_QUERY_TIMEOUT", 20.0)

@@ -6,6 +6,7 @@ A thin shell over `workbench.batch.run_eval` (see there for how resuming works).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..batch import EvalResult, run_eval
@@ -36,6 +37,7 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("asked", result.asked),
         ("skipped (already answered)", result.skipped),
         ("failed", result.failed),
+        ("not written to the trace store", result.unwritten),
         ("avg retrieved / cited / consulted", f"{avg('retrieved')} / {avg('cited')} / {avg('consulted')}"),
         ("turns with rejected citations", sum(bool(p["rejected_citations"]) for p in ps)),
         ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
@@ -59,4 +61,10 @@ def run(args: argparse.Namespace) -> int:
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))
-    return 1 if result.failed else 0
+    if result.stopped:
+        print(f"warning: {result.stopped}", file=sys.stderr)
+    if result.unwritten:
+        print(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
+              f"({result.trace_error}); they count as failed — run the same command again to ask them again "
+              "(the run resumes)", file=sys.stderr)
+    return 1 if result.failed or result.stopped else 0

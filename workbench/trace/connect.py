@@ -84,7 +84,7 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
                 _touch(marker)
             if time.monotonic() >= deadline:
                 raise TraceStoreError(
-                    f"trace database {path} stayed locked by another process for {timeout:.0f} s; "
+                    f"trace database {path} stayed locked by another process for {timeout:g} s; "
                     "close the process that holds it (a DuckDB shell or a notebook keeping a connection open), "
                     "or use another file with --db / WORKBENCH_DB") from None
             time.sleep(delay * random.uniform(0.5, 1.5))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from ..errors import TraceStoreError
-from .connect import DEFAULT_TIMEOUT_S, connection
+from .connect import connection
 from .reader import TraceReader
 
 TABLES = ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims")
@@ -25,22 +27,30 @@ def _select(table: str) -> str:
             "JOIN runs r ON r.run_id = t.run_id")
 
 
-def export_parquet(db: str | Path, out_dir: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, int]:
-    """Write one Parquet dataset per table under `out_dir` (each replaced if present); return row counts."""
-    TraceReader(db, timeout=timeout).check()
+def export_parquet(db: str | Path, out_dir: str | Path, *, timeout: float | None = None) -> dict[str, int]:
+    """Write one Parquet dataset per table under `out_dir` (each replaced if present); return row counts.
+
+    Reads the database read-only (never migrates it); a damaged database, an output path that is a
+    file or cannot be created are `TraceStoreError`s naming the problem."""
+    reader = TraceReader(db, timeout=timeout)
+    reader.check()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise TraceStoreError(f"cannot export to {out}: it is a file; give a folder (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TraceStoreError(f"cannot create the export folder {out}: {exc.strerror or exc}") from None
     counts: dict[str, int] = {}
-    with connection(db, read_only=True, timeout=timeout) as con:
+    with connection(db, read_only=True, timeout=reader.timeout) as con:
         for table in TABLES:
-            n = con.execute(f"SELECT count(*) FROM ({_select(table)})").fetchone()[0]
-            counts[table] = n
-            if n == 0:
-                continue
             target = str(out / table).replace("'", "''")
             try:
-                con.execute(f"COPY ({_select(table)}) TO '{target}' "
-                            "(FORMAT parquet, PARTITION_BY (run_date), OVERWRITE true)")
-            except Exception as exc:
+                n = con.execute(f"SELECT count(*) FROM ({_select(table)})").fetchone()[0]
+                counts[table] = n
+                if n:
+                    con.execute(f"COPY ({_select(table)}) TO '{target}' "
+                                "(FORMAT parquet, PARTITION_BY (run_date), OVERWRITE true)")
+            except duckdb.Error as exc:
                 raise TraceStoreError(f"could not export {table} to {target}: {exc}") from None
     return counts

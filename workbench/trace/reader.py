@@ -8,13 +8,15 @@ blocked for one query at most, and a lock held by the writer is waited out (see 
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from ..errors import ReadOnlyQueryError, TraceStoreError
-from .connect import DEFAULT_TIMEOUT_S, NO_DOWNLOADS, TRACE_FILE_ONLY, connection
+from ..config import lock_timeout, query_timeout
+from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
 from .migrate import check_trace_database
 from .schema import MIGRATIONS
 
@@ -55,9 +57,12 @@ class TraceReader:
     that needs a newer table or view says which migrations are missing and that any writer upgrades it.
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, path: str | Path, *, timeout: float | None = None, query_timeout: float | None = None):
         self.path = Path(path)
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else lock_timeout()  # waiting for another's lock
+        #: Longest one query may run (default `$WORKBENCH_QUERY_TIMEOUT`, 20 s): a reader holds the file
+        #: while its query runs and writers wait, so no query may hold it without bound.
+        self.query_timeout = query_timeout
         self._missing: list[str] | None = None  # migrations this database lacks, once checked
 
     def check(self) -> None:
@@ -77,8 +82,12 @@ class TraceReader:
     def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
             self._check(con)
+            limit = self.query_timeout if self.query_timeout is not None else query_timeout()
+            timer = threading.Timer(limit, con.interrupt)
+            timer.daemon = True
+            timer.start()
             try:
-                return self._fetch(con, sql, params, fetch)
+                return self._fetch(con, sql, params, fetch, limit)
             except TraceStoreError as exc:
                 if self._missing:
                     raise TraceStoreError(
@@ -86,9 +95,11 @@ class TraceReader:
                         f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
                         "or a question in the app, upgrades it") from None
                 raise
+            finally:
+                timer.cancel()
 
     @staticmethod
-    def _fetch(con, sql: str, params: list[Any] | None, fetch: str):
+    def _fetch(con, sql: str, params: list[Any] | None, fetch: str, limit: float):
         try:
             if fetch in ("df", "arrow"):  # relation API: no extra copy of the rows
                 rel = con.sql(sql, params=params or None)
@@ -96,6 +107,11 @@ class TraceReader:
             rel = con.execute(sql, params or [])
             columns = [d[0] for d in rel.description or []]
             return columns, rel.fetchall()
+        except duckdb.InterruptException:
+            raise TraceStoreError(
+                f"query stopped after {limit:g} s, the limit for one query (a query holds the trace file and "
+                "writers wait for it); narrow it, or raise the limit with `workbench sql --timeout SECONDS` or "
+                "WORKBENCH_QUERY_TIMEOUT") from None
         except duckdb.Error as exc:
             raise TraceStoreError(f"query failed: {exc}") from None
 

@@ -23,10 +23,12 @@ import pyarrow as pa
 
 from ..errors import TraceStoreError
 from ..types import TurnRecord
-from .connect import DEFAULT_TIMEOUT_S, write_connection
+from ..config import lock_timeout
+from .connect import write_connection
 from .migrate import migrate
 from .rows import SCHEMAS, TURN_TABLES, claim_rows, rows_to_table, run_row, turn_rows
 
+_MAX_RETRY_S = 30.0
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
 
@@ -87,9 +89,9 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
 class TraceWriter:
     """Writes turns to the DuckDB file at `path` (created and migrated on first use)."""
 
-    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, path: str | Path, *, timeout: float | None = None):
         self.path = Path(path)
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, tuple] = {}  # run_id → `runs` row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
@@ -97,6 +99,8 @@ class TraceWriter:
         self._flush_at = 0
         self._flush_age = 0.0
         self._queued_since = 0.0
+        self._retry_at = 0.0  # after a failed flush, the next try waits (backoff) instead of blocking every turn
+        self._retry_delay = 0.0
 
     # --- connections -------------------------------------------------------------------------
 
@@ -154,8 +158,10 @@ class TraceWriter:
         if self._queue is not None:
             if not self._queue:
                 self._queued_since = time.monotonic()
-            self._queue.append({"run_id": run_id, "rows": rows})
-            if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
+            self._queue.append({"run_id": run_id, "turn_id": payload["turn_id"], "rows": rows})
+            now = time.monotonic()
+            due = len(self._queue) >= self._flush_at or now - self._queued_since >= self._flush_age
+            if due and now >= self._retry_at:
                 self.flush()
         else:
             with self.connect() as con:
@@ -171,6 +177,8 @@ class TraceWriter:
         finally:
             try:
                 self.flush()
+            except TraceStoreError as exc:
+                raise TraceStoreError(f"{exc} ({len(self._queue or ())} buffered turns were not written)") from None
             finally:
                 self._queue = None
 
@@ -180,22 +188,44 @@ class TraceWriter:
         Grouping whole turns keeps the guarantee that matters — a crash leaves no partial turn — while
         paying DuckDB's per-statement cost (~1 ms an INSERT) once per flush instead of once per turn.
         If the group fails on a duplicate turn, the turns are retried one transaction each.
+
+        A flush that fails (the file stayed locked, the disk is full…) keeps every turn queued and
+        raises: the next flush retries them after a backoff (1 s, doubling to 30 s), and turns still
+        queued when a batch ends are taken with `take_unflushed()` and reported — never dropped.
         """
         if not self._queue:
             return 0
-        queued, self._queue = self._queue, []
-        with self.connect() as con:
-            merged: dict[str, list[tuple]] = {}
-            for item in queued:
-                for name, rows in item["rows"].items():
-                    merged.setdefault(name, []).extend(rows)
-            runs = {item["run_id"] for item in queued}
-            try:
-                self._write(con, runs, merged, strict=True)
-            except duckdb.ConstraintException:
+        queued = self._queue
+        try:
+            with self.connect() as con:
+                merged: dict[str, list[tuple]] = {}
                 for item in queued:
-                    self._write(con, {item["run_id"]}, item["rows"])
+                    for name, rows in item["rows"].items():
+                        merged.setdefault(name, []).extend(rows)
+                runs = {item["run_id"] for item in queued}
+                try:
+                    self._write(con, runs, merged, strict=True)
+                except duckdb.ConstraintException:
+                    for item in queued:  # a turn already written (an earlier try got through) is skipped
+                        self._write(con, {item["run_id"]}, item["rows"])
+        except BaseException:
+            self._retry_delay = min(_MAX_RETRY_S, max(1.0, self._retry_delay * 2))
+            self._retry_at = time.monotonic() + self._retry_delay
+            raise
+        self._queue = []
+        self._retry_at = self._retry_delay = 0.0
         return len(queued)
+
+    def pending_turn_ids(self) -> list[str]:
+        """Turns queued and not yet written (after a failed flush, the ones waiting for the retry)."""
+        return [item["turn_id"] for item in self._queue or ()]
+
+    def take_unflushed(self) -> list[str]:
+        """Give up on the queued turns: return their ids (the caller reports them) and empty the queue."""
+        ids = self.pending_turn_ids()
+        if self._queue:
+            self._queue = []
+        return ids
 
     def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
