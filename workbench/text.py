@@ -6,7 +6,9 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+# Link text without brackets and a target without parentheses: each `[` is scanned only up to the
+# next bracket or parenthesis, so text full of `[` or `](` costs linear time (it was quadratic).
+_MD_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _HTML_TAG = re.compile(r"<[^>]{1,200}>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
 

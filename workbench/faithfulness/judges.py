@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from ..errors import WorkbenchError
 from ..registry import Registry
 from ..text import content_terms, plain, sentences
+from .tiling import tile as _tile
 
 VERDICTS = ("supported", "partial", "unsupported")
 SPAN_CHARS = 600
@@ -106,39 +107,6 @@ def best_span(claim_terms: set[str], texts: list[str]) -> str | None:
 
 
 # --- lexical -----------------------------------------------------------------------------------
-
-
-def _tile(claim: list[str], evidence: list[str | None], min_len: int = 2) -> tuple[int, int]:
-    """Greedy string tiling of the claim's terms over the evidence's: (terms in shared phrases, lone matches).
-
-    A shared phrase is a run of ≥ `min_len` consecutive stemmed content words found in the same
-    order in the evidence; `None` separators stop a run at the border between two texts.
-    """
-    where: dict[str, list[int]] = {}
-    for j, t in enumerate(evidence):
-        if t is not None:
-            where.setdefault(t, []).append(j)
-    used = [False] * len(claim)
-    tiled = 0
-    while True:
-        best_len, best_i = 0, -1
-        for i, t in enumerate(claim):
-            if used[i]:
-                continue
-            for j in where.get(t, ()):
-                k = 0
-                while (i + k < len(claim) and j + k < len(evidence) and not used[i + k]
-                       and claim[i + k] == evidence[j + k]):
-                    k += 1
-                if k > best_len:
-                    best_len, best_i = k, i
-        if best_len < min_len:
-            break
-        for x in range(best_i, best_i + best_len):
-            used[x] = True
-        tiled += best_len
-    lone = sum(1 for i, t in enumerate(claim) if not used[i] and t in where)
-    return tiled, lone
 
 
 @register_judge("lexical")
@@ -269,7 +237,6 @@ LLM_SYSTEM = (
     "partial = some parts are, others are missing; unsupported = the evidence does not back the claim."
 )
 _SCORE_OF = {"supported": 1.0, "partial": 0.5, "unsupported": 0.0}
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _KEYWORDS = [
     (re.compile(r"\b(?:unsupported|not\s+supported|does\s+not\s+support|doesn't\s+support|no\s+support)\b", re.I), "unsupported"),
     (re.compile(r"\b(?:partial(?:ly)?(?:\s+supported)?)\b", re.I), "partial"),
@@ -283,15 +250,23 @@ def llm_messages(claim: str, texts: list[str]) -> list[dict[str, str]]:
             {"role": "user", "content": f"Claim:\n{plain(claim).strip()}\n\nEvidence:\n{evidence}\n\nJSON verdict:"}]
 
 
+def _json_object(text: str) -> str | None:
+    """From the first `{` to the last `}` (what `\\{.*\\}` matched), found in linear time: the regex
+    rescanned to the end from every `{`, quadratic on a reply full of braces."""
+    end = text.rfind("}")
+    start = text.find("{", 0, end) if end > 0 else -1
+    return text[start:end + 1] if start != -1 else None
+
+
 def parse_verdict(text: str) -> tuple[float | None, str, str | None, str | None]:
     """(score, verdict, span, reason) from a model's reply: JSON first, then keywords; never raises."""
     if not isinstance(text, str) or not text.strip():
         return None, "unknown", None, "empty reply from the judge model"
-    m = _JSON_OBJECT.search(text)
-    if m:
+    blob = _json_object(text)
+    if blob:
         try:
-            obj = json.loads(m.group(0))
-        except (json.JSONDecodeError, RecursionError):
+            obj = json.loads(blob)
+        except (ValueError, RecursionError):  # also integers beyond Python's 4,300-digit limit
             obj = None
         if isinstance(obj, dict):
             verdict = str(obj.get("verdict", "")).strip().lower().replace(" ", "_")
