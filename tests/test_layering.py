@@ -11,7 +11,7 @@ PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
 LAYERS = ["corpus", "retrieval", "tools", "prompts", "providers", "agent", "provenance", "render",
           "faithfulness", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
-SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "__init__"}
+SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {
     "llama_index": {"retrieval"},

@@ -50,8 +50,10 @@ def warn_skipped(corpus) -> None:
     """Say which files of a corpus folder were not read (symlinks leaving it): nothing is left out silently."""
     import sys
 
+    from ..terminal import neutralize
+
     for line in corpus.skipped:
-        print(f"warning: {line}", file=sys.stderr)
+        print(neutralize(f"warning: {line}"), file=sys.stderr)
 
 
 def positive_int(text: str) -> int:

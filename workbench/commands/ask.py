@@ -10,6 +10,7 @@ from ..errors import CorpusError, WorkbenchError
 from ..jsonl import json_objects
 from ..render import sources_row, summary_line
 from ..session import Session
+from ..terminal import neutralize
 from ._options import add_json_option, add_run_options, add_trace_options, db_path, warn_skipped
 
 
@@ -76,23 +77,24 @@ def run(args: argparse.Namespace) -> int:
         payload = answer.payload
         failed += payload["status"] != "ok" or answer.trace_error is not None
         if answer.trace_error:
-            print(f"warning: this turn was not traced: {answer.trace_error}", file=sys.stderr)
+            print(neutralize(f"warning: this turn was not traced: {answer.trace_error}"), file=sys.stderr)
         if args.json:
             print(json.dumps(payload, ensure_ascii=False), flush=True)
             continue
+        # Text for people: documents, questions and model output may hold terminal control sequences.
         if len(questions) > 1:
-            print(f"Q: {q}")
+            print(neutralize(f"Q: {q}"))
         if payload["status"] != "ok":
-            print(f"turn failed ({payload['status']}): {payload['error']}", file=sys.stderr)
-        print(payload["answer"] or "(no answer)")
+            print(neutralize(f"turn failed ({payload['status']}): {payload['error']}"), file=sys.stderr)
+        print(neutralize(payload["answer"] or "(no answer)"))
         print()
-        print(sources_row(payload))
+        print(neutralize(sources_row(payload)))
         if answer.record.excerpts:
-            print(excerpt_lines(answer.record, payload))
-        print(summary_line(payload))
+            print(neutralize(excerpt_lines(answer.record, payload)))
+        print(neutralize(summary_line(payload)))
         cfg = payload["config"]
-        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
-              f"retriever: {cfg.get('retriever')} · mode: {cfg.get('mode')}")
+        print(neutralize(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
+                         f"retriever: {cfg.get('retriever')} · mode: {cfg.get('mode')}"))
         if len(questions) > 1:
             print()
     return 1 if failed else 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..errors import WorkbenchError
+from ..terminal import neutralize
 from ._options import add_db_option, add_run_options, db_path, warn_skipped
 from ._table import print_table
 from .ask import read_questions
@@ -62,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))
     if result.stopped:
-        print(f"warning: {result.stopped}", file=sys.stderr)
+        print(neutralize(f"warning: {result.stopped}"), file=sys.stderr)
     if result.unwritten:
-        print(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
-              f"({result.trace_error}); they count as failed — run the same command again to ask them again "
-              "(the run resumes)", file=sys.stderr)
+        print(neutralize(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
+                         f"({result.trace_error}); they count as failed — run the same command again to ask them "
+                         "again (the run resumes)"), file=sys.stderr)
     return 1 if result.failed or result.stopped else 0

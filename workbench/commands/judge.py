@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import JudgeInputError
 from ..jsonl import json_objects
 from ..faithfulness import get_judge, judge_names
+from ..terminal import neutralize
 from ._options import add_json_option
 
 BATCH = 256
@@ -62,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(out, ensure_ascii=False), flush=True)
             else:
                 score = "—" if j.score is None else f"{j.score:.3f}"
-                print(f"{item_id}\t{score}\t{j.verdict}")
+                print(neutralize(f"{item_id}\t{score}\t{j.verdict}"))
     return 0

@@ -10,6 +10,7 @@ from ..config import DEMO_CORPUS
 from ..errors import CorpusError, WorkbenchError
 from ..retrieval import get_retriever
 from ..retrieval.base import rank_documents
+from ..terminal import neutralize
 from ._options import add_corpus_option, add_json_option, warn_skipped
 from .ask import read_question_records
 
@@ -48,5 +49,5 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"id": qid, "doc_ids": [d for d, _ in ranked],
                               "scores": [round(s, 6) for _, s in ranked]}, ensure_ascii=False), flush=True)
         else:
-            print(f"{qid}: " + (" ".join(f"{d} ({s:.3f})" for d, s in ranked) or "(no match)"), flush=True)
+            print(neutralize(f"{qid}: " + (" ".join(f"{d} ({s:.3f})" for d, s in ranked) or "(no match)")), flush=True)
     return 0
