@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import ProviderError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
-from .providers.base import Provider
+from .providers.base import Provider, redact
 from .tools import Toolbox
 from .types import Excerpt, ModelCall, ToolCall, TurnRecord
 
@@ -44,8 +44,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
         state.status, state.error = exc.status, str(exc)
         if isinstance(getattr(exc, "call", None), ModelCall):  # the failed call's latency and retries
             state.model_calls.append(exc.call)
-    except Exception as exc:  # a provider bug must not crash the CLI or the app
-        state.status, state.error = "provider_error", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a provider bug must not crash the CLI or the app (nor leak a URL's password)
+        state.status, state.error = "provider_error", redact(f"{type(exc).__name__}: {exc}")
     return TurnRecord(
         question=question, answer=state.answer, mode=mode, tool_calls=tuple(state.tool_calls),
         excerpts=tuple(state.excerpts), turn_id=uuid.uuid4().hex, status=state.status, error=state.error,

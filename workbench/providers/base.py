@@ -190,10 +190,11 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
 
 def failure(provider: Provider, status: str, message: str, started: float, retries: int,
             secrets: Iterable[str | None], call: ModelCall | None = None) -> "ProviderError":
-    """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
+    """The ProviderError that ends a turn: redacted message (the given secrets, and the credentials of every
+    URL the provider was configured with), plus the failed call (latency, retries) for the record."""
     from ..errors import ProviderError
 
-    err = ProviderError(redact(message, secrets), status=status)
+    err = ProviderError(redact(message, [*secrets, *provider_credentials(provider)]), status=status)
     err.call = call or ModelCall(provider.name, provider.model, round((time.perf_counter() - started) * 1000, 3),
                                  finish_reason="error", retries=retries)
     return err
@@ -201,13 +202,63 @@ def failure(provider: Provider, status: str, message: str, started: float, retri
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+# scheme://userinfo@ — userinfo runs to the *last* @ before the host (an unencoded @ in a password).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
+# The same at the start of a configured URL that may lack its scheme (OLLAMA_HOST=user:pass@host:11434).
+_CONFIGURED_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?([^/?#\s]*)@")
+#: Environment variables that name a server; credentials in their userinfo are secrets everywhere.
+_URL_ENV_SUFFIXES = ("_HOST", "_URL", "_ENDPOINT")
+_URL_ATTRIBUTES = ("url", "host", "endpoint", "server")
+
+
+def split_userinfo(url: str | None) -> tuple[str | None, tuple[str, str] | None]:
+    """(`url` without its `user:password@`, (user, password) percent-decoded, or None). SDKs get the bare URL
+    and the credentials as HTTP basic auth, so no client, log line or exception ever shows them."""
+    from urllib.parse import unquote
+
+    if not url:
+        return url, None
+    m = _CONFIGURED_USERINFO.match(url.strip())
+    if not m or not m.group(1):
+        return url, None
+    user, _, password = m.group(1).partition(":")
+    return url.strip()[:m.start(1)] + url.strip()[m.end():], (unquote(user), unquote(password))
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """The secret parts of a configured URL: its userinfo, password and user name, raw and decoded."""
+    bare, creds = split_userinfo(url)
+    if creds is None:
+        return []
+    raw = _CONFIGURED_USERINFO.match(url.strip()).group(1)
+    user, password = creds
+    if password:  # a user name beside a password is not a secret; alone it often is a token
+        return [raw, raw.partition(":")[2], password]
+    return [raw, user]
+
+
+def provider_credentials(provider: object) -> list[str]:
+    """Credentials in any URL-like attribute of `provider` (host, base_url, endpoint …), whatever the provider."""
+    out: list[str] = []
+    for name, value in vars(provider).items():
+        if isinstance(value, str) and any(word in name.lower() for word in _URL_ATTRIBUTES):
+            out += url_credentials(value)
+    return out
+
+
+def _env_credentials() -> list[str]:
+    return [c for name, value in os.environ.items() if name.endswith(_URL_ENV_SUFFIXES) and "@" in value
+            for c in url_credentials(value)]
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every secret, `?key=` URL parameter and bearer token replaced by `[redacted]`."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
+    """`text` with every secret, URL userinfo (`http://user:pass@…`), credential of a configured server URL
+    (`$OLLAMA_HOST`, `$GEMINI_BASE_URL`, `$OPENAI_BASE_URL`, any `*_HOST` / `*_URL`), `?key=` URL parameter and
+    bearer token replaced by `[redacted]`. Every provider failure goes through it (`failure`), as does the
+    agent's message for an unexpected provider exception."""
+    for secret in sorted({s for s in (*secrets, *_env_credentials()) if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    text = _USERINFO.sub(r"\1[redacted]@", text)
     text = _KEY_PARAM.sub(r"\1[redacted]", text)
     return _BEARER.sub(r"\1[redacted]", text)
 

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ProviderError
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+                   Provider, ToolRequest, exception_kind, failure, setting, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -47,7 +47,8 @@ class GeminiProvider(Provider):
         self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
         self.__key = api_key or os.environ.get(self._key_var) or None
-        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
+        self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
         self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
         self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
         self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
@@ -69,7 +70,7 @@ class GeminiProvider(Provider):
                                 "https://aistudio.google.com/apikey", status="auth_error")
         if self._client is None:
             self._client = _shared_client(self.__key, self.base_url, int(self.timeout * 1000),
-                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta")
+                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta", self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -220,12 +221,16 @@ class GeminiProvider(Provider):
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_version: str):
+def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_version: str,
+                   auth: tuple[str, str] | None = None):
     """One client per configuration: building one costs ~150 ms (TLS set-up), more than a loopback turn."""
+    import base64
+
     from google import genai  # the SDK is imported only here, and only when used
     from google.genai import types
 
-    http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version)
+    headers = {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else None
+    http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version, headers=headers)
     return genai.Client(api_key=api_key, vertexai=False, http_options=http)
 
 
