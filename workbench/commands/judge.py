@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as exc:
         raise JudgeInputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    options = {"provider": args.provider, "model": args.model} if args.method == "llm" else {}
+    # llm: fail with the provider's reason (exit 2) rather than print a column of "unknown" verdicts
+    options = {"provider": args.provider, "model": args.model, "fail_fast": True} if args.method == "llm" else {}
     judge = get_judge(args.method, **options)
     items = read_items(name, text.splitlines())
     for start in range(0, len(items), BATCH):

@@ -296,18 +296,33 @@ class LLMJudge(Judge):
     name = "llm"
     version = LLM_PROMPT_VERSION
 
-    def __init__(self, provider: str = "ollama", model: str | None = None, **provider_options: Any):
+    def __init__(self, provider: str = "ollama", model: str | None = None, fail_fast: bool = False,
+                 **provider_options: Any):
+        from ..providers import get_provider
+
         self.provider_name, self.model, self.provider_options = provider, model, provider_options
-        self._provider = None
+        #: `judge --method llm` sets it: a provider that fails ends the run with its reason (exit 2)
+        #: instead of a column of "unknown" verdicts; inside a turn the verdict is "unknown".
+        self.fail_fast = fail_fast
+        # Failing fast, an unknown provider is an error at once (building one touches no network).
+        self._provider = get_provider(provider, model=model, **provider_options) if fail_fast else None
 
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
+        from ..errors import ProviderError
         from ..providers import get_provider
+        from ..providers.base import redact
 
         try:
             if self._provider is None:
                 self._provider = get_provider(self.provider_name, model=self.model, **self.provider_options)
             step = self._provider.complete(llm_messages(claim, texts), [])
             score, verdict, span, reason = parse_verdict(step.text)
+        except ProviderError as exc:  # already redacted by the provider's failure path
+            if self.fail_fast:
+                raise
+            return Judgement(None, "unknown", None, f"ProviderError: {exc}")
         except Exception as exc:  # a judge must never crash a turn: record why it could not answer
-            return Judgement(None, "unknown", None, f"{type(exc).__name__}: {exc}")
+            if self.fail_fast:
+                raise ProviderError(redact(f"the judge model failed: {type(exc).__name__}: {exc}")) from None
+            return Judgement(None, "unknown", None, redact(f"{type(exc).__name__}: {exc}"))
         return Judgement(score, verdict, span, reason)
