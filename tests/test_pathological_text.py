@@ -131,3 +131,32 @@ def test_text_functions_are_linear_on_hostile_strings():
     """)
     r = python(code, timeout=150, mem_gb=4)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_chunking_an_unbroken_line_tokenizes_it_once_not_word_by_word(monkeypatch):
+    """Before the fix the sentence splitter sized every word of a line with no sentence end with its own
+    tokenizer call (~160,000 calls, ~9 s, for 1 MB): the bulk of a cold `ask` on such a document."""
+    import llama_index.core.node_parser.text.sentence as sentence_module
+    import llama_index.core.utils as llama_utils
+
+    from workbench.retrieval.chunking import CHUNK_SIZE, chunk_documents
+    from workbench.types import Document
+
+    real = llama_utils.get_tokenizer()
+    calls: list[int] = []
+
+    def counting(text):
+        calls.append(len(text))
+        return real(text)
+
+    for module in (llama_utils, sentence_module):
+        monkeypatch.setattr(module, "get_tokenizer", lambda *a, **k: counting)
+    text = _line(40_000)  # ~240 KB on one line
+    chunks = chunk_documents([Document("long", "Long", text)])
+    assert len(calls) < 20, f"{len(calls)} tokenizer calls"
+    assert chunks[0].text.startswith(text[:50]) and chunks[-1].text.endswith(text[-50:])
+    assert all(len(real(c.text)) <= 1.25 * CHUNK_SIZE for c in chunks)
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    prose = "This is a sentence. " * 50
+    assert chunk_documents([Document("p", "P", prose)])[0].text.startswith("This is a sentence."), \
+        "ordinary prose still goes through the sentence splitter"
