@@ -196,3 +196,13 @@ def test_crc_checked_zip_still_loads(tmp_path):
     z = _zip({"kb/a.md": DOC, "kb/b.md": DOC.replace("id: a", "id: b")})
     assert sorted(d.doc_id for d in load_corpus(save_upload("kb.zip", z, tmp_path)).documents) == ["a", "b"]
     assert zlib.crc32(DOC.encode()) == zipfile.ZipFile(io.BytesIO(z)).infolist()[0].CRC
+
+
+def test_upload_names_with_control_characters_are_saved_not_crashed_on(tmp_path):
+    """Before the fix a name with NUL (the browser sends whatever name it likes) raised ValueError."""
+    for name in ("a\x00.md", "x\x00y.jsonl", "b\n\x1b[2J.md", "..\\..\\c.jsonl", "a/../../d.md"):
+        body = b'{"id": "a", "text": "t"}\n' if name.endswith(".jsonl") else b"---\nid: a\n---\nx\n"
+        path = save_upload(name, body, tmp_path)
+        assert path.resolve().is_relative_to(tmp_path.resolve())
+        assert not any(ord(c) < 32 for c in str(path))
+        assert [d.doc_id for d in load_corpus(path).documents] == ["a"]

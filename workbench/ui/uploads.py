@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import uuid
 import zipfile
@@ -59,10 +60,12 @@ def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:
     limit = max_upload_bytes()
     if len(data) > limit:
         raise CorpusError(f"upload is larger than {limit // 2**20} MB", name)
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    base = (root or uploads_dir()) / digest
     suffix = PurePosixPath(name).suffix.lower()
-    safe_name = PurePosixPath(name.replace("\\", "/")).name or "upload"
+    # The browser sends any name it likes: keep its last part only, without control characters (NUL …).
+    safe_name = re.sub(r"[\x00-\x1f\x7f]", "_", PurePosixPath(name.replace("\\", "/")).name) or "upload"
+    # Name and bytes: one document uploaded under two names must not make one folder with a duplicate id.
+    digest = hashlib.sha256(safe_name.encode("utf-8", "surrogatepass") + b"\0" + data).hexdigest()[:16]
+    base = (root or uploads_dir()) / digest
     if suffix == ".jsonl":
         target = base / safe_name
     elif suffix in FOLDER_SUFFIXES:
