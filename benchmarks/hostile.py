@@ -137,6 +137,19 @@ def cases(tmp: Path) -> dict:
             return s, mb, "refused:" in outp and needle in outp, outp.strip()[:80]
         out[f"{name}, app upload"] = ("refused; at most 50 MB inflated, CRC and sizes checked", upload)
 
+    pdf_dir = tmp / "pdf-bomb"
+    pdf_dir.mkdir()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_hostile_corpus import content_bomb_pdf  # the same forged PDF the tests use
+
+    (pdf_dir / "bomb.pdf").write_bytes(content_bomb_pdf(pages=1, ops=3_000_000))
+
+    def pdf_bomb():
+        s, mb, code, _, err = run(["-m", "workbench", "ask", "--no-trace", "--corpus", str(pdf_dir), "hello"])
+        return s, mb, code == 2 and "16 MB of page content" in err, err.strip()[:80]
+    out["30 KB PDF whose page inflates to 21 MB of operators, CLI"] = ("refused before parsing (16 MB a file)",
+                                                                        pdf_bomb)
+
     many = tmp / "many.jsonl"
     many.write_text("".join(json.dumps({"id": str(i), "text": "t"}) + "\n" for i in range(200_000)))
 

@@ -17,6 +17,7 @@ import zlib
 import pytest
 
 from bounded import python, run
+from test_ingest import pdf_file
 from workbench import corpus
 from workbench.corpus import load_corpus
 from workbench.errors import CorpusError
@@ -206,3 +207,77 @@ def test_upload_names_with_control_characters_are_saved_not_crashed_on(tmp_path)
         assert path.resolve().is_relative_to(tmp_path.resolve())
         assert not any(ord(c) < 32 for c in str(path))
         assert [d.doc_id for d in load_corpus(path).documents] == ["a"]
+
+
+# --- PDFs whose text costs more than their bytes ---------------------------------------------------
+
+
+def _deflated(data: bytes, extra: bytes = b"") -> bytes:
+    z = zlib.compress(data, 9)
+    return b"<< " + extra + b" /Length %d /Filter /FlateDecode >>\nstream\n" % len(z) + z + b"\nendstream"
+
+
+def content_bomb_pdf(pages: int = 8, ops: int = 900_000) -> bytes:
+    """A few KB per page that inflate to ~900,000 text operators each."""
+    head = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(pages)), pages),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    body = _deflated(b"BT /F1 12 Tf 72 720 Td " + b"(a) Tj " * ops + b"ET")
+    for i in range(pages):
+        head.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                    b"/Contents %d 0 R >>" % (5 + 2 * i))
+        head.append(body)
+    return pdf_file(head)
+
+
+def form_bomb_pdf(depth: int = 9, width: int = 10) -> bytes:
+    """Form XObjects drawing the one below ten times each: 10^8 'lol's from one page (billion laughs)."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> "
+            b"/XObject << /X %d 0 R >> >> /Contents 5 0 R >>" % (5 + depth),
+            _deflated(b"/X Do")]
+    for i in range(depth):  # objects 6 .. 5+depth: form i draws form i-1 (object 5+i) ten times
+        content = b"BT /F1 12 Tf 72 720 Td (lol) Tj ET" if i == 0 else b"/Y Do " * width
+        res = b"<< /Font << /F1 3 0 R >> >>" if i == 0 else b"<< /XObject << /Y %d 0 R >> >>" % (5 + i)
+        objs.append(_deflated(content, b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources " + res))
+    return pdf_file(objs)
+
+
+def test_a_pdf_whose_page_inflates_past_the_bound_is_refused_before_it_is_parsed(tmp_path):
+    """Before the fix this 30 KB PDF (one page inflating to 21 MB of operators) ended, after seconds of
+    parsing, in pypdf's LimitReachedError as a traceback."""
+    data = content_bomb_pdf(pages=1, ops=3_000_000)
+    assert len(data) < 100_000
+    (tmp_path / "bomb.pdf").write_bytes(data)
+    r = run(["-m", "workbench", "ask", "--no-trace", "--corpus", str(tmp_path), "what does it say?"],
+            mem_gb=3, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "bomb.pdf" in r.stderr and "more than 16 MB of page content" in r.stderr
+
+
+def test_the_app_bounds_the_pdf_work_of_a_whole_corpus(tmp_path):
+    """Pages under every per-file bound, but more of them than the app parses: refused at the bound (before
+    the fix all eight pages were parsed, ~3 s each, and the document loaded)."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.pdf").write_bytes(content_bomb_pdf(pages=8, ops=430_000))
+    code = textwrap.dedent(f"""
+        from workbench.errors import CorpusError
+        from workbench.ui.state import load_app_corpus
+        try:
+            load_app_corpus({str(kb)!r})
+        except CorpusError as exc:
+            print("refused:", exc)
+    """)
+    r = python(code, mem_gb=3, timeout=120, env={"WORKBENCH_MAX_PDF_MB": "4"})
+    assert r.returncode == 0 and "refused:" in r.stdout and "WORKBENCH_MAX_PDF_MB" in r.stdout, r.stderr[-2000:]
+
+
+def test_a_pdf_of_forms_drawing_forms_stays_bounded(tmp_path):
+    """10^8 expansions from one page: pypdf stops expanding forms (5,000 invocations) and our operator budget
+    counts what runs inside them; either way the load ends quickly with a document or a clear error."""
+    (tmp_path / "bomb.pdf").write_bytes(form_bomb_pdf())
+    r = run(["-m", "workbench", "ask", "--no-trace", "--corpus", str(tmp_path), "what does it say?"],
+            mem_gb=3, timeout=120)
+    assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -18,7 +18,7 @@ from ..providers.offline import FAULTS
 from ..render import escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
-from .uploads import max_documents, save_upload
+from .uploads import max_documents, max_pdf_content_bytes, save_upload
 
 MODES = ("agent", "excerpts")
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
@@ -111,8 +111,9 @@ def _fingerprint(path: str) -> str:
 
 
 def load_app_corpus(path: str) -> Corpus:
-    """A corpus for the app: at most `WORKBENCH_MAX_DOCUMENTS` documents (docs/security.md)."""
-    return load_corpus(path, max_documents=max_documents())
+    """A corpus for the app: at most `WORKBENCH_MAX_DOCUMENTS` documents and `WORKBENCH_MAX_PDF_MB` of PDF
+    page content in all (docs/security.md)."""
+    return load_corpus(path, max_documents=max_documents(), pdf_content_bytes=max_pdf_content_bytes())
 
 
 @st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)

@@ -6,7 +6,8 @@ No streamlit here: the app hands over the name and bytes. Files land under
 Uploads come from anyone who can reach the app, so every size is bounded (docs/security.md):
 `WORKBENCH_MAX_UPLOAD_MB` (default 50; `.streamlit/config.toml` sets Streamlit's own limit to the
 same figure) bounds the upload and what a zip may expand to, `WORKBENCH_MAX_DOCUMENTS` (default
-20,000) the documents of any corpus the app loads. A zip is never trusted: the sizes it declares
+20,000) the documents of any corpus the app loads, `WORKBENCH_MAX_PDF_MB` (default 32) the page
+content of its PDFs, which pypdf parses at ~2 MB a second. A zip is never trusted: the sizes it declares
 are checked against what its members really inflate to, their CRCs are checked, and a zip that
 fails any check is refused as a whole — nothing of it is left as a corpus.
 """
@@ -29,6 +30,7 @@ from ..errors import CorpusError
 
 DEFAULT_MAX_UPLOAD_MB = 50
 DEFAULT_MAX_DOCUMENTS = 20_000
+DEFAULT_MAX_PDF_MB = 32
 _CHUNK = 1 << 20
 
 
@@ -49,6 +51,12 @@ def max_upload_bytes() -> int:
 def max_documents() -> int:
     """The most documents a corpus loaded by the app may hold: `$WORKBENCH_MAX_DOCUMENTS`."""
     return _env_int("WORKBENCH_MAX_DOCUMENTS", DEFAULT_MAX_DOCUMENTS)
+
+
+def max_pdf_content_bytes() -> int:
+    """Decoded page content of all PDFs of a corpus the app loads: `$WORKBENCH_MAX_PDF_MB` MB (default 32,
+    ~15 s of pypdf at its ~2 MB/s; a text page holds 5-50 KB)."""
+    return _env_int("WORKBENCH_MAX_PDF_MB", DEFAULT_MAX_PDF_MB) * 2**20
 
 
 def uploads_dir() -> Path:
