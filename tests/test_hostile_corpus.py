@@ -281,3 +281,13 @@ def test_a_pdf_of_forms_drawing_forms_stays_bounded(tmp_path):
     r = run(["-m", "workbench", "ask", "--no-trace", "--corpus", str(tmp_path), "what does it say?"],
             mem_gb=3, timeout=120)
     assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_zip_members_the_file_system_cannot_hold_are_clear_errors(tmp_path):
+    """Before the fix a member name longer than the file system allows raised OSError (the page broke)."""
+    z = _zip({"kb/" + "n" * 300 + ".md": DOC, "kb/ok.md": DOC})
+    with pytest.raises(CorpusError, match="cannot be written"):
+        save_upload("kb.zip", z, tmp_path)
+    assert not list(tmp_path.rglob("*.md"))
+    with pytest.raises(CorpusError, match="cannot be stored"):
+        save_upload("d" * 300 + ".md", DOC.encode(), tmp_path)

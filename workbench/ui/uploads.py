@@ -65,6 +65,13 @@ def uploads_dir() -> Path:
 
 def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:
     """Write the upload where `load_corpus` can read it and return that path (a file or a folder)."""
+    try:
+        return _save(name, data, root)
+    except OSError as exc:  # a name too long, a full disk …: a message, never a broken page
+        raise CorpusError(f"the upload cannot be stored: {exc.strerror or exc}", name) from None
+
+
+def _save(name: str, data: bytes, root: Path | None) -> Path:
     limit = max_upload_bytes()
     if len(data) > limit:
         raise CorpusError(f"upload is larger than {limit // 2**20} MB", name)
@@ -121,8 +128,11 @@ def _extract_zip(name: str, data: bytes, target: Path, limit: int) -> None:
             body = _read_member(zf, m, len(data), budget, name)
             budget -= len(body)
             out = scratch.joinpath(*rel.parts)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(body)
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(body)
+            except OSError as exc:  # a name too long, a file where a folder must be, a full disk …
+                raise CorpusError(f"member {m.filename!r} cannot be written: {exc.strerror or exc}", name) from None
         try:
             scratch.rename(target)
         except OSError:  # another session extracted the same upload meanwhile
