@@ -8,6 +8,7 @@ as they were (compared before and after), with a message instead of a traceback.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 
@@ -178,3 +179,21 @@ def test_a_failing_later_migration_leaves_the_schema_as_it_was(tmp_path, after_p
     assert applied(con) == sorted(m.name for m in MIGRATIONS)
     con.close()
     assert _catalog(path) == before
+
+
+def test_a_reader_that_waits_for_a_lock_creates_nothing_beside_the_database(good, tmp_path):
+    """The readers' queue marker used to be `<db>.readers` next to the file, left behind when a reader
+    gave up: readers create nothing where the database lives."""
+    db = tmp_path / "locked.duckdb"
+    shutil.copy(good, db)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
+                               "print('locked', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(TraceStoreError, match="locked"):
+            TraceReader(db, timeout=0.5).rows("SELECT count(*) FROM turns")
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+    finally:
+        holder.kill()
+        holder.wait()
