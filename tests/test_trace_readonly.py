@@ -28,7 +28,7 @@ def _state(path):
     """Bytes of the file and of every sidecar DuckDB could leave next to it."""
     out = {}
     for p in sorted(path.parent.iterdir()):
-        if p.name.startswith(path.name) and not p.name.endswith(".readers"):
+        if p.name.startswith(path.name):
             out[p.name] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
