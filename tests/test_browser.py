@@ -256,6 +256,12 @@ The beacon widget calibration takes two minutes: http\\:\\/\\/www\\.escaped-beac
 """
 
 
+def _links(page) -> list[str]:
+    """Every link target on the page but Streamlit's own (page navigation, skip link, heading anchors)."""
+    return page.locator("a[href]:not([data-testid=stSidebarNavLink]):not([href^='#'])").evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")
+
+
 def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, server, beacon):
     b = beacon["url"]
     corpus = server["corpus"].parent / "beacon-corpus"
@@ -277,6 +283,20 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     _settle(page)
     page.get_by_text("Provenance", exact=True).last.click()
     page.get_by_text("Claims", exact=False).last.click()
+    page.get_by_text("Tool calls", exact=False).last.click()
+    _settle(page)
+    # the compare page lays the same titles out again (same session: the sidebar keeps the corpus)
+    page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()
+    page.get_by_role("button", name="Run all").wait_for()
+    page.get_by_label("Question").fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
+    page.get_by_role("button", name="Run all").click()
+    page.locator(".st-key-cmp-col-1").wait_for()
+    _settle(page)
+    assert "![t]" in page.inner_text("body")
+    validated = {"https://help.example.test/beacon-widget", "https://help.example.test/beacon-reset"}
+    assert set(_links(page)) <= validated, f"links not built from validated citations: {set(_links(page)) - validated}"
+    page.get_by_test_id("stSidebarNavLink").filter(has_text="app").click()
+    page.get_by_test_id("stChatInputTextArea").wait_for()
     _settle(page)
     # a typed path is shown back in an error: it must stay text too
     path.fill(f"![s]({b}/sidebar.png) {b}/sidebar-bare")
@@ -288,9 +308,6 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     assert page.locator(f"img[src*='{beacon['host']}'], link[href*='{beacon['host']}']").count() == 0
     body = page.inner_text("body")
     assert "![t]" in body and "title-bare" in body, "hostile titles are shown as text"
-    # every link on the page but Streamlit's own (page navigation, skip link, heading anchors)
-    hrefs = page.locator("a[href]:not([data-testid=stSidebarNavLink]):not([href^='#'])").evaluate_all(
-        "els => els.map(e => e.getAttribute('href'))")
-    validated = {"https://help.example.test/beacon-widget", "https://help.example.test/beacon-reset"}
+    hrefs = _links(page)
     assert set(hrefs) <= validated, f"links not built from validated citations: {set(hrefs) - validated}"
     assert "https://help.example.test/beacon-widget" in hrefs, "the validated citation is still a link"
