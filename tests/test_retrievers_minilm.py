@@ -86,10 +86,14 @@ def test_minilm_index_is_cached_and_not_re_embedded(demo, minilm_cache, monkeypa
     dirs = [p for p in minilm_cache.iterdir() if p.name.startswith("vector-minilm-")]
     assert len(dirs) == 1 and (dirs[0] / "embeddings.npy").exists()
 
-    def no_document_embedding(self, texts):
-        raise AssertionError("a cached index must not embed the corpus again")
+    real = embeddings.MiniLMEmbedding.embed_array
 
-    monkeypatch.setattr(embeddings.MiniLMEmbedding, "_get_text_embeddings", no_document_embedding)
+    def no_document_embedding(self, texts, is_query=False, **kwargs):
+        if not is_query:
+            raise AssertionError("a cached index must not embed the corpus again")
+        return real(self, texts, is_query, **kwargs)
+
+    monkeypatch.setattr(embeddings.MiniLMEmbedding, "embed_array", no_document_embedding)
     r = get_retriever("vector-minilm", demo, cache_dir=minilm_cache)
     assert r.retrieve(SSO, 1).hits[0].chunk.doc_id.startswith(("sso-", "overview-sso"))
 

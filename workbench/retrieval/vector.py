@@ -1,104 +1,77 @@
-"""Dense retrieval: a llama-index `VectorStoreIndex` over chunks, with an explicit embedding model.
+"""Dense retrieval: chunks ranked by the cosine of their embedding to the query's.
 
-Storage decision (measured on the Arduino corpus, 821 chunks, 2-CPU box): llama-index's
-`SimpleVectorStore` persisted as JSON took 1.8 s to write and 4.7 s to load back with
-`load_index_from_storage` (docstore + index store + a 6 MB JSON of float lists), and its query
-converts the whole embedding dict to an array on every call (~22 ms). That misses the ≤ 1 s
-cached-load target, so the index's vector store here is `NumpyVectorStore`: a
-`BasePydanticVectorStore` that keeps one unit-normalised float32 matrix, persists it as `.npy`
-(loads in milliseconds) and answers queries with one matrix-vector product and `argpartition`.
-The index is still built by `VectorStoreIndex(nodes, embed_model=…)`, so any llama-index
-embedding (wordllama, Ollama, Gemini) plugs in unchanged; the embedding model is always passed
-explicitly, never taken from `Settings`.
+The index is built by llama-index's `VectorStoreIndex` with an explicit embedding model into a
+`NumpyVectorStore` (`llama_build.py`): one unit-normalised float32 matrix, persisted as `.npy`.
+A query is answered here with numpy alone — embed the query, one matrix-vector product,
+`argpartition` — whether the matrix was just built or loaded from the cache, so both return
+identical rankings and a cached index never imports llama-index (tests/test_retrieval_cache.py).
+`k` is an argument of every call: a retriever shared by several app sessions has no per-query
+state.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
-from llama_index.core.vector_stores.types import (
-    BasePydanticVectorStore, VectorStoreQuery, VectorStoreQueryResult,
-)
-from pydantic import PrivateAttr
 
 from ..types import Chunk, Hit
 from .base import Retriever
-from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, cached_chunks
+from .cache import atomic_dir, read_chunks
+from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
+from .embeddings import Embedding, unit_rows
 
-CONFIG_VERSION = 1  # bump when node text or normalisation changes, so cached indexes rebuild
-
-
-class NumpyVectorStore(BasePydanticVectorStore):
-    """Unit-normalised float32 matrix; node ids are row numbers. Cosine = dot product."""
-
-    stores_text: bool = True  # nodes come back from `query`, so the index needs no docstore
-    _matrix: Any = PrivateAttr(default=None)
-
-    def __init__(self, matrix: np.ndarray | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self._matrix = matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
-
-    @property
-    def client(self) -> Any:
-        return None
-
-    @property
-    def matrix(self) -> np.ndarray:
-        return self._matrix
-
-    def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
-        start = len(self._matrix)
-        ids = [n.node_id for n in nodes]
-        if ids != [str(i) for i in range(start, start + len(nodes))]:  # row number == node id
-            raise ValueError("NumpyVectorStore needs nodes with ids 0..n-1, added in order")
-        rows = _unit(np.asarray([n.get_embedding() for n in nodes], dtype=np.float32))
-        self._matrix = rows if start == 0 else np.vstack([self._matrix, rows])
-        return ids
-
-    def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
-        raise NotImplementedError("indexes are rebuilt, never edited in place")
-
-    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        if query.query_embedding is None or not len(self._matrix):
-            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        q = _unit(np.asarray(query.query_embedding, dtype=np.float32)[None, :])[0]
-        scores = self._matrix @ q
-        k = min(query.similarity_top_k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        ids = [str(int(i)) for i in top]
-        return VectorStoreQueryResult(nodes=[TextNode(id_=i, text="") for i in ids],
-                                      similarities=[float(scores[i]) for i in top], ids=ids)
+#: Bump when node text, normalisation or the files of a cached index change, so old caches rebuild.
+#: 2: the query path reads `embeddings.npy` with numpy alone; `meta.json` records the matrix shape.
+CONFIG_VERSION = 2
 
 
-def _unit(m: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32, copy=False)
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indexes of the `k` highest `scores`, best first, in O(n) plus a sort of the `k`."""
+    k = min(k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
+def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosine of every row of the unit-row `matrix` to `query`.
+
+    `einsum`, not `matrix @ query`: the product goes to OpenBLAS, whose threaded sgemv took 6-13 ms
+    for SciFact's 5,502 x 256 matrix on the 2-core machine under load (its threads wait for busy
+    cores), against 0.4-1.1 ms for this single-threaded loop — the same work, and most of what a
+    cached vector query cost.
+    """
+    return np.einsum("ij,j->i", matrix, unit_rows(query[None, :])[0])
+
+
+def top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cosines) of the `k` rows of the unit-row `matrix` nearest to `query`, best first."""
+    scores = cosines(matrix, query)
+    top = top_rows(scores, k)
+    return top, scores[top]
 
 
 class Vector(Retriever):
     """Chunks ranked by cosine similarity to the query embedding."""
 
-    def __init__(self, chunks: list[Chunk], retriever: BaseRetriever, name: str):
+    def __init__(self, chunks: list[Chunk], matrix: np.ndarray, embedding: Embedding, name: str = "vector"):
         super().__init__(chunks)
-        self._retriever = retriever
+        if matrix.shape[0] != len(chunks):
+            raise ValueError(f"{matrix.shape[0]} embeddings for {len(chunks)} chunks")
+        self.matrix = matrix
+        self.embedding = embedding
         self.name = name
 
+    def scores(self, query: str) -> np.ndarray:
+        """The cosine of every chunk to `query`, in chunk order (what hybrid fusion reads)."""
+        return cosines(self.matrix, self.embedding.query_vector(query))
+
     def _retrieve(self, query: str, k: int) -> list[Hit]:
-        self._retriever.similarity_top_k = k
-        results: list[NodeWithScore] = self._retriever.retrieve(QueryBundle(query))
-        return [Hit(self.chunks[int(r.node.node_id)], float(r.score or 0.0), rank)
-                for rank, r in enumerate(results, start=1)]
+        rows, scores = top_k(self.matrix, self.embedding.query_vector(query), k)
+        return [Hit(self.chunks[int(i)], float(s), rank) for rank, (i, s) in enumerate(zip(rows, scores), start=1)]
 
 
 def node_text(chunk: Chunk, title: str) -> str:
@@ -107,54 +80,44 @@ def node_text(chunk: Chunk, title: str) -> str:
 
 
 def cache_key(corpus, backend: str, model_name: str) -> str:
-    cfg = json.dumps({"v": CONFIG_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP, "backend": backend,
-                      "model": model_name}, sort_keys=True)
+    cfg = json.dumps({"v": CONFIG_VERSION, "chunker": CHUNKER_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP,
+                      "backend": backend, "model": model_name}, sort_keys=True)
     return f"vector-{backend}-{corpus.content_hash[:16]}-{hashlib.sha256(cfg.encode()).hexdigest()[:8]}"
 
 
-def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, embedding: str = "wordllama",
+def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bool = False, embedding: str = "wordllama",
                  name: str = "vector", **embedding_options: Any) -> Vector:
-    """Load the vector index of `corpus` from the cache, or build it and persist it atomically."""
-    from llama_index.core import StorageContext, VectorStoreIndex
-
+    """Load the vector index of `corpus` from the cache, or build it and persist it atomically
+    (`rebuild`: build and overwrite even if a readable one is cached)."""
     from .embeddings import embedding_for
 
-    embed_model = embedding_for(embedding, **embedding_options)
-    target = Path(cache_dir) / cache_key(corpus, embedding, embed_model.model_name)
-    store = None
-    if use_cache and (target / "embeddings.npy").exists():
-        try:
-            chunks = [Chunk(**c) for c in json.loads((target / "chunks.json").read_text(encoding="utf-8"))]
-            matrix = np.load(target / "embeddings.npy")
-            if matrix.shape[0] == len(chunks):
-                store = NumpyVectorStore(matrix)
-        except (OSError, ValueError, TypeError):  # a corrupt cache is rebuilt, never fatal
-            store = None
-        if store is None:
-            shutil.rmtree(target, ignore_errors=True)
-    # We never insert documents later, so the index needs no node parser; any non-empty list stops
-    # llama-index from building its default SentenceSplitter, which loads tiktoken (~0.5 s).
-    no_parser = [embed_model]
-    if store is not None:
-        index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model, transformations=no_parser)
-    else:
-        chunks = cached_chunks(corpus, cache_dir if use_cache else None)
-        titles = {d.doc_id: d.title for d in corpus.documents}
-        nodes = [TextNode(id_=str(i), text=node_text(c, titles.get(c.doc_id, ""))) for i, c in enumerate(chunks)]
-        store = NumpyVectorStore()
-        index = VectorStoreIndex(nodes, embed_model=embed_model, insert_batch_size=4096, transformations=no_parser,
-                                 storage_context=StorageContext.from_defaults(vector_store=store))
-        if use_cache:
-            _persist(target, chunks, store.matrix)
-    return Vector(chunks, index.as_retriever(similarity_top_k=10), name)
+    model = embedding_for(embedding, **embedding_options)
+    target = Path(cache_dir) / cache_key(corpus, embedding, model.model_name)
+    if use_cache and not rebuild:
+        cached = load_vector(target, model, name)
+        if cached is not None:
+            return cached
+    from .llama_build import embed_matrix
+
+    chunks = cached_chunks(corpus, cache_dir if use_cache else None)
+    titles = {d.doc_id: d.title for d in corpus.documents}
+    matrix = embed_matrix([node_text(c, titles.get(c.doc_id, "")) for c in chunks], model)
+    if use_cache:
+        with atomic_dir(target, chunks, {"rows": int(matrix.shape[0]), "dim": int(matrix.shape[1])}) as tmp:
+            np.save(tmp / "embeddings.npy", matrix)
+    return Vector(chunks, matrix, model, name)
 
 
-def _persist(target: Path, chunks: list[Chunk], matrix: np.ndarray) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+def load_vector(target: Path, model: Embedding, name: str) -> Vector | None:
+    """The cached index in `target`, or None when it is absent or unreadable (the caller rebuilds)."""
+    meta = read_chunks(target)
+    if meta is None:
+        return None
+    chunks, info = meta
     try:
-        np.save(tmp / "embeddings.npy", matrix)
-        (tmp / "chunks.json").write_text(json.dumps([c.__dict__ for c in chunks]), encoding="utf-8")
-        os.replace(tmp, target) if not target.exists() else shutil.rmtree(tmp)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+        matrix = np.load(target / "embeddings.npy", allow_pickle=False)
+        if matrix.dtype != np.float32 or matrix.shape != (info["rows"], info["dim"]) or len(chunks) != info["rows"]:
+            raise ValueError(f"cached matrix {matrix.shape} {matrix.dtype} does not match {info}")
+        return Vector(chunks, matrix, model, name)
+    except (OSError, ValueError, KeyError, TypeError, EOFError):  # a corrupt cache is rebuilt, never fatal
+        return None
