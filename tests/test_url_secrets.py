@@ -112,3 +112,27 @@ def test_every_network_provider_reports_where_without_credentials():
         assert not _leaks(p.where) and "127.0.0.1:9" in p.where
         assert not _leaks(repr(p))
 
+
+@pytest.mark.parametrize("answer", ["raises", "error body", "bad body"])
+def test_llamacpp_failures_never_show_its_loopback_servers_key(answer, tmp_path):
+    """llama.cpp's in-process server has a random key (never printed, never traced): whatever llama.cpp
+    raises or answers, the turn's error is scrubbed of it."""
+    from workbench.agent import run_turn
+    from workbench.providers.llamacpp import LlamaCppProvider, LoadedModel
+
+    key = "loopback-key-Zq9wX2vB7nM4kL8"
+
+    class FailingServer:  # stands in for xllamacpp.Server: the one call the provider makes
+        def handle_chat_completions(self, request):
+            if answer == "raises":
+                raise RuntimeError(f"request refused (api key {key})")
+            if answer == "error body":
+                return {"error": {"type": "server_error", "message": f"slot failed, key={key}"}}
+            return {"choices": [], "echo": key}
+
+    provider = LlamaCppProvider(model=str(tmp_path / "m.gguf"))
+    provider.loaded = lambda: LoadedModel(FailingServer(), str(tmp_path / "m.gguf"), 512, 1, 0.0,
+                                          "http://127.0.0.1:9", key)
+    record = run_turn("How do I configure SSO?", provider, Session.open(trace=False).toolbox, mode="excerpts", k=2)
+    assert record.status == "provider_error" and record.error
+    assert key not in record.error and key not in json.dumps(record.to_dict(), default=str)

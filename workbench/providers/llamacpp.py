@@ -47,7 +47,7 @@ from typing import Any, Mapping
 
 from ..config import workbench_home
 from ..errors import ProviderError
-from .base import ModelStep, Provider, Readiness, failure, setting
+from .base import ModelStep, Provider, Readiness, failure, scrub_secrets, setting
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -218,7 +218,8 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
             server = xllamacpp.Server(params)
         except Exception as exc:  # llama.cpp reports only "Failed to init server"; the reason is in its log
             where = f"; llama.cpp's log: {current_log()}" if current_log() else ""
-            raise ProviderError(f"llama.cpp could not load {gguf} ({exc}){where}", status="bad_model") from None
+            raise ProviderError(scrub_secrets(f"llama.cpp could not load {gguf} ({exc}){where}", [key_value]),
+                                status="bad_model") from None
         loaded = LoadedModel(server, key[0], n_ctx, threads, time.perf_counter() - start,
                              server.listening_address, key_value)
         _MODELS[key] = loaded
@@ -289,13 +290,22 @@ class LlamaCppProvider(ChatCompletions, Provider):
         if self.seed is not None:
             request["seed"] = self.seed
         call_start = time.perf_counter()
-        body = model.server.handle_chat_completions(request)
+        # Every failure below goes through `failure` with the loopback server's key: whatever llama.cpp
+        # puts in an exception or an error body, the key never reaches a message, a trace or the screen.
+        try:
+            body = model.server.handle_chat_completions(request)
+        except Exception as exc:
+            raise failure(self, "provider_error", f"llama.cpp failed: {type(exc).__name__}: {exc}", start, 0,
+                          [model.api_key]) from None
         latency = (time.perf_counter() - call_start) * 1000
         if not isinstance(body, dict) or "choices" not in body:
             status, message = self._describe(body, model)
             raise failure(self, status, message, start, 0, [model.api_key])
         self.timings.append(body.get("timings") or {})
-        return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+        try:
+            return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+        except ProviderError as exc:
+            raise failure(self, exc.status, str(exc), start, 0, [model.api_key]) from None
 
     def _new_id(self) -> str:
         self._calls += 1
