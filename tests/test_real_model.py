@@ -221,16 +221,21 @@ def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_p
 
 # --- the app, with the model this process already holds ---------------------------------------------
 
-def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
+def _llamacpp_app(max_tokens: int):
+    """The app with the local model chosen in the sidebar: excerpt mode, k 2, a short answer."""
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
-    loads = llamacpp.load_count
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
     at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
     at = at.sidebar.slider(key="cfg_k").set_value(2).run()
-    at = at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(32).run()  # from its options_schema
+    return at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(max_tokens).run()  # from its schema
+
+
+def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
+    loads = llamacpp.load_count
+    at = _llamacpp_app(max_tokens=32)
     at = at.chat_input[0].set_value("How do I reset my password?").run()
     assert not at.exception, at.exception
     caption = " ".join(c.value for c in at.caption).replace("\\", "")
@@ -238,6 +243,31 @@ def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeyp
     assert "max tokens 32" in caption
     assert not at.error, [e.value for e in at.error]
     assert llamacpp.load_count == loads  # the app reuses the model the process holds
+
+
+def test_app_loads_no_model_file_a_visitor_names_outside_the_allowed_roots(model, tmp_path, monkeypatch):
+    """The llamacpp model field takes a path (`model_is_path`): before the fix a visitor could make the
+    server open any file, and the error quoted its first bytes."""
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "token.txt").write_text("SECRET-TOKEN-81f2 do not show")
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(allowed))
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
+    loads = llamacpp.load_count
+    at = _llamacpp_app(max_tokens=16)
+    at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(str(outside / "token.txt")).run()
+    assert any("not allowed" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    at = at.chat_input[0].set_value("How do I reset my password?").run()
+    assert not at.exception, at.exception
+    turn = at.session_state["turns"][-1]
+    assert turn.config.model is None and turn.error is None, turn.error  # the default model answered
+    shown = " ".join([c.value for c in at.caption] + [e.value for e in at.error]).replace("\\", "")
+    assert "(default model)" in shown and "SECRET" not in shown and "not a GGUF" not in shown
+    # the default model's own path is the operator's, wherever it is installed
+    at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(model.path).run()
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert llamacpp.load_count == loads
 
 
 @pytest.mark.parametrize("user_value,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])

@@ -162,6 +162,55 @@ def test_corpus_inside_the_roots_still_loads(app, root):
     assert "flux" in app.session_state["turns"][-1].payload["sets"]["consulted"]
 
 
+# --- servers a visitor may name (provider options with "format": "uri") ----------------------------
+
+
+def test_servers_outside_the_allowed_list_are_refused_in_every_spelling(monkeypatch):
+    from workbench.paths import confine_server
+
+    monkeypatch.setenv("WORKBENCH_ALLOWED_SERVERS", "http://gpu-box:11434, https://api.example.com/v1")
+    for text in ("http://gpu-box:11434", "http://GPU-box:11434/", "http://u:p@gpu-box:11434",
+                 "https://api.example.com/v1/", "https://api.example.com:443/v1"):
+        assert confine_server(text, "Base URL") == text
+    for text in ("http://gpu-box:11435", "https://gpu-box:11434", "http://gpu-box.evil:11434", "gpu-box:11434",
+                 "http://evil/?u=http://gpu-box:11434", "http://gpu-box@evil:11434", "http://evil\\@gpu-box:11434",
+                 "https://api.example.com/v10", "https://api.example.com/", "https://api.example.com/v1/../x",
+                 "https://api.example.com/v1/%2e%2e/x", "file:///etc/passwd", "http://gpu-box:99999", ""):
+        with pytest.raises(PathNotAllowedError):
+            confine_server(text, "Base URL")
+    monkeypatch.delenv("WORKBENCH_ALLOWED_SERVERS")
+    with pytest.raises(PathNotAllowedError, match="WORKBENCH_ALLOWED_SERVERS"):
+        confine_server("http://gpu-box:11434", "Server")
+
+
+def test_a_visitor_cannot_send_the_operators_key_to_a_server_of_their_own(app, monkeypatch):
+    """The sidebar draws each provider's options from its schema, a base URL among them. Before the
+    fix a visitor's URL got the operator's $OPENAI_API_KEY as its bearer token."""
+    from loopback import ScriptedServer, openai_reply, refused_url
+
+    key = "sk-operator-canary-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("OPENAI_BASE_URL", refused_url() + "/v1")  # the operator's server (down)
+    with ScriptedServer([openai_reply("Open Settings, then SSO.")], repeat_last=True) as theirs:
+        app.sidebar.selectbox(key="cfg_provider").set_value("openai").run()
+        app.sidebar.text_input(key="cfg_opt_openai_base_url").set_value(theirs.url + "/v1").run()
+        assert any("not allowed" in e.value and "WORKBENCH\\_ALLOWED\\_SERVERS" in e.value
+                   for e in app.sidebar.error), [e.value for e in app.sidebar.error]
+        app.chat_input[0].set_value("How do I configure SSO?").run()
+        assert not app.exception
+        assert theirs.requests == [], "the visitor's server got a request, and the operator's key with it"
+        assert app.session_state["turns"][-1].payload["status"] == "connection_error"  # the operator's server
+        assert key not in _all_text(app)
+        # a server the operator lists is the visitor's to choose
+        monkeypatch.setenv("WORKBENCH_ALLOWED_SERVERS", theirs.url + "/v1")
+        app.run()
+        assert not app.sidebar.error, [e.value for e in app.sidebar.error]
+        app.chat_input[0].set_value("How do I configure SSO?").run()
+        assert not app.exception
+        assert app.session_state["turns"][-1].payload["status"] == "ok"
+        assert theirs.posts()
+
+
 # --- symlinks inside a corpus folder ------------------------------------------------------------
 
 

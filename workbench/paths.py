@@ -8,12 +8,19 @@ database). Those paths are confined to the roots the operator allows: `$WORKBENC
 URLs (`file:`, `http:` …) are not paths. The operator's own trace database (`$WORKBENCH_DB`) is
 allowed wherever it is.
 
+Servers are confined the same way: a provider option that names a server (`"format": "uri"` in its
+`options_schema`: Ollama's host, the base URL of Gemini or an OpenAI-compatible server) is the
+operator's environment default unless a visitor names one listed in `$WORKBENCH_ALLOWED_SERVERS`.
+Otherwise a visitor could send the operator's API key, which goes with every request, to a server
+of their own, or make the app probe the operator's network.
+
 The CLI is the operator's own tool and reads any file its user can; it does not call this.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from pathlib import Path
 
@@ -21,6 +28,7 @@ from .config import DEMO_CORPUS, default_db_path, workbench_home
 from .errors import PathNotAllowedError
 
 ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
+ALLOWED_SERVERS_ENV = "WORKBENCH_ALLOWED_SERVERS"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # a scheme of two letters or more (not a drive letter)
 
 
@@ -58,3 +66,40 @@ def confine(text: str, what: str, *, also: tuple[Path, ...] = ()) -> Path:
 def confine_db(text: str) -> Path:
     """A trace database path a visitor typed: inside the roots, or the operator's default database."""
     return confine(text, "trace database", also=(default_db_path(),))
+
+
+def _server(url: str) -> tuple[str, str, int | None, str] | None:
+    """(scheme, host, port, path) of an http(s) URL, without userinfo, lower-cased; None when not one."""
+    from urllib.parse import unquote, urlsplit
+
+    if re.search(r"[\s\\\x00-\x1f\x7f]", url.strip()):  # parsers disagree on these: never a server here
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    default = 443 if parts.scheme.lower() == "https" else 80
+    path = posixpath.normpath(unquote(parts.path)) if parts.path else ""  # no `/v1/../` out of an allowed path
+    return parts.scheme.lower(), parts.hostname.lower(), port or default, path.rstrip("/")
+
+
+def allowed_servers() -> list[str]:
+    """The servers visitors may name: `$WORKBENCH_ALLOWED_SERVERS`, URLs separated by spaces or commas."""
+    return [u for u in re.split(r"[\s,]+", os.environ.get(ALLOWED_SERVERS_ENV, "")) if u]
+
+
+def confine_server(text: str, what: str) -> str:
+    """`text` if it is an http(s) URL on a server the operator allows (same scheme, host and port, and a
+    path under the allowed one); else `PathNotAllowedError`."""
+    allowed = allowed_servers()
+    hint = (f"allowed servers: {', '.join(allowed)}" if allowed else "this app uses the servers its operator "
+            "configured") + f" (the operator sets {ALLOWED_SERVERS_ENV})"
+    wanted = _server(text)
+    for url in allowed:
+        ok = _server(url)
+        if wanted and ok and wanted[:3] == ok[:3] and (wanted[3] + "/").startswith(ok[3] + "/"):
+            return text.strip()
+    raise PathNotAllowedError(f"{what} is not allowed: {hint}")

@@ -70,8 +70,12 @@ class Provider(ABC):
     - `batch_by_default`: whether batches that run every configured provider over every question ×
       retriever (`analysis.configured_providers`, notebook 02) include it. False for a model run on
       this machine's CPU, far too slow for that: such a provider is named explicitly instead.
+    - `model_is_path`: its model is a file on this machine (a GGUF): the app accepts a typed model
+      only inside the allowed roots (`paths.confine`, docs/security.md), as it does a corpus path.
+      An option that names a server says so with `"format": "uri"` in `options_schema`; the app
+      accepts a typed one only when the operator allows it (`paths.confine_server`).
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches.
+    in batches, a model name (not a file).
     """
 
     name: str = "base"
@@ -82,6 +86,7 @@ class Provider(ABC):
     options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     default_tool_protocol: ClassVar[str] = "native"
     batch_by_default: ClassVar[bool] = True
+    model_is_path: ClassVar[bool] = False
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model

@@ -46,7 +46,7 @@ class GeminiProvider(Provider):
     options_schema = network_options_schema(
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENVS[0]} (or ${KEY_ENVS[1]}); never recorded"},
-        base_url={"type": "string", "title": "Base URL",
+        base_url={"type": "string", "format": "uri", "title": "Base URL",
                   "description": f"a Gemini-compatible server (default ${BASE_URL_ENV}, else Google)"})
 
     @classmethod

@@ -237,6 +237,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
     supports_json_schema = True
     default_tool_protocol = "json-steps"
     batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
+    model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
         "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
                   "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},

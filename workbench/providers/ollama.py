@@ -41,7 +41,7 @@ class OllamaProvider(Provider):
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
     options_schema = network_options_schema(
-        host={"type": "string", "title": "Server",
+        host={"type": "string", "format": "uri", "title": "Server",
               "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"})
 
     @classmethod

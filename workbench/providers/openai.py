@@ -46,7 +46,7 @@ class OpenAIProvider(ChatCompletions, Provider):
     supports_tools = True
     supports_json_schema = True
     options_schema = network_options_schema(
-        base_url={"type": "string", "title": "Base URL",
+        base_url={"type": "string", "format": "uri", "title": "Base URL",
                   "description": f"server URL ending in /v1 (default ${BASE_URL_ENV}, else the OpenAI API)"},
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENV}; never recorded"},

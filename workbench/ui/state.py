@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import PathNotAllowedError, WorkbenchError
-from ..paths import confine, confine_db
+from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness
 from ..providers.options import input_kind, properties, recorded
 from ..render import escape_markdown
@@ -106,11 +106,12 @@ def provider_caps(name: str) -> dict[str, Any]:
     protocols = [x for x, cap in ((NATIVE, "supports_tools"), (JSON_STEPS, "supports_json_schema"))
                  if declared(name, cap)]
     try:
-        model_label = get_provider(name).model_label
+        p = get_provider(name)
+        model, model_label = p.model, p.model_label
     except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
-        model_label = None
+        model = model_label = None
     return {"protocols": protocols or [NATIVE], "default_protocol": declared(name, "default_tool_protocol"),
-            "model_label": model_label}
+            "model": model, "model_label": model_label}
 
 
 def protocol_picker(container, provider: str, key: str) -> str | None:
@@ -212,7 +213,9 @@ def modes_for(provider: str) -> tuple[str, ...]:
 def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
     """One input per property of the provider's `options_schema` (enum → select box, array of enums →
     multiselect, boolean → checkbox, integer / number → number input, string → text input, a
-    `writeOnly` string → password input); returns the options set to something other than the default."""
+    `writeOnly` string → password input); returns the options set to something other than the default.
+    A string naming a server (`"format": "uri"`) is kept only when the operator allows that server
+    (`paths.confine_server`, docs/security.md)."""
     chosen = []
     for name, prop in properties(declared(provider, "options_schema")).items():
         kind = input_kind(prop)
@@ -236,6 +239,8 @@ def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
         else:
             value = container.text_input(label, key=key, help=helptext, placeholder="default",
                                          type="password" if kind == "secret" else "default").strip() or None
+            if value is not None and prop.get("format") == "uri":  # a server: the operator's, or one allowed
+                value = _allowed(container, lambda: confine_server(value, label), "Using the default.")
         if value is not None and value != (tuple(default) if isinstance(default, list) else default):
             chosen.append((name, value))
     return tuple(chosen)
@@ -277,8 +282,8 @@ def sidebar() -> RunConfig:
         model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
     else:
         default = provider_caps(provider)["model_label"]
-        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
-                              placeholder=f"default: {default}" if default else "").strip() or None
+        model = _model(sb, provider, sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
+                                                   placeholder=f"default: {default}" if default else "").strip())
     retriever = sb.selectbox("Retriever", rnames, key="cfg_retriever")
     modes = modes_for(provider)
     if st.session_state.get("cfg_mode") not in modes:
@@ -293,15 +298,31 @@ def sidebar() -> RunConfig:
     return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, options, db, protocol)
 
 
+def _allowed(container, check: Callable[[], Any], instead: str) -> Any:
+    """`check()`, the confinement of something a visitor typed (docs/security.md); when it refuses, None,
+    with the refusal and what is used `instead` shown."""
+    try:
+        return check()
+    except PathNotAllowedError as exc:
+        container.error(escape_markdown(f"{exc}. {instead}"))
+        return None
+
+
 def _trace_db(sb, text: str) -> str | None:
-    """The typed trace database if the operator allows it (docs/security.md), else None (the default)."""
+    """The typed trace database if the operator allows it, else None (the default)."""
     if not text.strip():
         return None
-    try:
-        return str(confine_db(text))
-    except PathNotAllowedError as exc:
-        sb.error(escape_markdown(f"{exc}. Using the default trace database."))
-        return None
+    return _allowed(sb, lambda: str(confine_db(text)), "Using the default trace database.")
+
+
+def _model(sb, provider: str, text: str) -> str | None:
+    """A typed model; for a provider whose model is a file (`model_is_path`), only one inside the allowed
+    roots or the provider's own default, else None (the default model)."""
+    if not text or not declared(provider, "model_is_path"):
+        return text or None
+    default = provider_caps(provider)["model"]
+    return _allowed(sb, lambda: str(confine(text, "model file", also=(Path(default),) if default else ())),
+                    "Using the default model.")
 
 
 def _corpus_picker(sb) -> tuple[str, str]:
