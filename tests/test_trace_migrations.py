@@ -8,8 +8,9 @@ from workbench.trace.migrate import applied, migrate, pending
 from workbench.trace.reader import TraceReader
 from workbench.trace.schema import MIGRATIONS
 
-TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "migrations"}
-VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary"}
+TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls",
+          "migrations"}
+VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "doc_usage", "doc_usage_totals"}
 
 
 def _objects(con):

@@ -75,7 +75,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                              ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
     "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
                                   ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
-                                  ("excerpt_n", I32), ("page", I32)]),
+                                  ("excerpt_n", I32), ("page", I32), ("text", S)]),
     "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
                             ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
                             ("end_offset", I32)]),
@@ -85,10 +85,13 @@ SCHEMAS: dict[str, pa.Schema] = {
     "claims": pa.schema([("turn_id", S), ("claim_idx", I32), ("text", S), ("cited_doc_ids", pa.list_(S)),
                          ("judge", S), ("score", F64), ("verdict", S), ("best_span", S), ("wrong_excerpt", B),
                          ("generated_only", B), ("extra_json", S), ("added_at", TS)]),
+    "model_calls": pa.schema([("turn_id", S), ("seq", I32), ("provider", S), ("model", S), ("model_version", S),
+                              ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
+                              ("finish_reason", S), ("retries", I32), ("n_tool_calls", I32)]),
 }
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
-TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims")
+TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls")
 
 
 def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
@@ -116,9 +119,10 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
         tool_calls.append((tid, seq, call.name, call.exposure, to_json(call.args), call.latency_ms,
                            len(call.results), call.error, call.call_id))
         for pos, it in enumerate(call.results, start=1):
-            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page))
+            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page,
+                          it.snippet))
     for pos, e in enumerate(record.excerpts, start=1):
-        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page))
+        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, e.text))
 
     citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
                   c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
@@ -129,8 +133,11 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
                 d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]))
                for pos, d in enumerate(payload["documents"], start=1)]
 
+    model_calls = [(tid, seq, c.provider, c.model, c.model_version, c.latency_ms, c.tokens_in, c.tokens_out,
+                    c.finish_reason, c.retries, c.n_tool_calls) for seq, c in enumerate(calls)]
+
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
-           "sources": sources, "claims": claim_rows(tid, claims or ())}
+           "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls}
     return {name: rows for name, rows in out.items() if rows}
 
 

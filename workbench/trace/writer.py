@@ -12,11 +12,12 @@ the unflushed turns but never leaves part of one.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -80,6 +81,7 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
     turns_rows, tool_calls_rows = bulk.get("turns"), bulk.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
     retrieved_items_rows, citations_rows = bulk.get("retrieved_items"), bulk.get("citations")  # noqa: F841
     sources_rows, claims_rows = bulk.get("sources"), bulk.get("claims")  # noqa: F841
+    model_calls_rows = bulk.get("model_calls")  # noqa: F841
     con.execute(begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
                                  + ["COMMIT;"]))
 
@@ -97,6 +99,11 @@ class TraceWriter:
         self._flush_at = 0
         self._flush_age = 0.0
         self._queued_since = 0.0
+        # Turns and flushes may come from several threads (the app's sessions, a concurrent batch): one at a time.
+        self._lock = threading.RLock()
+        #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
+        #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
+        self.listeners: list[Callable[[dict[str, list[tuple]]], None]] = []
 
     # --- connections -------------------------------------------------------------------------
 
@@ -137,21 +144,30 @@ class TraceWriter:
     def log_turn(self, record: TurnRecord, payload: dict[str, Any], *, claims: Iterable[Any] | None = None,
                  run_id: str | None = None) -> str:
         """Write one turn (all its tables, one transaction) and return its turn_id."""
-        run_id = run_id or self.run_for(record.config)
-        if run_id in self._declared and run_id not in self._new_runs:
-            kind, run_key = self._declared[run_id]
-            self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
-        rows = turn_rows(record, payload, run_id, claims)
-        if self._queue is not None:
-            if not self._queue:
-                self._queued_since = time.monotonic()
-            self._queue.append({"run_id": run_id, "rows": rows})
-            if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
-                self.flush()
-        else:
-            with self.connect() as con:
-                self._write(con, {run_id}, rows)
+        with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
+            run_id = run_id or self.run_for(record.config)
+            if run_id in self._declared and run_id not in self._new_runs:
+                kind, run_key = self._declared[run_id]
+                self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
+        rows = turn_rows(record, payload, run_id, claims)  # outside the lock: threads build rows in parallel
+        with self._lock:
+            if self._queue is not None:
+                if not self._queue:
+                    self._queued_since = time.monotonic()
+                self._queue.append({"run_id": run_id, "rows": rows})
+                if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
+                    self.flush()
+            else:
+                with self.connect() as con:
+                    self._write(con, {run_id}, rows)
+                self._notify([{"run_id": run_id, "rows": rows}])
         return payload["turn_id"]
+
+    def _notify(self, written: list[dict[str, Any]]) -> None:
+        for listener in self.listeners:
+            for item in written:
+                run = self._new_runs.get(item["run_id"])
+                listener({**item["rows"], "runs": [run]} if run else item["rows"])
 
     @contextmanager
     def buffered(self, max_turns: int = 50, max_age_s: float = 0.5) -> Iterator["TraceWriter"]:
@@ -172,6 +188,10 @@ class TraceWriter:
         paying DuckDB's per-statement cost (~1 ms an INSERT) once per flush instead of once per turn.
         If the group fails on a duplicate turn, the turns are retried one transaction each.
         """
+        with self._lock:
+            return self._flush()
+
+    def _flush(self) -> int:
         if not self._queue:
             return 0
         queued, self._queue = self._queue, []
@@ -186,6 +206,7 @@ class TraceWriter:
             except duckdb.ConstraintException:
                 for item in queued:
                     self._write(con, {item["run_id"]}, item["rows"])
+        self._notify(queued)
         return len(queued)
 
     def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
