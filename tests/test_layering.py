@@ -19,6 +19,7 @@ SDK_HOMES = {
     "google": {"providers/gemini", "retrieval/embeddings"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
+    "opentelemetry": {"trace/openinference"},
 }
 
 

@@ -6,7 +6,8 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,6 +21,8 @@ from .errors import TraceStoreError, UnknownNameError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
+
+LIVE_EXPORT_ENV = "WORKBENCH_OTLP_ENDPOINT"  # see trace/live.py
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class Session:
             from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
+            if os.environ.get(LIVE_EXPORT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
+                from .trace.live import from_env
+
+                self.tracer.listeners.append(from_env().listener(self.tracer.path))
 
     @classmethod
     def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
@@ -66,11 +73,13 @@ class Session:
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, judge: str | None = "lexical",
-            **provider_options: Any) -> Answer:
+            log: bool = True, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
-        (the fast offline `lexical` by default; None skips judging).
+        (the fast offline `lexical` by default; None skips judging). `log=False` returns the answer
+        unwritten, for `log()` to write later: a concurrent batch answers in several threads and writes
+        in question order. Safe to call from several threads at once.
         """
         if faults:
             provider_options["faults"] = tuple(faults)
@@ -81,10 +90,16 @@ class Session:
         faith = None
         if judge and record.status == "ok" and record.answer:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
-        trace_error = None
-        if self.tracer is not None:
-            try:
-                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
-            except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
-                trace_error = str(exc)
-        return Answer(record, payload, faith, trace_error)
+        answer = Answer(record, payload, faith)
+        return self.log(answer, run_id=run_id) if log else answer
+
+    def log(self, answer: Answer, *, run_id: str | None = None) -> Answer:
+        """Write `answer` to the trace store (unless tracing is off); a failure is kept in `trace_error`."""
+        if self.tracer is None:
+            return answer
+        try:
+            self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
+                                 claims=answer.faithfulness.claims if answer.faithfulness else None)
+        except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
+            return replace(answer, trace_error=str(exc))
+        return answer
