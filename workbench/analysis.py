@@ -443,3 +443,65 @@ def calibration_figure(table: pd.DataFrame, title: str = "Judge score vs share l
     fig.update_layout(title=title, xaxis_title="judge score (bin mean)", yaxis_title="fraction Complete",
                       xaxis_range=[0, 1], yaxis_range=[0, 1], height=450)
     return fig
+
+
+# --- document usage (issue 14) ------------------------------------------------------------------
+
+
+def _frame(result: tuple[list[str], list[tuple]]) -> pd.DataFrame:
+    columns, rows = result
+    return pd.DataFrame(rows, columns=columns)
+
+
+def document_usage(db: str | Path, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per document: turns in which it was retrieved, cited and consulted (view `doc_usage`)."""
+    from .trace import usage
+
+    return _frame(usage.doc_usage(db, run_ids))
+
+
+def usage_totals(db: str | Path, corpus: Any = None, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Totals per corpus category (when `corpus` is given: a path or a loaded corpus), else per kind."""
+    from .trace import usage
+
+    return _frame(usage.usage_totals(db, run_ids, corpus_of(corpus) if corpus is not None else None))
+
+
+def retrieved_not_consulted(db: str | Path, run_ids: Sequence[str] | None = None, min_turns: int = 2) -> pd.DataFrame:
+    """Documents retrieved in at least `min_turns` turns and never consulted."""
+    from .trace import usage
+
+    return _frame(usage.retrieved_not_consulted(db, run_ids, min_turns))
+
+
+def never_retrieved(db: str | Path, corpus: Any = None, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Documents of `corpus` (default: the demo corpus) that no turn retrieved."""
+    from .trace import usage
+
+    return _frame(usage.never_retrieved(db, corpus_of(corpus), run_ids))
+
+
+def corpus_of(corpus: Any):
+    """`corpus` loaded (a path), as is (a loaded corpus), or the demo corpus (None)."""
+    from .corpus import Corpus, load_corpus
+
+    return corpus if isinstance(corpus, Corpus) else load_corpus(corpus or DEMO_CORPUS)
+
+
+def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used documents: turns per set"):
+    """Horizontal grouped bars for the `top` most consulted documents: retrieved, cited and consulted turns.
+
+    Titles are corpus text: entity-escaped so plotly draws them literally (it renders `<a href>` in labels)."""
+    import plotly.graph_objects as go
+
+    from .render import plotly_text
+
+    df = usage.head(top).iloc[::-1]  # plotly draws the first row at the bottom
+    labels = [plotly_text(f"{t or d} ({d})") for t, d in zip(df["title"], df["doc_id"])]
+    fig = go.Figure()
+    for name in SETS:
+        fig.add_bar(name=name, y=labels, x=list(df[f"{name}_turns"]), orientation="h",
+                    marker_color=SET_COLORS[name])
+    fig.update_layout(barmode="group", title=title, xaxis_title="turns", height=max(320, 28 * len(df) + 120),
+                      legend_title_text="", margin=dict(l=10, r=10, t=50, b=40))
+    return fig

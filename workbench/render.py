@@ -75,6 +75,12 @@ _LINK_PUNCT = frozenset("\\[]()!<>`$&:@")
 _WWW = re.compile(r"(?i)\b(www)\.")
 
 
+def plotly_text(text: str) -> str:
+    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
+    labels, so questions, titles and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _escape_all(text: str) -> str:
     return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
 

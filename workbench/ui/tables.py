@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import escape_markdown, plotly_text
 
 
 def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
@@ -33,12 +33,6 @@ def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
         st.error(escape_markdown(str(exc)), icon="⚠️")
         return None
     return pd.DataFrame(rows, columns=columns)
-
-
-def plotly_text(text: str) -> str:
-    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
-    labels, so questions and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def chart(df: pd.DataFrame, key: str) -> None:
