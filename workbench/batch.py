@@ -6,6 +6,16 @@ Questions that already have an `ok` turn in the run are skipped; failed turns ar
 Turns are buffered and flushed together (whole turns per transaction), so an interruption loses at
 most the last half second of turns, never part of one. Used by `workbench eval`, the notebooks
 and the benchmarks.
+
+Concurrency (`concurrency=N`, `eval --concurrency N`): real providers spend a turn waiting on the
+network, so N worker threads answer N questions at once (`Session.ask(log=False)`, safe from several
+threads) while this thread writes the answers in question order, still buffered: the database holds
+the same turns in the same order as with one worker, a resumed run skips exactly what it skipped
+before, and an interruption loses the answers not yet written (at most about 2N turns, asked again on
+resume). Rate limits: a turn the provider ended as `rate_limited` (after the provider's own retries)
+is not written; every worker pauses (`backoff * 2**n` seconds, jittered, at most 30 s, shared, so
+the batch as a whole slows down) and the question is asked again, up to `RATE_LIMIT_RETRIES` times —
+only then is it written as a failed turn, and the run goes on either way.
 """
 
 from __future__ import annotations
@@ -13,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, Callable, Iterator
 
 from .errors import WorkbenchError
 
@@ -30,6 +42,33 @@ class EvalResult:
     failed: int = 0
     seconds: float = 0.0
     payloads: list[dict[str, Any]] = field(default_factory=list)
+    concurrency: int = 1
+    #: Turns a provider ended as `rate_limited` that were paused and asked again (not written).
+    rate_limited: int = 0
+
+
+RATE_LIMIT_RETRIES = 6  # a question is re-asked at most this often after rate limits, then written as failed
+MAX_PAUSE_S = 30.0
+
+
+class _Pause:
+    """A pause every worker honours before starting a turn: rate limits slow the whole batch down."""
+
+    def __init__(self, backoff: float):
+        self.backoff = backoff
+        self._until = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        while (left := self._until - time.monotonic()) > 0:
+            time.sleep(left)
+
+    def extend(self, attempt: int) -> None:
+        import random
+
+        delay = min(MAX_PAUSE_S, self.backoff * 2 ** attempt) * random.uniform(0.8, 1.2)
+        with self._lock:
+            self._until = max(self._until, time.monotonic() + delay)
 
 
 def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) -> str:
@@ -39,9 +78,17 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
              mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
-             new_run: bool = False, progress: bool = True) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it."""
+             new_run: bool = False, progress: bool = True, concurrency: int = 1,
+             backoff: float | None = None) -> EvalResult:
+    """Ask every question into one run of `session`'s trace store; skip those already answered in it.
+
+    `concurrency` turns run at once (see the module docstring); `backoff` is the first rate-limit pause in
+    seconds (default: `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s)."""
+    from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, setting
     from .trace import TraceReader
+
+    if concurrency < 1:
+        raise WorkbenchError(f"concurrency must be at least 1, not {concurrency}")
 
     tracer = session.tracer
     if tracer is None:
@@ -78,12 +125,26 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), desc="eval", unit="turn", file=sys.stderr, leave=False)
+    result.concurrency = concurrency
+    pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
+    counter = threading.Lock()
+
+    def ask(q: str):
+        """One question, asked again (after a shared pause) while the provider rate-limits it."""
+        for attempt in range(RATE_LIMIT_RETRIES + 1):
+            pause.wait()
+            answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults, log=False)
+            if answer.payload["status"] != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
+                return answer
+            pause.extend(attempt)
+            with counter:
+                result.rate_limited += 1
+
     t0 = time.perf_counter()
     try:
         with tracer.buffered():
-            for q in todo:
-                answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults,
-                                     run_id=result.run_id)
+            for answer in _in_order(ask, todo, concurrency):
+                answer = session.log(answer, run_id=result.run_id)
                 result.payloads.append(answer.payload)
                 result.asked += 1
                 result.failed += answer.payload["status"] != "ok"
@@ -94,3 +155,29 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
             bar.close()
         result.seconds = time.perf_counter() - t0
     return result
+
+
+def _in_order(ask: Callable[[str], Any], questions: list[str], concurrency: int) -> Iterator[Any]:
+    """`ask(q)` for every question, `concurrency` at a time, yielded in question order.
+
+    At most 2 × `concurrency` questions are in flight, so answers waiting behind a slow one stay few.
+    On an early exit (an interruption, an error) queued questions are cancelled and the running ones
+    finish in the background; their answers are dropped (a resumed run asks them again)."""
+    if concurrency == 1:
+        for q in questions:
+            yield ask(q)
+        return
+    from concurrent.futures import ThreadPoolExecutor  # only batches with workers pay for the import
+
+    pool = ThreadPoolExecutor(concurrency, thread_name_prefix="eval")
+    pending = iter(questions)
+    window = deque(pool.submit(ask, q) for q in islice(pending, 2 * concurrency))
+    try:
+        while window:
+            answer = window.popleft().result()
+            for q in pending:  # refill one
+                window.append(pool.submit(ask, q))
+                break
+            yield answer
+    finally:
+        pool.shutdown(wait=not window, cancel_futures=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -22,11 +23,18 @@ STOPWORDS = frozenset(
 )
 
 
-@lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
+_LOCAL = threading.local()
 
-    return Stemmer.Stemmer("english")
+
+def _stemmer():
+    """This thread's stemmer: PyStemmer says an instance "must not be called concurrently" (concurrent
+    batch turns judge claims in several threads)."""
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
+
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return stemmer
 
 
 def words(text: str) -> list[str]:

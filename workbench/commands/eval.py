@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..errors import WorkbenchError
-from ._options import add_db_option, add_run_options, db_path
+from ._options import add_db_option, add_run_options, db_path, positive_int
 from ._table import print_table
 from .ask import read_questions
 
@@ -23,6 +23,9 @@ def register(sub) -> None:
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
+                   help="questions answered at once (default 1); for real providers, which wait on the network. "
+                        "Turns are still written in question order and a run resumes the same way")
     p.set_defaults(func=run)
 
 
@@ -40,6 +43,8 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("turns with rejected citations", sum(bool(p["rejected_citations"]) for p in ps)),
         ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
         ("turns/s", round(result.asked / result.seconds, 1) if result.seconds else "-"),
+        ("concurrency", result.concurrency),
+        ("rate-limit pauses (turns asked again)", result.rate_limited),
     ]
     return ["metric", "value"], rows
 
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                           faults=tuple(args.fault), run_id=args.run_id, new_run=args.new_run,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, concurrency=args.concurrency)
     except ValueError as exc:  # bad provider options, e.g. an unknown fault name
         raise WorkbenchError(str(exc)) from None
     print_table(*summary_rows(result))
