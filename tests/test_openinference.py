@@ -137,6 +137,18 @@ def test_retrieved_documents_carry_content_score_and_the_three_sets(traced):
     assert all(d["content"] == d["metadata"]["title"] for d in docs) and not any(d["metadata"]["consulted"] for d in docs)
 
 
+def test_passages_are_stored_once_and_join_back(traced):
+    db, answers = traced
+    with duckdb.connect(str(db), read_only=True) as con:
+        items = con.execute("SELECT count(*), count(DISTINCT passage_id) FROM retrieved_items "
+                            "WHERE passage_id IS NOT NULL").fetchone()
+        texts = con.execute("SELECT passage_id, text FROM passages").fetchall()
+    assert items[0] > items[1] == len(texts), "the same snippet, asked again, is stored once"
+    from workbench.trace.rows import passage_id
+
+    assert all(pid == passage_id(text) for pid, text in texts)
+
+
 def test_excerpt_mode_is_one_retrieval_then_one_model_call(traced):
     db, answers = traced
     a = answers["excerpts"]

@@ -9,7 +9,7 @@ from workbench.trace.reader import TraceReader
 from workbench.trace.schema import MIGRATIONS
 
 TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls",
-          "migrations"}
+          "passages", "migrations"}
 VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "doc_usage", "doc_usage_totals"}
 
 

@@ -9,6 +9,7 @@ tool call returned it), `rank` = `excerpt_n` = n, exposure `snippet`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -75,7 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                              ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
     "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
                                   ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
-                                  ("excerpt_n", I32), ("page", I32), ("text", S)]),
+                                  ("excerpt_n", I32), ("page", I32), ("passage_id", S)]),
     "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
                             ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
                             ("end_offset", I32)]),
@@ -88,10 +89,18 @@ SCHEMAS: dict[str, pa.Schema] = {
     "model_calls": pa.schema([("turn_id", S), ("seq", I32), ("provider", S), ("model", S), ("model_version", S),
                               ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
                               ("finish_reason", S), ("retries", I32), ("n_tool_calls", I32)]),
+    "passages": pa.schema([("passage_id", S), ("text", S)]),
 }
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
-TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls")
+TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages")
+#: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
+SHARED_TABLES = ("runs", "passages")
+
+
+def passage_id(text: str) -> str:
+    """The id of a passage: sha256 of its text, 32 hex digits (128 bits: no collision in any real store)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
@@ -114,15 +123,23 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
               len(payload["rejected_citations"]), len(record.tool_calls), len(calls),
               _sum_or_none([c.latency_ms for c in calls]))]
 
-    tool_calls, items = [], []
+    tool_calls, items, passages = [], [], {}
+
+    def shown(text: str | None) -> str | None:
+        if not text:
+            return None
+        pid = passage_id(text)
+        passages[pid] = text
+        return pid
+
     for seq, call in enumerate(record.tool_calls):
         tool_calls.append((tid, seq, call.name, call.exposure, to_json(call.args), call.latency_ms,
                            len(call.results), call.error, call.call_id))
         for pos, it in enumerate(call.results, start=1):
             items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page,
-                          it.snippet))
+                          shown(it.snippet)))
     for pos, e in enumerate(record.excerpts, start=1):
-        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, e.text))
+        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, shown(e.text)))
 
     citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
                   c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
@@ -137,7 +154,8 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
                     c.finish_reason, c.retries, c.n_tool_calls) for seq, c in enumerate(calls)]
 
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
-           "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls}
+           "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
+           "passages": list(passages.items())}
     return {name: rows for name, rows in out.items() if rows}
 
 

@@ -346,7 +346,7 @@ COMMENT ON COLUMN retriever_summary.median_latency_ms IS 'Median turn latency (m
 """
 
 
-M005_MODEL_CALLS_ITEM_TEXT = """
+M005_MODEL_CALLS_PASSAGES = """
 CREATE TABLE model_calls (
     turn_id VARCHAR NOT NULL,
     seq INTEGER NOT NULL,
@@ -373,8 +373,16 @@ COMMENT ON COLUMN model_calls.finish_reason IS 'Why the model stopped (`stop`, `
 COMMENT ON COLUMN model_calls.retries IS 'Rate-limit or server-error retries before the call succeeded (or gave up).';
 COMMENT ON COLUMN model_calls.n_tool_calls IS 'Tool calls this step asked for (run right after it); 0 for the final answer.';
 
-ALTER TABLE retrieved_items ADD COLUMN text VARCHAR;
-COMMENT ON COLUMN retrieved_items.text IS 'The passage the model was shown for this item: the search snippet, or the excerpt text. NULL for title-only listings, for whole-document fetches (the text is the document''s own, not copied into every turn) and for items written before this column existed.';
+CREATE TABLE passages (
+    passage_id VARCHAR PRIMARY KEY,
+    text VARCHAR NOT NULL
+);
+COMMENT ON TABLE passages IS 'Every distinct passage a tool showed the model (a search snippet, an excerpt), stored once: the same chunk comes back in many turns, so `retrieved_items` keeps only its `passage_id`. Not per turn, so not partitioned in exports.';
+COMMENT ON COLUMN passages.passage_id IS 'sha256 of the text, first 32 hex digits: the same text always has the same id.';
+COMMENT ON COLUMN passages.text IS 'The passage exactly as the model was shown it.';
+
+ALTER TABLE retrieved_items ADD COLUMN passage_id VARCHAR;
+COMMENT ON COLUMN retrieved_items.passage_id IS 'The passage the model was shown for this item (joins `passages`): the search snippet or the excerpt. NULL for title-only listings, for whole-document fetches (the text is the document''s own) and for items written before this column existed.';
 """
 
 # Verification by ablation (DESIGN.md §9, issue 13) adds load-bearing counts: its migration replaces the two
@@ -452,6 +460,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m002_claims", M002_CLAIMS),
     Migration("m003_turn_set_sizes", M003_TURN_SET_SIZES, _backfill_question_kind),
     Migration("m004_views", M004_VIEWS),
-    Migration("m005_model_calls_item_text", M005_MODEL_CALLS_ITEM_TEXT),
+    Migration("m005_model_calls_passages", M005_MODEL_CALLS_PASSAGES),
     Migration("m006_doc_usage", M006_DOC_USAGE),
 )

@@ -96,6 +96,9 @@ class StoredTurn:
         from .rows import SCHEMAS
 
         named = {name: [dict(zip(SCHEMAS[name].names, r)) for r in rs] for name, rs in rows.items() if name in SCHEMAS}
+        texts = dict(rows.get("passages", ()))
+        for it in named.get("retrieved_items", []):  # as the database read joins them
+            it["text"] = texts.get(it["passage_id"])
         (turn,) = named["turns"]
         return cls(turn, run, **{k: named.get(k, []) for k in
                                  ("tool_calls", "retrieved_items", "citations", "sources", "model_calls")})
@@ -290,8 +293,9 @@ def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
     """
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     children = [name for name in _CHILDREN if name in tables]
-    cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {n} x WHERE x.turn_id = t.turn_id) AS {n}"
-                     for n in children)
+    source = {"retrieved_items": "(SELECT i.*, p.text FROM retrieved_items i LEFT JOIN passages p USING (passage_id))"}
+    cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
+                     f"AS {n}" for n in children)
     if "ablations" in tables:
         cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM ablations x "
                  "WHERE x.turn_id = t.turn_id) AS ablations")

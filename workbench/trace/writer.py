@@ -26,7 +26,7 @@ from ..errors import TraceStoreError
 from ..types import TurnRecord
 from .connect import DEFAULT_TIMEOUT_S, write_connection
 from .migrate import migrate
-from .rows import SCHEMAS, TURN_TABLES, claim_rows, rows_to_table, run_row, turn_rows
+from .rows import SCHEMAS, SHARED_TABLES, TURN_TABLES, claim_rows, rows_to_table, run_row, turn_rows
 
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
@@ -73,7 +73,7 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
         if not r:
             continue
         if name == "runs" or len(r) == 1:
-            verb = "INSERT OR IGNORE" if name == "runs" else "INSERT"
+            verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
             con.execute(begin + _values_sql(verb, name, len(r)), [v for row in r for v in row])
             begin = ""
         else:
@@ -81,9 +81,9 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
     turns_rows, tool_calls_rows = bulk.get("turns"), bulk.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
     retrieved_items_rows, citations_rows = bulk.get("retrieved_items"), bulk.get("citations")  # noqa: F841
     sources_rows, claims_rows = bulk.get("sources"), bulk.get("claims")  # noqa: F841
-    model_calls_rows = bulk.get("model_calls")  # noqa: F841
-    con.execute(begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
-                                 + ["COMMIT;"]))
+    model_calls_rows, passages_rows = bulk.get("model_calls"), bulk.get("passages")  # noqa: F841
+    con.execute(begin + " ".join([f"INSERT {'OR IGNORE ' if name in SHARED_TABLES else ''}INTO {name} BY NAME "
+                                  f"SELECT * FROM {name}_rows;" for name in bulk] + ["COMMIT;"]))
 
 
 class TraceWriter:
