@@ -365,6 +365,16 @@ def test_live_export_to_a_hanging_collector_never_blocks_the_turn(live_env, tmp_
         assert exporter.status()["failed"] == 1 and exporter.pending() == 0 and col.requests >= 1
 
 
+def test_bad_live_export_settings_are_errors_at_start_up(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(live.ENDPOINT_ENV, "collector.internal:4318")
+    assert main(["ask", "How do I configure SSO?", "--db", str(tmp_path / "t.duckdb")]) == 2
+    assert f"error: {live.ENDPOINT_ENV} must be an http(s) URL" in capsys.readouterr().err
+    monkeypatch.setenv(live.ENDPOINT_ENV, "http://127.0.0.1:9/v1/traces")
+    monkeypatch.setenv(live.TIMEOUT_ENV, "soon")
+    assert main(["ask", "How do I configure SSO?", "--db", str(tmp_path / "t.duckdb")]) == 2
+    assert f"{live.TIMEOUT_ENV}='soon' is not a number" in capsys.readouterr().err
+
+
 def test_a_full_queue_drops_turns_instead_of_waiting(monkeypatch, caplog):
     monkeypatch.setattr(live, "QUEUE_TURNS", 2)
     a = Session.open(trace=False).ask("How do I configure SSO?")

@@ -42,7 +42,7 @@ class LiveExporter:
     def __init__(self, endpoint: str, project: str = DEFAULT_PROJECT, timeout: float = DEFAULT_TIMEOUT_S):
         from .openinference import traces_endpoint
 
-        self.endpoint = traces_endpoint(endpoint)  # a malformed URL fails here, at start-up, not per turn
+        self.endpoint = traces_endpoint(endpoint, ENDPOINT_ENV)  # a malformed URL fails at start-up, not per turn
         self.project = project or DEFAULT_PROJECT
         self.timeout = timeout
         self.exported = self.failed = self.dropped = 0

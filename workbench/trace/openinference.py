@@ -13,6 +13,7 @@ in well under a second and must stay so (`python -X importtime -m workbench ask 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import socket
@@ -20,6 +21,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,11 +37,12 @@ class ExportError(WorkbenchError):
     """The collector refused the spans or could not be reached."""
 
 
-def traces_endpoint(url: str) -> str:
-    """The OTLP/HTTP traces URL for `url`: a bare `http://host:port` gets the default `/v1/traces` path."""
+def traces_endpoint(url: str, what: str = "--endpoint") -> str:
+    """The OTLP/HTTP traces URL for `url`: a bare `http://host:port` gets the default `/v1/traces` path.
+    `what` names where the URL came from, for the error."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ExportError(f"--endpoint must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, not {url!r}")
+        raise ExportError(f"{what} must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, not {url!r}")
     if parts.path in ("", "/"):
         parts = parts._replace(path=TRACES_PATH)
     return urlunsplit(parts)
@@ -69,36 +72,37 @@ class _Messages(logging.Handler):
 
 
 _HANDLER = _Messages()
-_SDK: dict[str, Any] = {}
 
 
-def _sdk() -> dict[str, Any]:
-    """Import the OpenTelemetry SDK once, on first use."""
-    if not _SDK:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import ReadableSpan
-            from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-            from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
-        except ImportError as exc:
-            raise ExportError(f"OpenInference export needs the OpenTelemetry SDK ({exc.name} is missing): "
-                              "pip install -r requirements.txt") from None
-        logging.getLogger("opentelemetry.exporter").addHandler(_HANDLER)
-        _SDK.update(locals())
-    return _SDK
+@functools.lru_cache(maxsize=1)
+def _sdk() -> SimpleNamespace:
+    """The OpenTelemetry SDK classes this module uses, imported on first use."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+    except ImportError as exc:
+        raise ExportError(f"OpenInference export needs the OpenTelemetry SDK ({exc.name} is missing): "
+                          "pip install -r requirements.txt") from None
+    logging.getLogger("opentelemetry.exporter").addHandler(_HANDLER)
+    return SimpleNamespace(OTLPSpanExporter=OTLPSpanExporter, Resource=Resource, ReadableSpan=ReadableSpan,
+                           InstrumentationScope=InstrumentationScope, SpanContext=SpanContext, SpanKind=SpanKind,
+                           Status=Status, StatusCode=StatusCode, TraceFlags=TraceFlags)
 
 
 def _readable(spec: SpanSpec, resource, scope) -> Any:
     sdk = _sdk()
-    ctx = lambda span_id: sdk["SpanContext"](spec.trace_id, span_id, is_remote=False,  # noqa: E731
-                                             trace_flags=sdk["TraceFlags"](sdk["TraceFlags"].SAMPLED))
-    status = (sdk["Status"](sdk["StatusCode"].ERROR, spec.error) if spec.error else sdk["Status"](sdk["StatusCode"].OK))
-    return sdk["ReadableSpan"](name=spec.name, context=ctx(spec.span_id),
-                               parent=ctx(spec.parent_id) if spec.parent_id is not None else None,
-                               resource=resource, attributes=spec.attributes, kind=sdk["SpanKind"].INTERNAL,
-                               status=status, start_time=spec.start_ns, end_time=spec.end_ns,
-                               instrumentation_scope=scope)
+
+    def context(span_id: int):
+        return sdk.SpanContext(spec.trace_id, span_id, is_remote=False, trace_flags=sdk.TraceFlags(sdk.TraceFlags.SAMPLED))
+
+    status = sdk.Status(sdk.StatusCode.ERROR, spec.error) if spec.error else sdk.Status(sdk.StatusCode.OK)
+    return sdk.ReadableSpan(name=spec.name, context=context(spec.span_id),
+                            parent=context(spec.parent_id) if spec.parent_id is not None else None,
+                            resource=resource, attributes=spec.attributes, kind=sdk.SpanKind.INTERNAL, status=status,
+                            start_time=spec.start_ns, end_time=spec.end_ns, instrumentation_scope=scope)
 
 
 @dataclass
@@ -120,10 +124,10 @@ class SpanSender:
         self.endpoint = traces_endpoint(endpoint)
         self.project = project or DEFAULT_PROJECT
         sdk = _sdk()
-        self._resource = sdk["Resource"].create({PROJECT_NAME: self.project, "service.name": "provenance-workbench"})
-        self._scope = sdk["InstrumentationScope"]("workbench", __version__)
+        self._resource = sdk.Resource.create({PROJECT_NAME: self.project, "service.name": "provenance-workbench"})
+        self._scope = sdk.InstrumentationScope("workbench", __version__)
         self._timeout = timeout
-        self._exporter = sdk["OTLPSpanExporter"](endpoint=self.endpoint, timeout=timeout, headers=headers)
+        self._exporter = sdk.OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout, headers=headers)
 
     def send(self, spans: Sequence[SpanSpec]) -> None:
         """Export `spans` in one request (the SDK retries transient failures within its timeout)."""

@@ -263,11 +263,10 @@ def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
     for call in pending:  # turns written before `model_calls` existed: the tool calls end to end
         tool_span(call)
 
-    consulted = [s["doc_id"] for s in sorted(t.sources, key=lambda s: s["position"]) if s["consulted"]]
-    cited = [s["doc_id"] for s in sorted(t.sources, key=lambda s: s["position"]) if s["cited"]]
+    ordered = sorted(t.sources, key=lambda s: s["position"])
     meta = {"turn_id": tid, "status": turn["status"], "question_kind": turn.get("question_kind"),
-            "sets": {"retrieved": [s["doc_id"] for s in sorted(t.sources, key=lambda s: s["position"])],
-                     "cited": cited, "consulted": consulted},
+            "sets": {"retrieved": [s["doc_id"] for s in ordered], "cited": [s["doc_id"] for s in ordered if s["cited"]],
+                     "consulted": [s["doc_id"] for s in ordered if s["consulted"]]},
             "rejected_citations": rejected_citations(t.citations), "run": _run_config(t.run)}
     if turn.get("error"):
         meta["error"] = turn["error"]

@@ -95,11 +95,13 @@ class TraceWriter:
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, tuple] = {}  # run_id → `runs` row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
+        self._passages: set[str] = set()  # passage ids this writer has committed
         self._queue: list[dict[str, Any]] | None = None
         self._flush_at = 0
         self._flush_age = 0.0
         self._queued_since = 0.0
-        # Turns and flushes may come from several threads (the app's sessions, a concurrent batch): one at a time.
+        # Turns and flushes may come from several threads (browser sessions sharing the app's cached Session,
+        # threads sharing a notebook's): one at a time.
         self._lock = threading.RLock()
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
@@ -212,6 +214,10 @@ class TraceWriter:
     def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
+        # Passages repeat across turns (the same chunk, asked again): skip those this writer already stored.
+        # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
+        passages = {pid: text for pid, text in rows.get("passages", ()) if pid not in self._passages}
+        rows = {**rows, "passages": list(passages.items())}
         try:
             _commit(con, {**rows, "runs": new_runs} if new_runs else rows)
         except duckdb.ConstraintException as exc:
@@ -225,6 +231,7 @@ class TraceWriter:
             _rollback(con)
             raise
         self._written_runs.update(run_ids)
+        self._passages.update(passages)
 
     def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
         """Add faithfulness claims to a turn already logged (one transaction); return how many."""
