@@ -1,7 +1,8 @@
 """Provenance Workbench: ask the knowledge base and see which documents an answer really came from.
 
 Run with `streamlit run app.py`. Thin by design: the library (`workbench.session`, `workbench.render`)
-does the work; `workbench.ui` lays it out.
+does the work; `workbench.ui` lays it out. This file is the navigation (the chat page first, named
+"Chat" rather than after this file) and the chat page itself.
 """
 
 import streamlit as st
@@ -11,32 +12,45 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 from workbench.ui.state import run, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui.turn import document_panel, render_turn  # noqa: E402
 
-cfg = sidebar()
-problem = warm(cfg)  # load the corpus and index now, so the first question is fast
-if problem:
-    st.error(problem, icon="🚫")
-turns = st.session_state.setdefault("turns", [])
 
-st.title("Provenance Workbench")
-st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
+def chat() -> None:
+    cfg = sidebar()
+    problem = warm(cfg)  # load the corpus and index now, so the first question is fast
+    if problem:
+        st.error(problem, icon="🚫")
+    turns = st.session_state.setdefault("turns", [])
 
-# The side panel takes room only while a cited document is open.
-chat, panel = st.columns([3, 2], gap="medium") if st.session_state.get("open_doc") else (st.container(), None)
-question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”")
-if question:
-    with st.spinner("Answering…"):
-        turns.append(run(question, cfg))
+    st.title("Provenance Workbench")
+    st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
 
-with chat:
-    if not turns:
-        st.info("Try “How do I configure SSO?” (an answer with sources) or “Which articles do you have?” "
-                "(a listing: working links, no sources row).")
-    for turn in turns:
-        with st.chat_message("user"):
-            st.text(turn.question)
-        with st.chat_message("assistant"):
-            render_turn(turn)
+    # The side panel takes room only while a cited document is open.
+    chat_area, panel = st.columns([3, 2], gap="medium") if st.session_state.get("open_doc") else (st.container(), None)
+    question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”")
+    if question:
+        with st.spinner("Answering…"):
+            turns.append(run(question, cfg))
 
-if panel is not None:
-    with panel:
-        document_panel(turns)
+    with chat_area:
+        if not turns:
+            st.info("Try “How do I configure SSO?” (an answer with sources) or “Which articles do you have?” "
+                    "(a listing: working links, no sources row).")
+        for turn in turns:
+            with st.chat_message("user"):
+                st.text(turn.question)
+            with st.chat_message("assistant"):
+                render_turn(turn)
+
+    if panel is not None:
+        with panel:
+            document_panel(turns)
+
+
+st.navigation([
+    # Material icons ship with Streamlit's own font (emoji need a system font a headless box may lack).
+    st.Page(chat, title="Chat", icon=":material/chat:", default=True),
+    st.Page("pages/1_Compare.py", title="Compare", icon=":material/compare_arrows:", url_path="Compare"),
+    st.Page("pages/2_Trace_explorer.py", title="Trace explorer", icon=":material/database:", url_path="Trace_explorer"),
+    st.Page("pages/3_Doc_gaps.py", title="Doc gaps", icon=":material/edit_note:", url_path="Doc_gaps"),
+    st.Page("pages/4_Document_usage.py", title="Document usage", icon=":material/bar_chart:",
+            url_path="Document_usage"),
+]).run()

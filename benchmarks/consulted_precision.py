@@ -21,9 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from workbench.config import benchmark_data_dir  # noqa: E402
 from workbench.session import Session  # noqa: E402
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "arduino-help-center" / "corpus.jsonl"
+# $WORKBENCH_BENCHMARK_DATA, else ../shared/data (the development layout)
+DEFAULT_CORPUS = benchmark_data_dir() / "arduino-help-center" / "corpus.jsonl"
 DEFAULT_QUESTIONS = ROOT / "benchmarks" / "arduino_questions.jsonl"
 
 
@@ -51,7 +53,8 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if not Path(args.corpus).exists():
-        print(f"SKIP: {args.corpus} is absent (real benchmark data lives in ../shared/data)")
+        print(f"SKIP: {args.corpus} is absent (real benchmark data lives in $WORKBENCH_BENCHMARK_DATA, by default "
+              "../shared/data)")
         return 0
     session = Session.open(args.corpus, args.retriever, trace=False)
     rows = [json.loads(line) for line in open(args.questions, encoding="utf-8") if line.strip()]

@@ -1,6 +1,6 @@
 """Validate the faithfulness judges against ExpertQA's expert `support` labels (issue 8).
 
-Data: ../shared/data/expertqa/claims.jsonl, the 1,765 claims that carry [n] markers and the cited
+Data: expertqa/claims.jsonl in $WORKBENCH_BENCHMARK_DATA (by default ../shared/data), the 1,765 claims that carry [n] markers and the cited
 passage text. For each judge: AUROC and balanced accuracy against the label, for
   A) Complete vs the rest (Incomplete, Partial, N/A, null), and
   B) Complete vs Missing/Incomplete (no Missing claim carries cited text, so B is vs Incomplete).
@@ -30,10 +30,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from workbench.config import benchmark_data_dir  # noqa: E402
 from workbench.faithfulness import get_judge  # noqa: E402
 from workbench.text import content_terms, sentences  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "expertqa" / "claims.jsonl"
+DATA = benchmark_data_dir() / "expertqa" / "claims.jsonl"
 OUT = ROOT / "benchmarks"
 MARKER = re.compile(r"\[\d+\]")
 
@@ -175,7 +176,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, help="only the first N claims (smoke runs)")
     args = ap.parse_args(argv)
     if not DATA.exists():
-        print(f"ExpertQA data not found at {DATA}", file=sys.stderr)
+        print(f"SKIP: ExpertQA data not found at {DATA} (set WORKBENCH_BENCHMARK_DATA; by default "
+              "../shared/data)", file=sys.stderr)
         return 2
     rows = load(DATA)[: args.limit] if args.limit else load(DATA)
     print(f"claims with cited text: {len(rows)}")

@@ -28,7 +28,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
+from workbench.config import benchmark_data_dir  # noqa: E402
+
+SHARED = benchmark_data_dir()
 SCIFACT = SHARED / "scifact"
 ARDUINO = SHARED / "arduino-help-center" / "corpus.jsonl"
 WEIGHTS = np.round(np.arange(0, 1.0001, 0.05), 2)

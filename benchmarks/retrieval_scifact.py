@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+from workbench.config import benchmark_data_dir  # noqa: E402
+
+SCIFACT = benchmark_data_dir() / "scifact"
 
 
 def load_qrels(path: Path) -> dict[str, set[str]]:
@@ -63,7 +65,7 @@ def main() -> int:
 
         args.retrievers = "bm25,vector,hybrid,hybrid-rrf" + (",vector-minilm,hybrid-minilm" if minilm_available() else "")
     if not (SCIFACT / "corpus.workbench.jsonl").exists():
-        print(f"skipped: SciFact data not found at {SCIFACT} (benchmark data lives in ../shared/data)")
+        print(f"skipped: SciFact data not found at {SCIFACT} (set WORKBENCH_BENCHMARK_DATA, default ../shared/data)")
         return 0
     os.environ.setdefault("WORKBENCH_HOME", tempfile.mkdtemp(prefix="wb-bench-"))
 

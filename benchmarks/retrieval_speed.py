@@ -30,7 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
+from workbench.config import benchmark_data_dir  # noqa: E402
+
+SHARED = benchmark_data_dir()
 ARDUINO = SHARED / "arduino-help-center" / "corpus.jsonl"
 SCIFACT = SHARED / "scifact"
 
@@ -157,7 +159,7 @@ def peak_rss() -> None:
 
 def main() -> int:
     if not (ARDUINO.exists() and (SCIFACT / "corpus.workbench.jsonl").exists()):
-        print(f"skipped: benchmark data not found under {SHARED} (it lives in ../shared/data)")
+        print(f"skipped: benchmark data not found under {SHARED} (set WORKBENCH_BENCHMARK_DATA, default ../shared/data)")
         return 0
     os.environ.setdefault("WORKBENCH_HOME", tempfile.mkdtemp(prefix="wb-bench-"))
     bm25_100k()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.commands.ask import read_questions  # noqa: E402
+from workbench.questions import read_questions  # noqa: E402
 from workbench.batch import run_eval  # noqa: E402
 from workbench.config import PROJECT_ROOT  # noqa: E402
 from workbench.session import Session  # noqa: E402
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    questions = read_questions(str(PROJECT_ROOT / "data" / "demo_gold.jsonl")) * args.repeat
+    questions = [q.text for q in read_questions(PROJECT_ROOT / "data" / "demo_gold.jsonl")] * args.repeat
     db = Path(tempfile.mkdtemp()) / "eval.duckdb"
     session = Session.open(trace_db=db)
     session.toolbox

@@ -29,7 +29,8 @@ import pyarrow as pa  # noqa: E402
 from trace_write import make_turn  # noqa: E402
 from workbench.provenance import build_payload  # noqa: E402
 from workbench.trace.connect import _WRITER_CONFIG  # noqa: E402
-from workbench.trace.rows import SCHEMAS, turn_rows  # noqa: E402
+from workbench.trace.rows import turn_rows  # noqa: E402
+from workbench.trace.tables import SCHEMAS  # noqa: E402
 from workbench.trace.writer import TraceWriter  # noqa: E402
 
 CHILDREN = ("tool_calls", "retrieved_items", "citations", "sources")

@@ -4,8 +4,11 @@
 
 Prints medians of: (1) one turn written in its own transaction on an open connection (the write
 itself, building its rows included), next to (1a) the previous write path (every table as an Arrow
-insert, optimizer on) and (1f) the floor of any one-transaction-per-turn write into these tables (one
-1-row insert per table), timed turn by turn in the same run — this machine's speed drifts by up to
+insert, optimizer on), (1b) the write as it was before the Arrow schemas were derived from the
+migrations (hand-written schemas, each bulk table bound to a specially named local variable for
+DuckDB's replacement scan; the write path is otherwise the same) and (1f) the floor of any
+one-transaction-per-turn write into these tables (one 1-row insert per table), timed turn by turn
+in the same run — this machine's speed drifts by up to
 3× within minutes, so only side-by-side figures compare; (2) `log_turn` as an interactive
 ask does it (the file attached to the process's in-memory DuckDB for the write), split into attach /
 write / detach, next to (2a) the previous interactive path (a DuckDB connection opened and closed
@@ -31,8 +34,8 @@ from workbench.provenance import build_payload  # noqa: E402
 import duckdb  # noqa: E402
 
 from workbench.trace.connect import open_connection, write_connection  # noqa: E402
-from workbench.trace.rows import rows_to_table, turn_rows  # noqa: E402
-from workbench.trace.writer import TraceWriter, _values_sql  # noqa: E402
+from workbench.trace.rows import TURN_TABLES, rows_to_table, turn_rows  # noqa: E402
+from workbench.trace.writer import TraceWriter, _rollback, _values_sql  # noqa: E402
 from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord  # noqa: E402
 
 
@@ -73,6 +76,94 @@ def previous_write(con, rows: dict) -> None:
                          + ["COMMIT;"]))
 
 
+# (1b) The trace write as it was before one definition per table: hand-written Arrow schemas (a second
+# copy of the DDL) and each bulk table bound to a local variable DuckDB's replacement scan finds by name.
+import pyarrow as pa  # noqa: E402
+
+S, I32, F64, B, TS = pa.string(), pa.int32(), pa.float64(), pa.bool_(), pa.timestamp("us", tz="UTC")
+HAND_SCHEMAS: dict[str, pa.Schema] = {
+    "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
+                        ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
+                        ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
+                        ("n_rejected", I32), ("n_tool_calls", I32), ("n_model_calls", I32),
+                        ("model_latency_ms", F64)]),
+    "tool_calls": pa.schema([("turn_id", S), ("seq", I32), ("name", S), ("exposure", S), ("args_json", S),
+                             ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
+    "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
+                                  ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
+                                  ("excerpt_n", I32), ("page", I32)]),
+    "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
+                            ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
+                            ("end_offset", I32)]),
+    "sources": pa.schema([("turn_id", S), ("doc_id", S), ("title", S), ("url", S), ("retrieved", B), ("cited", B),
+                          ("consulted", B), ("exposure", S), ("reason", S), ("kind", S), ("artifact_kind", S),
+                          ("tool_call_seq", I32), ("position", I32), ("shown_position", I32)]),
+}
+
+
+def _hand_table(name: str, rows: list[tuple]) -> pa.Table:
+    schema = HAND_SCHEMAS[name]
+    cols = list(zip(*rows)) if rows else [()] * len(schema)
+    return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
+
+
+def before_write(con, rows: dict) -> None:
+    """writer._commit before this version, verbatim but for the hand-written schemas above."""
+    begin = "BEGIN; "
+    bulk: dict[str, pa.Table] = {}
+    try:
+        for name in TURN_TABLES:
+            r = rows.get(name)
+            if not r:
+                continue
+            if len(r) == 1:
+                con.execute(begin + _values_sql("INSERT", name, len(r)), [v for row in r for v in row])
+                begin = ""
+            else:
+                bulk[name] = _hand_table(name, r)
+        turns_rows, tool_calls_rows = bulk.get("turns"), bulk.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
+        retrieved_items_rows, citations_rows = bulk.get("retrieved_items"), bulk.get("citations")  # noqa: F841
+        sources_rows, claims_rows = bulk.get("sources"), bulk.get("claims")  # noqa: F841
+        con.execute(begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
+                                     + ["COMMIT;"]))
+    except BaseException:
+        _rollback(con)
+        raise
+
+
+def _singles_then_bulk(con, rows: dict) -> tuple[str, dict]:
+    """writer._commit's first half: BEGIN and every one-row table as VALUES; the rest as Arrow tables."""
+    begin, bulk = "BEGIN; ", {}
+    for name in TURN_TABLES:
+        r = rows.get(name)
+        if r and len(r) == 1:
+            con.execute(begin + _values_sql("INSERT", name, 1), list(r[0]))
+            begin = ""
+        elif r:
+            bulk[name] = rows_to_table(name, r)
+    return begin, bulk
+
+
+def register_write(con, rows: dict) -> None:
+    """(1r) alternative loop: each bulk table registered on the connection, then unregistered."""
+    begin, bulk = _singles_then_bulk(con, rows)
+    for name, table in bulk.items():
+        con.register(f"{name}_rows", table)
+    con.execute(begin + " ".join([f"INSERT INTO {n} BY NAME SELECT * FROM {n}_rows;" for n in bulk] + ["COMMIT;"]))
+    for name in bulk:
+        con.unregister(f"{name}_rows")
+
+
+def insert_into_write(con, rows: dict) -> None:
+    """(1i) alternative loop: each bulk table inserted through a DuckDB relation (`from_arrow(…).insert_into`)."""
+    begin, bulk = _singles_then_bulk(con, rows)
+    if begin:
+        con.execute("BEGIN")
+    for name, table in bulk.items():
+        con.from_arrow(table).insert_into(name)
+    con.execute("COMMIT")
+
+
 def floor_write(con, rows: dict) -> None:
     """The least a one-transaction-per-turn write into these tables can cost: BEGIN, one one-row VALUES
     insert into each table the turn touches (one row, whatever the turn holds), COMMIT."""
@@ -96,21 +187,35 @@ def main() -> None:
     payloads = [build_payload(t) for t in turns]
     assert sum(len(c.results) for c in turns[0].tool_calls) == 51  # 50 search items + the fetch
 
-    # (1), (1a) and (1f), interleaved turn by turn (rotating which goes first) on three files
-    w, w_old, w_floor = (TraceWriter(tmp / f"{name}.duckdb") for name in ("a", "old", "floor"))
+    # (1), (1a), (1b), (1r), (1i) and (1f), interleaved turn by turn (rotating which goes first), one file each
+    names = ("a", "old", "before", "floor", "register", "insert_into")
+    w, w_old, w_before, w_floor, w_reg, w_ins = (TraceWriter(tmp / f"{name}.duckdb") for name in names)
     run_id = w.run_for(turns[0].config)
-    for other in (w_old, w_floor):
+    for other in (w_old, w_before, w_floor, w_reg, w_ins):
         with other.connect():
             pass  # created and migrated
     old = duckdb.connect(str(w_old.path), config={"threads": 1, "preserve_insertion_order": False})
-    new_ms, cpu_ms, old_ms, floor_ms = [], [], [], []
-    with w.connect() as con, w_floor.connect() as floor:
+    new_ms, cpu_ms, old_ms, before_ms, floor_ms = [], [], [], [], []
+    alternatives = {"register": (register_write, []), "insert_into": (insert_into_write, [])}
+    with (w.connect() as con, w_floor.connect() as floor, w_before.connect() as before, w_reg.connect() as reg,
+          w_ins.connect() as ins):
+        alt_cons = {"register": reg, "insert_into": ins}
         w._write(con, {run_id}, turn_rows(turns[0], payloads[0], run_id))  # the run row, outside the timing
         for i, (t, p) in enumerate(zip(turns, payloads)):
             t = dataclasses.replace(t, turn_id=uuid.uuid4().hex)
             p = {**p, "turn_id": t.turn_id}
-            for which in (i % 3, (i + 1) % 3, (i + 2) % 3):
-                if which == 0:
+            for which in ((i + j) % 6 for j in range(6)):
+                if which in (4, 5):
+                    name = "register" if which == 4 else "insert_into"
+                    fn, times = alternatives[name]
+                    t0 = time.perf_counter()
+                    fn(alt_cons[name], turn_rows(t, p, run_id))
+                    times.append(time.perf_counter() - t0)
+                elif which == 3:
+                    t0 = time.perf_counter()
+                    before_write(before, turn_rows(t, p, run_id))
+                    before_ms.append(time.perf_counter() - t0)
+                elif which == 0:
                     c0, t0 = time.process_time(), time.perf_counter()
                     w._write(con, {run_id}, turn_rows(t, p, run_id))
                     new_ms.append(time.perf_counter() - t0)
@@ -179,6 +284,13 @@ def main() -> None:
           f"p90 {sorted(new_ms)[int(len(new_ms) * 0.9)] * 1000:.2f} ms (CPU {med(cpu_ms):.2f} ms)")
     print(f"  (1a) anchor, the previous path, same turns interleaved: median {med(old_ms):.2f} ms "
           f"(this path {med(new_ms) / med(old_ms):.2f}× of it)")
+    print(f"  (1b) anchor, before one definition per table (hand-written schemas, named locals), interleaved: "
+          f"median {med(before_ms):.2f} ms (this path {med(new_ms) / med(before_ms):.2f}× of it)")
+    for label, name in (("(1r) alternative loop, con.register + unregister per table", "register"),
+                        ("(1i) alternative loop, a relation's insert_into per table", "insert_into")):
+        times = alternatives[name][1]
+        print(f"  {label}, interleaved: median {med(times):.2f} ms "
+              f"({med(times) / med(before_ms):.2f}× of (1b))")
     print(f"  (1f) floor, one 1-row insert per table in one transaction, interleaved: median {med(floor_ms):.2f} ms")
     print(f"  (2)  log_turn, the file attached for the write and detached after: median {med(log_ms):.1f} ms "
           f"(attach {med(open_ms):.1f} + write {med(write_ms):.1f} + detach {med(close_ms):.1f} ms)")

@@ -9,7 +9,8 @@ from workbench.ui.state import sidebar  # noqa: E402
 
 base = sidebar()
 st.title("Compare configurations")
-st.caption("Corpus, k and fault toggles come from the sidebar. Documents that not every column has are "
+st.caption("Corpus and k come from the sidebar, and so do the sidebar provider's options (e.g. fault toggles) for "
+           "the columns that use it. Documents that not every column has are "
            "highlighted as :violet-badge[differs].")
 count = st.segmented_control("Configurations", [2, 3, 4], default=2, key="cmp_count")
 configs = pick_configs(base, count or 2)

@@ -6,7 +6,7 @@ st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_ico
 
 from workbench.ui.queries import CANNED  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
-from workbench.ui.tables import chart, read, table  # noqa: E402
+from workbench.ui.tables import chart, on_submit, table  # noqa: E402
 from workbench.ui.usage import live_export_status  # noqa: E402
 
 cfg = sidebar()
@@ -18,6 +18,7 @@ live_export_status()
 
 def _load_canned():
     st.session_state["sql"] = CANNED[st.session_state["canned"]]
+    st.session_state["sql_chosen"] = True  # choosing a canned query runs it, like submitting it
 
 
 st.session_state.setdefault("canned", next(iter(CANNED)))
@@ -26,7 +27,9 @@ st.selectbox("Canned query", list(CANNED), key="canned", on_change=_load_canned)
 with st.form("sql-form"):
     sql = st.text_area("SQL", key="sql", height=180)
     submitted = st.form_submit_button("Run query", type="primary")
-df = read(cfg.db, sql, user=True)
+result = on_submit(cfg.db, sql, submitted=submitted or st.session_state.pop("sql_chosen", False))
+result.show_message()
+df = result.df
 if df is not None:
     st.caption(f"{len(df)} rows")
     chart(df, key="sql-chart")

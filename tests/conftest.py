@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-SHARED_DATA = SHARED / "data"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,8 +40,11 @@ def schema_validator(name: str):
 
 
 def require_shared(*parts: str) -> Path:
-    """Path under ../shared/data, or skip the test with the reason."""
-    p = SHARED_DATA.joinpath(*parts)
+    """Path in the optional third-party benchmark data, or skip the test with the reason."""
+    from workbench.config import benchmark_data_dir
+
+    p = benchmark_data_dir().joinpath(*parts)
     if not p.exists():
-        pytest.skip(f"shared data not available: {p} is absent (benchmarks data lives in ../shared/data)")
+        pytest.skip(f"optional third-party benchmark data not available: {p} is absent (set "
+                    "WORKBENCH_BENCHMARK_DATA; in the development layout it is ../shared/data)")
     return p

@@ -1,4 +1,4 @@
-"""Loopback HTTP servers that speak the real Ollama and Gemini wire formats with scripted replies.
+"""Loopback HTTP servers that speak the real Ollama, Gemini and OpenAI wire formats with scripted replies.
 
 A `ScriptedServer` listens on 127.0.0.1 (ephemeral port), answers each POST with the next scripted
 `Reply`, answers `GET /api/tags` with the installed models (other GETs are scripted), and records every request it received
@@ -11,6 +11,10 @@ documented JSON bodies:
 - Gemini v1beta `models/{model}:generateContent`: `candidates[0].content.parts` with `text` or
   `functionCall` {name, args}, `finishReason`, `usageMetadata`, `modelVersion`; errors as
   `{"error": {"code", "message", "status"}}`.
+- OpenAI chat completions (`POST /v1/chat/completions`, non-streaming): `choices[0].message` with
+  `content` and `tool_calls[]` {id, type, function {name, arguments JSON string}}, `finish_reason`,
+  `usage` {prompt_tokens, completion_tokens}, `model`; `GET /v1/models` lists `models`; errors as
+  `{"error": {"message", "type", "param", "code"}}`, with `Retry-After` when scripted.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Reply:
     status: int = 200
     body: Any = None  # dict → JSON; str → sent as is
     delay: float = 0.0  # seconds to wait before answering (timeouts)
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (e.g. Retry-After)
 
 
 @dataclass
@@ -68,6 +73,8 @@ class ScriptedServer:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
@@ -89,6 +96,9 @@ class ScriptedServer:
                 self._record()
                 if self.path.startswith("/api/tags"):
                     self._answer(Reply(body={"models": [ollama_model(m) for m in server.models]}))
+                elif self.path.rstrip("/").endswith("/v1/models"):
+                    self._answer(Reply(body={"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "loopback"} for m in server.models]}))
                 else:  # e.g. Gemini's models.list: scripted like the POSTs
                     self._answer(server._next())
 
@@ -190,7 +200,35 @@ def gemini_error(status: int, message: str) -> Reply:
                                     "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}})
 
 
-# --- one adapter per wire format, so scenarios and faults run against both providers -------------
+# --- OpenAI chat-completions wire format ------------------------------------------------------------
+
+def openai_reply(text: str | None = "", calls: list[tuple[str, Any]] = (), *, model: str = "gpt-4o-mini-2024-07-18",
+                 finish: str | None = None, tokens_in: int = 150, tokens_out: int = 35) -> Reply:
+    """A chat completion; a call's arguments are JSON-encoded unless given as a string (raw, maybe malformed)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
+                                  "function": {"name": n, "arguments": a if isinstance(a, str) else json.dumps(a)}}
+                                 for i, (n, a) in enumerate(calls)]
+    return Reply(body={"id": "chatcmpl-1", "object": "chat.completion", "created": 1767225600, "model": model,
+                       "choices": [{"index": 0, "message": message, "logprobs": None,
+                                    "finish_reason": finish or ("tool_calls" if calls else "stop")}],
+                       "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                                 "total_tokens": tokens_in + tokens_out},
+                       "system_fingerprint": "fp_loopback"})
+
+
+_OPENAI_TYPE = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_denied",
+                404: "invalid_request_error", 429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}
+
+
+def openai_error(status: int, message: str, *, code: str | None = None, retry_after: str | None = None) -> Reply:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return Reply(status, {"error": {"message": message, "type": _OPENAI_TYPE.get(status, "error"), "param": None,
+                                    "code": code}}, headers=headers)
+
+
+# --- one adapter per wire format, so scenarios and faults run against every provider ---------------
 
 @dataclass(frozen=True)
 class Wire:
@@ -201,20 +239,26 @@ class Wire:
     url_option: str  # provider option naming the server
     url_env: str  # environment variable naming the server (for the CLI)
     key_env: str  # the variable whose value must never leak
+    test_key: str | None = None  # a key the provider needs to send anything
+    url_suffix: str = ""  # appended to the server URL (OpenAI clients take the base URL with /v1)
 
     def options(self, url: str, **extra) -> dict[str, Any]:
-        opts = {"model": self.model, self.url_option: url, "timeout": 5, "backoff": 0.001}
-        if self.provider == "gemini":
-            opts["api_key"] = "AIzaTEST-not-a-real-key"
+        opts = {"model": self.model, self.url_option: url + self.url_suffix, "timeout": 5, "backoff": 0.001}
+        if self.test_key:
+            opts["api_key"] = self.test_key
         return {**opts, **extra}
 
     def env(self, url: str) -> dict[str, str]:
-        env = {self.url_env: url, "WORKBENCH_PROVIDER_BACKOFF": "0.001", "WORKBENCH_PROVIDER_TIMEOUT": "5"}
-        if self.provider == "gemini":
-            env["GEMINI_API_KEY"] = "AIzaTEST-not-a-real-key"
+        env = {self.url_env: url + self.url_suffix, "WORKBENCH_PROVIDER_BACKOFF": "0.001",
+               "WORKBENCH_PROVIDER_TIMEOUT": "5"}
+        if self.test_key:
+            env[self.key_env] = self.test_key
         return env
 
 
 OLLAMA = Wire("ollama", "llama3.1", ollama_reply, ollama_error, "host", "OLLAMA_HOST", "OLLAMA_API_KEY")
-GEMINI = Wire("gemini", "gemini-2.5-flash", gemini_reply, gemini_error, "base_url", "GEMINI_BASE_URL", "GEMINI_API_KEY")
-WIRES = {"ollama": OLLAMA, "gemini": GEMINI}
+GEMINI = Wire("gemini", "gemini-2.5-flash", gemini_reply, gemini_error, "base_url", "GEMINI_BASE_URL", "GEMINI_API_KEY",
+              test_key="AIzaTEST-not-a-real-key")
+OPENAI = Wire("openai", "gpt-4o-mini", openai_reply, openai_error, "base_url", "OPENAI_BASE_URL", "OPENAI_API_KEY",
+              test_key="sk-test-not-a-real-key", url_suffix="/v1")
+WIRES = {"ollama": OLLAMA, "gemini": GEMINI, "openai": OPENAI}

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from streamlit.proto.TextInput_pb2 import TextInput as TextInputProto
 from streamlit.testing.v1 import AppTest
 
 from workbench.errors import ProviderError
@@ -63,7 +64,7 @@ def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app
     assert app.sidebar.selectbox(key="cfg_retriever").options == retriever_names()
     assert app.sidebar.radio(key="cfg_mode").value == "agent"
     from workbench.providers.offline import FAULTS
-    assert app.sidebar.multiselect(key="cfg_faults").options == list(FAULTS)
+    assert app.sidebar.multiselect(key="cfg_opt_offline_faults").options == list(FAULTS)
     assert {"corrupt_id", "forget_link", "link_listed", "cite_unretrieved"} <= set(FAULTS)
 
 
@@ -96,6 +97,15 @@ def test_listing_answer_has_links_and_no_sources_row(app):
     assert md.count("](<https://help.orbitly.example/articles/") > 20
     assert "**Sources**" not in md
     assert any("No sources: nothing was read" in c for c in captions(at))
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "titles are not factual claims"
+
+
+def test_claims_expander_only_for_substantive_answers(app):
+    at = ask(app, "How do I bake a sourdough loaf?")
+    assert not [e.label for e in at.expander if e.label.startswith("Claims")], "a refusal is not a claim"
+    at = ask(at, "How do I configure SSO?")
+    labels = [e.label for e in at.expander if e.label.startswith("Claims")]
+    assert len(labels) == 1 and labels[0] != "Claims (0)", labels
 
 
 def test_switching_retriever_and_mode_changes_the_turn(app):
@@ -114,7 +124,7 @@ def test_switching_retriever_and_mode_changes_the_turn(app):
 
 
 def test_fault_toggle_shows_rejected_citation_with_reason(app):
-    app.sidebar.multiselect(key="cfg_faults").set_value(["corrupt_id"])
+    app.sidebar.multiselect(key="cfg_opt_offline_faults").set_value(["corrupt_id"])
     at = ask(app.run(), "How do I configure SSO?")
     md = texts(at)
     assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-saml\\-setup" in md
@@ -127,3 +137,23 @@ def test_provider_error_is_a_message_not_a_traceback(app):
     errors = [e.value for e in at.error]
     assert any("cannot reach the model server" in e for e in errors), errors
     assert any("broken (test)" in c for c in captions(at))
+
+
+def test_local_model_and_openai_appear_with_labels_default_model_and_tool_protocol(app):
+    provider = app.sidebar.selectbox(key="cfg_provider")
+    assert {"local model (llama.cpp)", "OpenAI-compatible server"} <= set(provider.options)
+    at = provider.select("llamacpp").run()
+    assert not at.exception
+    model = at.sidebar.text_input(key="cfg_model_llamacpp")
+    assert model.placeholder.startswith("default: SmolLM2-135M-Instruct") and "(default model)" in model.placeholder
+    protocol = at.sidebar.radio(key="cfg_protocol_llamacpp")
+    assert protocol.options == ["native", "json-steps"] and protocol.value == "json-steps"  # declared, not named
+    # option inputs come from each provider's options_schema
+    assert {"cfg_opt_llamacpp_n_ctx", "cfg_opt_llamacpp_threads", "cfg_opt_llamacpp_max_tokens"} <= {
+        n.key for n in at.sidebar.number_input}
+    at = at.sidebar.selectbox(key="cfg_provider").select("openai").run()
+    assert at.sidebar.radio(key="cfg_protocol_openai").value == "native"
+    assert at.sidebar.text_input(key="cfg_opt_openai_api_key").proto.type == TextInputProto.PASSWORD
+    assert at.sidebar.text_input(key="cfg_opt_openai_base_url").label == "Base URL"
+    at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
+    assert not [r for r in at.sidebar.radio if r.key == "cfg_protocol_offline"]  # no JSON-schema output: no choice

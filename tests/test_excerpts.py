@@ -14,7 +14,7 @@ from workbench.prompts import EXCERPTS_PROMPT_VERSION, PROMPTS
 from workbench.render import sources_row, summary_line
 from workbench.session import Session
 
-#: DESIGN.md §3: what every excerpt citation record carries.
+#: docs/design.md §3: what every excerpt citation record carries.
 CITATION_FIELDS = {"doc_id", "file_name", "chunk_index", "page", "score", "snippet", "chunk_type", "title",
                    "generated", "artifact_kind", "label"}
 GOLD = [json.loads(line) for line in (ROOT / "data" / "demo_gold.jsonl").read_text().splitlines() if line.strip()]

@@ -18,10 +18,11 @@ from workbench.faithfulness.judges import LLMJudge
 from workbench.errors import ProviderError, UnknownNameError
 from workbench.provenance import build_payload
 from workbench.providers import ModelStep, Provider, register_provider
+from workbench.trace.tables import SCHEMAS
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
 
-TRACE_COLUMNS = ["turn_id", "claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span",
-                 "wrong_excerpt", "generated_only"]
+# The trace store's `claims` columns a judgement fills (the writer adds extra_json and added_at).
+TRACE_COLUMNS = [n for n in SCHEMAS["claims"].names if n not in ("extra_json", "added_at")]
 
 SAML = ("Orbitly supports single sign-on with any identity provider that speaks SAML 2.0. Only workspace "
         "Owners can configure single sign-on, and it is available on the Business and Enterprise plans.")
@@ -320,3 +321,57 @@ def test_judge_cli_unknown_method_and_missing_file():
     assert r.returncode == 2 and "cannot read" in r.stderr
     r = run_cli("judge", "-", "--method", "nope", stdin="")
     assert r.returncode == 2 and "unknown judge 'nope'" in r.stderr
+
+
+# --- claims come from substantive answers only ---------------------------------------------------
+
+
+@pytest.mark.parametrize("question,mode,kind", [
+    ("Which articles do you have?", "agent", "listing"),
+    ("Which articles are in the billing section?", "agent", "listing"),
+    ("How do I bake a sourdough loaf?", "agent", "abstention"),
+    ("How do I bake a sourdough loaf?", "excerpts", "abstention"),
+    ("How do I configure SSO?", "agent", "substantive"),
+    ("How do I configure SSO?", "excerpts", "substantive"),
+])
+def test_listings_and_abstentions_have_no_claims(demo_session, question, mode, kind):
+    answer = demo_session.ask(question, mode=mode)
+    faith = answer.faithfulness
+    assert faith.answer_kind == kind, answer.payload["answer"][:200]
+    if kind == "substantive":
+        assert faith.claims and faith.citation_recall is not None
+    else:
+        assert faith.claims == () and faith.citation_recall is None and faith.citation_precision is None
+
+
+@pytest.mark.parametrize("answer,kind", [
+    ("Members do not have access to billing.", "substantive"),  # an uncited fact, negated, is still a claim
+    ("You cannot see other workspaces. Ask an Owner to invite you.", "substantive"),
+    ("I couldn't find anything about Kubernetes in the knowledge base.", "abstention"),
+    ("The articles don't mention Kubernetes.", "abstention"),
+    ("I could not find a setting for that. Orbitly runs only in the cloud. Kubernetes is not supported. "
+     "Use the API instead.", "substantive"),  # a refusal followed by claims of its own is judged
+])
+def test_answer_kind_of_uncited_answers(answer, kind):
+    from workbench.faithfulness import answer_kind
+
+    record = TurnRecord("q?", answer)
+    assert answer_kind(build_payload(record)) == kind
+    faith = assess_turn(record)
+    assert bool(faith.claims) == (kind == "substantive")
+    if kind == "substantive":
+        assert faith.uncited_claims and faith.citation_recall == 0.0
+
+
+def test_a_listing_that_also_links_an_opened_document_is_substantive():
+    calls = (ToolCall("list_articles", "title", {}, (ResultItem("a", "A", "https://x.example/a"),)),
+             ToolCall("fetch_document", "full", {"doc_id": "b"}, (ResultItem("b", "B", "https://x.example/b"),)))
+    listing = TurnRecord("q?", "- [A](https://x.example/a)", tool_calls=calls)
+    mixed = TurnRecord("q?", "B says SSO needs SAML ([B](https://x.example/b)). See [A](https://x.example/a).",
+                       tool_calls=calls)
+    from workbench.faithfulness import answer_kind
+
+    assert answer_kind(build_payload(listing)) == "substantive"  # b was opened: something was consulted
+    assert answer_kind(build_payload(mixed)) == "substantive"
+    only_titles = TurnRecord("q?", "- [A](https://x.example/a)", tool_calls=calls[:1])
+    assert answer_kind(build_payload(only_titles)) == "listing"

@@ -1,4 +1,4 @@
-"""Data flows one way (DESIGN.md §6): a module imports only from modules to its left."""
+"""Data flows one way (docs/design.md §6): a module imports only from modules to its left."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from conftest import ROOT
 
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
-LAYERS = ["corpus", "retrieval", "tools", "prompts", "providers", "agent", "provenance", "render",
+LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "agent", "provenance", "render",
           "faithfulness", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "__init__"}
 #: SDKs live in the one module that wraps them.
@@ -17,6 +17,8 @@ SDK_HOMES = {
     "llama_index": {"retrieval"},
     "ollama": {"providers/ollama", "retrieval/embeddings"},
     "google": {"providers/gemini", "retrieval/embeddings"},
+    "openai": {"providers/openai"},
+    "xllamacpp": {"providers/llamacpp"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
     "opentelemetry": {"trace/openinference"},
@@ -84,3 +86,37 @@ def test_sdks_are_imported_only_where_wrapped():
             if homes and not any(rel == h or rel.startswith(h + "/") for h in homes):
                 bad.append(f"{rel} imports {mod}")
     assert not bad, "\n".join(bad)
+
+
+def test_commands_do_not_import_each_other():
+    """Each command is a thin shell over the library; helpers they share live in `commands/_*.py`."""
+    bad = []
+    for f in (PKG / "commands").glob("*.py"):
+        for mod in imports_of(f):
+            parts = mod.split(".")
+            if parts[:2] == ["workbench", "commands"] and len(parts) > 2 and not parts[2].startswith("_"):
+                bad.append(f"{f.name} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def test_requirements_list_what_the_code_imports():
+    """Every runtime requirement is imported somewhere (nothing listed for nothing, e.g. `rich`)."""
+    import re
+
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    runtime = text.split("# Tests and notebooks in CI")[0]
+    names = [re.split(r"[<>=\[]", line)[0].strip() for line in runtime.splitlines()
+             if line.strip() and not line.startswith("#")]
+    # distribution name → the module it provides, where they differ
+    module = {"llama-index-core": "llama_index", "llama-index-retrievers-bm25": "llama_index.retrievers.bm25",
+              "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "PyStemmer": "Stemmer",
+              "opentelemetry-sdk": "opentelemetry.sdk",
+              "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
+              "jupyterlab": None}
+    code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
+    unused = []
+    for name in names:
+        mod = module.get(name, name.replace("-", "_"))
+        if mod and not re.search(rf"^\s*(import|from) {re.escape(mod)}\b", code, re.M):
+            unused.append(name)
+    assert not unused, f"listed in requirements.txt but never imported: {unused}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.providers.offline import FAULTS, OfflineProvider, corrupt, is_structural
+from workbench.providers.offline import FAULTS, OfflineProvider, corrupt
 from workbench.render import source_chips
 
 
@@ -93,17 +93,6 @@ def test_unknown_fault_is_refused():
 def test_offline_is_labelled_no_llm(demo_session):
     p = ask(demo_session, "How do I configure SSO?")
     assert p["config"]["provider_label"] == "offline (no LLM)"
-
-
-@pytest.mark.parametrize("q,expected", [
-    ("What articles do you have?", True),
-    ("Which topics does the help center cover?", True),
-    ("List all categories", True),
-    ("How do I configure SSO?", False),
-    ("Which article explains how to reset my password?", False),
-])
-def test_structural_classifier(q, expected):
-    assert is_structural(q) is expected
 
 
 def test_corrupt_changes_exactly_one_character():

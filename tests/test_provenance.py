@@ -1,4 +1,4 @@
-"""The three-set rules, citation validation and the payload contract (DESIGN.md §1–§2, §4)."""
+"""The three-set rules, citation validation and the payload contract (docs/design.md §1–§2, §4)."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_generated_artifact_is_labelled():
     assert src["label"] == "Generated category overview"
 
 
-# --- compatibility of the payload (DESIGN.md §2) ------------------------------------------------
+# --- compatibility of the payload (docs/design.md §2) ------------------------------------------------
 
 
 def _listing_and_answer_payload():
@@ -220,7 +220,7 @@ def test_new_client_with_old_server_falls_back_to_show_all():
 # --- contracts ---------------------------------------------------------------------------------
 
 
-def test_payload_validates_against_shared_schema(payload_schema):
+def test_payload_validates_against_the_shipped_schema(payload_schema):
     for p in (_listing_and_answer_payload(),
               payload_for("x [9]", mode="excerpts", excerpts=excerpts("a")),
               payload_for(f"[x]({BASE}nope)", call("search", "snippet", "a"))):
@@ -246,7 +246,7 @@ def test_normalize_url_keeps_relative_paths():
 
 def test_extract_citations_offsets_point_into_answer():
     answer = f"Hi [A]({BASE}a) and <{BASE}b>."
-    for c in extract_citations(answer, "agent", 0):
+    for c in extract_citations(answer, "agent"):
         assert c.target in answer[c.start:c.end]
 
 

@@ -58,12 +58,12 @@ def test_jsonl_readers_skip_a_byte_order_mark_and_reject_deep_nesting():
 
 
 def test_question_files_with_bom_bad_utf8_or_deep_nesting(tmp_path):
-    from workbench.commands.ask import read_questions
     from workbench.errors import CorpusError
+    from workbench.questions import read_questions
 
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b'\xef\xbb\xbf{"question": "How do I configure SSO?"}\n')
-    assert read_questions(str(bom)) == ["How do I configure SSO?"]
+    assert [q.text for q in read_questions(bom)] == ["How do I configure SSO?"]
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"question": "caf\xe9"}\n')
     with pytest.raises(CorpusError, match="not valid UTF-8"):

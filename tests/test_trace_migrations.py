@@ -70,3 +70,70 @@ def test_reader_upgrades_an_old_database_before_querying(tmp_path):
     migrate(con, MIGRATIONS[:1])
     con.close()
     assert TraceReader(path).rows("SELECT count(*) FROM doc_gaps")[1] == [(0,)]
+
+
+def test_m006_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
+    con = duckdb.connect(str(tmp_path / "m005.duckdb"))
+    migrate(con, [m for m in MIGRATIONS if m.name <= "m005_claims_judge_version"])
+    con.execute("""
+        INSERT INTO runs (run_id, created_at, kind, provider, mode, k) VALUES
+            ('a', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'agent', 5),
+            ('e', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'excerpts', 5);
+    """)
+    assert migrate(con, [m for m in MIGRATIONS if m.name <= "m006_tool_protocol"]) == ["m006_tool_protocol"]
+    # every agent run before m006 used the provider's own tool calls; excerpt runs offer no tools
+    assert con.execute("SELECT run_id, tool_protocol FROM runs ORDER BY run_id").fetchall() == [("a", "native"),
+                                                                                              ("e", None)]
+    comment = con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
+                          "AND column_name = 'tool_protocol'").fetchone()[0]
+    assert "json-steps" in comment
+
+
+def _schema(con) -> dict:
+    """Everything a migration defines: columns (type, nullability, default, comment), views and their
+    SQL and comments, table comments."""
+    columns = con.execute("SELECT table_name, column_index, column_name, data_type, is_nullable, column_default, "
+                          "comment FROM duckdb_columns() WHERE NOT internal ORDER BY ALL").fetchall()
+    tables = con.execute("SELECT table_name, comment, sql FROM duckdb_tables() WHERE NOT internal ORDER BY ALL").fetchall()
+    views = con.execute("SELECT view_name, comment, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL").fetchall()
+    return {"columns": columns, "tables": tables, "views": views}
+
+
+def test_a_fresh_database_and_an_upgrade_from_each_migration_are_the_same(tmp_path):
+    fresh = duckdb.connect(str(tmp_path / "fresh.duckdb"))
+    migrate(fresh)
+    expected = _schema(fresh)
+    assert expected["columns"] and expected["views"]
+    for i in range(1, len(MIGRATIONS)):
+        con = duckdb.connect(str(tmp_path / f"from{i}.duckdb"))
+        migrate(con, MIGRATIONS[:i])
+        con.close()
+        con = duckdb.connect(str(tmp_path / f"from{i}.duckdb"))  # reopened, as an upgrade happens
+        migrate(con)
+        assert _schema(con) == expected, f"upgrade from {MIGRATIONS[i - 1].name}"
+
+
+def test_the_writers_columns_are_the_ones_duckdb_reads_from_the_migrations():
+    """trace/tables.py parses the DDL; DuckDB executing the same migrations must agree column by column."""
+    from workbench.trace.tables import SCHEMAS, table_columns
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    migrate(con)
+    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name <> 'migrations'")
+              .fetchall()}
+    assert set(table_columns()) == set(SCHEMAS) == tables
+    for name, schema in SCHEMAS.items():
+        assert con.sql(f"SELECT * FROM {name} LIMIT 0").to_arrow_table().schema.equals(schema), name
+
+
+def test_the_ddl_reader_refuses_what_it_does_not_understand():
+    import pytest
+
+    from workbench.trace.schema import Migration
+    from workbench.trace.tables import arrow_schemas, table_columns
+
+    with pytest.raises(NotImplementedError, match="ALTER TABLE t RENAME"):
+        table_columns((Migration("m1", "CREATE TABLE t (\n    a VARCHAR\n);"), Migration("m2", "ALTER TABLE t RENAME a TO b;")))
+    with pytest.raises(NotImplementedError, match="no Arrow type for \\['HUGEINT'\\]"):
+        arrow_schemas((Migration("m1", "CREATE TABLE t (\n    a HUGEINT NOT NULL\n);"),))

@@ -102,6 +102,15 @@ def test_rejected_citations_are_recorded(traced):
     assert all(n is not None and d == 1 for n, d in near)
 
 
+def test_claims_are_stored_with_their_judge_and_its_version(traced):
+    from workbench.faithfulness.judges import LexicalJudge
+
+    db, answers = traced
+    judged = [a for a in answers if a.faithfulness is not None and a.faithfulness.claims]
+    assert judged and all(a.faithfulness.judge_version == LexicalJudge.version for a in judged)
+    assert q(db, "SELECT DISTINCT judge, judge_version FROM claims") == [("lexical", LexicalJudge.version)]
+
+
 def test_doc_gaps_lists_out_of_scope_question_not_listing_question(traced):
     db, answers = traced
     gaps = {r[0]: r for r in q(db, "SELECT question, asks, runs FROM doc_gaps")}
@@ -166,6 +175,21 @@ def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
     assert q(db, "SELECT count(*) FROM retrieved_items") == [(3,)]
 
 
+def test_a_batch_holding_a_turn_already_written_is_retried_turn_by_turn(tmp_path):
+    """The batch fails inside its bulk insert (several turns, so `turns` is an Arrow table too); the
+    failed transaction is rolled back before the registered tables are dropped, and each turn is retried."""
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    first = _turn(turn_id="b0")
+    w.log_turn(first, build_payload(first))
+    with w.buffered(max_turns=10, max_age_s=60):
+        for tid in ("b1", "b0", "b2"):
+            t = _turn(turn_id=tid)
+            w.log_turn(t, build_payload(t))
+    assert q(db, "SELECT turn_id FROM turns ORDER BY 1") == [("b0",), ("b1",), ("b2",)]
+    assert q(db, "SELECT count(*) FROM retrieved_items") == [(9,)]
+
+
 def test_claims_with_the_turn_and_added_later(tmp_path):
     db = tmp_path / "t.duckdb"
     w = TraceWriter(db)
@@ -174,10 +198,12 @@ def test_claims_with_the_turn_and_added_later(tmp_path):
              "score": 0.8, "verdict": "supported", "best_span": "single sign-on", "wrong_excerpt": False,
              "generated_only": False, "support_doc": "d0"}
     w.log_turn(t, build_payload(t), claims=[claim])
-    w.add_claims("c1", [{**claim, "claim_idx": 1, "judge": "nli", "best_span": {"start": 1, "end": 4}}])
-    rows = q(db, "SELECT claim_idx, judge, cited_doc_ids, score, best_span, wrong_excerpt, extra_json FROM claims ORDER BY 1")
-    assert rows[0] == (0, "overlap", ["d0"], 0.8, "single sign-on", False, '{"support_doc": "d0"}')
-    assert rows[1][1] == "nli" and json.loads(rows[1][4]) == {"start": 1, "end": 4}
+    w.add_claims("c1", [{**claim, "claim_idx": 1, "judge": "nli", "judge_version": "nli-2",
+                         "best_span": {"start": 1, "end": 4}}])
+    rows = q(db, "SELECT claim_idx, judge, cited_doc_ids, score, best_span, wrong_excerpt, extra_json, judge_version "
+                 "FROM claims ORDER BY 1")
+    assert rows[0] == (0, "overlap", ["d0"], 0.8, "single sign-on", False, '{"support_doc": "d0"}', None)
+    assert rows[1][1] == "nli" and json.loads(rows[1][4]) == {"start": 1, "end": 4} and rows[1][7] == "nli-2"
     from workbench.errors import TraceStoreError
 
     with pytest.raises(TraceStoreError, match="no turn"):

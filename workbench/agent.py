@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import ProviderError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
+from .providers import steps
 from .providers.base import Provider
 from .tools import Toolbox
 from .types import Excerpt, ModelCall, ToolCall, TurnRecord
@@ -23,27 +24,40 @@ MAX_STEPS = 8
 
 
 def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = 5,
-             max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None) -> TurnRecord:
-    """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did."""
+             max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
+             tool_protocol: str | None = None) -> TurnRecord:
+    """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did.
+
+    `tool_protocol` ("native" or "json-steps", default: the provider's `default_tool_protocol`) is how
+    an agent turn's model calls tools (`providers/steps.py`); it is recorded in the configuration and
+    nowhere else. Excerpt mode offers no tools, so its `tool_protocol` is None. A protocol the provider
+    does not support is refused (`CapabilityError`) before the turn starts.
+    """
     if mode not in ("agent", "excerpts"):
         from .errors import UnknownNameError
 
         raise UnknownNameError("mode", mode, ["agent", "excerpts"])
+    if mode == "agent":
+        protocol = steps.resolve(provider, tool_protocol)
+    else:
+        steps.check_name(tool_protocol)
+        protocol = None
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     t0 = time.perf_counter()
     prompt_version = AGENT_PROMPT_VERSION if mode == "agent" else EXCERPTS_PROMPT_VERSION
     cfg = {"provider": provider.name, "model": provider.model, "retriever": getattr(toolbox.retriever, "name", None),
-           "mode": mode, "k": k, "prompt_version": prompt_version, "corpus_id": toolbox.corpus.corpus_id,
-           "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
+           "mode": mode, "tool_protocol": protocol, "k": k, "prompt_version": prompt_version,
+           "corpus_id": toolbox.corpus.corpus_id, "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
     state = _Turn()
     try:
         if mode == "agent":
-            _agent_loop(question, provider, toolbox, max_steps, state)
+            driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
+            _agent_loop(question, driver, toolbox, max_steps, state)
         else:
             _excerpt_turn(question, provider, toolbox, k, state)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
-        if isinstance(getattr(exc, "call", None), ModelCall):  # the failed call's latency and retries
+        if exc.call is not None:  # the failed call's latency and retries
             state.model_calls.append(exc.call)
     except Exception as exc:  # a provider bug must not crash the CLI or the app
         state.status, state.error = "provider_error", f"{type(exc).__name__}: {exc}"

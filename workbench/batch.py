@@ -77,14 +77,19 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
 
 
 def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
-             mode: str = "agent", k: int = 5, faults: tuple[str, ...] = (), run_id: str | None = None,
-             new_run: bool = False, progress: bool = True, concurrency: int = 1,
-             backoff: float | None = None) -> EvalResult:
+             mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
+             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None,
+             concurrency: int = 1, backoff: float | None = None) -> EvalResult:
     """Ask every question into one run of `session`'s trace store; skip those already answered in it.
 
+    `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
+    `tool_protocol` is the agent's tool protocol (`native` or `json-steps`, default: the provider's);
     `concurrency` turns run at once (see the module docstring); `backoff` is the first rate-limit pause in
     seconds (default: `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s)."""
+    options = dict(options or {})
+    from .providers import declared
     from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, setting
+    from .providers.options import recorded
     from .trace import TraceReader
 
     if concurrency < 1:
@@ -94,14 +99,17 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     if tracer is None:
         raise WorkbenchError("eval needs a trace database: open the session with tracing on")
     settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
-                "faults": sorted(faults)}
+                "options": recorded(declared(provider, "options_schema"), options)}  # never a secret
+    if tool_protocol:  # only when named, so the run keys of batches started before it existed still match
+        settings["tool_protocol"] = tool_protocol
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
     if run_id is not None and existing is None:
         raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
     if existing is not None:
-        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()):
+        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
+                (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
             if existing[name] != settings[name]:
                 raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
                                      f"{settings[name]!r}; use the same settings to resume it, or --new-run")
@@ -133,7 +141,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         """One question, asked again (after a shared pause) while the provider rate-limits it."""
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             pause.wait()
-            answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, faults=faults, log=False)
+            answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, tool_protocol=tool_protocol,
+                                 log=False, **options)
             if answer.payload["status"] != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
                 return answer
             pause.extend(attempt)

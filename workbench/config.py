@@ -7,13 +7,22 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+#: Optional third-party benchmark data (not part of the project) is looked for here when set.
+BENCHMARK_DATA_ENV = "WORKBENCH_BENCHMARK_DATA"
 
 
 def workbench_home() -> Path:
     """Where caches (indexes) and the default trace database live: `$WORKBENCH_HOME`."""
     home = os.environ.get("WORKBENCH_HOME")
     return Path(home).expanduser() if home else Path.home() / ".cache" / "provenance-workbench"
+
+
+def benchmark_data_dir() -> Path:
+    """Where optional third-party benchmark data (Arduino Help Center, ExpertQA, SciFact) is looked for:
+    `$WORKBENCH_BENCHMARK_DATA`, else `shared/data` beside the project folder (the development layout).
+    Whatever needs it says so and skips when it is absent."""
+    data = os.environ.get(BENCHMARK_DATA_ENV)
+    return Path(data).expanduser() if data else PROJECT_ROOT.parent / "shared" / "data"
 
 
 def index_cache_dir() -> Path:

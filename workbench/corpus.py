@@ -6,7 +6,7 @@ page by page (`Document.pages`, extracted with pypdf) so chunks and citations ca
 a plain-text file has pages only where it holds form feeds (\f).
 
 Bad input raises `CorpusError` naming the file (and line); nothing is silently skipped.
-See DESIGN.md §5.
+See docs/design.md §5.
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import ModelCall
+
 
 class WorkbenchError(Exception):
     """Base class: a failure with a message written for the user (the CLI exits 2 on these)."""
@@ -34,15 +39,31 @@ class ToolError(WorkbenchError):
 
 
 class ProviderError(WorkbenchError):
-    """A model provider failed (connection, auth, unknown model, rate limit…); ends the turn."""
+    """A model provider failed (connection, auth, unknown model, rate limit…); ends the turn.
 
-    def __init__(self, message: str, status: str = "provider_error"):
+    `status` is the turn's status (`connection_error`, `auth_error`, …); `call` is the failed model
+    call (latency including backoff, retries), which the agent loop records with the turn, or None
+    when the provider did not say.
+    """
+
+    def __init__(self, message: str, status: str = "provider_error", call: ModelCall | None = None):
         super().__init__(message)
         self.status = status
+        self.call = call
+
+
+class ProviderOptionError(WorkbenchError):
+    """A provider option is unknown to that provider or has a bad value (checked against the provider's
+    `options_schema`); names the provider, the option and what it takes."""
+
+
+class CapabilityError(WorkbenchError):
+    """A run asked a provider for something it does not declare (json-steps without JSON-schema output,
+    native tool calling without tool support); names what to use instead."""
 
 
 class TurnRecordError(WorkbenchError):
-    """A turn record (DESIGN.md §4) given to `provenance` is not valid."""
+    """A turn record (docs/design.md §4) given to `provenance` is not valid."""
 
 
 class EmbeddingError(WorkbenchError):
@@ -50,7 +71,8 @@ class EmbeddingError(WorkbenchError):
 
 
 class PluginError(WorkbenchError):
-    """A provider plugin (WORKBENCH_PLUGINS module or `workbench.providers` entry point) failed to load."""
+    """A plug-in (a WORKBENCH_PLUGINS module or a `workbench.providers` / `.retrievers` / `.judges` entry
+    point) failed to load; names it."""
 
 
 class TraceStoreError(WorkbenchError):

@@ -25,6 +25,6 @@ PROMPTS: dict[str, str] = {
 
 
 def excerpt_header(n: int, file_name: str | None, page: int | None, chunk_index: int | None) -> str:
-    """`[n] file name, page, chunk` — the line above each excerpt (DESIGN.md §3)."""
+    """`[n] file name, page, chunk` — the line above each excerpt (docs/design.md §3)."""
     page_part = f"page {page}" if page is not None else "page -"
     return f"[{n}] {file_name or '-'}, {page_part}, chunk {chunk_index if chunk_index is not None else '-'}"

@@ -1,8 +1,8 @@
 """Provenance: the three sets of a turn, citation validation and the sources payload.
 
-Pure functions over an explicit `TurnRecord` (DESIGN.md §1–§4); no I/O, no clock, no globals.
+Pure functions over an explicit `TurnRecord` (docs/design.md §1–§4); no I/O, no clock, no globals.
 
-The three sets (DESIGN.md §1):
+The three sets (docs/design.md §1):
 - **retrieved**: every document any tool returned (or every excerpt), with its strongest exposure
   (`full` > `snippet` > `title`). It is the allow-list: a citation that resolves to no retrieved
   document is *rejected* as a fabrication — never auto-corrected, even when it is one character off
@@ -148,7 +148,7 @@ def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
     return table
 
 
-def extract_citations(answer: str, mode: str, excerpt_count: int) -> list[Citation]:
+def extract_citations(answer: str, mode: str) -> list[Citation]:
     """Every citation in `answer`, in order: markdown links (both modes) and `[n]` (excerpt mode)."""
     masked = _CODE.sub(lambda m: " " * len(m.group(0)), answer)  # links inside code are not citations
     found: list[Citation] = []
@@ -217,7 +217,7 @@ def _replace(c: Citation, **changes) -> Citation:
 
 
 def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
-    """Apply the consulted rules of DESIGN.md §1 to one document: (consulted?, why)."""
+    """Apply the consulted rules of docs/design.md §1 to one document: (consulted?, why)."""
     if exposure == "full":
         return True, "opened in full" if cited else "opened in full (not linked)"
     if exposure == "snippet":
@@ -238,11 +238,10 @@ def turn_id_of(record: TurnRecord) -> str:
 
 
 def build_payload(record: TurnRecord) -> dict[str, Any]:
-    """The sources payload of DESIGN.md §2 for one turn (plus per-document and per-citation detail)."""
+    """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail)."""
     retrieved = collect_retrieved(record)
     excerpts_by_n = {e.n: e.doc_id for e in record.excerpts}
-    citations = validate(extract_citations(record.answer, record.mode, len(record.excerpts)), retrieved,
-                         excerpts_by_n)
+    citations = validate(extract_citations(record.answer, record.mode), retrieved, excerpts_by_n)
 
     cited_order: list[str] = []
     for c in citations:
@@ -303,7 +302,7 @@ def _citation_json(c: Citation, record: TurnRecord) -> dict[str, Any]:
     if c.n is not None:
         out["n"] = c.n
         e = next((e for e in record.excerpts if e.n == c.n), None)
-        if e is not None:  # the citation record of DESIGN.md §3
+        if e is not None:  # the citation record of docs/design.md §3
             out.update({"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
                         "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
                         "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,

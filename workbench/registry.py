@@ -1,26 +1,84 @@
-"""Named factories of one kind (providers, retrievers, judges).
+"""Named factories of one kind — providers, retrievers, judges: the one way to extend the workbench.
 
-Built-ins register through the same `register` hook an outside plug-in uses; `load` (optional)
-imports whatever registers them, once per listing, so nothing is imported before it is needed.
+Each kind has one `Registry`, built from three things:
+- a **built-ins module** that registers the shipped factories through `register`, the same hook an
+  outside plug-in uses (imported on first use, so nothing loads before it is needed);
+- the modules named in **`$WORKBENCH_PLUGINS`** (comma-separated), imported once per process before
+  any registry answers, so one plug-in module may register a provider, a retriever and a judge;
+- an **entry-point group** (`workbench.providers`, `workbench.retrievers`, `workbench.judges`) for
+  installed packages, which then need no variable at all.
+
+A name registered twice keeps the last registration, so a plug-in may replace a built-in; entry
+points never shadow an explicit registration. Any plug-in that fails to load is a `PluginError`
+naming it (the CLI prints it and exits 2). docs/plugins.md has a working example of each kind.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Callable, Generic, TypeVar
 
-from .errors import UnknownNameError
+from .errors import PluginError, UnknownNameError
 
 F = TypeVar("F", bound=Callable)
 
+#: Comma-separated module names imported (once) before any registry lists or builds anything.
+PLUGINS_ENV = "WORKBENCH_PLUGINS"
+_imported_plugins: set[str] = set()
+
+
+def load_plugins() -> None:
+    """Import every module named in `$WORKBENCH_PLUGINS` not imported yet; each registers what it brings."""
+    for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
+        if not module or module in _imported_plugins:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise PluginError(f"cannot import plugin {module!r} named in {PLUGINS_ENV}: "
+                              f"{type(exc).__name__}: {exc} (is its folder on PYTHONPATH?)") from None
+        _imported_plugins.add(module)
+
 
 class Registry(Generic[F]):
-    def __init__(self, kind: str, load: Callable[[], None] | None = None):
+    """The factories of one `kind`, by name (see the module docstring for where they come from)."""
+
+    def __init__(self, kind: str, builtins_module: str | None = None, entry_point_group: str | None = None):
         self.kind = kind
-        self._load = load
+        self.builtins_module = builtins_module
+        self.entry_point_group = entry_point_group
         self._factories: dict[str, F] = {}
+        self._builtins_loaded = builtins_module is None
+        self._entry_points_loaded = entry_point_group is None
+
+    def _load_builtins(self) -> None:
+        # Before any other registration, so a plug-in registering a built-in's name replaces it.
+        if not self._builtins_loaded:
+            self._builtins_loaded = True  # first: the built-ins module itself calls `register`
+            try:
+                importlib.import_module(self.builtins_module)
+            except BaseException:
+                self._builtins_loaded = False
+                raise
+
+    def _load(self) -> None:
+        self._load_builtins()
+        load_plugins()
+        if not self._entry_points_loaded:
+            from importlib.metadata import entry_points
+
+            self._entry_points_loaded = True
+            for ep in entry_points(group=self.entry_point_group):
+                try:
+                    self._factories.setdefault(ep.name, ep.load())
+                except Exception as exc:
+                    raise PluginError(f"cannot load {self.kind} entry point {ep.name!r} ({ep.value}) of group "
+                                      f"{self.entry_point_group}: {type(exc).__name__}: {exc}") from None
 
     def register(self, name: str, factory: F | None = None):
         """Register `factory` under `name`; without a factory, a decorator."""
+        self._load_builtins()
 
         def _register(f: F) -> F:
             self._factories[name] = f
@@ -28,16 +86,12 @@ class Registry(Generic[F]):
 
         return _register(factory) if factory is not None else _register
 
-    def setdefault(self, name: str, factory: F) -> None:
-        """Register unless `name` is taken (entry points never shadow an explicit registration)."""
-        self._factories.setdefault(name, factory)
-
     def unregister(self, name: str) -> None:
         self._factories.pop(name, None)
 
     def names(self) -> list[str]:
-        if self._load is not None:
-            self._load()
+        """Every registered name, sorted (built-ins, plug-ins and entry points)."""
+        self._load()
         return sorted(self._factories)
 
     def factory(self, name: str) -> F:

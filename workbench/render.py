@@ -2,7 +2,7 @@
 
 Clients show a chip only where `consulted` is not `false`; an absent flag means *show*. So a new
 client with an old server (no flag) falls back to showing every source, and an old client that
-ignores the flag still gets a working lookup table for inline links (DESIGN.md §2).
+ignores the flag still gets a working lookup table for inline links (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -12,6 +12,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 SAFE_SCHEMES = ("http", "https")
+#: The three sets, in the order every view shows them (docs/design.md §1).
+SETS = ("retrieved", "cited", "consulted")
+#: One colour per set, and one for rejected citations: the app's badges and charts and the notebooks'
+#: tables and charts all take them from here.
+SET_COLORS = {"retrieved": "#9aa5b1", "cited": "#4c78a8", "consulted": "#2ca02c"}
+REJECTED_COLOR = "#e45756"
 
 
 def source_chips(payload: dict[str, Any]) -> list[dict[str, Any]]:

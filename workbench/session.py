@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .agent import run_turn
 from .config import DEMO_CORPUS, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import get_provider
+from .providers.options import recorded
 from .retrieval import get_retriever, retriever_names
-from .errors import TraceStoreError, UnknownNameError
+from .errors import TraceStoreError, UnknownNameError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
@@ -72,20 +73,26 @@ class Session:
         return self._toolbox
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
-            k: int = 5, faults: Iterable[str] = (), run_id: str | None = None, judge: str | None = "lexical",
-            log: bool = True, **provider_options: Any) -> Answer:
+            k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
+            tool_protocol: str | None = None, log: bool = True, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
-        `judge` names the faithfulness judge whose per-claim verdicts are stored with the turn
-        (the fast offline `lexical` by default; None skips judging). `log=False` returns the answer
-        unwritten, for `log()` to write later: a concurrent batch answers in several threads and writes
-        in question order. Safe to call from several threads at once.
+        `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
+        provider's `faults=["corrupt_id"]`); those not secret are recorded with the turn's
+        configuration. `tool_protocol` is `native` or `json-steps` (default: the provider's own, see
+        `agent.run_turn`): a run parameter like `mode`, not a provider option. `judge` names the
+        faithfulness judge whose per-claim verdicts are stored with the turn (the fast offline
+        `lexical` by default; None skips judging). `log=False` returns the answer unwritten, for `log()`
+        to write later: a concurrent batch answers in several threads and writes in question order.
+        Safe to call from several threads at once.
         """
-        if faults:
-            provider_options["faults"] = tuple(faults)
         p = get_provider(provider, model=model, **provider_options)
-        record = run_turn(question, p, self.toolbox, mode=mode, k=k,
-                          config={"provider_label": p.label, "faults": sorted(faults)})
+        if mode == "agent" and not (p.supports_tools or p.supports_json_schema):
+            raise WorkbenchError(f"provider {provider!r} can neither call tools nor answer in a JSON schema, so it "
+                                 "cannot run agent mode: use excerpt mode (--mode excerpts)")
+        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol,
+                          config={"provider_label": p.label, "model_label": p.model_label,
+                                  "options": recorded(p.options_schema, provider_options)})
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

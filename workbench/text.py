@@ -26,9 +26,10 @@ STOPWORDS = frozenset(
 _LOCAL = threading.local()
 
 
-def _stemmer():
-    """This thread's stemmer: PyStemmer says an instance "must not be called concurrently" (concurrent
-    batch turns judge claims in several threads)."""
+def english_stemmer():
+    """This thread's English Snowball stemmer (PyStemmer), for the judges here and BM25's queries: an
+    instance "must not be called concurrently", and concurrent batch turns search and judge claims in
+    several threads, so each thread gets its own."""
     stemmer = getattr(_LOCAL, "stemmer", None)
     if stemmer is None:
         import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
@@ -50,7 +51,7 @@ def content_terms(text: str) -> list[str]:
 def _content_terms(text: str) -> tuple[str, ...]:
     # Cached: judges score every claim against the same sentence windows of a cited document.
     ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
-    return tuple(_stemmer().stemWords(ws)) if ws else ()
+    return tuple(english_stemmer().stemWords(ws)) if ws else ()
 
 
 def plain(markdown: str) -> str:

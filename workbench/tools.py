@@ -1,4 +1,4 @@
-"""Tools the model can call. Every tool declares its exposure (DESIGN.md §1).
+"""Tools the model can call. Every tool declares its exposure (docs/design.md §1).
 
 `Tool.call()` is the one place that times a call and turns a bad argument into a tool error the
 model sees; subclasses implement `_run()` and return exactly what they exposed, so provenance comes

@@ -1,4 +1,4 @@
-"""Frozen records shared by every layer (DESIGN.md §1–§4).
+"""Frozen records shared by every layer (docs/design.md §1–§4).
 
 These are the explicit values provenance is computed from: tools return `ToolCall`s, the agent
 loop returns a `TurnRecord`. Nothing is recovered from event handlers.
@@ -67,7 +67,7 @@ class Hit:
 
 @dataclass(frozen=True)
 class ResultItem:
-    """One document a tool exposed to the model (DESIGN.md §4 `results[]`)."""
+    """One document a tool exposed to the model (docs/design.md §4 `results[]`)."""
 
     doc_id: str
     title: str = ""
@@ -96,7 +96,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Excerpt:
-    """One numbered excerpt `[n]` handed to the model in excerpt mode (DESIGN.md §3)."""
+    """One numbered excerpt `[n]` handed to the model in excerpt mode (docs/design.md §3)."""
 
     n: int
     doc_id: str
@@ -128,7 +128,7 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class TurnRecord:
-    """Everything one turn did (DESIGN.md §4); the input of provenance and what gets traced."""
+    """Everything one turn did (docs/design.md §4); the input of provenance and what gets traced."""
 
     question: str
     answer: str
@@ -148,7 +148,7 @@ class TurnRecord:
 
 
 def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
-    """Parse a DESIGN.md §4 turn record (extra fields ignored); raises `TurnRecordError`."""
+    """Parse a docs/design.md §4 turn record (extra fields ignored); raises `TurnRecordError`."""
     from pydantic import TypeAdapter, ValidationError
 
     from .errors import TurnRecordError

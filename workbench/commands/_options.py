@@ -12,15 +12,27 @@ def add_corpus_option(p: argparse.ArgumentParser) -> None:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
     p.add_argument("--provider", default="offline",
-                   help="chat provider: offline (default, no LLM), ollama, gemini, or one a WORKBENCH_PLUGINS "
-                        "module registers (docs/providers.md)")
-    p.add_argument("--model", help="model name for the provider (defaults: ollama llama3.1, gemini gemini-2.5-flash)")
+                   help="chat provider: offline (default, no LLM), llamacpp (a local GGUF model in-process), openai "
+                        "(any OpenAI-compatible server), ollama, gemini, or one a WORKBENCH_PLUGINS module registers "
+                        "(docs/plugins.md)")
+    p.add_argument("--model", help="model for the provider: a GGUF path for llamacpp (default: $WORKBENCH_GGUF, else "
+                                   "the bundled SmolLM2-135M-Instruct), a name otherwise (defaults: openai "
+                                   "gpt-4o-mini, ollama llama3.1, gemini gemini-2.5-flash)")
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
-                        "or vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt)")
+                        "vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt), or one a "
+                        "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
     p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
+    p.add_argument("--tool-protocol", choices=["native", "json-steps"], default=None,
+                   help="agent mode: how the model calls tools: native tool calls, or json-steps (each output "
+                        "forced by a JSON schema to be one action); default: the provider's (json-steps for "
+                        "llamacpp, native elsewhere)")
     p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a provider option, checked against the provider's options schema (repeatable; a list is "
+                        "comma-separated), e.g. ollama host=http://gpu-box:11434, timeout=30; llamacpp max_tokens=160")
     p.add_argument("--fault", action="append", default=[], metavar="NAME",
-                   help="offline fault simulation: corrupt_id, forget_link, link_listed, cite_unretrieved")
+                   help="the offline provider's fault simulation (same as --option faults=NAME): corrupt_id, "
+                        "forget_link, link_listed, cite_unretrieved")
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
@@ -44,6 +56,23 @@ def db_path(args: argparse.Namespace):
     from ..config import default_db_path
 
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+
+
+def provider_options(args: argparse.Namespace) -> dict:
+    """The provider options given by `--option NAME=VALUE` and `--fault`, converted and checked against the
+    chosen provider's `options_schema` (so `--fault` with a provider that has no faults is an error)."""
+    from ..providers import declared
+    from ..providers.options import check_options, parse_option
+
+    schema = declared(args.provider, "options_schema")
+    options: dict = {}
+    for text in args.option:
+        name, value = parse_option(args.provider, schema, text)
+        options[name] = options.get(name, []) + value if isinstance(value, list) else value
+    if args.fault:
+        options["faults"] = [*options.get("faults", []), *args.fault]
+    check_options(args.provider, schema, options)
+    return options
 
 
 def positive_int(text: str) -> int:

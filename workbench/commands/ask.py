@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from ..errors import CorpusError, WorkbenchError
-from ..jsonl import json_objects
+from ..errors import WorkbenchError
+from ..questions import read_questions
 from ..render import sources_row, summary_line
 from ..session import Session
-from ._options import add_json_option, add_run_options, add_trace_options, db_path
+from ._options import add_json_option, add_run_options, add_trace_options, db_path, provider_options
 
 
 def register(sub) -> None:
@@ -21,29 +21,6 @@ def register(sub) -> None:
     add_trace_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
-
-
-def read_questions(path: str) -> list[str]:
-    """Questions from a JSONL file of {"question": …} lines; errors name the file and line."""
-    return [obj["question"] for _, obj in read_question_records(path)]
-
-
-def read_question_records(path: str) -> list[tuple[int, dict]]:
-    """(line number, object) for each {"question": …, …} line; errors name the file and line."""
-    try:
-        lines = open(path, encoding="utf-8").read().splitlines()
-    except OSError as exc:
-        raise CorpusError(f"cannot read questions file: {exc.strerror}", path) from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"not valid UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
-    out = []
-    for i, obj in json_objects(lines, path):
-        if not isinstance(obj.get("question"), str) or not obj["question"].strip():
-            raise CorpusError('each line needs a non-empty string field "question"', path, i)
-        out.append((i, obj))
-    if not out:
-        raise CorpusError("no questions in file", path)
-    return out
 
 
 def excerpt_lines(record, payload) -> str:
@@ -63,15 +40,13 @@ def excerpt_lines(record, payload) -> str:
 def run(args: argparse.Namespace) -> int:
     if bool(args.question) == bool(args.questions):
         raise WorkbenchError("give exactly one of QUESTION or --questions FILE.jsonl")
-    questions = read_questions(args.questions) if args.questions else [args.question]
+    questions = [q.text for q in read_questions(args.questions)] if args.questions else [args.question]
+    options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
     failed = 0
     for q in questions:
-        try:
-            answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                                 faults=args.fault)
-        except ValueError as exc:  # bad provider options, e.g. an unknown fault name
-            raise WorkbenchError(str(exc)) from None
+        answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
+                             tool_protocol=args.tool_protocol, **options)
         payload = answer.payload
         failed += payload["status"] != "ok" or answer.trace_error is not None
         if answer.trace_error:
@@ -90,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
             print(excerpt_lines(answer.record, payload))
         print(summary_line(payload))
         cfg = payload["config"]
-        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · model: {cfg.get('model')} · "
-              f"retriever: {cfg.get('retriever')} · mode: {cfg.get('mode')}")
+        protocol = f" ({cfg['tool_protocol']})" if cfg.get("tool_protocol") else ""
+        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
+              f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "
+              f"mode: {cfg.get('mode')}{protocol}")
         if len(questions) > 1:
             print()
     return 1 if failed else 0

@@ -9,10 +9,9 @@ import argparse
 from pathlib import Path
 
 from ..batch import EvalResult, run_eval
-from ..errors import WorkbenchError
-from ._options import add_db_option, add_run_options, db_path, positive_int
+from ..questions import read_questions
+from ._options import add_db_option, add_run_options, db_path, positive_int, provider_options
 from ._table import print_table
-from .ask import read_questions
 
 
 def register(sub) -> None:
@@ -52,14 +51,12 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
 def run(args: argparse.Namespace) -> int:
     from ..session import Session
 
-    questions = read_questions(args.questions)
+    questions = [q.text for q in read_questions(args.questions)]
+    options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
-    try:
-        result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                          faults=tuple(args.fault), run_id=args.run_id, new_run=args.new_run,
-                          progress=not args.no_progress, concurrency=args.concurrency)
-    except ValueError as exc:  # bad provider options, e.g. an unknown fault name
-        raise WorkbenchError(str(exc)) from None
+    result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
+                      options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
+                      tool_protocol=args.tool_protocol, concurrency=args.concurrency)
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import JudgeInputError
 from ..jsonl import json_objects
-from ..faithfulness import get_judge, judge_names
+from ..faithfulness import get_judge
 from ._options import add_json_option
 
 BATCH = 256
@@ -19,7 +19,8 @@ def register(sub) -> None:
     p = sub.add_parser("judge", help='Judge claims against evidence: lines {"id", "claim", "evidence": [text, …]}.')
     p.add_argument("file", help="JSONL file, or - for stdin")
     p.add_argument("--method", default="lexical",
-                   help=f"judge: {', '.join(judge_names())} (default: lexical, offline)")
+                   help="judge: lexical (default, offline), embedding, hybrid, llm, or one a WORKBENCH_PLUGINS "
+                        "module registers (docs/plugins.md)")
     p.add_argument("--provider", default="ollama", help="chat provider for --method llm (default: ollama)")
     p.add_argument("--model", help="model for --method llm")
     add_json_option(p)

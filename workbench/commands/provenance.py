@@ -1,4 +1,4 @@
-"""`provenance`: a DESIGN.md §4 turn record in, the DESIGN.md §2 payload out."""
+"""`provenance`: a docs/design.md §4 turn record in, the docs/design.md §2 payload out."""
 
 from __future__ import annotations
 

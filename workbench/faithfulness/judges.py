@@ -2,8 +2,8 @@
 
 Every judge returns a `Judgement`: a score in [0, 1] (None only when the judge could not answer),
 a verdict (`supported` / `partial` / `unsupported`, or `unknown` with a reason when a judge
-failed) and the best supporting span of the evidence. Judges register through `register_judge`,
-exactly as one written by a user would.
+failed) and the best supporting span of the evidence. The built-ins below are registered by
+`builtins.py` through `register_judge`, exactly as one written by a user would be.
 
 - `lexical` (default; offline, no model): phrase-aware overlap of stemmed content words, see
   `LexicalJudge`.
@@ -66,7 +66,8 @@ class Judge(ABC):
 
 
 JudgeFactory = Callable[..., Judge]
-_JUDGES: Registry[JudgeFactory] = Registry("judge")
+#: Built-ins in `faithfulness/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
+_JUDGES: Registry[JudgeFactory] = Registry("judge", f"{__package__}.builtins", "workbench.judges")
 #: Register a judge class or factory under a name; usable as a class decorator.
 register_judge = _JUDGES.register
 judge_names = _JUDGES.names
@@ -141,7 +142,6 @@ def _tile(claim: list[str], evidence: list[str | None], min_len: int = 2) -> tup
     return tiled, lone
 
 
-@register_judge("lexical")
 class LexicalJudge(Judge):
     """Phrase-aware content-word coverage, shrunk for short claims.
 
@@ -188,7 +188,6 @@ def _wordllama():
     return WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
 
 
-@register_judge("embedding")
 class EmbeddingJudge(Judge):
     """Cosine of WordLlama embeddings: max(claim vs. all evidence, claim vs. best 3-sentence window).
 
@@ -233,7 +232,6 @@ class EmbeddingJudge(Judge):
         return out  # type: ignore[return-value]
 
 
-@register_judge("hybrid")
 class HybridJudge(Judge):
     """Mean of the lexical and embedding scores; best span from the lexical judge."""
 
@@ -314,7 +312,6 @@ def parse_verdict(text: str) -> tuple[float | None, str, str | None, str | None]
     return None, "unknown", None, f"could not parse a verdict from the judge model's reply: {text[:120]!r}"
 
 
-@register_judge("llm")
 class LLMJudge(Judge):
     """A chat provider as judge (`provider`, `model`); one call per claim, no tools."""
 

@@ -16,7 +16,13 @@ text from the corpus; one seen only as a snippet is judged on the snippets the t
 model never saw the rest); one seen only as a title has no evidence text. In excerpt mode `[n]` is
 judged on the text of excerpt n.
 
-Generated artifacts (`kind: generated`, DESIGN.md §5) never count as ground truth: their text is left
+Claims come from substantive answers only (`answer_kind`). A **listing** — every valid citation
+points at a document the model saw only as a title, and nothing was consulted — states what the
+knowledge base holds, not facts from it, and an **abstention** — a short answer with no valid
+citation that says the knowledge base has nothing on the question — states no fact at all; neither
+is split into claims (recall and precision are then None, like any answer without claims).
+
+Generated artifacts (`kind: generated`, docs/design.md §5) never count as ground truth: their text is left
 out of every support computation above. A claim is **generated_only** when its cited generated
 artifact supports it but its cited source texts do not. A claim has a **wrong_excerpt** when an
 uncited retrieved source text supports it (verdict `supported`) and scores at least
@@ -25,16 +31,42 @@ uncited retrieved source text supports it (verdict `supported`) and scores at le
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..provenance import build_payload, turn_id_of
+from ..text import plain, sentences
 from ..types import TurnRecord
 from .claims import Claim, split_claims
 from .judges import Judge, Judgement, get_judge
 
 WRONG_EXCERPT_MARGIN = 0.15
 _NO_EVIDENCE = Judgement(0.0, "unsupported", None, "no source text cited")
+#: An abstention says the knowledge base (or the excerpts) has nothing, in at most this many sentences.
+ABSTENTION_SENTENCES = 3
+# First person ("I could not find …"), or the knowledge base as subject ("the excerpts do not contain …"):
+# a product fact such as "members do not have access" is not an abstention.
+_ABSTAINS = re.compile(
+    r"\bI\s+(?:could|can|do|did|am)?\s*(?:not|n['’]t|['’]t|cannot|unable to)\s+(?:find|answer|open|see|locate)\b"
+    r"|\b(?:knowledge base|excerpts?|documentation|help cent(?:er|re)|articles?|sources?)\s+(?:do|does|did)?\s*"
+    r"(?:not|n['’]t)\s+(?:contain|have|cover|include|mention|say|answer)\b"
+    r"|\bno (?:information|relevant|articles?|documents?|results?)\b"
+    r"|\bnot (?:enough|sufficient) (?:evidence|information)\b|\bnothing (?:about|on|relevant)\b",
+    re.IGNORECASE)
+
+
+def answer_kind(payload: dict[str, Any]) -> str:
+    """`listing`, `abstention` or `substantive` (see the module docstring): only a substantive answer has claims."""
+    answer = payload.get("answer") or ""
+    exposure = {d["doc_id"]: d.get("exposure") for d in payload.get("documents", [])}
+    valid = [c for c in payload.get("citations", []) if c.get("valid")]
+    if valid and not payload.get("sets", {}).get("consulted") and all(
+            exposure.get(c.get("doc_id")) == "title" for c in valid):
+        return "listing"
+    if not valid and _ABSTAINS.search(answer) and len(sentences(plain(answer))) <= ABSTENTION_SENTENCES:
+        return "abstention"
+    return "substantive"
 
 
 @dataclass(frozen=True)
@@ -51,6 +83,8 @@ class ClaimResult:
     best_span: str | None
     wrong_excerpt: bool
     generated_only: bool
+    #: The judge's `version`: verdicts of different versions of one judge are not comparable.
+    judge_version: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
@@ -81,6 +115,9 @@ class TurnFaithfulness:
     wrong_excerpts: tuple[WrongExcerpt, ...]
     generated_only: tuple[int, ...]
     judge_errors: tuple[str, ...] = field(default=())
+    judge_version: str | None = None
+    #: `substantive`, or `listing` / `abstention` (no claims: nothing factual to judge).
+    answer_kind: str = "substantive"
 
     def rows(self) -> list[dict[str, Any]]:
         return [c.to_row() for c in self.claims]
@@ -164,6 +201,10 @@ def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpu
     payload = payload if payload is not None else build_payload(record)
     j = get_judge(judge) if isinstance(judge, str) else judge
     turn_id = payload.get("turn_id") or turn_id_of(record)
+    kind = answer_kind(payload)
+    if kind != "substantive":
+        return TurnFaithfulness(turn_id, j.name, (), None, None, (), (), (), judge_version=j.version,
+                                answer_kind=kind)
     by_doc, by_n = _evidence_pool(record, payload, corpus)
     claims = split_claims(payload.get("answer", record.answer), payload.get("citations", []))
     memo = _Memo(j)
@@ -199,7 +240,7 @@ def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpu
             uncited.append(c.idx)
             recall.append(0)
             results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, None, "uncited", None,
-                                       False, False))
+                                       False, False, j.version))
             continue
         joint = memo.get(p["joint"])
         if joint.verdict == "unknown" and joint.reason:
@@ -225,14 +266,14 @@ def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpu
                 wrong.append(WrongExcerpt(c.idx, tuple(u.label for u in units), best_u.label, best_u.doc_id,
                                           joint.score, best_j.score))
         results.append(ClaimResult(turn_id, c.idx, c.text, c.cited_doc_ids, j.name, joint.score, joint.verdict,
-                                   joint.best_span, is_wrong, is_gen_only))
+                                   joint.best_span, is_wrong, is_gen_only, j.version))
 
     return TurnFaithfulness(
         turn_id=turn_id, judge=j.name, claims=tuple(results),
         citation_recall=round(sum(recall) / len(recall), 4) if recall else None,
         citation_precision=round(prec_hits / prec_total, 4) if prec_total else None,
         uncited_claims=tuple(uncited), wrong_excerpts=tuple(wrong), generated_only=tuple(gen_only),
-        judge_errors=tuple(errors),
+        judge_errors=tuple(errors), judge_version=j.version,
     )
 
 

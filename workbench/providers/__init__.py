@@ -1,7 +1,7 @@
 """Chat providers behind one method; SDKs are imported only inside their own module."""
 
-from .base import (ModelStep, Provider, Readiness, ToolRequest, get_provider, provider_names,
+from .base import (ModelStep, Provider, Readiness, ToolRequest, declared, get_provider, provider_names, readiness,
                    register_provider)
 
-__all__ = ["ModelStep", "Provider", "Readiness", "ToolRequest", "get_provider", "provider_names",
-           "register_provider"]
+__all__ = ["ModelStep", "Provider", "Readiness", "ToolRequest", "declared", "get_provider", "provider_names",
+           "readiness", "register_provider"]

@@ -1,4 +1,4 @@
-"""The provider interface and registry (DESIGN.md §7).
+"""The provider interface and registry (docs/design.md §7).
 
 A provider implements one method, `complete(messages, tools)`, returning the model's next step:
 text and/or tool calls plus usage. The agent loop owns everything else. Built-in providers register
@@ -11,7 +11,6 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import time
@@ -19,7 +18,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
 
-from ..errors import PluginError
 from ..registry import Registry
 from ..types import ModelCall
 
@@ -57,10 +55,23 @@ class Readiness:
 class Provider(ABC):
     """One chat model behind one method.
 
-    Capabilities are declared on the class and read by the core (never by provider name):
-    `supports_tools` (native tool calling), `supports_json_schema` (output constrained by a JSON
-    schema), `options_schema` (a JSON Schema object of the keyword options `__init__` takes besides
-    `model`; the CLI and the app build their option inputs from it) and `is_configured(env)`.
+    Capabilities are declared on the class and read by the core, never by provider name:
+    - `supports_tools`: native tool calling. `Session.ask` refuses agent mode for a provider with
+      neither this nor `supports_json_schema` (it names excerpt mode instead); the app offers it
+      only excerpt mode.
+    - `supports_json_schema`: its output can be constrained by a JSON Schema.
+    - `options_schema`: a JSON Schema object of the keyword options `__init__` takes besides `model`
+      (`options.py`): `get_provider` checks options against it, the CLI parses `--option` with it,
+      the app's sidebar draws one input per property, and `writeOnly` options are never recorded.
+    - `is_configured(env)`: whether it can run in that environment; the hint names the variable to
+      set. The app warns with it; the notebooks and `analysis` offer only configured providers.
+    - `default_tool_protocol`: the tool protocol of an agent turn that names none (`native` tool
+      calls, or schema-forced `json-steps` through `complete_json`, see `steps.py`).
+    - `batch_by_default`: whether batches that run every configured provider over every question ×
+      retriever (`analysis.configured_providers`, notebook 02) include it. False for a model run on
+      this machine's CPU, far too slow for that: such a provider is named explicitly instead.
+    The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
+    in batches.
     """
 
     name: str = "base"
@@ -69,6 +80,8 @@ class Provider(ABC):
     supports_tools: ClassVar[bool] = True
     supports_json_schema: ClassVar[bool] = False
     options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    default_tool_protocol: ClassVar[str] = "native"
+    batch_by_default: ClassVar[bool] = True
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -83,61 +96,57 @@ class Provider(ABC):
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         """Return the model's next step for `messages`, given the tool declarations `tools`."""
 
+    def complete_json(self, messages: list[dict[str, Any]], schema: dict[str, Any]) -> ModelStep:
+        """The model's next message as text forced to match the JSON Schema `schema` (no tools offered).
+
+        Implemented by providers that declare `supports_json_schema`; the json-steps protocol calls it.
+        """
+        raise NotImplementedError(f"provider {self.name!r} cannot constrain its output to a JSON schema")
+
+    @property
+    def model_label(self) -> str | None:
+        """The model as shown to people; a provider may say more than its name (e.g. that it is the default)."""
+        return self.model
+
     def list_models(self) -> list[str]:
         """Installed or available models, for pickers; empty when the provider cannot list."""
         return []
 
 
-def _load() -> None:
-    from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
-
-    load_plugins()
-
-
 ProviderFactory = Callable[..., Provider]
-_PROVIDERS: Registry[ProviderFactory] = Registry("provider", _load)
+#: Built-ins in `providers/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
+_PROVIDERS: Registry[ProviderFactory] = Registry("provider", f"{__package__}.builtins", "workbench.providers")
 #: Register a provider class or factory under a name; usable as a class decorator.
 register_provider = _PROVIDERS.register
 provider_names = _PROVIDERS.names
 
 
-#: Comma-separated modules imported before providers are listed; each calls `register_provider`.
-PLUGINS_ENV = "WORKBENCH_PLUGINS"
-#: Installed packages may also declare `[project.entry-points."workbench.providers"] name = "pkg.mod:Class"`.
-ENTRY_POINT_GROUP = "workbench.providers"
-_loaded_plugins: set[str] = set()
-_entry_points_loaded = False
+def provider_factory(name: str) -> ProviderFactory:
+    """The class (or factory) registered as `name`, whose declared capabilities can be read without
+    building a provider; `UnknownNameError` listing the known names otherwise."""
+    return _PROVIDERS.factory(name)
 
 
-def load_plugins() -> None:
-    """Import the provider modules named in `$WORKBENCH_PLUGINS` and the `workbench.providers` entry points.
+def declared(name: str, capability: str) -> Any:
+    """A capability the provider `name` declares (`supports_tools`, `supports_json_schema`,
+    `options_schema`, `label`, …); a plain factory function declares nothing and gets `Provider`'s default."""
+    return getattr(provider_factory(name), capability, getattr(Provider, capability))
 
-    A user's provider then registers through `register_provider`, exactly like the built-ins.
-    """
-    global _entry_points_loaded
-    for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
-        if not module or module in _loaded_plugins:
-            continue
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            raise PluginError(f"cannot import provider plugin {module!r} named in {PLUGINS_ENV}: "
-                              f"{type(exc).__name__}: {exc} (is its folder on PYTHONPATH?)") from None
-        _loaded_plugins.add(module)
-    if not _entry_points_loaded:
-        from importlib.metadata import entry_points
 
-        _entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                _PROVIDERS.setdefault(ep.name, ep.load())
-            except Exception as exc:
-                raise PluginError(f"cannot load provider entry point {ep.name!r} ({ep.value}) of group "
-                                  f"{ENTRY_POINT_GROUP}: {type(exc).__name__}: {exc}") from None
+def readiness(name: str, env: Mapping[str, str] | None = None) -> Readiness:
+    """Whether the provider `name` can run with `env` (default: the process environment), and what to set."""
+    check = getattr(provider_factory(name), "is_configured", None)
+    return check(os.environ if env is None else env) if callable(check) else Readiness(True)
 
 
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
-    return _PROVIDERS.factory(name)(model=model, **options)
+    """Build the provider `name`; options are checked against its `options_schema` first, so an option
+    it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`."""
+    from .options import check_options
+
+    factory = provider_factory(name)
+    check_options(name, getattr(factory, "options_schema", Provider.options_schema), options)
+    return factory(model=model, **options)
 
 
 # --- helpers shared by network providers -----------------------------------------------------
@@ -147,6 +156,25 @@ TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
 MAX_BACKOFF = 30.0
+#: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
+MAX_RETRY_AFTER = 60.0
+
+
+def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """The `options_schema` of a network provider: its own `properties` plus timeout, retries and backoff."""
+    return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
+
+
+#: The `options_schema` properties every network provider takes (unset: the environment, else the default).
+NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "title": "Timeout (s)",
+                "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
+    "retries": {"type": "integer", "minimum": 0, "title": "Retries",
+                "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
+    "backoff": {"type": "number", "minimum": 0, "title": "Backoff (s)",
+                "description": f"first wait before a retry, doubled each time (default ${BACKOFF_ENV}, else "
+                               f"{DEFAULT_BACKOFF:g})"},
+}
 
 
 def setting(value: Any, env: str, default: float) -> float:
@@ -174,9 +202,14 @@ class Failed(Exception):
 
 
 def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
-                 sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 retry_after: Callable[[BaseException], float | None] | None = None) -> tuple[T, int]:
     """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
-    `retries` times. Returns the result and the number of retries; any failure raises `Failed`."""
+    `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
+
+    `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
+    backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
+    """
     attempt = 0
     while True:
         try:
@@ -184,7 +217,10 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
         except Exception as exc:
             if attempt >= retries or not transient(exc):
                 raise Failed(exc, attempt) from None
-            sleep(min(MAX_BACKOFF, backoff * 2 ** attempt))
+            asked = retry_after(exc) if retry_after is not None else None
+            if asked is not None and asked > MAX_RETRY_AFTER:
+                raise Failed(exc, attempt) from None
+            sleep(asked if asked is not None else min(MAX_BACKOFF, backoff * 2 ** attempt))
             attempt += 1
 
 
@@ -193,17 +229,17 @@ def failure(provider: Provider, status: str, message: str, started: float, retri
     """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
     from ..errors import ProviderError
 
-    err = ProviderError(redact(message, secrets), status=status)
-    err.call = call or ModelCall(provider.name, provider.model, round((time.perf_counter() - started) * 1000, 3),
-                                 finish_reason="error", retries=retries)
-    return err
+    return ProviderError(scrub_secrets(message, secrets), status=status,
+                         call=call or ModelCall(provider.name, provider.model,
+                                                round((time.perf_counter() - started) * 1000, 3),
+                                                finish_reason="error", retries=retries))
 
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 
 
-def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every secret, `?key=` URL parameter and bearer token replaced by `[redacted]`."""
     for secret in secrets:
         if secret and len(secret) >= 4:

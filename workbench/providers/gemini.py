@@ -26,7 +26,8 @@ from typing import Any
 from ..errors import ProviderError
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+                   Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
+                   with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -39,6 +40,20 @@ _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "
 class GeminiProvider(Provider):
     name = "gemini"
     label = "gemini"
+    supports_tools = True
+    # Gemini can constrain output to a schema, but this provider sends none: `complete` has no way to ask.
+    supports_json_schema = False
+    options_schema = network_options_schema(
+        api_key={"type": "string", "writeOnly": True, "title": "API key",
+                 "description": f"default ${KEY_ENVS[0]} (or ${KEY_ENVS[1]}); never recorded"},
+        base_url={"type": "string", "title": "Base URL",
+                  "description": f"a Gemini-compatible server (default ${BASE_URL_ENV}, else Google)"})
+
+    @classmethod
+    def is_configured(cls, env) -> Readiness:
+        if any(env.get(v) for v in KEY_ENVS):
+            return Readiness(True)
+        return Readiness(False, f"set {KEY_ENVS[0]} (or {KEY_ENVS[1]}) to a key from https://aistudio.google.com/apikey")
 
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,

@@ -1,8 +1,9 @@
 """The `offline` provider: a deterministic agent with no model ("no LLM").
 
 It is the default for the app, notebooks, tests and CI. Policy (issue #2):
-- a structural question ("what articles do you have?") → `list_categories`, then `list_articles`
-  or `browse_section`; the answer is a list of links and nothing is consulted;
+- a structural question ("what articles do you have?", `questions.is_structural`) →
+  `list_categories`, then `list_articles` or `browse_section`; the answer is a list of links and
+  nothing is consulted;
 - otherwise `search`; when the best hit covers too few of the question's content words it says the
   knowledge base has nothing and cites nothing; else it opens the best document with
   `fetch_document`, answers with its most relevant passage and links it, and may cite a second,
@@ -22,6 +23,7 @@ import re
 import time
 from typing import Any
 
+from ..questions import is_structural
 from ..text import content_terms, plain, sentences
 from ..types import ModelCall
 from .base import ModelStep, Provider, ToolRequest
@@ -31,20 +33,8 @@ MIN_COVERAGE = 0.35  # share of the question's content words the best hit must c
 SECOND_SCORE_RATIO = 0.8  # a second hit is cited only when nearly as strong as the first
 WINDOW = 4  # units (sentences or list items) quoted from the opened document
 
-_STRUCTURAL = re.compile(
-    r"\b(what|which)\b.{0,40}\b(articles?|topics?|categories|sections?|docs|documents|guides|pages)\b"
-    r"|^\s*(list|show|browse)\b.{0,30}\b(articles?|topics?|categories|sections?|docs|documents|guides)\b"
-    r"|\btable of contents\b|\bwhat (can|do) you (help|cover|know)",
-    re.IGNORECASE,
-)
-_ANSWERISH = re.compile(r"\b(how|why|fix|error|configure|set ?up|enable|disable|reset|change)\b", re.I)
 # The `[n] file, page p, chunk c` line of prompts.excerpt_header — not any "[7] Smith et al." line of a chunk.
 _EXCERPT_HEAD = re.compile(r"^\[(\d+)\] .*, page (?:\d+|-), chunk (?:\d+|-)$", re.MULTILINE)
-
-
-def is_structural(question: str) -> bool:
-    """True for questions about what the knowledge base contains, not about a topic in it."""
-    return bool(_STRUCTURAL.search(question)) and not _ANSWERISH.search(question)
 
 
 def coverage(question_terms: set[str], text: str) -> float:
@@ -78,11 +68,25 @@ def _md_target(target: str) -> str:
 class OfflineProvider(Provider):
     name = "offline"
     label = "offline (no LLM)"
+    supports_tools = True  # it asks for tools like a model would; the agent loop runs them
+    supports_json_schema = False
+    options_schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "faults": {
+                "type": "array", "items": {"enum": list(FAULTS)}, "uniqueItems": True, "default": [],
+                "title": "Offline fault simulation",
+                "description": "Reproduce what real models get wrong: corrupt_id (a cited id one character off), "
+                               "forget_link (an opened document not linked), link_listed (a link to a document "
+                               "seen only as a title), cite_unretrieved (a link to a document no tool returned; "
+                               "an out-of-range [n] in excerpt mode).",
+            },
+        },
+    }
 
     def __init__(self, model: str | None = None, faults: Any = (), **options: Any):
         super().__init__(model or "extractive-v1", **options)
-        if isinstance(faults, str):
-            faults = [f for f in faults.split(",") if f]
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; choose from {', '.join(FAULTS)}")

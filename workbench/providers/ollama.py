@@ -25,7 +25,8 @@ from typing import Any
 
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, ToolRequest, exception_kind, failure, setting, with_retries)
+                   Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
+                   with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -36,6 +37,20 @@ KEY_ENV = "OLLAMA_API_KEY"
 class OllamaProvider(Provider):
     name = "ollama"
     label = "ollama"
+    supports_tools = True
+    supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
+    token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
+    options_schema = network_options_schema(
+        host={"type": "string", "title": "Server", "description": f"where Ollama listens (default $OLLAMA_HOST, else "
+                                                                    f"{DEFAULT_HOST})"})
+
+    @classmethod
+    def is_configured(cls, env) -> Readiness:
+        """Configured when `$OLLAMA_HOST` says where the server is (a local default may also answer, but
+        nothing says one runs)."""
+        if env.get("OLLAMA_HOST"):
+            return Readiness(True)
+        return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None, **options: Any):
@@ -64,13 +79,19 @@ class OllamaProvider(Provider):
             return []
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
+        return self._chat(messages, tools=[{"type": "function", "function": t} for t in tools] or None)
+
+    def complete_json(self, messages: list[dict[str, Any]], schema: dict[str, Any]) -> ModelStep:
+        """Output forced to `schema` by Ollama's `format` (a JSON Schema, compiled into a grammar)."""
+        return self._chat(messages, format=schema)
+
+    def _chat(self, messages: list[dict[str, Any]], **request: Any) -> ModelStep:
         wire_messages = to_ollama_messages(messages)
-        wire_tools = [{"type": "function", "function": t} for t in tools] or None
         client = self.client()
         start = time.perf_counter()
         try:
             response, retries = with_retries(
-                lambda: client.chat(model=self.model, messages=wire_messages, tools=wire_tools, stream=False),
+                lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
                 self.retries, self.backoff, _transient)
         except Failed as exc:
             status, message = self._describe(exc.error, exc.retries)

@@ -47,13 +47,10 @@ class Retriever(ABC):
         """Return up to `k` hits, best first, with ranks starting at 1."""
 
 
-def _load_builtins() -> None:
-    from . import builtins  # noqa: F401  (registers the built-ins, like any plug-in would)
-
-
 #: factory(corpus, cache_dir, **options) -> Retriever
 RetrieverFactory = Callable[..., Retriever]
-_RETRIEVERS: Registry[RetrieverFactory] = Registry("retriever", _load_builtins)
+#: Built-ins in `retrieval/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
+_RETRIEVERS: Registry[RetrieverFactory] = Registry("retriever", f"{__package__}.builtins", "workbench.retrievers")
 #: Register a retriever factory under a name; usable as a decorator.
 register_retriever = _RETRIEVERS.register
 retriever_names = _RETRIEVERS.names

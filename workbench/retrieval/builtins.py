@@ -1,4 +1,4 @@
-"""Built-in retrievers register through the same hook an outside one would.
+"""Built-in retrievers register through the same hook an outside one would (see docs/plugins.md).
 
 Only BM25 is imported eagerly; the vector and hybrid factories import their modules and the
 embedding SDKs when they are first called. No factory imports llama-index when its index is

@@ -1,4 +1,4 @@
-"""The DuckDB trace store (DESIGN.md §8): schema by named migrations, writer, read-only queries.
+"""The DuckDB trace store (docs/design.md §8): schema by named migrations, writer, read-only queries.
 
     from workbench.trace import TraceReader
     TraceReader(default_db_path()).df("SELECT * FROM turn_sets")

@@ -17,27 +17,19 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ..providers.offline import is_structural
+from ..questions import question_kind
 from ..types import TurnRecord
+from .tables import SCHEMAS  # every table's columns, in order, as the migrations declare them
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|credential|authorization", re.IGNORECASE)
 
 
-def question_kind(question: str) -> str:
-    """`structural` for questions about what the knowledge base holds, else `substantive`."""
-    return "structural" if is_structural(question) else "substantive"
-
-
-def classify_questions(questions: list[str]) -> pa.Table:
-    return pa.table({"question": questions, "kind": [question_kind(q) for q in questions]})
-
-
-def redact(config: Any) -> Any:
+def redact_config(config: Any) -> Any:
     """Drop values whose key names a secret, at any depth: secrets never reach traces."""
     if isinstance(config, dict):
-        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in config.items()}
+        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
     if isinstance(config, (list, tuple)):
-        return [redact(v) for v in config]
+        return [redact_config(v) for v in config]
     return config
 
 
@@ -56,41 +48,6 @@ def _sum_or_none(values: list[Any]) -> Any:
     """Sum when every value is known, else None (a partial sum would understate)."""
     return sum(values) if values and all(v is not None for v in values) else None
 
-
-S = pa.string()
-I32 = pa.int32()
-F64 = pa.float64()
-B = pa.bool_()
-TS = pa.timestamp("us", tz="UTC")
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "runs": pa.schema([("run_id", S), ("created_at", TS), ("kind", S), ("provider", S), ("model", S),
-                       ("retriever", S), ("mode", S), ("k", I32), ("prompt_version", S), ("corpus_id", S),
-                       ("corpus_hash", S), ("config_json", S), ("run_key", S)]),
-    "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
-                        ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
-                        ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
-                        ("n_rejected", I32), ("n_tool_calls", I32), ("n_model_calls", I32),
-                        ("model_latency_ms", F64)]),
-    "tool_calls": pa.schema([("turn_id", S), ("seq", I32), ("name", S), ("exposure", S), ("args_json", S),
-                             ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
-    "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
-                                  ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
-                                  ("excerpt_n", I32), ("page", I32), ("passage_id", S)]),
-    "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
-                            ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
-                            ("end_offset", I32)]),
-    "sources": pa.schema([("turn_id", S), ("doc_id", S), ("title", S), ("url", S), ("retrieved", B), ("cited", B),
-                          ("consulted", B), ("exposure", S), ("reason", S), ("kind", S), ("artifact_kind", S),
-                          ("tool_call_seq", I32), ("position", I32), ("shown_position", I32)]),
-    "claims": pa.schema([("turn_id", S), ("claim_idx", I32), ("text", S), ("cited_doc_ids", pa.list_(S)),
-                         ("judge", S), ("score", F64), ("verdict", S), ("best_span", S), ("wrong_excerpt", B),
-                         ("generated_only", B), ("extra_json", S), ("added_at", TS)]),
-    "model_calls": pa.schema([("turn_id", S), ("seq", I32), ("provider", S), ("model", S), ("model_version", S),
-                              ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
-                              ("finish_reason", S), ("retries", I32), ("n_tool_calls", I32)]),
-    "passages": pa.schema([("passage_id", S), ("text", S)]),
-}
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
 TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages")
@@ -111,8 +68,8 @@ def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
 
 def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
               claims: Iterable[Any] | None = None) -> dict[str, list[tuple]]:
-    """Rows (tuples in `SCHEMAS` column order) for every trace table touched by one turn; empty tables
-    are omitted."""
+    """Rows (tuples in `SCHEMAS` column order, i.e. the order the migrations give the columns) for every
+    trace table touched by one turn; empty tables are omitted."""
     tid = payload["turn_id"]
     sets = payload["sets"]
     calls = record.model_calls
@@ -125,7 +82,7 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
 
     tool_calls, items, passages = [], [], {}
 
-    def shown(text: str | None) -> str | None:
+    def passage(text: str | None) -> str | None:  # the id of a passage the model was shown, kept once
         if not text:
             return None
         pid = passage_id(text)
@@ -137,9 +94,9 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
                            len(call.results), call.error, call.call_id))
         for pos, it in enumerate(call.results, start=1):
             items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page,
-                          shown(it.snippet)))
+                          passage(it.snippet)))
     for pos, e in enumerate(record.excerpts, start=1):
-        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, shown(e.text)))
+        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, passage(e.text)))
 
     citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
                   c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
@@ -160,7 +117,7 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
 
 
 _CLAIM_FIELDS = ("claim_idx", "text", "cited_doc_ids", "judge", "score", "verdict", "best_span", "wrong_excerpt",
-                 "generated_only")
+                 "generated_only", "judge_version")
 
 
 def _as_dict(claim: Any) -> dict[str, Any]:
@@ -191,14 +148,14 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
                      None if c.get("score") is None else float(c["score"]), c.get("verdict"),
                      span if span is None or isinstance(span, str) else to_json(span),
                      _opt_bool(c.get("wrong_excerpt")), _opt_bool(c.get("generated_only")),
-                     to_json(extra) if extra else None, now))
+                     to_json(extra) if extra else None, now, c.get("judge_version")))
     return rows
 
 
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
             created_at: datetime | None = None) -> tuple:
     """The `runs` row (in `SCHEMAS["runs"]` column order); secrets in `config` are redacted."""
-    cfg = redact(config)
+    cfg = redact_config(config)
     return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
             cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
-            cfg.get("corpus_hash"), to_json(cfg), run_key)
+            cfg.get("corpus_hash"), to_json(cfg), run_key, cfg.get("tool_protocol"))

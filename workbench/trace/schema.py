@@ -346,7 +346,38 @@ COMMENT ON COLUMN retriever_summary.median_latency_ms IS 'Median turn latency (m
 """
 
 
-M005_MODEL_CALLS_PASSAGES = """
+def _backfill_question_kind(con) -> None:
+    """m003's Python step: classify the questions of turns written before `question_kind` existed
+    (with `questions.question_kind`, the classifier every new turn is written with)."""
+    questions = [q for (q,) in con.execute("SELECT DISTINCT question FROM turns WHERE question_kind IS NULL").fetchall()]
+    if questions:
+        import pyarrow as pa  # loads only when a backfill needs it
+
+        from ..questions import question_kind
+
+        con.register("question_kinds", pa.table({"question": questions,
+                                                 "kind": [question_kind(q) for q in questions]}))
+        con.execute("UPDATE turns SET question_kind = k.kind FROM question_kinds k WHERE turns.question = k.question")
+        con.unregister("question_kinds")
+
+
+# The judge's version with each claim; and, while a comment is being written, the `sources` comment
+# points at docs/design.md (which ships with the project) instead of a design file outside it.
+M005_CLAIMS_JUDGE_VERSION = """
+ALTER TABLE claims ADD COLUMN judge_version VARCHAR;
+COMMENT ON COLUMN claims.judge_version IS 'Version of the judge that scored the claim (its `version`, e.g. `lexical-v1`): verdicts are comparable only within one version. NULL for claims written before this column existed, or added without one.';
+COMMENT ON TABLE sources IS 'One row per document the turn retrieved, with its membership in the three sets (docs/design.md §1). The payload''s `sets` are exactly: retrieved = all rows, cited = rows with `cited`, consulted = rows with `consulted`.';
+"""
+
+
+M006_TOOL_PROTOCOL = """
+ALTER TABLE runs ADD COLUMN tool_protocol VARCHAR;
+UPDATE runs SET tool_protocol = 'native' WHERE mode = 'agent';
+COMMENT ON COLUMN runs.tool_protocol IS 'Agent mode: how the model called tools, `native` (the provider''s tool calling) or `json-steps` (each model output forced by a JSON schema to be one action). Tool calls, citations and sources are recorded the same way under both. NULL in excerpt mode (no tools). Runs written before this column existed were `native`.';
+"""
+
+
+M007_MODEL_CALLS_PASSAGES = """
 CREATE TABLE model_calls (
     turn_id VARCHAR NOT NULL,
     seq INTEGER NOT NULL,
@@ -385,9 +416,9 @@ ALTER TABLE retrieved_items ADD COLUMN passage_id VARCHAR;
 COMMENT ON COLUMN retrieved_items.passage_id IS 'The passage the model was shown for this item (joins `passages`): the search snippet or the excerpt. NULL for title-only listings, for whole-document fetches (the text is the document''s own) and for items written before this column existed.';
 """
 
-# Verification by ablation (DESIGN.md §9, issue 13) adds load-bearing counts: its migration replaces the two
+# Verification by ablation (issue 13) adds load-bearing counts: its migration replaces the two
 # macros and the two views below with CREATE OR REPLACE (a `load_bearing_turns` column from `ablations`).
-M006_DOC_USAGE = """
+M008_DOC_USAGE = """
 CREATE MACRO doc_usage_for(run_ids := NULL) AS TABLE
 SELECT s.doc_id,
        arg_max(s.title, t.started_at) AS title,
@@ -444,22 +475,13 @@ COMMENT ON COLUMN doc_usage_totals.documents_never_consulted IS 'Documents retri
 """
 
 
-def _backfill_question_kind(con) -> None:
-    """m003's Python step: classify the questions of turns written before `question_kind` existed."""
-    questions = [q for (q,) in con.execute("SELECT DISTINCT question FROM turns WHERE question_kind IS NULL").fetchall()]
-    if questions:
-        from .rows import classify_questions  # pyarrow loads only when a backfill needs it
-
-        con.register("question_kinds", classify_questions(questions))
-        con.execute("UPDATE turns SET question_kind = k.kind FROM question_kinds k WHERE turns.question = k.question")
-        con.unregister("question_kinds")
-
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("m001_initial", M001_INITIAL),
     Migration("m002_claims", M002_CLAIMS),
     Migration("m003_turn_set_sizes", M003_TURN_SET_SIZES, _backfill_question_kind),
     Migration("m004_views", M004_VIEWS),
-    Migration("m005_model_calls_passages", M005_MODEL_CALLS_PASSAGES),
-    Migration("m006_doc_usage", M006_DOC_USAGE),
+    Migration("m005_claims_judge_version", M005_CLAIMS_JUDGE_VERSION),
+    Migration("m006_tool_protocol", M006_TOOL_PROTOCOL),
+    Migration("m007_model_calls_passages", M007_MODEL_CALLS_PASSAGES),
+    Migration("m008_doc_usage", M008_DOC_USAGE),
 )

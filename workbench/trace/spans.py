@@ -1,4 +1,4 @@
-"""Stored turns as OpenInference spans (DESIGN.md §10): pure conversion, no OpenTelemetry import.
+"""Stored turns as OpenInference spans (docs/interop.md): pure conversion, no OpenTelemetry import.
 
 The DuckDB trace store stays the source of truth; this module reads a turn's rows (from the database,
 or the very rows the writer just committed, for live export) and lays them out as spans:
@@ -288,7 +288,7 @@ def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
     """Every turn (of `run_id`, else all) with its rows, oldest first, from an open (read-only) connection.
 
     One query nests each child table into a list per turn; the verdicts come from `ablations` when the
-    database has that table (verification, DESIGN.md §9), and are simply absent before.
+    database has that table (verification by ablation), and are simply absent before.
     """
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     children = [name for name in _CHILDREN if name in tables]

@@ -1,7 +1,7 @@
 """Document usage accounting: which documents turns retrieved, cited and consulted (issue 14).
 
 The counting lives in the schema (`doc_usage_for(run_ids)` / `doc_usage`, `doc_usage_totals_for` /
-`doc_usage_totals`, migration m006), so SQL users, the CLI, the app and the notebooks get the same
+`doc_usage_totals`, migration m008), so SQL users, the CLI, the app and the notebooks get the same
 numbers. This module adds what SQL over the trace alone cannot know — the corpus: totals per corpus
 category (a document's category is not stored with the turn) and the documents no turn ever
 retrieved. Counts are turns: a document retrieved twice in one turn counts once. Consulted is the

@@ -7,14 +7,15 @@ from dataclasses import replace
 import streamlit as st
 
 from ..providers import provider_names
-from ..render import escape_markdown
+from ..render import SET_COLORS, SETS, escape_markdown
 from ..retrieval import retriever_names
-from .state import MODES, RunConfig, Turn, provider_display, provider_info, run
-from .turn import SET_COLORS, SETS, render_turn
+from .state import RunConfig, Turn, modes_for, protocol_picker, provider_display, provider_info, run
+from .turn import render_turn
 
 
 def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
-    """One row of provider × retriever × mode per column; corpus, k and faults come from the sidebar."""
+    """One row of provider × retriever × mode (× tool protocol) per column; corpus and k come from the
+    sidebar, and so do the sidebar provider's options, for the columns that use that provider."""
     names, rnames = provider_names(), retriever_names()
     configs = []
     cols = st.columns(count)
@@ -23,15 +24,18 @@ def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
             st.markdown(f"**Configuration {chr(65 + i)}**")
             st.session_state.setdefault(f"cmp_provider_{i}", base.provider)
             st.session_state.setdefault(f"cmp_retriever_{i}", base.retriever)
-            st.session_state.setdefault(f"cmp_mode_{i}", MODES[i % 2])
             provider = st.selectbox("Provider", names, key=f"cmp_provider_{i}", format_func=provider_display)
+            modes = modes_for(provider)
+            if st.session_state.get(f"cmp_mode_{i}") not in modes:
+                st.session_state[f"cmp_mode_{i}"] = modes[i % len(modes)]
             models = provider_info(provider)["models"]
             model = st.selectbox("Model", models, key=f"cmp_model_{i}_{provider}") if len(models) > 1 else None
             retriever = st.selectbox("Retriever", rnames, key=f"cmp_retriever_{i}")
-            mode = st.radio("Mode", MODES, key=f"cmp_mode_{i}", horizontal=True)
-            faults = base.faults if provider == "offline" else ()
+            mode = st.radio("Mode", modes, key=f"cmp_mode_{i}", horizontal=True)
+            protocol = protocol_picker(st, provider, f"cmp_protocol_{i}_{provider}") if mode == "agent" else None
+            options = base.options if provider == base.provider else ()  # chosen for the sidebar's provider
             configs.append(replace(base, provider=provider, model=model, retriever=retriever, mode=mode,
-                                   faults=faults))
+                                   options=options, tool_protocol=protocol))
     return configs
 
 

@@ -12,8 +12,8 @@ import streamlit as st
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES
 from ..errors import WorkbenchError
-from ..providers import get_provider, provider_names
-from ..providers.offline import FAULTS
+from ..providers import declared, get_provider, provider_names, readiness
+from ..providers.options import input_kind, properties
 from ..retrieval import retriever_names
 from ..session import Session
 from .uploads import save_upload
@@ -33,16 +33,26 @@ class RunConfig:
     k: int = 5
     corpus: str = str(DEMO_CORPUS)
     corpus_label: str = "demo"
-    faults: tuple[str, ...] = ()
+    #: The provider's options as (name, value) pairs, drawn from its `options_schema`; lists as tuples.
+    options: tuple[tuple[str, Any], ...] = ()
     db: str | None = None
+    tool_protocol: str | None = None  # agent mode: native | json-steps; None = the provider's default
 
-    def describe(self, provider_label: str | None = None) -> str:
+    def describe(self, provider_label: str | None = None, model_label: str | None = None,
+                 tool_protocol: str | None = None) -> str:
+        """One line; the labels and protocol a turn actually ran with (its payload's config) win."""
         parts = [provider_label or provider_display(self.provider)]
-        if self.model:
-            parts.append(f"model {self.model}")
-        parts += [f"retriever {self.retriever}", f"mode {self.mode}", f"k {self.k}", f"corpus {self.corpus_label}"]
-        if self.faults:
-            parts.append("faults " + ", ".join(self.faults))
+        if model_label or self.model:
+            parts.append(f"model {model_label or self.model}")
+        parts += [f"retriever {self.retriever}", f"mode {self.mode}"]
+        if self.mode == "agent" and (tool_protocol or self.tool_protocol):
+            parts.append(f"tools {tool_protocol or self.tool_protocol}")
+        parts += [f"k {self.k}", f"corpus {self.corpus_label}"]
+        props = properties(declared(self.provider, "options_schema"))
+        for name, value in self.options:
+            if not props.get(name, {}).get("writeOnly"):  # a secret is never shown
+                shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+                parts.append(f"{props.get(name, {}).get('title', name).lower()} {shown}")
         return " · ".join(parts)
 
 
@@ -83,6 +93,34 @@ def provider_info(name: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         info["error"] = f"cannot list models: {exc}"
     return info
+
+
+@st.cache_data(show_spinner=False)
+def provider_caps(name: str) -> dict[str, Any]:
+    """What the pickers read from a provider's declarations (the tool protocols its capabilities allow, its
+    default one) and the label of its default model."""
+    from ..providers.steps import JSON_STEPS, NATIVE
+
+    protocols = [x for x, cap in ((NATIVE, "supports_tools"), (JSON_STEPS, "supports_json_schema"))
+                 if declared(name, cap)]
+    try:
+        model_label = get_provider(name).model_label
+    except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
+        model_label = None
+    return {"protocols": protocols or [NATIVE], "default_protocol": declared(name, "default_tool_protocol"),
+            "model_label": model_label}
+
+
+def protocol_picker(container, provider: str, key: str) -> str | None:
+    """A radio of the tool protocols `provider` supports (its default first chosen); None when there is no choice."""
+    caps = provider_caps(provider)
+    if len(caps["protocols"]) < 2:
+        return None
+    options = caps["protocols"]
+    index = options.index(caps["default_protocol"]) if caps["default_protocol"] in options else 0
+    return container.radio("Tool protocol", options, index=index, horizontal=True, key=key,
+                           help="native: the model's own tool calls · json-steps: every model output is forced by a "
+                                "JSON schema to be one action (small local models need it)")
 
 
 @st.cache_data(show_spinner=False)
@@ -151,10 +189,48 @@ def run(question: str, cfg: RunConfig) -> Turn:
 
 def ask(session: Session, question: str, cfg: RunConfig):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
-    kwargs: dict[str, Any] = dict(provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k)
-    if cfg.faults:
-        kwargs["faults"] = cfg.faults
-    return session.ask(question, **kwargs)
+    options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
+    return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
+                       tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, **options)
+
+
+def modes_for(provider: str) -> tuple[str, ...]:
+    """The modes a provider can run: agent mode needs tool calling or JSON-schema output."""
+    if declared(provider, "supports_tools") or declared(provider, "supports_json_schema"):
+        return MODES
+    return ("excerpts",)
+
+
+def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
+    """One input per property of the provider's `options_schema` (enum → select box, array of enums →
+    multiselect, boolean → checkbox, integer / number → number input, string → text input, a
+    `writeOnly` string → password input); returns the options set to something other than the default."""
+    chosen = []
+    for name, prop in properties(declared(provider, "options_schema")).items():
+        kind = input_kind(prop)
+        if kind is None:
+            continue
+        label, key, default = prop.get("title") or name, f"cfg_opt_{provider}_{name}", prop.get("default")
+        helptext = prop.get("description")
+        if kind == "select":
+            options = list(prop["enum"])
+            value = container.selectbox(label, options, index=options.index(default) if default in options else 0,
+                                        key=key, help=helptext)
+        elif kind == "multiselect":
+            value = tuple(container.multiselect(label, prop["items"]["enum"], default=default or [], key=key,
+                                                help=helptext))
+        elif kind == "checkbox":
+            value = container.checkbox(label, value=bool(default), key=key, help=helptext)
+        elif kind in ("integer", "number"):
+            low = prop.get("minimum")
+            value = container.number_input(label, value=default, min_value=low, key=key, help=helptext,
+                                           step=1 if kind == "integer" else None, placeholder="default")
+        else:
+            value = container.text_input(label, key=key, help=helptext, placeholder="default",
+                                         type="password" if kind == "secret" else "default").strip() or None
+        if value is not None and value != (tuple(default) if isinstance(default, list) else default):
+            chosen.append((name, value))
+    return tuple(chosen)
 
 
 # --- sidebar -----------------------------------------------------------------------------------
@@ -177,31 +253,36 @@ def sidebar() -> RunConfig:
     names, rnames = provider_names(), retriever_names()
     defaults = {"cfg_provider": "offline" if "offline" in names else names[0],
                 "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": 5,
-                "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_faults": [], "cfg_db": default_db()}
+                "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_db": default_db()}
     for key, value in defaults.items():  # defaults through session state: no widget default clashes
         st.session_state.setdefault(key, value)
     sb = st.sidebar
     sb.header("Configuration")
     provider = sb.selectbox("Provider", names, format_func=provider_display, key="cfg_provider")
+    ready = readiness(provider)
+    if not ready:
+        sb.warning(f"{provider_display(provider)} is not configured: {ready.hint}", icon="⚠️")
     info = provider_info(provider)
     if info["error"]:
         sb.warning(info["error"], icon="⚠️")
-    model = None
     if info["models"]:
         model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
-    elif provider != "offline":
-        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}") or None
+    else:
+        default = provider_caps(provider)["model_label"]
+        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
+                              placeholder=f"default: {default}" if default else "").strip() or None
     retriever = sb.selectbox("Retriever", rnames, key="cfg_retriever")
-    mode = sb.radio("Mode", MODES, horizontal=True, key="cfg_mode",
+    modes = modes_for(provider)
+    if st.session_state.get("cfg_mode") not in modes:
+        st.session_state["cfg_mode"] = modes[0]
+    mode = sb.radio("Mode", modes, horizontal=True, key="cfg_mode",
                     help="agent: tool calling with markdown links · excerpts: numbered excerpts cited as [n]")
+    protocol = protocol_picker(sb, provider, f"cfg_protocol_{provider}") if mode == "agent" else None
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
-    faults: tuple[str, ...] = ()
-    if provider == "offline":
-        faults = tuple(sb.multiselect("Offline fault simulation", FAULTS, key="cfg_faults",
-                                      help="Reproduce what real models get wrong: corrupt ids, forgotten links, …"))
+    options = option_inputs(sb, provider)
     db = sb.text_input("Trace database", key="cfg_db")
-    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, faults, db or None)
+    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, options, db or None, protocol)
 
 
 def _corpus_picker(sb) -> tuple[str, str]:

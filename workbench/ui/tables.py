@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import streamlit as st
 
@@ -9,30 +11,55 @@ from ..errors import WorkbenchError
 from ..render import escape_markdown, plotly_text
 
 
-def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
+@dataclass(frozen=True)
+class QueryResult:
+    """A query's table, or why there is none (`level` "info" or "error", with an icon)."""
+
+    df: pd.DataFrame | None
+    level: str | None = None
+    message: str | None = None
+    icon: str | None = None
+
+    def show_message(self) -> None:
+        if self.message:
+            getattr(st, self.level)(escape_markdown(self.message), icon=self.icon)
+
+
+def query(db: str | None, sql: str, *, user: bool) -> QueryResult:
     """Run `sql` read-only on the trace database; a message (never a traceback) when it fails."""
-    try:
-        from ..trace import TraceReader
-    except ImportError as exc:  # the trace store is an optional layer for the app
-        st.info(f"The trace store is not available yet ({exc}).")
-        return None
     from ..config import default_db_path
     from ..errors import ReadOnlyQueryError
+    from ..trace import TraceReader
 
     reader = TraceReader(db or default_db_path())
     if not reader.path.exists():
-        st.info(escape_markdown(f"No trace database at {reader.path} yet: ask a question on the chat page "
-                                "(every turn is traced) or run `workbench ask …`."))
-        return None
+        return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
+                                         "(every turn is traced) or run `workbench ask …`.")
     try:
         columns, rows = reader.user_query(sql, files=False) if user else reader.rows(sql)
     except ReadOnlyQueryError as exc:
-        st.error(escape_markdown(str(exc)), icon="🛑")
-        return None
+        return QueryResult(None, "error", str(exc), "🛑")
     except WorkbenchError as exc:
-        st.error(escape_markdown(str(exc)), icon="⚠️")
-        return None
-    return pd.DataFrame(rows, columns=columns)
+        return QueryResult(None, "error", str(exc), "⚠️")
+    return QueryResult(pd.DataFrame(rows, columns=columns))
+
+
+def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
+    """`query`, with its message shown in the page."""
+    result = query(db, sql, user=user)
+    result.show_message()
+    return result.df
+
+
+def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_result") -> QueryResult:
+    """The result of the page's query, run only when the form is `submitted` (or nothing has run for this
+    database yet, or it did not exist yet); any other rerun — a widget elsewhere, a page switch — shows
+    the last result again instead of querying the database once more."""
+    last = st.session_state.get(key)
+    if submitted or last is None or last[0] != db or (last[1].df is None and last[1].level == "info"):
+        last = (db, query(db, sql, user=True))
+        st.session_state[key] = last
+    return last[1]
 
 
 def chart(df: pd.DataFrame, key: str) -> None:

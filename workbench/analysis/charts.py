@@ -1,0 +1,78 @@
+"""The notebooks' plotly charts: set sizes, precision of the two rows, judge calibration."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..render import SET_COLORS, SETS
+from .sets import ROW_LABELS
+
+def _config_label(df: pd.DataFrame) -> pd.Series:
+    return df["retriever"] + " · " + df["provider"] + " · " + df["mode"]
+
+
+def set_sizes_figure(sizes: pd.DataFrame, title: str = "Mean set size per configuration"):
+    """Grouped bars: mean size of each set per configuration; the gap between grey and green is the lie."""
+    import plotly.graph_objects as go
+
+    df = sizes.assign(config=_config_label(sizes))
+    means = df.groupby("config", sort=False)[list(SETS)].mean()
+    fig = go.Figure()
+    for name in SETS:
+        fig.add_bar(name=name, x=list(means.index), y=list(means[name].round(2)), marker_color=SET_COLORS[name])
+    fig.update_layout(barmode="group", title=title, yaxis_title="documents per turn (mean)",
+                      xaxis_title="retriever · provider · mode", height=420)
+    return fig
+
+
+def precision_figure(summary: pd.DataFrame, title: str = "Precision against gold: naive row vs honest row"):
+    """Grouped bars per configuration: precision of the naive row beside the honest (consulted) row."""
+    import plotly.graph_objects as go
+
+    df = summary.assign(config=_config_label(summary))
+    fig = go.Figure()
+    for row, color in (("naive", SET_COLORS["retrieved"]), ("honest", SET_COLORS["consulted"])):
+        part = df[df["row"] == row]
+        fig.add_bar(name=ROW_LABELS[row], x=list(part["config"]), y=list(part["precision"]), marker_color=color,
+                    text=[f"{p:.2f}" if p is not None and p == p else "—" for p in part["precision"]],
+                    textposition="outside",
+                    customdata=list(zip(part["recall"], part["mean size"])),
+                    hovertemplate="precision %{y:.3f}<br>recall %{customdata[0]:.3f}"
+                                  "<br>mean size %{customdata[1]:.2f}<extra></extra>")
+    fig.update_layout(barmode="group", title=title, yaxis_title="precision (non-empty rows)",
+                      yaxis_range=[0, 1.1], xaxis_title="retriever · provider · mode", height=420)
+    return fig
+
+
+def calibration_figure(table: pd.DataFrame, title: str = "Judge score vs share labelled Complete"):
+    """Reliability diagram: one line per judge over score bins, marker size by claim count."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
+                    line={"dash": "dot", "color": "gray"})
+    for name, g in table.groupby("judge", sort=False):
+        fig.add_scatter(x=list(g["mean_score"]), y=list(g["frac_complete"]), mode="lines+markers", name=name,
+                        text=[f"n={n}" for n in g["n"]], marker={"size": [4 + n ** 0.5 for n in g["n"]]})
+    fig.update_layout(title=title, xaxis_title="judge score (bin mean)", yaxis_title="fraction Complete",
+                      xaxis_range=[0, 1], yaxis_range=[0, 1], height=450)
+    return fig
+
+
+def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used documents: turns per set"):
+    """Horizontal grouped bars for the `top` most consulted documents: retrieved, cited and consulted turns.
+
+    Titles are corpus text: entity-escaped so plotly draws them literally (it renders `<a href>` in labels)."""
+    import plotly.graph_objects as go
+
+    from ..render import plotly_text
+
+    df = usage.head(top).iloc[::-1]  # plotly draws the first row at the bottom
+    labels = [plotly_text(f"{t or d} ({d})") for t, d in zip(df["title"], df["doc_id"])]
+    fig = go.Figure()
+    for name in SETS:
+        fig.add_bar(name=name, y=labels, x=list(df[f"{name}_turns"]), orientation="h",
+                    marker_color=SET_COLORS[name])
+    fig.update_layout(barmode="group", title=title, xaxis_title="turns", height=max(320, 28 * len(df) + 120),
+                      legend_title_text="", margin=dict(l=10, r=10, t=50, b=40))
+    return fig

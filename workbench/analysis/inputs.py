@@ -1,0 +1,73 @@
+"""Locating a notebook's inputs: its trace database, the question set, configured providers; display set-up."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, workbench_home
+
+def notebook_db(name: str) -> Path:
+    """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
+    db = os.environ.get("WORKBENCH_DB")
+    return Path(db).expanduser() if db else workbench_home() / "notebooks" / f"{name}.duckdb"
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """A corpus and questions with gold (expected) document ids."""
+
+    name: str
+    corpus: Path
+    questions: Path
+
+
+def question_set(data: Path | None = None) -> QuestionSet:
+    """The Arduino Help Center set when the optional benchmark data (`data`, default
+    `config.benchmark_data_dir()`) holds its corpus, else the small demo gold set in `data/`."""
+    corpus = (data or benchmark_data_dir()) / "arduino-help-center" / "corpus.jsonl"
+    questions = PROJECT_ROOT / "benchmarks" / "arduino_questions.jsonl"
+    if corpus.exists() and questions.exists():
+        return QuestionSet("arduino", corpus, questions)
+    return QuestionSet("demo", DEMO_CORPUS, PROJECT_ROOT / "data" / "demo_gold.jsonl")
+
+
+def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Question lines `{"question", "expected": [doc ids], "kind"?}` (read by `questions.read_questions`,
+    as the CLI reads them); kind defaults to substantive."""
+    from ..questions import read_questions
+
+    rows = [{"question": q.text, "expected": list(q.expected), "kind": q.kind or "substantive", "id": q.id}
+            for q in read_questions(path)]
+    return rows[:limit] if limit else rows
+
+
+def configured_providers(env: dict[str, str] | None = None) -> list[str]:
+    """Every registered provider that says it can run with `env` (default: the process environment),
+    through its `is_configured`: `offline` always, `ollama` with OLLAMA_HOST, `gemini` with its key,
+    `openai` with OPENAI_BASE_URL or its key, … Providers that declare `batch_by_default = False` (the
+    in-process `llamacpp` model: far slower on a CPU than a batch over every retriever wants) are left
+    out; name them explicitly, as notebook 02 does on a few questions."""
+    from ..providers import declared, provider_names, readiness
+
+    env = os.environ if env is None else env
+    return [name for name in provider_names() if declared(name, "batch_by_default") and readiness(name, env)]
+
+
+def setup_notebook() -> str:
+    """Notebook display settings; returns the plotly renderer.
+
+    Figures render as Plotly's own MIME type, which JupyterLab, Notebook 7 and VS Code draw with the
+    plotly.js they bundle: nothing is fetched from a CDN, when executed or when opened offline.
+    tqdm's "IProgress not found" warning is silenced: notebooks show no progress bars, so they need
+    no ipywidgets.
+    """
+    import warnings
+
+    import plotly.io as pio
+
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    pio.renderers.default = "plotly_mimetype"
+    return pio.renderers.default

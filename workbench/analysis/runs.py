@@ -1,0 +1,120 @@
+"""Batches across configurations in the trace store: runs, set sizes, the naive vs the honest row against gold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from ..config import DEMO_CORPUS, PROJECT_ROOT
+from .inputs import load_questions
+
+def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
+                     retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
+                     mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None,
+                     new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None
+                     ) -> pd.DataFrame:
+    """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
+
+    `options` are provider options given to every provider (e.g. the offline provider's `{"faults":
+    ["corrupt_id"]}`), so use them with the providers that take them; `provider_options` maps a
+    provider name to options only it gets, over `options` (e.g. `{"llamacpp": {"max_tokens": 96}}`
+    beside `offline`, which takes no `max_tokens`). Re-running with the same inputs resumes (and so
+    skips) the runs already complete, as `workbench eval` does. Returns one row per run.
+    """
+    from ..batch import run_eval
+    from ..corpus import Corpus, load_corpus
+    from ..session import Session
+
+    texts = [q if isinstance(q, str) else q["question"] for q in questions]
+    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    rows = []
+    for retriever in retrievers:
+        session = Session.open(corpus, retriever, trace_db=db)
+        for provider in providers:
+            given = {**(options or {}), **(provider_options or {}).get(provider, {})}
+            r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
+                         progress=False)
+            rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
+                         "options": json.dumps(given, sort_keys=True), "asked": r.asked, "skipped": r.skipped,
+                         "failed": r.failed, "seconds": round(r.seconds, 2)})
+    return pd.DataFrame(rows)
+
+
+def seed_demo_traces(db: str | Path, *, corpus: Any = None, retriever: str = "bm25", provider: str = "offline",
+                     mode: str = "agent") -> pd.DataFrame:
+    """Something to analyse: the demo gold set asked cleanly, then again with the offline `corrupt_id`
+    fault so there are rejected citations (both resumed, not repeated, on a second call)."""
+    questions = load_questions(PROJECT_ROOT / "data" / "demo_gold.jsonl")
+    corpus = corpus or DEMO_CORPUS
+    return pd.concat([
+        run_question_set(questions, corpus=corpus, db=db, retrievers=[retriever], providers=[provider], mode=mode),
+        run_question_set(questions, corpus=corpus, db=db, retrievers=[retriever], providers=["offline"], mode=mode,
+                         options={"faults": ["corrupt_id"]}),
+    ], ignore_index=True)
+
+
+def _reader(db: str | Path):
+    from ..trace import TraceReader
+
+    return TraceReader(db)
+
+
+def _in_list(run_ids: Sequence[str]) -> tuple[str, list[str]]:
+    ids = list(run_ids)
+    return ", ".join("?" for _ in ids) or "NULL", ids
+
+
+def set_sizes(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
+    """Per turn of the given runs: configuration and the sizes of the three sets (the `turn_sets` view)."""
+    marks, ids = _in_list(run_ids)
+    return _reader(db).df(
+        "SELECT run_id, provider, retriever, mode, question, question_kind, status, "
+        "n_retrieved AS retrieved, n_cited AS cited, n_consulted AS consulted, n_rejected AS rejected "
+        f"FROM turn_sets WHERE run_id IN ({marks}) ORDER BY started_at", ids)
+
+
+def gold_rows(db: str | Path, run_ids: Sequence[str], questions: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Per turn and row type: the naive row (retrieved set) and the honest row (consulted set) against gold.
+
+    Only substantive questions with expected documents are scored. precision = |row ∩ gold| / |row|
+    (None for an empty row: it claims nothing), recall = |row ∩ gold| / |gold|.
+    """
+    gold = {q["question"]: set(q["expected"]) for q in questions
+            if q.get("kind", "substantive") == "substantive" and q.get("expected")}
+    marks, ids = _in_list(run_ids)
+    sets = _reader(db).df(
+        "SELECT t.run_id, r.provider, r.retriever, r.mode, t.turn_id, t.question, "
+        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.doc_id IS NOT NULL), []) AS retrieved, "
+        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.consulted), []) AS consulted "
+        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN sources s USING (turn_id) "
+        f"WHERE t.run_id IN ({marks}) GROUP BY ALL ORDER BY t.run_id, t.turn_id", ids)
+    rows = []
+    for t in sets.itertuples(index=False):
+        expected = gold.get(t.question)
+        if not expected:
+            continue
+        for row, docs in (("naive", t.retrieved), ("honest", t.consulted)):
+            docs = list(docs)
+            hits = len(set(docs) & expected)
+            rows.append({"run_id": t.run_id, "provider": t.provider, "retriever": t.retriever, "mode": t.mode,
+                         "question": t.question, "row": row, "size": len(docs), "hits": hits,
+                         "precision": hits / len(docs) if docs else None, "recall": hits / len(expected)})
+    return pd.DataFrame(rows, columns=["run_id", "provider", "retriever", "mode", "question", "row", "size", "hits",
+                                       "precision", "recall"])
+
+
+def consulted_precision(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and row: precision over non-empty rows, strict precision (empty = 0), recall, size."""
+    out = []
+    for (run_id, provider, retriever, mode, row), g in rows.groupby(
+            ["run_id", "provider", "retriever", "mode", "row"], sort=False):
+        answered = g["precision"].dropna()
+        out.append({"run_id": run_id, "provider": provider, "retriever": retriever, "mode": mode, "row": row,
+                    "questions": len(g), "empty rows": int(g["precision"].isna().sum()),
+                    "precision": round(answered.mean(), 3) if len(answered) else None,
+                    "strict precision": round(answered.sum() / len(g), 3),
+                    "recall": round(g["recall"].mean(), 3), "mean size": round(g["size"].mean(), 2)})
+    return pd.DataFrame(out)

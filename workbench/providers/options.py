@@ -1,0 +1,120 @@
+"""Provider options, read from the schema each provider declares (`Provider.options_schema`).
+
+One JSON Schema object per provider describes the keyword options its `__init__` takes besides
+`model`. The core never knows a provider's options by name: `get_provider` checks them here, the
+CLI parses `--option NAME=VALUE` (and `--fault`, the offline provider's `faults`) here, and the
+app's sidebar draws one input per property with `input_kind`.
+
+The checker covers the part of JSON Schema that describes keyword options: `type` (string,
+integer, number, boolean, array), `enum`, `items`, `uniqueItems`, `minimum` / `maximum` /
+`exclusiveMinimum` and `additionalProperties: false`. Other keywords are accepted and not checked.
+(The `jsonschema` package would check everything, but importing it costs ~1.5 s, more than a whole
+offline `ask`.) `"writeOnly": true` marks a secret: it is never recorded with a turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import ProviderOptionError
+
+_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": (list, tuple)}
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+def properties(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(schema.get("properties") or {})
+
+
+def _problem(prop: Mapping[str, Any], value: Any) -> str | None:
+    """Why `value` does not fit the property schema `prop`, or None."""
+    kind = prop.get("type")
+    expected = _TYPES.get(kind) if isinstance(kind, str) else None
+    if expected is not None and (not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool))):
+        return f"{value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    if "enum" in prop and value not in prop["enum"]:
+        return f"{value!r} is not one of: {', '.join(map(str, prop['enum']))}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in prop and value < prop["minimum"]:
+            return f"{value!r} is less than {prop['minimum']}"
+        if "exclusiveMinimum" in prop and value <= prop["exclusiveMinimum"]:
+            return f"{value!r} must be more than {prop['exclusiveMinimum']}"
+        if "maximum" in prop and value > prop["maximum"]:
+            return f"{value!r} is more than {prop['maximum']}"
+    if isinstance(value, (list, tuple)):
+        if prop.get("uniqueItems") and len(set(map(repr, value))) != len(value):
+            return "lists an item twice"
+        for item in value:
+            why = _problem(prop.get("items") or {}, item)
+            if why:
+                return why
+    return None
+
+
+def check_options(provider: str, schema: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    """Raise `ProviderOptionError` naming the provider, the option and what it takes, unless every option
+    fits `schema`. An option given as None means "not given" (the provider's default) and is not checked."""
+    props = properties(schema)
+    for name, value in options.items():
+        if name not in props:
+            if schema.get("additionalProperties") is False:
+                known = ", ".join(sorted(props)) or "none"
+                raise ProviderOptionError(f"provider {provider!r} has no option {name!r} (its options: {known})")
+            continue
+        why = None if value is None else _problem(props[name], value)
+        if why:
+            raise ProviderOptionError(f"provider {provider!r} option {name!r}: {why}")
+
+
+def parse_option(provider: str, schema: Mapping[str, Any], text: str) -> tuple[str, Any]:
+    """`NAME=VALUE` from the command line as (name, value), the value converted by the schema's type
+    (an array is comma-separated: `faults=corrupt_id,forget_link`)."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ProviderOptionError(f"--option takes NAME=VALUE, not {text!r}")
+    props = properties(schema)
+    if name not in props and schema.get("additionalProperties") is False:
+        known = ", ".join(sorted(props)) or "none"
+        raise ProviderOptionError(f"provider {provider!r} has no option {name!r} (its options: {known})")
+    return name, _convert(provider, name, props.get(name, {}), raw.strip())
+
+
+def _convert(provider: str, name: str, prop: Mapping[str, Any], raw: str) -> Any:
+    kind = prop.get("type")
+    try:
+        if kind == "array":
+            return [_convert(provider, name, prop.get("items") or {}, part.strip()) for part in raw.split(",")
+                    if part.strip()]
+        if kind == "integer":
+            return int(raw)
+        if kind == "number":
+            return float(raw)
+        if kind == "boolean":
+            if raw.lower() in _TRUE | _FALSE:
+                return raw.lower() in _TRUE
+            raise ValueError(raw)
+    except ValueError:
+        raise ProviderOptionError(f"provider {provider!r} option {name!r}: {raw!r} is not {'an' if kind[0] in 'aeiou' else 'a'} "
+                                  f"{kind}") from None
+    return raw
+
+
+def recorded(schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options worth recording with a turn: given (not None) and not secret (`writeOnly`)."""
+    props = properties(schema)
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())
+            if v is not None and not props.get(k, {}).get("writeOnly")}
+
+
+def input_kind(prop: Mapping[str, Any]) -> str | None:
+    """How a form asks for one option: `select` (enum), `multiselect` (array of enum), `checkbox`,
+    `integer`, `number`, `secret`, `text`; None when the schema gives no way to ask."""
+    kind = prop.get("type")
+    if "enum" in prop:
+        return "select"
+    if kind == "array" and "enum" in (prop.get("items") or {}):
+        return "multiselect"
+    if kind == "string":
+        return "secret" if prop.get("writeOnly") else "text"
+    return {"boolean": "checkbox", "integer": "integer", "number": "number"}.get(kind)
