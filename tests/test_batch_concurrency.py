@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import duckdb
 import pytest
@@ -14,6 +15,7 @@ from conftest import ROOT
 from workbench import batch
 from workbench.batch import run_eval
 from workbench.cli import main
+from workbench.providers import Provider, register_provider
 from workbench.session import Session
 
 QUESTIONS = [json.loads(line)["question"] for line in (ROOT / "data" / "demo_gold.jsonl").read_text().splitlines()
@@ -156,3 +158,62 @@ def test_cli_eval_concurrency(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:  # argparse: usage and the reason, exit status 2
         main(["eval", str(qfile), "--concurrency", "0"])
     assert exit_.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+class OneSlot(Provider):
+    """Like an in-process model with one slot: answers at once from the offline agent, but counts how many
+    turns are inside it together (a held lock would hide the overlap instead of measuring it)."""
+
+    name, label = "one-slot-test", "one slot (test)"
+    max_concurrent_turns = 1
+    inside = peak = 0
+    lock = threading.Lock()
+
+    def __init__(self, model=None, **options):
+        super().__init__(model or "one-slot", **options)
+        from workbench.providers.offline import OfflineProvider
+
+        self.agent = OfflineProvider()
+
+    def complete(self, messages, tools):
+        cls = type(self)
+        with cls.lock:
+            cls.inside += 1
+            cls.peak = max(cls.peak, cls.inside)
+        try:
+            time.sleep(0.01)  # room for a second worker to come in, were there one
+            return self.agent.complete(messages, tools)
+        finally:
+            with cls.lock:
+                cls.inside -= 1
+
+
+@pytest.fixture
+def one_slot():
+    from workbench.providers.base import _PROVIDERS
+
+    register_provider(OneSlot.name, OneSlot)
+    OneSlot.peak = 0
+    yield OneSlot
+    _PROVIDERS.unregister(OneSlot.name)
+
+
+def test_a_provider_with_one_slot_runs_its_turns_one_at_a_time(one_slot, tmp_path, capsys):
+    """`llamacpp` declares `max_concurrent_turns = 1`: `--concurrency 4` would only queue turns for its one slot
+    (and evict each other's prompt cache), so the batch runs them one after another and says so."""
+    from workbench.providers import declared
+
+    assert declared("llamacpp", "max_concurrent_turns") == 1 and declared("ollama", "max_concurrent_turns") is None
+    result = run_eval(Session.open(trace_db=tmp_path / "t.duckdb"), QUESTIONS[:6], provider=one_slot.name,
+                      progress=False, concurrency=4)
+    assert result.concurrency == 1 and one_slot.peak == 1 and result.asked == 6 and result.failed == 0
+    reference = run_eval(Session.open(trace_db=tmp_path / "r.duckdb"), QUESTIONS[:6], provider="offline",
+                         progress=False)
+    assert consulted(result) == consulted(reference)
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS[:2]))
+    assert main(["eval", str(qfile), "--db", str(tmp_path / "c.duckdb"), "--provider", one_slot.name,
+                 "--concurrency", "3", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    note = f"provider '{one_slot.name}' answers at most 1 turn(s) at a time, so --concurrency 3 ran as 1"
+    assert note in captured.err

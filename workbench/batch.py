@@ -15,7 +15,9 @@ before, and an interruption loses the answers not yet written (at most about 2N 
 resume). Rate limits: a turn the provider ended as `rate_limited` (after the provider's own retries)
 is not written; every worker pauses (`backoff * 2**n` seconds, jittered, at most 30 s, shared, so
 the batch as a whole slows down) and the question is asked again, up to `RATE_LIMIT_RETRIES` times —
-only then is it written as a failed turn, and the run goes on either way.
+only then is it written as a failed turn, and the run goes on either way. A provider that declares
+`max_concurrent_turns` (the in-process `llamacpp` model: 1) gets at most that many workers, and
+`EvalResult.concurrency` says how many ran.
 """
 
 from __future__ import annotations
@@ -133,7 +135,9 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), desc="eval", unit="turn", file=sys.stderr, leave=False)
-    result.concurrency = concurrency
+    # a provider that answers one turn at a time (an in-process model) gets at most that many workers
+    limit = declared(provider, "max_concurrent_turns")
+    concurrency = result.concurrency = min(concurrency, limit) if limit else concurrency
     pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
     counter = threading.Lock()
 

@@ -6,6 +6,7 @@ A thin shell over `workbench.batch.run_eval` (see there for how resuming works).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..batch import EvalResult, run_eval
@@ -57,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                       options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
                       tool_protocol=args.tool_protocol, concurrency=args.concurrency)
+    if result.concurrency < args.concurrency:
+        print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
+              f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))

@@ -70,8 +70,12 @@ class Provider(ABC):
     - `batch_by_default`: whether batches that run every configured provider over every question ×
       retriever (`analysis.configured_providers`, notebook 02) include it. False for a model run on
       this machine's CPU, far too slow for that: such a provider is named explicitly instead.
+    - `max_concurrent_turns`: how many turns it can usefully answer at once in one process (None: no
+      limit). `eval --concurrency N` runs at most this many workers (`batch.run_eval`). 1 for a model
+      held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
+      other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches.
+    in batches, no concurrency limit.
     """
 
     name: str = "base"
@@ -82,6 +86,7 @@ class Provider(ABC):
     options_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     default_tool_protocol: ClassVar[str] = "native"
     batch_by_default: ClassVar[bool] = True
+    max_concurrent_turns: ClassVar[int | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
