@@ -14,7 +14,7 @@ import time
 import duckdb
 import pytest
 
-from loopback import OLLAMA, ScriptedServer, refused_url
+from loopback import OLLAMA, OPENAI, ScriptedServer, refused_url
 from otlp_collector import Collector
 from workbench.cli import main
 from workbench.session import Session
@@ -110,6 +110,30 @@ def test_agent_turn_is_a_tree_in_loop_order_with_stored_times_and_ids(traced):
     assert search["tool.name"] == "search" and json.loads(search["tool.parameters"])["query"]
     assert search["input.value"] == search["tool.parameters"]
     assert [d["doc_id"] for d in json.loads(search["output.value"])] == [r.doc_id for r in a.record.tool_calls[0].results]
+
+
+def test_a_json_steps_turn_lays_out_each_tool_call_after_the_step_that_asked_for_it(tmp_path):
+    """Under json-steps each schema-forced step is one model call asking for at most one tool: the spans read
+    exactly as a native turn's (LLM, its TOOL and RETRIEVER, LLM, …), from the stored `n_tool_calls`."""
+    db = tmp_path / "steps.duckdb"
+    actions = [{"action": "search", "query": "configure SSO"}, {"action": "fetch_document", "doc_id": "sso-saml-setup"},
+               {"action": "answer", "answer": f"Paste the IdP metadata ([SAML setup]({URL}))."}]
+    script = [OPENAI.reply(json.dumps(action)) for action in actions]
+    with ScriptedServer(script) as srv:
+        a = Session.open(trace_db=db).ask("How do I configure SSO?", provider="openai", tool_protocol="json-steps",
+                                          **OPENAI.options(srv.url))
+    assert a.record.status == "ok", a.record.error
+    assert [c.n_tool_calls for c in a.record.model_calls] == [1, 1, 0]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT list(n_tool_calls ORDER BY seq) FROM model_calls").fetchone()[0] == [1, 1, 0]
+    spans = spans_by_turn(db)[a.payload["turn_id"]]
+    assert [(s.kind, s.name) for s in spans] == [
+        ("CHAIN", "turn"), ("LLM", "openai call"), ("TOOL", "search"), ("RETRIEVER", "retrieve"),
+        ("LLM", "openai call"), ("TOOL", "fetch_document"), ("RETRIEVER", "retrieve"), ("LLM", "openai call")]
+    steps = [s for s in spans if s.kind in ("LLM", "TOOL")]
+    assert all(b.start_ns == a_.end_ns for a_, b in zip(steps, steps[1:]))
+    meta = json.loads(spans[0].attributes["metadata"])
+    assert meta["run"]["tool_protocol"] == "json-steps" and meta["sets"] == a.payload["sets"]
 
 
 def test_retrieved_documents_carry_content_score_and_the_three_sets(traced):

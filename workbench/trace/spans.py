@@ -153,8 +153,8 @@ def rejected_citations(citations: Iterable[dict[str, Any]]) -> list[dict[str, An
 def _run_config(run: dict[str, Any] | None) -> dict[str, Any]:
     if not run:
         return {}
-    return {k: run.get(k) for k in ("kind", "provider", "model", "retriever", "mode", "k", "prompt_version",
-                                    "corpus_id") if run.get(k) is not None}
+    return {k: run.get(k) for k in ("kind", "provider", "model", "retriever", "mode", "tool_protocol", "k",
+                                    "prompt_version", "corpus_id") if run.get(k) is not None}
 
 
 def _documents(items: list[dict[str, Any]], sources: dict[str, dict[str, Any]],
