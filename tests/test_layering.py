@@ -21,6 +21,7 @@ SDK_HOMES = {
     "xllamacpp": {"providers/llamacpp"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
+    "opentelemetry": {"trace/openinference"},
 }
 
 
@@ -109,6 +110,8 @@ def test_requirements_list_what_the_code_imports():
     # distribution name → the module it provides, where they differ
     module = {"llama-index-core": "llama_index", "llama-index-retrievers-bm25": "llama_index.retrievers.bm25",
               "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "PyStemmer": "Stemmer",
+              "opentelemetry-sdk": "opentelemetry.sdk",
+              "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
               "jupyterlab": None}
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
     unused = []

@@ -121,6 +121,11 @@ def test_compare_and_faithfulness_draw_plotly_charts(executed):
     assert "honest" in _text(executed[1]["02_compare_retrievers_providers"])
 
 
+def test_trace_analysis_accounts_for_document_usage(executed):
+    text = _text(executed[1]["03_trace_analysis"])
+    assert "consulted_turns" in text and "documents_consulted" in text and "retrieved_turns" in text
+
+
 def test_trace_analysis_exports_parquet(executed):
     home, results = executed
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))

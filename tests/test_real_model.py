@@ -167,6 +167,36 @@ def test_the_loopback_server_wants_its_key(model, session):
     assert "the api_key option" in answer.record.error and "wrong-key" not in answer.record.error
 
 
+# --- several threads, one model ---------------------------------------------------------------------
+
+def test_turns_from_several_threads_queue_for_the_one_slot_and_a_batch_runs_them_in_turn(model, session):
+    """The app's sessions may ask at once: llama.cpp queues them for its one slot and every turn ends cleanly.
+    (Not the same words as a lone turn: llama.cpp's prompt cache makes greedy output depend on what the slot
+    processed before, serial or not.) `eval --concurrency` runs the model's turns one after another."""
+    import threading
+
+    from workbench.batch import run_eval
+
+    questions = [QUESTION, "How do I download an invoice?", "How do I turn on two-factor authentication?"]
+    answers: dict[str, object] = {}
+
+    def ask(q):
+        answers[q] = session.ask(q, provider="llamacpp", mode="excerpts", k=1, max_tokens=24)
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(answers) == set(questions)
+    for q in questions:
+        check_machinery(answers[q], "llamacpp", None)
+        assert trace_row(session, answers[q].record.turn_id)["status"] == answers[q].record.status
+    result = run_eval(session, questions[:2], provider="llamacpp", mode="excerpts", k=1, options={"max_tokens": 24},
+                      concurrency=4, progress=False, new_run=True)
+    assert result.concurrency == 1 and result.asked == 2 and {p["status"] for p in result.payloads} <= CLEAN
+
+
 # --- faults: each ends the turn with a status that names the fix -----------------------------------
 
 def test_missing_file(session, tmp_path):

@@ -7,8 +7,9 @@ import duckdb
 from workbench.trace.migrate import applied, migrate, pending
 from workbench.trace.schema import MIGRATIONS
 
-TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "migrations"}
-VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary"}
+TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls",
+          "passages", "migrations"}
+VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "doc_usage", "doc_usage_totals"}
 
 
 def _objects(con):
@@ -70,7 +71,7 @@ def test_m006_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
             ('a', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'agent', 5),
             ('e', '2024-05-01 10:00:00+00', 'interactive', 'ollama', 'excerpts', 5);
     """)
-    assert migrate(con) == ["m006_tool_protocol"]
+    assert migrate(con, [m for m in MIGRATIONS if m.name <= "m006_tool_protocol"]) == ["m006_tool_protocol"]
     # every agent run before m006 used the provider's own tool calls; excerpt runs offer no tools
     assert con.execute("SELECT run_id, tool_protocol FROM runs ORDER BY run_id").fetchall() == [("a", "native"),
                                                                                               ("e", None)]

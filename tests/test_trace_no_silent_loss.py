@@ -1,7 +1,8 @@
 """Nothing is lost silently (issue 17, item 3), with real processes holding the DuckDB file lock.
 
 - A flush that cannot get the file keeps its turns and retries them; turns that still cannot be
-  written count as failed, `eval` warns and exits non-zero, and the resume asks them again.
+  written count as failed, `eval` warns and exits non-zero, and the resume asks them again — with one
+  worker and with `--concurrency 4` (workers answer, the main thread writes in question order).
 - No reader holds writers off without bound: user queries stop after a time limit.
 """
 
@@ -62,45 +63,59 @@ def db(tmp_path):
     return path
 
 
-def test_a_flush_blocked_for_a_while_keeps_its_turns_and_writes_them_later(db):
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_flush_blocked_for_a_while_keeps_its_turns_and_writes_them_later(db, concurrency):
     """Before the fix the blocked flush dropped its turns and the batch still reported 0 failed."""
     session = Session.open(trace_db=db)
     session.tracer.timeout = 0.5
     questions = QUESTIONS * 10
     holder = _hold(db, 120)
-    real_ask = session.ask
+    real_log = session.log
+    failed_flushes = []
 
-    def ask(*args, **kwargs):  # the other process lets go once a flush has failed on its lock
-        answer = real_ask(*args, **kwargs)
+    def log(*args, **kwargs):  # the other process lets go once a flush has failed on its lock
+        answer = real_log(*args, **kwargs)
         if answer.trace_error:
+            failed_flushes.append(len(session.tracer.pending_turn_ids()))
             _stop(holder)
         return answer
 
-    session.ask = ask
+    session.log = log
     try:
-        result = run_eval(session, questions, progress=False)
+        result = run_eval(session, questions, progress=False, concurrency=concurrency)
     finally:
         _stop(holder)
+    assert result.concurrency == concurrency
     assert result.asked == len(questions)
-    assert _count(db, f"SELECT count(*) FROM turns WHERE run_id = '{result.run_id}'") == len(questions)
-    assert result.failed == 0 and result.unwritten == 0
+    assert failed_flushes and failed_flushes[0] > 0, "a flush failed with turns queued, and kept them"
     assert result.trace_error and "locked" in result.trace_error, "a flush did fail while the file was held"
+    assert result.failed == 0 and result.unwritten == 0
+    # every turn written by the retries, once, in question order
+    assert _count(db, f"SELECT count(*) FROM turns WHERE run_id = '{result.run_id}'") == len(questions)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = con.execute("SELECT turn_id, question FROM turns WHERE run_id = ?", [result.run_id]).fetchall()
+    finally:
+        con.close()
+    assert [p["turn_id"] for p in result.payloads] == [t for t, _ in stored]
+    assert [q for _, q in stored] == questions
 
 
-def test_turns_that_stay_unwritten_count_as_failed_and_the_resume_asks_them_again(db):
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_turns_that_stay_unwritten_count_as_failed_and_the_resume_asks_them_again(db, concurrency):
     session = Session.open(trace_db=db)
     session.tracer.timeout = 0.3
     holder = _hold(db, 60)
     try:
-        result = run_eval(session, QUESTIONS, progress=False)
+        result = run_eval(session, QUESTIONS, progress=False, concurrency=concurrency)
     finally:
         _stop(holder)
     assert result.asked == len(QUESTIONS)
     assert result.unwritten == len(QUESTIONS) and result.failed == len(QUESTIONS)
     assert result.trace_error and "locked" in result.trace_error
     assert _count(db) == 1
-    again = run_eval(Session.open(trace_db=db), QUESTIONS, progress=False)
-    assert again.asked == len(QUESTIONS) and again.failed == 0
+    again = run_eval(Session.open(trace_db=db), QUESTIONS, progress=False, concurrency=concurrency)
+    assert again.asked == len(QUESTIONS) and again.failed == 0 and again.skipped == 0
     assert _count(db) == 1 + len(QUESTIONS)
 
 
@@ -109,7 +124,8 @@ def test_eval_warns_and_exits_non_zero_when_turns_could_not_be_stored(db, tmp_pa
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
     holder = _hold(db, 120)
     try:
-        r = subprocess.run([sys.executable, "-m", "workbench", "eval", str(qfile), "--db", str(db), "--no-progress"],
+        r = subprocess.run([sys.executable, "-m", "workbench", "eval", str(qfile), "--db", str(db), "--no-progress",
+                            "--concurrency", "4"],
                            capture_output=True, text=True, cwd=ROOT, timeout=120,
                            env={**os.environ, "WORKBENCH_LOCK_TIMEOUT": "0.5", "OMP_WAIT_POLICY": "PASSIVE"})
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -86,7 +87,8 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
     specs = toolbox.specs()
     for _ in range(max_steps):
         step = provider.complete(messages, specs)
-        state.model_calls.append(step.call)
+        # how many tool calls this step asked for: what places each call among the tool calls (trace spans)
+        state.model_calls.append(replace(step.call, n_tool_calls=len(step.tool_calls)))
         if not step.tool_calls:
             state.answer = step.text or ""
             return

@@ -91,6 +91,12 @@ def _no_autolinks(md: str) -> str:
     return _AUTOLINK_TRIGGER.sub(WORD_JOINER, md)
 
 
+def plotly_text(text: str) -> str:
+    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
+    labels, so questions, titles and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _escape_all(text: str) -> str:
     return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
 

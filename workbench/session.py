@@ -6,7 +6,8 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from .errors import TraceStoreError, UnknownNameError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .types import TurnRecord
+
+LIVE_EXPORT_ENV = "WORKBENCH_OTLP_ENDPOINT"  # see trace/live.py
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,10 @@ class Session:
             from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
+            if os.environ.get(LIVE_EXPORT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
+                from .trace.live import from_env
+
+                self.tracer.listeners.append(from_env().listener(self.tracer.path))
 
     @classmethod
     def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
@@ -67,7 +74,7 @@ class Session:
 
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
-            tool_protocol: str | None = None, **provider_options: Any) -> Answer:
+            tool_protocol: str | None = None, log: bool = True, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -75,7 +82,9 @@ class Session:
         configuration. `tool_protocol` is `native` or `json-steps` (default: the provider's own, see
         `agent.run_turn`): a run parameter like `mode`, not a provider option. `judge` names the
         faithfulness judge whose per-claim verdicts are stored with the turn (the fast offline
-        `lexical` by default; None skips judging).
+        `lexical` by default; None skips judging). `log=False` returns the answer unwritten, for `log()`
+        to write later: a concurrent batch answers in several threads and writes in question order.
+        Safe to call from several threads at once.
         """
         _check_inputs(question, k)
         p = get_provider(provider, model=model, **provider_options)
@@ -89,15 +98,21 @@ class Session:
         faith = None
         if judge and record.status == "ok" and record.answer:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
-        trace_error = None
-        if self.tracer is not None:
-            try:
-                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None)
-            except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
-                trace_error = str(exc)
-            except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
-                trace_error = f"{type(exc).__name__}: {exc}"
-        return Answer(record, payload, faith, trace_error)
+        answer = Answer(record, payload, faith)
+        return self.log(answer, run_id=run_id) if log else answer
+
+    def log(self, answer: Answer, *, run_id: str | None = None) -> Answer:
+        """Write `answer` to the trace store (unless tracing is off); a failure is kept in `trace_error`."""
+        if self.tracer is None:
+            return answer
+        try:
+            self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
+                                 claims=answer.faithfulness.claims if answer.faithfulness else None)
+        except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
+            return replace(answer, trace_error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
+            return replace(answer, trace_error=f"{type(exc).__name__}: {exc}")
+        return answer
 
 
 def _check_inputs(question: Any, k: Any) -> None:

@@ -123,6 +123,7 @@ class ModelCall:
     finish_reason: str | None = None
     model_version: str | None = None  # what the server says answered, e.g. "gemini-2.5-flash-001"
     retries: int = 0  # rate-limit / server-error retries before this call succeeded (or gave up)
+    n_tool_calls: int = 0  # tool calls this step asked for; the agent loop runs them right after the call
 
 
 @dataclass(frozen=True)

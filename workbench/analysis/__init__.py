@@ -10,21 +10,25 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 - `sets`: one turn's three sets, tool calls, sources array and rejected citations;
 - `runs`: batches across configurations, set sizes, the naive vs the honest row against gold;
 - `faithfulness`: a judged run, and the judges against ExpertQA's expert labels;
+- `usage`: document usage over runs (retrieved, cited, consulted turns per document and category);
 - `charts`: the plotly figures of all of the above.
 """
 
-from .charts import calibration_figure, precision_figure, set_sizes_figure
+from .charts import calibration_figure, precision_figure, set_sizes_figure, usage_figure
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
 from .runs import consulted_precision, gold_rows, run_question_set, seed_demo_traces, set_sizes
 from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, style_three_sets, three_sets,
                    tool_calls_table)
+from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_consulted, usage_totals
 
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
-    "calibration_figure", "configured_providers", "consulted_precision", "expertqa_path", "expertqa_status", "gold_rows",
-    "judge_scores", "judge_summary", "load_expertqa", "load_questions", "notebook_db", "precision_figure",
-    "question_set", "rejected_table", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
-    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table",
+    "calibration_figure", "configured_providers", "consulted_precision", "corpus_of", "document_usage",
+    "expertqa_path", "expertqa_status", "gold_rows", "judge_scores", "judge_summary", "load_expertqa",
+    "load_questions", "never_retrieved", "notebook_db", "precision_figure", "question_set", "rejected_table",
+    "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
+    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table", "usage_figure",
+    "usage_totals",
 ]

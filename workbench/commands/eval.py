@@ -12,7 +12,7 @@ from pathlib import Path
 from ..batch import EvalResult, run_eval
 from ..questions import read_questions
 from ..terminal import neutralize
-from ._options import add_db_option, add_run_options, db_path, provider_options, warn_skipped
+from ._options import add_db_option, add_run_options, db_path, positive_int, provider_options, warn_skipped
 from ._table import print_table
 
 
@@ -24,6 +24,9 @@ def register(sub) -> None:
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
+                   help="questions answered at once (default 1); for real providers, which wait on the network. "
+                        "Turns are still written in question order and a run resumes the same way")
     p.set_defaults(func=run)
 
 
@@ -42,6 +45,8 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("turns with rejected citations", sum(bool(p["rejected_citations"]) for p in ps)),
         ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
         ("turns/s", round(result.asked / result.seconds, 1) if result.seconds else "-"),
+        ("concurrency", result.concurrency),
+        ("rate-limit pauses (turns asked again)", result.rate_limited),
     ]
     return ["metric", "value"], rows
 
@@ -55,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
     warn_skipped(session.corpus)
     result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                       options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                      tool_protocol=args.tool_protocol)
+                      tool_protocol=args.tool_protocol, concurrency=args.concurrency)
+    if result.concurrency < args.concurrency:
+        print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
+              f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))

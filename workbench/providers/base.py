@@ -74,8 +74,12 @@ class Provider(ABC):
       only inside the allowed roots (`paths.confine`, docs/security.md), as it does a corpus path.
       An option that names a server says so with `"format": "uri"` in `options_schema`; the app
       accepts a typed one only when the operator allows it (`paths.confine_server`).
+    - `max_concurrent_turns`: how many turns it can usefully answer at once in one process (None: no
+      limit). `eval --concurrency N` runs at most this many workers (`batch.run_eval`). 1 for a model
+      held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
+      other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches, a model name (not a file).
+    in batches, a model name (not a file), no concurrency limit.
     """
 
     name: str = "base"
@@ -87,6 +91,7 @@ class Provider(ABC):
     default_tool_protocol: ClassVar[str] = "native"
     batch_by_default: ClassVar[bool] = True
     model_is_path: ClassVar[bool] = False
+    max_concurrent_turns: ClassVar[int | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model

@@ -18,6 +18,9 @@ Process-wide facts, and why:
   terminal or the app, at load or during generation. Python's own `sys.stderr` (file descriptor 2:
   tracebacks, warnings, the CLI's messages) is untouched. Where the C library names that stream
   differently (Windows), the log stays on the terminal.
+- **One slot** (`n_parallel = 1`): requests from several threads (app sessions) queue inside
+  llama.cpp, one generation at a time, and a turn's steps keep its prompt cache warm. A batch
+  (`eval --concurrency N`) therefore runs its turns one after another (`max_concurrent_turns = 1`).
 - **Loopback server**: xllamacpp always starts llama.cpp's HTTP server too (an OpenAI-compatible API
   on 127.0.0.1, random port). It gets a random API key per process (never printed, never traced),
   CORS for no origin, and no web UI. `load()` returns its URL and key, so the `openai` provider can
@@ -238,6 +241,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
     default_tool_protocol = "json-steps"
     batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
     model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
+    max_concurrent_turns = 1  # one slot (`n_parallel = 1`): concurrent batch turns would only queue for it
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
         "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
                   "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
