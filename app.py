@@ -51,4 +51,6 @@ st.navigation([
     st.Page("pages/1_Compare.py", title="Compare", icon=":material/compare_arrows:", url_path="Compare"),
     st.Page("pages/2_Trace_explorer.py", title="Trace explorer", icon=":material/database:", url_path="Trace_explorer"),
     st.Page("pages/3_Doc_gaps.py", title="Doc gaps", icon=":material/edit_note:", url_path="Doc_gaps"),
+    st.Page("pages/4_Document_usage.py", title="Document usage", icon=":material/bar_chart:",
+            url_path="Document_usage"),
 ]).run()

@@ -2,7 +2,9 @@
 
     .venv/bin/python benchmarks/trace_scale.py [--turns 1000000] [--db /tmp/trace_scale.duckdb]
 
-Rows per turn: 2 tool calls, 10 retrieved items, 2 citations, 6 sources (~21 rows with the turn).
+Rows per turn: 2 model calls, 2 tool calls, 10 retrieved items (9 search snippets pointing at one of 2,000
+608-character passages, one per document, as real snippets repeat), 2 citations, 6 sources (~23 rows with
+the turn).
 Not part of the test suite (it takes minutes and ~1 GB of disk).
 """
 
@@ -55,8 +57,18 @@ FROM range({turns}) t(i), range(2) u(s);
 INSERT INTO retrieved_items
 SELECT printf('%032x', i), CASE WHEN r < 9 THEN 0 ELSE 1 END, CASE WHEN r < 9 THEN r + 1 END,
        'doc-' || ((hash(i) + r) % 2000), r % 3, CASE WHEN r < 9 THEN 10.0 - r END,
-       CASE WHEN r < 9 THEN 'snippet' ELSE 'full' END, CASE WHEN r < 9 THEN r + 1 ELSE 1 END, NULL, NULL
+       CASE WHEN r < 9 THEN 'snippet' ELSE 'full' END, CASE WHEN r < 9 THEN r + 1 ELSE 1 END, NULL, NULL,
+       CASE WHEN r < 9 THEN md5('passage-' || ((hash(i) + r) % 2000)) END
 FROM range({turns}) t(i), range(10) u(r);
+
+INSERT INTO passages
+SELECT md5('passage-' || d), array_to_string(list_transform(range(19), lambda k: md5(d || '-' || k)), '')
+FROM range(2000) t(d);
+
+INSERT INTO model_calls
+SELECT printf('%032x', i), c, 'offline', 'extractive-v1', NULL, 2 + (hash(i) % 500) / 10.0, NULL, NULL,
+       CASE WHEN c = 0 THEN 'tool_calls' ELSE 'stop' END, 0, CASE WHEN c = 0 THEN 2 ELSE 0 END
+FROM range({turns}) t(i), range(2) u(c);
 
 INSERT INTO citations
 SELECT printf('%032x', i), c, 'doc-' || ((hash(i) + c) % 2000), 'doc-' || ((hash(i) + c) % 2000),
@@ -78,6 +90,9 @@ QUERIES = {
     "doc_gaps": "SELECT * FROM doc_gaps",
     "provider_summary": "SELECT * FROM provider_summary",
     "retriever_summary": "SELECT * FROM retriever_summary",
+    "doc_usage": "SELECT * FROM doc_usage",
+    "doc_usage (one run)": "SELECT * FROM doc_usage_for(run_ids := ['run-7'])",
+    "doc_usage_totals": "SELECT * FROM doc_usage_totals",
 }
 
 
@@ -100,7 +115,8 @@ def main() -> None:
     con.execute("CHECKPOINT")
     gen_s = time.perf_counter() - t0
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("runs", "turns", "tool_calls", "retrieved_items", "citations", "sources")}
+              for t in ("runs", "turns", "model_calls", "tool_calls", "retrieved_items", "passages", "citations",
+                        "sources")}
     con.close()
     total = sum(counts.values())
     size = os.path.getsize(args.db)

@@ -71,6 +71,7 @@ def previous_write(con, rows: dict) -> None:
     turns_rows, tool_calls_rows = tables.get("turns"), tables.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
     retrieved_items_rows, citations_rows, sources_rows = (tables.get("retrieved_items"), tables.get("citations"),  # noqa: F841
                                                           tables.get("sources"))
+    model_calls_rows = tables.get("model_calls")  # noqa: F841
     con.execute(" ".join(["BEGIN;"] + [f"INSERT INTO {n} BY NAME SELECT * FROM {n}_rows;" for n in tables]
                          + ["COMMIT;"]))
 

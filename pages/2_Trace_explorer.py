@@ -7,11 +7,13 @@ st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_ico
 from workbench.ui.queries import CANNED  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
 from workbench.ui.tables import chart, on_submit, table  # noqa: E402
+from workbench.ui.usage import live_export_status  # noqa: E402
 
 cfg = sidebar()
 st.title("Trace explorer")
 st.caption("Read-only SQL over the trace database (DuckDB). Tables and views: docs/traces.md. "
            "Anything but SELECT is refused.")
+live_export_status()
 
 
 def _load_canned():

@@ -102,3 +102,11 @@ def test_trace_explorer_queries_on_submit_not_on_every_rerun(db):
     assert int(at.dataframe[0].value["n"][0]) == 2
     at.selectbox(key="canned").set_value("Tool usage").run()  # choosing a canned query runs it
     assert "calls" in at.dataframe[0].value.columns
+
+
+def test_every_page_is_in_the_apps_navigation():
+    """`app.py`'s `st.navigation` lists the pages (the folder is not auto-discovered): a page file without
+    its line there is unreachable."""
+    app = (ROOT / "app.py").read_text(encoding="utf-8")
+    missing = [p.name for p in sorted((ROOT / "pages").glob("*.py")) if f'"pages/{p.name}"' not in app]
+    assert not missing, missing

@@ -77,8 +77,8 @@ def server(tmp_path_factory):
     else:
         proc.terminate()
         pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
-    corpus = tmp / "evil-corpus"
-    corpus.mkdir()
+    corpus = tmp / "home" / "evil-corpus"  # inside WORKBENCH_HOME: an allowed root (docs/security.md)
+    corpus.mkdir(parents=True)
     (corpus / "widget-calibration.md").write_text(EVIL_DOC)
     (corpus / "widget-reset.md").write_text(SAFE_DOC)
     yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log"}
@@ -132,7 +132,7 @@ def test_navigation_names_the_chat_page_chat(page):
     nav = page.get_by_test_id("stSidebarNav")
     nav.wait_for()
     links = [t.strip().splitlines()[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # icon, title
-    assert links == ["Chat", "Compare", "Trace explorer", "Doc gaps"], links
+    assert links == ["Chat", "Compare", "Trace explorer", "Doc gaps", "Document usage"], links
 
 
 def test_citation_click_opens_the_side_panel(page):
@@ -235,3 +235,108 @@ def test_compare_page_runs_two_configurations(page, server):
         if (ARTIFACTS / f"{name}.png").exists():
             with Image.open(ARTIFACTS / f"{name}.png") as img:
                 img.convert("RGB").quantize(colors=128).save(docs / f"{name}.png", optimize=True)
+
+
+# --- no outside request, no unvalidated link (issue 17, item 7) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def beacon():
+    """An HTTP server on loopback that records every request: hostile text must make none reach it."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+        do_POST = do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield {"url": f"http://127.0.0.1:{srv.server_address[1]}", "host": f"127.0.0.1:{srv.server_address[1]}",
+           "hits": hits}
+    srv.shutdown()
+
+
+def _hostile_doc(b: str) -> str:
+    """Every way we know for markdown, HTML, maths or auto-linking to make a browser fetch `b` or link it."""
+    return f"""---
+id: beacon-widget
+title: "Beacon widget ![t]({b}/title-img.png) <img src={b}/title-html.png> {b}/title-bare www.title-beacon.example ops@title-beacon.example"
+url: https://help.example.test/beacon-widget
+---
+To calibrate the beacon widget, open the beacon panel and press calibrate twice.
+![body]({b}/body-img.png) <img src="{b}/body-html.png"> <link rel="prefetch" href="{b}/body-prefetch">
+Calibration guide: {b}/body-bare and <{b}/body-angle> and www.body-beacon.example and ops@body-beacon.example.
+Also mailto:ops@body-beacon.example and [a link]({b}/body-link) and [ref link][r] and ![ref image][i].
+Maths $\\href{{{b}/katex-href}}{{x}}$ and $$\\url{{{b}/katex-url}}$$ and <style>@import url({b}/css);</style>
+The beacon widget calibration takes two minutes: http\\:\\/\\/www\\.escaped-beacon\\.example
+
+[r]: {b}/ref-link
+[i]: {b}/ref-img.png
+"""
+
+
+def _links(page) -> list[str]:
+    """Every link target on the page but Streamlit's own (page navigation, skip link, heading anchors)."""
+    return page.locator("a[href]:not([data-testid=stSidebarNavLink]):not([href^='#'])").evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")
+
+
+def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, server, beacon):
+    b = beacon["url"]
+    corpus = server["corpus"].parent / "beacon-corpus"
+    corpus.mkdir(exist_ok=True)
+    (corpus / "beacon-widget.md").write_text(_hostile_doc(b))
+    (corpus / "beacon-reset.md").write_text(SAFE_DOC.replace("widget-reset", "beacon-reset")
+                                            .replace("flux widget", "beacon widget"))
+    page.goto(server["url"])
+    page.get_by_test_id("stChatInputTextArea").wait_for()
+    page.get_by_text("Folder or JSONL path").click()
+    _settle(page)
+    path = page.get_by_label("Corpus path")
+    path.fill(str(corpus))
+    path.press("Enter")
+    _settle(page)
+    msg = _ask(page, f"How do I calibrate the beacon widget? ![q]({b}/question.png) www.question-beacon.example")
+    msg.locator("[class*='st-key-citations-'] button").first.click()
+    page.locator(".st-key-doc-panel").filter(has_text="press calibrate twice").wait_for()
+    _settle(page)
+    page.get_by_text("Provenance", exact=True).last.click()
+    page.get_by_text("Claims", exact=False).last.click()
+    page.get_by_text("Tool calls", exact=False).last.click()
+    _settle(page)
+    # the compare page lays the same titles out again (same session: the sidebar keeps the corpus)
+    page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()
+    page.get_by_role("button", name="Run all").wait_for()
+    page.get_by_label("Question").fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
+    page.get_by_role("button", name="Run all").click()
+    page.locator(".st-key-cmp-col-1").wait_for()
+    _settle(page)
+    assert "![t]" in page.inner_text("body")
+    validated = {"https://help.example.test/beacon-widget", "https://help.example.test/beacon-reset"}
+    assert set(_links(page)) <= validated, f"links not built from validated citations: {set(_links(page)) - validated}"
+    page.get_by_test_id("stSidebarNavLink").filter(has_text="Chat").click()
+    page.get_by_test_id("stChatInputTextArea").wait_for()
+    _settle(page)
+    # a typed path is shown back in an error: it must stay text too
+    path.fill(f"![s]({b}/sidebar.png) {b}/sidebar-bare")
+    path.press("Enter")
+    _settle(page)
+    page.wait_for_timeout(1500)  # give any image, prefetch or stylesheet time to load
+    _shot(page, "hostile")
+    assert beacon["hits"] == [], f"the browser fetched {beacon['hits']}"
+    assert page.locator(f"img[src*='{beacon['host']}'], link[href*='{beacon['host']}']").count() == 0
+    body = page.inner_text("body")
+    assert "![t]" in body and "title-bare" in body, "hostile titles are shown as text"
+    hrefs = _links(page)
+    assert set(hrefs) <= validated, f"links not built from validated citations: {set(hrefs) - validated}"
+    assert "https://help.example.test/beacon-widget" in hrefs, "the validated citation is still a link"

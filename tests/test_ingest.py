@@ -25,6 +25,11 @@ def minimal_pdf(pages: list[str], title: str | None = None) -> bytes:
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     if title:
         objects.append(f"<< /Title ({title}) >>".encode())
+    return pdf_file(objects, info=len(objects) if title else None)
+
+
+def pdf_file(objects: list[bytes], info: int | None = None) -> bytes:
+    """Objects 1..n (1 the catalog) as a PDF file with its cross-reference table; `info`: the Info object."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for num, body in enumerate(objects, start=1):
@@ -33,8 +38,8 @@ def minimal_pdf(pages: list[str], title: str | None = None) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    info = f" /Info {len(objects)} 0 R" if title else ""
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{info} >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    trailer = f" /Info {info} 0 R" if info else ""
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
 
 

@@ -127,6 +127,11 @@ def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_con
     assert "load_bearing" in text and "strict precision" in text  # the precision table, one column per row
 
 
+def test_trace_analysis_accounts_for_document_usage(executed):
+    text = _text(executed[1]["03_trace_analysis"])
+    assert "consulted_turns" in text and "documents_consulted" in text and "retrieved_turns" in text
+
+
 def test_trace_analysis_exports_parquet(executed):
     home, results = executed
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))

@@ -167,6 +167,36 @@ def test_the_loopback_server_wants_its_key(model, session):
     assert "the api_key option" in answer.record.error and "wrong-key" not in answer.record.error
 
 
+# --- several threads, one model ---------------------------------------------------------------------
+
+def test_turns_from_several_threads_queue_for_the_one_slot_and_a_batch_runs_them_in_turn(model, session):
+    """The app's sessions may ask at once: llama.cpp queues them for its one slot and every turn ends cleanly.
+    (Not the same words as a lone turn: llama.cpp's prompt cache makes greedy output depend on what the slot
+    processed before, serial or not.) `eval --concurrency` runs the model's turns one after another."""
+    import threading
+
+    from workbench.batch import run_eval
+
+    questions = [QUESTION, "How do I download an invoice?", "How do I turn on two-factor authentication?"]
+    answers: dict[str, object] = {}
+
+    def ask(q):
+        answers[q] = session.ask(q, provider="llamacpp", mode="excerpts", k=1, max_tokens=24)
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(answers) == set(questions)
+    for q in questions:
+        check_machinery(answers[q], "llamacpp", None)
+        assert trace_row(session, answers[q].record.turn_id)["status"] == answers[q].record.status
+    result = run_eval(session, questions[:2], provider="llamacpp", mode="excerpts", k=1, options={"max_tokens": 24},
+                      concurrency=4, progress=False, new_run=True)
+    assert result.concurrency == 1 and result.asked == 2 and {p["status"] for p in result.payloads} <= CLEAN
+
+
 # --- faults: each ends the turn with a status that names the fix -----------------------------------
 
 def test_missing_file(session, tmp_path):
@@ -221,16 +251,21 @@ def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_p
 
 # --- the app, with the model this process already holds ---------------------------------------------
 
-def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
+def _llamacpp_app(max_tokens: int):
+    """The app with the local model chosen in the sidebar: excerpt mode, k 2, a short answer."""
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
-    loads = llamacpp.load_count
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
     at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
     at = at.sidebar.slider(key="cfg_k").set_value(2).run()
-    at = at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(32).run()  # from its options_schema
+    return at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(max_tokens).run()  # from its schema
+
+
+def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
+    loads = llamacpp.load_count
+    at = _llamacpp_app(max_tokens=32)
     at = at.chat_input[0].set_value("How do I reset my password?").run()
     assert not at.exception, at.exception
     caption = " ".join(c.value for c in at.caption).replace("\\", "")
@@ -238,6 +273,31 @@ def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeyp
     assert "max tokens 32" in caption
     assert not at.error, [e.value for e in at.error]
     assert llamacpp.load_count == loads  # the app reuses the model the process holds
+
+
+def test_app_loads_no_model_file_a_visitor_names_outside_the_allowed_roots(model, tmp_path, monkeypatch):
+    """The llamacpp model field takes a path (`model_is_path`): before the fix a visitor could make the
+    server open any file, and the error quoted its first bytes."""
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "token.txt").write_text("SECRET-TOKEN-81f2 do not show")
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(allowed))
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
+    loads = llamacpp.load_count
+    at = _llamacpp_app(max_tokens=16)
+    at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(str(outside / "token.txt")).run()
+    assert any("not allowed" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    at = at.chat_input[0].set_value("How do I reset my password?").run()
+    assert not at.exception, at.exception
+    turn = at.session_state["turns"][-1]
+    assert turn.config.model is None and turn.error is None, turn.error  # the default model answered
+    shown = " ".join([c.value for c in at.caption] + [e.value for e in at.error]).replace("\\", "")
+    assert "(default model)" in shown and "SECRET" not in shown and "not a GGUF" not in shown
+    # the default model's own path is the operator's, wherever it is installed
+    at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(model.path).run()
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert llamacpp.load_count == loads
 
 
 @pytest.mark.parametrize("user_value,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])

@@ -5,11 +5,12 @@ from __future__ import annotations
 import duckdb
 
 from workbench.trace.migrate import applied, migrate, pending
-from workbench.trace.reader import TraceReader
 from workbench.trace.schema import MIGRATIONS
 
-TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "ablations", "migrations"}
-VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "source_verdicts", "verification_summary"}
+TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls",
+          "passages", "ablations", "migrations"}
+VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "doc_usage", "doc_usage_totals",
+         "source_verdicts", "verification_summary"}
 
 
 def _objects(con):
@@ -63,14 +64,6 @@ def test_upgrade_from_first_migration_with_rows(tmp_path):
     con.close()
 
 
-def test_reader_upgrades_an_old_database_before_querying(tmp_path):
-    path = tmp_path / "old.duckdb"
-    con = duckdb.connect(str(path))
-    migrate(con, MIGRATIONS[:1])
-    con.close()
-    assert TraceReader(path).rows("SELECT count(*) FROM doc_gaps")[1] == [(0,)]
-
-
 def test_m006_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
     con = duckdb.connect(str(tmp_path / "m005.duckdb"))
     migrate(con, [m for m in MIGRATIONS if m.name <= "m005_claims_judge_version"])
@@ -88,9 +81,9 @@ def test_m006_records_the_tool_protocol_and_backfills_old_agent_runs(tmp_path):
     assert "json-steps" in comment
 
 
-def test_m007_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path):
-    con = duckdb.connect(str(tmp_path / "m006.duckdb"))
-    migrate(con, [m for m in MIGRATIONS if m.name <= "m006_tool_protocol"])
+def test_m009_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path):
+    con = duckdb.connect(str(tmp_path / "m008.duckdb"))
+    migrate(con, [m for m in MIGRATIONS if m.name <= "m008_doc_usage"])
     con.execute("""
         INSERT INTO runs (run_id, created_at, kind, provider, model, mode, k) VALUES
             ('r', '2024-05-01 10:00:00+00', 'interactive', 'offline', 'extractive-v1', 'agent', 5);
@@ -98,10 +91,12 @@ def test_m007_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path
         INSERT INTO sources (turn_id, doc_id, retrieved, cited, consulted, exposure, position) VALUES
             ('t', 'sso', true, true, true, 'full', 1), ('t', 'okta', true, false, false, 'snippet', 2);
     """)
-    assert migrate(con) == ["m007_ablations"]
+    assert migrate(con) == ["m009_ablations"]
     assert con.execute("SELECT doc_id, verified, verdict FROM source_verdicts ORDER BY doc_id").fetchall() == \
         [("okta", False, None), ("sso", False, None)]
     assert con.execute("SELECT count(*) FROM verification_summary").fetchone() == (0,)
+    usage = "SELECT doc_id, consulted_turns, verified_turns, load_bearing_turns, hidden_influence_turns FROM doc_usage"
+    assert con.execute(usage + " ORDER BY doc_id").fetchall() == [("okta", 0, 0, 0, 0), ("sso", 1, 0, 0, 0)]
     # a verification added later, twice: the views read the latest
     con.execute("""
         INSERT INTO ablations (turn_id, verification_id, seq, role, doc_id, verdict, status, method, control_stable,
@@ -118,6 +113,10 @@ def test_m007_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path
     row = con.execute("SELECT verified_turns, load_bearing_share, hidden_influence_rate, extra_calls_per_turn "
                       "FROM verification_summary").fetchone()
     assert row == (1, 1.0, 1.0, 9.0)
+    # usage accounting counts the latest verification's verdicts (m009 replaced m008's views and macros)
+    assert con.execute(usage + " ORDER BY doc_id").fetchall() == [("okta", 0, 1, 0, 1), ("sso", 1, 1, 1, 0)]
+    assert con.execute("SELECT consulted, load_bearing FROM doc_usage_totals").fetchall() == [(1, 1)]
+    assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'doc_usage'").fetchone()[0]
 
 
 def _schema(con) -> dict:

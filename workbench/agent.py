@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from .errors import ProviderError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
-from .providers.base import Provider
+from .providers.base import Provider, scrub_secrets
 from .tools import Toolbox
 from .types import Excerpt, ModelCall, ToolCall, TurnRecord
 
@@ -58,8 +59,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
         state.status, state.error = exc.status, str(exc)
         if exc.call is not None:  # the failed call's latency and retries
             state.model_calls.append(exc.call)
-    except Exception as exc:  # a provider bug must not crash the CLI or the app
-        state.status, state.error = "provider_error", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a provider bug must not crash the CLI or the app (nor leak a URL's password)
+        state.status, state.error = "provider_error", scrub_secrets(f"{type(exc).__name__}: {exc}")
     return TurnRecord(
         question=question, answer=state.answer, mode=mode, tool_calls=tuple(state.tool_calls),
         excerpts=tuple(state.excerpts), turn_id=uuid.uuid4().hex, status=state.status, error=state.error,
@@ -86,7 +87,8 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
     specs = toolbox.specs()
     for _ in range(max_steps):
         step = provider.complete(messages, specs)
-        state.model_calls.append(step.call)
+        # how many tool calls this step asked for: what places each call among the tool calls (trace spans)
+        state.model_calls.append(replace(step.call, n_tool_calls=len(step.tool_calls)))
         if not step.tool_calls:
             state.answer = step.text or ""
             return

@@ -9,6 +9,7 @@ import sys
 
 from . import __version__, commands
 from .errors import WorkbenchError
+from .terminal import neutralize
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except WorkbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(neutralize(f"error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

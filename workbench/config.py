@@ -9,6 +9,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
 #: Optional third-party benchmark data (not part of the project) is looked for here when set.
 BENCHMARK_DATA_ENV = "WORKBENCH_BENCHMARK_DATA"
+#: Largest k (results per search / excerpts) a turn accepts: far above any useful value, far below
+#: what the trace store's INTEGER columns hold, and refused before a turn runs (never after).
+MAX_K = 1000
 
 
 def workbench_home() -> Path:
@@ -33,3 +36,28 @@ def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
     db = os.environ.get("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        from .errors import WorkbenchError
+
+        raise WorkbenchError(f"{name}={raw!r} is not a number of seconds") from None
+    return value if value > 0 else default
+
+
+def lock_timeout() -> float:
+    """How long a trace writer or reader waits for another process's lock: `$WORKBENCH_LOCK_TIMEOUT` (30 s)."""
+    return _seconds("WORKBENCH_LOCK_TIMEOUT", 30.0)
+
+
+def query_timeout() -> float:
+    """How long one read query may run before it is stopped: `$WORKBENCH_QUERY_TIMEOUT` (20 s).
+
+    Shorter than `lock_timeout()`, so a writer waiting for a reader's query always gets in."""
+    return _seconds("WORKBENCH_QUERY_TIMEOUT", 20.0)

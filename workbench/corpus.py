@@ -19,28 +19,40 @@ from typing import Any, Iterable
 
 import yaml
 
+from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
 from .types import Document
 
-try:  # BaseLoader keeps every scalar a string: ids like 0123 or 4412377144338 stay exact.
-    _YAML_LOADER = yaml.CBaseLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _YAML_LOADER = yaml.BaseLoader
+#: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
+MAX_FRONT_MATTER_BYTES = safe_yaml.MAX_BYTES
 
 #: Suffixes read from a corpus folder; other files are ignored.
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + (".txt", ".pdf")
 OPTIONAL_FIELDS = ("url", "category", "section", "kind", "artifact_kind")
 
+#: A PDF's text costs work its file size does not show: a few KB of compressed content stream can
+#: inflate to megabytes of drawing operators (or forms that draw forms), which pypdf parses and runs
+#: in Python at ~2 MB a second. So reading one PDF stops, with a clear error instead of minutes of
+#: work, past this much decoded page content in one file (counted before a page is parsed; a text
+#: page holds 5–50 KB, so 16 MB is a book of hundreds of pages and ~8 s of pypdf), past
+#: PDF_MAX_OPERATORS operators run (form contents included) or past PDF_MAX_TEXT_CHARS of text. The
+#: app also bounds the page content of all PDFs of a corpus together (`load_corpus(pdf_content_bytes=…)`).
+PDF_MAX_CONTENT_BYTES = 16 * 2**20
+PDF_MAX_OPERATORS = 5_000_000
+PDF_MAX_TEXT_CHARS = 20_000_000
+
 
 class Corpus:
     """An immutable set of documents with a content hash (the index cache key)."""
 
-    def __init__(self, corpus_id: str, path: str, documents: Iterable[Document]):
+    def __init__(self, corpus_id: str, path: str, documents: Iterable[Document], skipped: Iterable[str] = ()):
         self.corpus_id = corpus_id
         self.path = path
         self.documents: tuple[Document, ...] = tuple(documents)
+        #: Files of a folder that were deliberately not read, each "path: why" (shown as warnings).
+        self.skipped: tuple[str, ...] = tuple(skipped)
         self._by_id = {d.doc_id: d for d in self.documents}
         self.content_hash = _content_hash(self.documents)
 
@@ -73,49 +85,76 @@ def _content_hash(documents: tuple[Document, ...]) -> str:
     return h.hexdigest()
 
 
-def load_corpus(path: str | Path) -> Corpus:
-    """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input."""
+def load_corpus(path: str | Path, *, max_documents: int | None = None,
+                pdf_content_bytes: int | None = None) -> Corpus:
+    """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input.
+
+    The app sets both bounds for visitors' corpora: `max_documents` refuses a corpus with more
+    documents before their text is held in memory, `pdf_content_bytes` the page content of all its
+    PDFs together (each PDF is bounded anyway, see `PDF_MAX_CONTENT_BYTES`).
+    """
+    budget = [pdf_content_bytes]  # what is left of it, shared by every PDF of the corpus
     p = Path(path)
+    skipped: list[str] = []
     if not p.exists():
         raise CorpusError("corpus path does not exist (give a folder of Markdown, text or PDF files, or a .jsonl file)", str(p))
     if p.is_dir():
-        docs = list(_load_folder(p))
+        docs = _at_most(_load_folder(p, skipped, budget), max_documents, p)
         corpus_id = p.name
     elif p.suffix.lower() == ".jsonl":
-        docs = list(_load_jsonl(p))
+        docs = _at_most(_load_jsonl(p), max_documents, p)
         corpus_id = p.stem
     elif p.suffix.lower() in FOLDER_SUFFIXES:
-        docs = [_parse_file(p, p.parent)]
+        docs = [_parse_file(p, p.parent, budget)]
         corpus_id = p.stem
     else:
         raise CorpusError("unsupported corpus file; expected a folder, a .jsonl, .md, .txt or .pdf file", str(p))
     if not docs:
         raise CorpusError("corpus contains no documents", str(p))
-    return Corpus(corpus_id, str(p), docs)
+    return Corpus(corpus_id, str(p), docs, skipped)
+
+
+def _at_most(docs: Iterable[Document], limit: int | None, path: Path) -> list[Document]:
+    out: list[Document] = []
+    for doc in docs:
+        if limit is not None and len(out) >= limit:
+            raise CorpusError(f"corpus has more than {limit:,} documents", str(path))
+        out.append(doc)
+    return out
 
 
 # --- folders of Markdown, text and PDF files ------------------------------------------------
 
 
-def _load_folder(root: Path) -> Iterable[Document]:
+def _load_folder(root: Path, skipped: list[str], budget: list) -> Iterable[Document]:
+    """Every corpus file below `root`, except hidden ones and symlinks that leave the folder: a corpus
+    folder holds its documents, and a link to `~/.ssh/…` or `/etc/…` must not make them one."""
     seen: dict[str, str] = {}
+    real_root = root.resolve()
     files = sorted(f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in FOLDER_SUFFIXES)
     for f in files:
         if any(part.startswith(".") for part in f.relative_to(root).parts):
             continue
-        doc = _parse_file(f, root)
+        try:
+            inside = f.resolve().is_relative_to(real_root)
+        except (OSError, RuntimeError):  # a symlink loop
+            inside = False
+        if not inside:
+            skipped.append(f"{f}: a symlink that leaves the corpus folder; not followed")
+            continue
+        doc = _parse_file(f, root, budget)
         if doc.doc_id in seen:
             raise CorpusError(f"duplicate id {doc.doc_id!r} (also in {seen[doc.doc_id]})", str(f), 1)
         seen[doc.doc_id] = str(f)
         yield doc
 
 
-def _parse_file(f: Path, root: Path) -> Document:
+def _parse_file(f: Path, root: Path, budget: list) -> Document:
     suffix = f.suffix.lower()
     if suffix in MARKDOWN_SUFFIXES:
         return _parse_markdown(f, root)
     if suffix == ".pdf":
-        return _paged_document(f, root, *_read_pdf(f))
+        return _paged_document(f, root, *_read_pdf(f, budget))
     return _paged_document(f, root, tuple(_read_text(f).split("\f")), None)
 
 
@@ -139,21 +178,61 @@ def _paged_document(f: Path, root: Path, pages: tuple[str, ...], title: str | No
     )
 
 
-def _read_pdf(f: Path) -> tuple[tuple[str, ...], str | None]:
+class _PdfTooCostly(Exception):
+    pass
+
+
+def _content_bytes(page) -> int:
+    """Decoded size of a page's content streams (zlib in C: cheap next to parsing them)."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return 0
+    contents = contents.get_object()
+    streams = contents if isinstance(contents, list) else [contents]
+    return sum(len(s.get_object().get_data()) for s in streams)
+
+
+def _read_pdf(f: Path, budget: list | None = None) -> tuple[tuple[str, ...], str | None]:
     """(text of every page in order, metadata title); page n of the PDF is index n-1."""
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import PdfReadError, PyPdfError
+
+    operators = 0
+
+    def count(*_):  # called by pypdf before every content-stream operator, form contents included
+        nonlocal operators
+        operators += 1
+        if operators > PDF_MAX_OPERATORS:
+            raise _PdfTooCostly(f"more than {PDF_MAX_OPERATORS:,} drawing operators")
 
     try:
         reader = PdfReader(str(f))
         if reader.is_encrypted and not reader.decrypt(""):
             raise CorpusError("PDF is encrypted; save an unencrypted copy", str(f))
-        pages = tuple(page.extract_text() or "" for page in reader.pages)
+        pages, chars, content = [], 0, 0
+        for page in reader.pages:
+            size = _content_bytes(page)
+            content += size
+            if content > PDF_MAX_CONTENT_BYTES:
+                raise _PdfTooCostly(f"more than {PDF_MAX_CONTENT_BYTES // 2**20} MB of page content")
+            if budget is not None and budget[0] is not None:
+                budget[0] -= size
+                if budget[0] < 0:
+                    raise _PdfTooCostly("the PDFs of this corpus hold more page content than the app reads "
+                                        "(WORKBENCH_MAX_PDF_MB)")
+            pages.append(page.extract_text(visitor_operand_before=count) or "")
+            chars += len(pages[-1])
+            if chars > PDF_MAX_TEXT_CHARS:
+                raise _PdfTooCostly(f"more than {PDF_MAX_TEXT_CHARS:,} characters of text")
+        pages = tuple(pages)
     except CorpusError:
         raise
+    except _PdfTooCostly as exc:
+        raise CorpusError(f"PDF page {len(pages) + 1}: {exc} — a decompression bomb, or a PDF too large to "
+                          "index here: split it into smaller files", str(f)) from None
     except OSError as exc:
         raise CorpusError(f"cannot read file: {exc.strerror or exc}", str(f)) from None
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         # pypdf raises many exception types on damaged files
         raise CorpusError(f"not a readable PDF ({type(exc).__name__}: {exc})", str(f)) from None
     try:
@@ -184,7 +263,9 @@ def _parse_markdown(f: Path, root: Path) -> Document:
     if end is None:
         raise CorpusError("YAML front matter is never closed with '---'", str(f), 1)
     try:
-        meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)
+        meta = safe_yaml.load("".join(lines[1:end]))
+    except safe_yaml.YamlLimitError as exc:
+        raise CorpusError(str(exc), str(f), exc.line + 2) from None
     except yaml.YAMLError as exc:
         # The context mark is where the broken construct starts (e.g. an unclosed "["), which is
         # the line a person needs to fix; the problem mark is where the parser gave up.

@@ -89,3 +89,7 @@ class JudgeInputError(WorkbenchError):
 
 class VerificationError(WorkbenchError):
     """A turn cannot be verified by ablation (it failed, or the budget is below one re-run); names why."""
+
+
+class PathNotAllowedError(WorkbenchError):
+    """A path typed in the app lies outside the folders the operator allows (docs/security.md)."""

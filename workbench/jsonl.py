@@ -24,6 +24,8 @@ def json_objects(lines: Iterable[str], path: str, error: ErrorFactory | None = N
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise make(f"invalid JSON: {exc.msg} (column {exc.colno})", lineno) from None
+        except ValueError as exc:  # valid JSON Python will not convert, e.g. an integer of 5,000 digits
+            raise make(f"invalid JSON: {value_error_text(exc)}", lineno) from None
         except RecursionError:
             raise make("invalid JSON: nested too deeply", lineno) from None
         if not isinstance(obj, dict):
@@ -32,6 +34,13 @@ def json_objects(lines: Iterable[str], path: str, error: ErrorFactory | None = N
             raise make("invalid JSON text: an unpaired surrogate escape such as \\ud800 "
                        "(write the character itself)", lineno)
         yield lineno, obj
+
+
+def value_error_text(exc: ValueError) -> str:
+    """What `json.loads` refused, in words: Python converts integers of at most 4,300 digits."""
+    if "digits" in str(exc):
+        return "a number with more than 4,300 digits (write it as a string)"
+    return str(exc)
 
 
 def _has_lone_surrogate(obj: object) -> bool:

@@ -228,6 +228,19 @@ def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
 # --- the payload -------------------------------------------------------------------------------
 
 
+def excerpt_numbers(record: TurnRecord) -> dict[int, str]:
+    """n -> doc id for the numbers a `[n]` may cite: 1..len(excerpts), each naming exactly one excerpt.
+
+    A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an excerpt
+    0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
+    counts: dict[int, int] = {}
+    for e in record.excerpts:
+        counts[e.n] = counts.get(e.n, 0) + 1
+    k = len(record.excerpts)
+    return {e.n: e.doc_id for e in record.excerpts
+            if type(e.n) is int and 1 <= e.n <= k and counts[e.n] == 1}
+
+
 def turn_id_of(record: TurnRecord) -> str:
     """The record's turn id, or a stable id derived from its content (provenance stays pure)."""
     if record.turn_id:
@@ -240,7 +253,7 @@ def turn_id_of(record: TurnRecord) -> str:
 def build_payload(record: TurnRecord) -> dict[str, Any]:
     """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail)."""
     retrieved = collect_retrieved(record)
-    excerpts_by_n = {e.n: e.doc_id for e in record.excerpts}
+    excerpts_by_n = excerpt_numbers(record)
     citations = validate(extract_citations(record.answer, record.mode), retrieved, excerpts_by_n)
 
     cited_order: list[str] = []

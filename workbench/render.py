@@ -127,6 +127,22 @@ _ALL_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 #: lists, headings and tables stay as formatting: they cannot carry a link target.
 _LINK_PUNCT = frozenset("\\[]()!<>`$&:@")
 _WWW = re.compile(r"(?i)\b(www)\.")
+#: GFM's auto-link literals (`http://…`, `www.…`, `name@host.tld`) are found in the *rendered* text,
+#: after escapes are resolved, so `http\\:\\/\\/host` still became a link. An invisible WORD JOINER
+#: (U+2060, not a word character) placed where each pattern needs contiguous characters breaks it:
+#: before the `:` of `scheme://`, between `www` and `.`, and before `@`.
+WORD_JOINER = "\u2060"
+_AUTOLINK_TRIGGER = re.compile(r"(?i)(?<=[a-z0-9])(?=\\:(?:\\?/){2})|(?<=www)(?=\\\.)|(?=\\@)")
+
+
+def _no_autolinks(md: str) -> str:
+    return _AUTOLINK_TRIGGER.sub(WORD_JOINER, md)
+
+
+def plotly_text(text: str) -> str:
+    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
+    labels, so questions, titles and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _escape_all(text: str) -> str:
@@ -134,14 +150,16 @@ def _escape_all(text: str) -> str:
 
 
 def escape_markdown(text: str) -> str:
-    """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks."""
+    """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks,
+    auto-links broken."""
     return highlighted_markdown(text, [])
 
 
 def safe_markdown(text: str) -> str:
-    """Model markdown with emphasis, lists and headings kept but no way to form a link, image or HTML."""
+    """Model markdown with emphasis, lists and headings kept but no way to form a link (auto-links
+    included), an image or HTML."""
     out = "".join("\\" + ch if ch in _LINK_PUNCT else ch for ch in text.replace("\r\n", "\n"))
-    return _WWW.sub(r"\1\\.", out)  # GFM would auto-link `www.host`
+    return _no_autolinks(_WWW.sub(r"\1\\.", out))  # GFM would auto-link `www.host`
 
 
 def _badge(color: str, text: str) -> str:
@@ -324,4 +342,4 @@ def highlighted_markdown(text: str, spans: list[tuple[int, int, str]],
             pos = e
         pieces.append(_escape_all(text[pos:hi]))
         out_lines.append("".join(pieces) if text[lo:hi].strip() else "")
-    return "  \n".join(out_lines)
+    return _no_autolinks("  \n".join(out_lines))

@@ -6,12 +6,13 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .agent import run_turn
-from .config import DEMO_CORPUS, default_db_path
+from .config import DEMO_CORPUS, MAX_K, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import declared, get_provider
@@ -23,6 +24,8 @@ from .tools import Toolbox
 from .types import TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
+
+LIVE_EXPORT_ENV = "WORKBENCH_OTLP_ENDPOINT"  # see trace/live.py
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,10 @@ class Session:
             from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
+            if os.environ.get(LIVE_EXPORT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
+                from .trace.live import from_env
+
+                self.tracer.listeners.append(from_env().listener(self.tracer.path))
 
     @classmethod
     def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
@@ -75,7 +82,7 @@ class Session:
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
-            **provider_options: Any) -> Answer:
+            log: bool = True, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -87,8 +94,11 @@ class Session:
         (`Session.verify`, at most `verify_budget` re-runs) before the turn is written, so its
         `ablations` rows go in with it; a turn that failed is not verified. The turn is then asked with the
         options that make the provider reproducible (`verify.pinned_options`: temperature 0, a fixed seed,
-        …), as its re-runs are, so that its control can reproduce it.
+        …), as its re-runs are, so that its control can reproduce it. `log=False` returns the answer
+        unwritten, for `log()` to write later: a concurrent batch answers in several threads and writes in
+        question order. Safe to call from several threads at once.
         """
+        _check_inputs(question, k)
         if verify:
             check_budget(verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
@@ -108,14 +118,8 @@ class Session:
         if verify and record.status == "ok" and record.answer.strip():
             checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
             payload = {**payload, "verification": checked.to_payload()}
-        trace_error = None
-        if self.tracer is not None:
-            try:
-                self.tracer.log_turn(record, payload, run_id=run_id, claims=faith.claims if faith else None,
-                                     ablations=checked.rows() if checked else None)
-            except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
-                trace_error = str(exc)
-        return Answer(record, payload, faith, trace_error, checked, request)
+        answer = Answer(record, payload, faith, None, checked, request)
+        return self.log(answer, run_id=run_id) if log else answer
 
     def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
@@ -133,8 +137,10 @@ class Session:
         if self.tracer is not None and trace_error is None:
             try:
                 self.tracer.add_ablations(checked.turn_id, checked.rows())
-            except TraceStoreError as exc:
+            except TraceStoreError as exc:  # the verification is still returned, like an answer
                 trace_error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
+                trace_error = f"{type(exc).__name__}: {exc}"
         return replace(answer, payload={**answer.payload, "verification": checked.to_payload()}, verification=checked,
                        trace_error=trace_error)
 
@@ -143,3 +149,31 @@ class Session:
         options, pinned = pinned_options(declared(request["provider"], "options_schema"), request["options"])
         p = get_provider(request["provider"], model=request["model"], **options)
         return verify_turn(record, self.toolbox, p, payload=payload, judge=judge, budget=budget, sampling=pinned)
+
+    def log(self, answer: Answer, *, run_id: str | None = None) -> Answer:
+        """Write `answer` (and its verification's `ablations` rows) to the trace store (unless tracing is
+        off); a failure is kept in `trace_error`."""
+        if self.tracer is None:
+            return answer
+        try:
+            self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
+                                 claims=answer.faithfulness.claims if answer.faithfulness else None,
+                                 ablations=answer.verification.rows() if answer.verification else None)
+        except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
+            return replace(answer, trace_error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
+            return replace(answer, trace_error=f"{type(exc).__name__}: {exc}")
+        return answer
+
+
+def _check_inputs(question: Any, k: Any) -> None:
+    """Refuse, before the turn runs, what the trace store could not hold (the answer would be lost after)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise WorkbenchError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
+    if not isinstance(question, str):
+        raise WorkbenchError(f"the question must be text, not {type(question).__name__}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkbenchError(f"the question is not valid UTF-8 text (undecodable byte or unpaired surrogate "
+                             f"at position {exc.start}); check the terminal's or file's encoding") from None

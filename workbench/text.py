@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+# Link text without brackets and a target without parentheses: each `[` is scanned only up to the
+# next bracket or parenthesis, so text full of `[` or `](` costs linear time (it was quadratic).
+_MD_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
 _HTML_TAG = re.compile(r"<[^>]{1,200}>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
 
@@ -22,11 +25,19 @@ STOPWORDS = frozenset(
 )
 
 
-@lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
+_LOCAL = threading.local()
 
-    return Stemmer.Stemmer("english")
+
+def english_stemmer():
+    """This thread's English Snowball stemmer (PyStemmer), for the judges here and BM25's queries: an
+    instance "must not be called concurrently", and concurrent batch turns search and judge claims in
+    several threads, so each thread gets its own."""
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        import Stemmer  # PyStemmer (Snowball), installed with llama-index-retrievers-bm25
+
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return stemmer
 
 
 def words(text: str) -> list[str]:
@@ -42,7 +53,7 @@ def content_terms(text: str) -> list[str]:
 def _content_terms(text: str) -> tuple[str, ...]:
     # Cached: judges score every claim against the same sentence windows of a cited document.
     ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
-    return tuple(_stemmer().stemWords(ws)) if ws else ()
+    return tuple(english_stemmer().stemWords(ws)) if ws else ()
 
 
 def plain(markdown: str) -> str:

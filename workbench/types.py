@@ -123,6 +123,7 @@ class ModelCall:
     finish_reason: str | None = None
     model_version: str | None = None  # what the server says answered, e.g. "gemini-2.5-flash-001"
     retries: int = 0  # rate-limit / server-error retries before this call succeeded (or gave up)
+    n_tool_calls: int = 0  # tool calls this step asked for; the agent loop runs them right after the call
 
 
 @dataclass(frozen=True)
@@ -147,25 +148,82 @@ class TurnRecord:
 
 
 def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
-    """Parse a docs/design.md §4 turn record (extra fields ignored); raises `TurnRecordError`."""
-    from pydantic import TypeAdapter, ValidationError
+    """Parse a docs/design.md §4 turn record (extra fields ignored); raises `TurnRecordError` naming each problem.
+
+    Checked in order: the JSON Schema shipped in `workbench/schemas/` (types, enums such as `kind` and
+    `exposure`, excerpt `n` >= 1); what a schema cannot say — an excerpt number is a whole number written
+    as one (JSON Schema counts 2.0 as an integer) and no two excerpts share one, since `[n]` must name
+    exactly one excerpt; then the model itself in strict mode (no "1" -> 1 or true -> 1 coercion).
+    """
+    import json
+
+    from pydantic import ValidationError
 
     from .errors import TurnRecordError
 
-    try:
-        return _turn_adapter(TypeAdapter).validate_python(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:5]
-        )
-        raise TurnRecordError(f"not a valid turn record: {problems}") from None
+    try:  # tuples to lists (a TurnRecord.to_dict() is accepted too), and only JSON text
+        data = json.loads(json.dumps(data))
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TurnRecordError(f"not a valid turn record: contains an unpaired surrogate escape ({exc.object[exc.start]!r}); "
+                              "write the character itself") from None
+    except (TypeError, ValueError) as exc:
+        raise TurnRecordError(f"not a valid turn record: not JSON data ({exc})") from None
+    if not isinstance(data, dict):
+        raise TurnRecordError("not a valid turn record: a turn record is a JSON object")
+    problems = [f"{_where(e.absolute_path)}: {_short(e.message)}"
+                for e in sorted(_schema_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
+    if not problems:
+        problems = _excerpt_number_problems(data.get("excerpts") or [])
+    if not problems:
+        try:
+            return _turn_adapter().validate_json(json.dumps(data), strict=True)
+        except ValidationError as exc:
+            problems = [f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()]
+    raise TurnRecordError("not a valid turn record: " + "; ".join(problems[:5]))
+
+
+def _where(path) -> str:
+    return ".".join(str(p) for p in path) or "(root)"
+
+
+def _short(message: str, limit: int = 200) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def _excerpt_number_problems(excerpts: list[Any]) -> list[str]:
+    problems, first = [], {}
+    for i, e in enumerate(excerpts):
+        n = e.get("n")
+        if type(n) is not int:  # 2.0 passes the schema's "integer"
+            problems.append(f"excerpts.{i}.n: {_short(repr(n))} is not a whole number (write it without a decimal point)")
+        elif n in first:
+            problems.append(f"excerpts.{i}.n: duplicate excerpt number {n} (also excerpts.{first[n]}.n); "
+                            "each [n] must name exactly one excerpt")
+        else:
+            first[n] = i
+    return problems
 
 
 _ADAPTER = None
+_VALIDATOR = None
 
 
-def _turn_adapter(type_adapter):
+def _turn_adapter():
     global _ADAPTER
     if _ADAPTER is None:
-        _ADAPTER = type_adapter(TurnRecord)
+        from pydantic import TypeAdapter
+
+        _ADAPTER = TypeAdapter(TurnRecord)
     return _ADAPTER
+
+
+def _schema_validator():
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        from . import schemas
+
+        _VALIDATOR = jsonschema.Draft202012Validator(schemas.load(schemas.TURN_RECORD))
+    return _VALIDATOR

@@ -65,3 +65,22 @@ def calibration_figure(table: pd.DataFrame, title: str = "Judge score vs share l
     fig.update_layout(title=title, xaxis_title="judge score (bin mean)", yaxis_title="fraction Complete",
                       xaxis_range=[0, 1], yaxis_range=[0, 1], height=450)
     return fig
+
+
+def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used documents: turns per set"):
+    """Horizontal grouped bars for the `top` most consulted documents: retrieved, cited and consulted turns.
+
+    Titles are corpus text: entity-escaped so plotly draws them literally (it renders `<a href>` in labels)."""
+    import plotly.graph_objects as go
+
+    from ..render import plotly_text
+
+    df = usage.head(top).iloc[::-1]  # plotly draws the first row at the bottom
+    labels = [plotly_text(f"{t or d} ({d})") for t, d in zip(df["title"], df["doc_id"])]
+    fig = go.Figure()
+    for name in SETS:
+        fig.add_bar(name=name, y=labels, x=list(df[f"{name}_turns"]), orientation="h",
+                    marker_color=SET_COLORS[name])
+    fig.update_layout(barmode="group", title=title, xaxis_title="turns", height=max(320, 28 * len(df) + 120),
+                      legend_title_text="", margin=dict(l=10, r=10, t=50, b=40))
+    return fig

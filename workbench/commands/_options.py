@@ -26,7 +26,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="agent mode: how the model calls tools: native tool calls, or json-steps (each output "
                         "forced by a JSON schema to be one action); default: the provider's (json-steps for "
                         "llamacpp, native elsewhere)")
-    p.add_argument("-k", "--k", type=positive_int, default=5, help="results per search / excerpts (default 5)")
+    p.add_argument("-k", "--k", type=k_value, default=5, help="results per search / excerpts (default 5, at most 1000)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a provider option, checked against the provider's options schema (repeatable; a list is "
                         "comma-separated), e.g. ollama host=http://gpu-box:11434, timeout=30; llamacpp max_tokens=160")
@@ -70,6 +70,16 @@ def db_path(args: argparse.Namespace):
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
+def warn_skipped(corpus) -> None:
+    """Say which files of a corpus folder were not read (symlinks leaving it): nothing is left out silently."""
+    import sys
+
+    from ..terminal import neutralize
+
+    for line in corpus.skipped:
+        print(neutralize(f"warning: {line}"), file=sys.stderr)
+
+
 def provider_options(args: argparse.Namespace) -> dict:
     """The provider options given by `--option NAME=VALUE` and `--fault`, converted and checked against the
     chosen provider's `options_schema` (so `--fault` with a provider that has no faults is an error)."""
@@ -95,4 +105,14 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def k_value(text: str) -> int:
+    """argparse type for -k: 1 to MAX_K, refused before anything runs (the trace store holds no more)."""
+    from ..config import MAX_K
+
+    n = positive_int(text)
+    if n > MAX_K:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_K}, not {n}")
     return n

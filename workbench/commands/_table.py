@@ -8,17 +8,20 @@ import sys
 from datetime import date, datetime
 from typing import Any, TextIO
 
+from ..terminal import neutralize
+
 MAX_CELL = 60
 
 
 def _cell(v: Any) -> str:
+    """A table cell for people: one line, control characters made visible (CSV and JSON keep them)."""
     if v is None:
         return ""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
-    s = str(v).replace("\n", " ")
+    s = neutralize(str(v).replace("\n", " "))
     return s if len(s) <= MAX_CELL else s[: MAX_CELL - 1] + "…"
 
 
@@ -35,6 +38,7 @@ def _jsonable(v: Any) -> Any:
 def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     cells = [[_cell(v) for v in r] for r in rows]
+    columns = [_cell(c) for c in columns]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
     print("  ".join("-" * w for w in widths), file=out)

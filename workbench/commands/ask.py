@@ -10,8 +10,9 @@ from ..errors import WorkbenchError
 from ..questions import read_questions
 from ..render import sources_row, summary_line, verification_lines
 from ..session import Session
+from ..terminal import neutralize
 from ._options import (add_json_option, add_run_options, add_trace_options, add_verify_options, db_path,
-                       provider_options)
+                       provider_options, warn_skipped)
 
 
 def register(sub) -> None:
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     questions = [q.text for q in read_questions(args.questions)] if args.questions else [args.question]
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
+    warn_skipped(session.corpus)
     failed = 0
     for q in questions:
         answer = session.ask(q, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
@@ -53,27 +55,28 @@ def run(args: argparse.Namespace) -> int:
         payload = answer.payload
         failed += payload["status"] != "ok" or answer.trace_error is not None
         if answer.trace_error:
-            print(f"warning: this turn was not traced: {answer.trace_error}", file=sys.stderr)
+            print(neutralize(f"warning: this turn was not traced: {answer.trace_error}"), file=sys.stderr)
         if args.json:
             print(json.dumps(payload, ensure_ascii=False), flush=True)
             continue
+        # Text for people: documents, questions and model output may hold terminal control sequences.
         if len(questions) > 1:
-            print(f"Q: {q}")
+            print(neutralize(f"Q: {q}"))
         if payload["status"] != "ok":
-            print(f"turn failed ({payload['status']}): {payload['error']}", file=sys.stderr)
-        print(payload["answer"] or "(no answer)")
+            print(neutralize(f"turn failed ({payload['status']}): {payload['error']}"), file=sys.stderr)
+        print(neutralize(payload["answer"] or "(no answer)"))
         print()
-        print(sources_row(payload))
+        print(neutralize(sources_row(payload)))
         for line in verification_lines(payload):
-            print(line)
+            print(neutralize(line))
         if answer.record.excerpts:
-            print(excerpt_lines(answer.record, payload))
-        print(summary_line(payload))
+            print(neutralize(excerpt_lines(answer.record, payload)))
+        print(neutralize(summary_line(payload)))
         cfg = payload["config"]
         protocol = f" ({cfg['tool_protocol']})" if cfg.get("tool_protocol") else ""
-        print(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
-              f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "
-              f"mode: {cfg.get('mode')}{protocol}")
+        print(neutralize(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
+                         f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "
+                         f"mode: {cfg.get('mode')}{protocol}"))
         if len(questions) > 1:
             print()
     return 1 if failed else 0

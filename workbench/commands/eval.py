@@ -6,13 +6,16 @@ A thin shell over `workbench.batch.run_eval` (see there for how resuming works).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..render import VERDICT_LABELS
 from ..questions import read_questions
-from ._options import add_db_option, add_run_options, add_verify_options, db_path, provider_options
+from ..terminal import neutralize
+from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
+                       provider_options, warn_skipped)
 from ._table import print_table
 
 
@@ -25,6 +28,9 @@ def register(sub) -> None:
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
+                   help="questions answered at once (default 1); for real providers, which wait on the network. "
+                        "Turns are still written in question order and a run resumes the same way")
     p.set_defaults(func=run)
 
 
@@ -38,10 +44,13 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("asked", result.asked),
         ("skipped (already answered)", result.skipped),
         ("failed", result.failed),
+        ("not written to the trace store", result.unwritten),
         ("avg retrieved / cited / consulted", f"{avg('retrieved')} / {avg('cited')} / {avg('consulted')}"),
         ("turns with rejected citations", sum(bool(p["rejected_citations"]) for p in ps)),
         ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
         ("turns/s", round(result.asked / result.seconds, 1) if result.seconds else "-"),
+        ("concurrency", result.concurrency),
+        ("rate-limit pauses (turns asked again)", result.rate_limited),
     ]
     checked = [p["verification"] for p in ps if p.get("verification")]
     if checked:
@@ -58,10 +67,21 @@ def run(args: argparse.Namespace) -> int:
     questions = [q.text for q in read_questions(args.questions)]
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
+    warn_skipped(session.corpus)
     result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                       options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                      tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget)
+                      tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
+                      verify_budget=args.verify_budget)
+    if result.concurrency < args.concurrency:
+        print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
+              f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
     print_table(*summary_rows(result))
     print(f"query it: workbench sql \"SELECT * FROM turn_sets WHERE run_id = '{result.run_id}'\""
           + (f" --db {Path(args.db)}" if args.db else ""))
-    return 1 if result.failed else 0
+    if result.stopped:
+        print(neutralize(f"warning: {result.stopped}"), file=sys.stderr)
+    if result.unwritten:
+        print(neutralize(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
+                         f"({result.trace_error}); they count as failed — run the same command again to ask them "
+                         "again (the run resumes)"), file=sys.stderr)
+    return 1 if result.failed or result.stopped else 0

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import JudgeInputError
 from ..jsonl import json_objects
 from ..faithfulness import get_judge
+from ..terminal import neutralize
 from ._options import add_json_option
 
 BATCH = 256
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as exc:
         raise JudgeInputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    options = {"provider": args.provider, "model": args.model} if args.method == "llm" else {}
+    # llm: fail with the provider's reason (exit 2) rather than print a column of "unknown" verdicts
+    options = {"provider": args.provider, "model": args.model, "fail_fast": True} if args.method == "llm" else {}
     judge = get_judge(args.method, **options)
     items = read_items(name, text.splitlines())
     for start in range(0, len(items), BATCH):
@@ -63,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(out, ensure_ascii=False), flush=True)
             else:
                 score = "—" if j.score is None else f"{j.score:.3f}"
-                print(f"{item_id}\t{score}\t{j.verdict}")
+                print(neutralize(f"{item_id}\t{score}\t{j.verdict}"))
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import TurnRecordError
+from ..jsonl import value_error_text
 from ..provenance import build_payload
 from ..types import turn_record_from_dict
 
@@ -36,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         raise TurnRecordError(f"{args.file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise TurnRecordError(f"{args.file}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise TurnRecordError(f"{args.file}: invalid JSON: {value_error_text(exc)}") from None
     if not isinstance(data, dict):
         raise TurnRecordError(f"{args.file}: a turn record must be a JSON object")
     out = json.dumps(build_payload(turn_record_from_dict(data)), ensure_ascii=False, indent=2)

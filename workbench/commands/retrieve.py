@@ -11,7 +11,8 @@ from ..errors import WorkbenchError
 from ..questions import read_questions
 from ..retrieval import get_retriever
 from ..retrieval.base import rank_documents
-from ._options import add_corpus_option, add_json_option
+from ..terminal import neutralize
+from ._options import add_corpus_option, add_json_option, warn_skipped
 
 
 def register(sub) -> None:
@@ -30,12 +31,14 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise WorkbenchError("--k must be at least 1")
     queries = [(q.id, q.text) for q in read_questions(args.queries, need_id=True)]
-    retriever = get_retriever(args.retriever, load_corpus(args.corpus or DEMO_CORPUS))
+    corpus = load_corpus(args.corpus or DEMO_CORPUS)
+    warn_skipped(corpus)
+    retriever = get_retriever(args.retriever, corpus)
     for qid, question in queries:
         ranked = rank_documents(retriever, question, args.k)
         if args.json:
             print(json.dumps({"id": qid, "doc_ids": [d for d, _ in ranked],
                               "scores": [round(s, 6) for _, s in ranked]}, ensure_ascii=False), flush=True)
         else:
-            print(f"{qid}: " + (" ".join(f"{d} ({s:.3f})" for d, s in ranked) or "(no match)"), flush=True)
+            print(neutralize(f"{qid}: " + (" ".join(f"{d} ({s:.3f})" for d, s in ranked) or "(no match)")), flush=True)
     return 0

@@ -12,6 +12,7 @@ Rules worth knowing:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -22,8 +23,10 @@ _BLOCK_SPLIT = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t])|\n
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+")
 _HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]*_]*\s+(?=[\"“(\[*_]*[A-Z0-9\[])")
-_MD_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_MARKERS = re.compile(r"\s*\[\d{1,4}(?:\s*[,;\-–]\s*\d{1,4})*\](?!\()")
+_MD_LINK_TEXT = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")  # linear on text full of `[` (as text.plain)
+# (?<!\s): the leading blanks are matched only from the start of a run of blanks, so a long run with no
+# marker after it is scanned once, not once per position (that was quadratic).
+_MARKERS = re.compile(r"(?<!\s)\s*\[\d{1,4}(?:\s*[,;\-–]\s*\d{1,4})*\](?!\()")
 _EMPHASIS = re.compile(r"(\*\*|__|\*|`)")
 # Words that only point at a link ("See also …", "For background, start with …").
 _POINTER_WORDS = frozenset(content_terms(
@@ -71,10 +74,17 @@ def _spans(answer: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _sentences(answer: str, start: int, end: int, protected: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _inside(spans: list[tuple[int, int]], starts: list[int], at: int) -> bool:
+    """Whether `at` lies strictly inside one of `spans` (sorted, non-overlapping; `starts` their starts)."""
+    k = bisect_left(starts, at) - 1
+    return k >= 0 and spans[k][0] < at < spans[k][1]
+
+
+def _sentences(answer: str, start: int, end: int, protected: list[tuple[int, int]],
+               starts: list[int]) -> list[tuple[int, int]]:
     out, pos = [], start
     for m in _SENTENCE_END.finditer(answer, start, end):
-        if any(s < m.start() < e for s, e in protected):  # never split inside a link
+        if _inside(protected, starts, m.start()):  # never split inside a link
             continue
         out.append((pos, m.start()))
         pos = m.end()
@@ -103,17 +113,19 @@ def split_claims(answer: str, citations: Sequence[dict[str, Any]] = ()) -> list[
     """Claims of `answer` with their citations (`citations`: provenance's per-occurrence records)."""
     cits = sorted((c for c in citations if isinstance(c.get("start"), int)), key=lambda c: c["start"])
     protected = [(c["start"], c["end"]) for c in cits]
+    starts = [s for s, _ in protected]
     pieces: list[tuple[int, int, str, list[dict]]] = []  # start, end, kind, citations
     for b_start, b_end, kind in _spans(answer):
         if kind == "heading":
             pieces.append((b_start, b_end, "heading", []))
             continue
-        sents = _sentences(answer, b_start, b_end, protected) if kind == "paragraph" else [(b_start, b_end)]
+        sents = _sentences(answer, b_start, b_end, protected, starts) if kind == "paragraph" else [(b_start, b_end)]
         for s, e in sents:
             pieces.append((s, e, "sentence" if kind == "paragraph" else "list_item", []))
+    piece_starts = [p[0] for p in pieces]  # pieces are in order and do not overlap
     for c in cits:
-        i = next((i for i, (s, e, _, _) in enumerate(pieces) if s <= c["start"] < e), None)
-        if i is None:
+        i = bisect_right(piece_starts, c["start"]) - 1
+        if i < 0 or not pieces[i][0] <= c["start"] < pieces[i][1]:
             continue
         s = pieces[i][0]
         # "… it. [1]": a marker that opens a sentence belongs to the sentence before it.

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from ..errors import WorkbenchError
 from ..registry import Registry
 from ..text import content_terms, plain, sentences
+from .tiling import tile as _tile
 
 VERDICTS = ("supported", "partial", "unsupported")
 SPAN_CHARS = 600
@@ -107,39 +108,6 @@ def best_span(claim_terms: set[str], texts: list[str]) -> str | None:
 
 
 # --- lexical -----------------------------------------------------------------------------------
-
-
-def _tile(claim: list[str], evidence: list[str | None], min_len: int = 2) -> tuple[int, int]:
-    """Greedy string tiling of the claim's terms over the evidence's: (terms in shared phrases, lone matches).
-
-    A shared phrase is a run of ≥ `min_len` consecutive stemmed content words found in the same
-    order in the evidence; `None` separators stop a run at the border between two texts.
-    """
-    where: dict[str, list[int]] = {}
-    for j, t in enumerate(evidence):
-        if t is not None:
-            where.setdefault(t, []).append(j)
-    used = [False] * len(claim)
-    tiled = 0
-    while True:
-        best_len, best_i = 0, -1
-        for i, t in enumerate(claim):
-            if used[i]:
-                continue
-            for j in where.get(t, ()):
-                k = 0
-                while (i + k < len(claim) and j + k < len(evidence) and not used[i + k]
-                       and claim[i + k] == evidence[j + k]):
-                    k += 1
-                if k > best_len:
-                    best_len, best_i = k, i
-        if best_len < min_len:
-            break
-        for x in range(best_i, best_i + best_len):
-            used[x] = True
-        tiled += best_len
-    lone = sum(1 for i, t in enumerate(claim) if not used[i] and t in where)
-    return tiled, lone
 
 
 class LexicalJudge(Judge):
@@ -267,7 +235,6 @@ LLM_SYSTEM = (
     "partial = some parts are, others are missing; unsupported = the evidence does not back the claim."
 )
 _SCORE_OF = {"supported": 1.0, "partial": 0.5, "unsupported": 0.0}
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _KEYWORDS = [
     (re.compile(r"\b(?:unsupported|not\s+supported|does\s+not\s+support|doesn't\s+support|no\s+support)\b", re.I), "unsupported"),
     (re.compile(r"\b(?:partial(?:ly)?(?:\s+supported)?)\b", re.I), "partial"),
@@ -281,15 +248,23 @@ def llm_messages(claim: str, texts: list[str]) -> list[dict[str, str]]:
             {"role": "user", "content": f"Claim:\n{plain(claim).strip()}\n\nEvidence:\n{evidence}\n\nJSON verdict:"}]
 
 
+def _json_object(text: str) -> str | None:
+    """From the first `{` to the last `}` (what `\\{.*\\}` matched), found in linear time: the regex
+    rescanned to the end from every `{`, quadratic on a reply full of braces."""
+    end = text.rfind("}")
+    start = text.find("{", 0, end) if end > 0 else -1
+    return text[start:end + 1] if start != -1 else None
+
+
 def parse_verdict(text: str) -> tuple[float | None, str, str | None, str | None]:
     """(score, verdict, span, reason) from a model's reply: JSON first, then keywords; never raises."""
     if not isinstance(text, str) or not text.strip():
         return None, "unknown", None, "empty reply from the judge model"
-    m = _JSON_OBJECT.search(text)
-    if m:
+    blob = _json_object(text)
+    if blob:
         try:
-            obj = json.loads(m.group(0))
-        except (json.JSONDecodeError, RecursionError):
+            obj = json.loads(blob)
+        except (ValueError, RecursionError):  # also integers beyond Python's 4,300-digit limit
             obj = None
         if isinstance(obj, dict):
             verdict = str(obj.get("verdict", "")).strip().lower().replace(" ", "_")
@@ -318,18 +293,33 @@ class LLMJudge(Judge):
     name = "llm"
     version = LLM_PROMPT_VERSION
 
-    def __init__(self, provider: str = "ollama", model: str | None = None, **provider_options: Any):
+    def __init__(self, provider: str = "ollama", model: str | None = None, fail_fast: bool = False,
+                 **provider_options: Any):
+        from ..providers import get_provider
+
         self.provider_name, self.model, self.provider_options = provider, model, provider_options
-        self._provider = None
+        #: `judge --method llm` sets it: a provider that fails ends the run with its reason (exit 2)
+        #: instead of a column of "unknown" verdicts; inside a turn the verdict is "unknown".
+        self.fail_fast = fail_fast
+        # Failing fast, an unknown provider is an error at once (building one touches no network).
+        self._provider = get_provider(provider, model=model, **provider_options) if fail_fast else None
 
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
+        from ..errors import ProviderError
         from ..providers import get_provider
+        from ..providers.base import scrub_secrets
 
         try:
             if self._provider is None:
                 self._provider = get_provider(self.provider_name, model=self.model, **self.provider_options)
             step = self._provider.complete(llm_messages(claim, texts), [])
             score, verdict, span, reason = parse_verdict(step.text)
+        except ProviderError as exc:  # already redacted by the provider's failure path
+            if self.fail_fast:
+                raise
+            return Judgement(None, "unknown", None, f"ProviderError: {exc}")
         except Exception as exc:  # a judge must never crash a turn: record why it could not answer
-            return Judgement(None, "unknown", None, f"{type(exc).__name__}: {exc}")
+            if self.fail_fast:
+                raise ProviderError(scrub_secrets(f"the judge model failed: {type(exc).__name__}: {exc}")) from None
+            return Judgement(None, "unknown", None, scrub_secrets(f"{type(exc).__name__}: {exc}"))
         return Judgement(score, verdict, span, reason)

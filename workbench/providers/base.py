@@ -73,8 +73,16 @@ class Provider(ABC):
     - `free_calls`: a call costs no model time, money or quota (no model at all, like `offline`). The
       app verifies such a turn by ablation at once; for any other it first says how many extra calls
       the verification will make and asks.
+    - `model_is_path`: its model is a file on this machine (a GGUF): the app accepts a typed model
+      only inside the allowed roots (`paths.confine`, docs/security.md), as it does a corpus path.
+      An option that names a server says so with `"format": "uri"` in `options_schema`; the app
+      accepts a typed one only when the operator allows it (`paths.confine_server`).
+    - `max_concurrent_turns`: how many turns it can usefully answer at once in one process (None: no
+      limit). `eval --concurrency N` runs at most this many workers (`batch.run_eval`). 1 for a model
+      held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
+      other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches, calls that cost.
+    in batches, a model name (not a file), no concurrency limit, calls that cost.
     """
 
     name: str = "base"
@@ -86,6 +94,8 @@ class Provider(ABC):
     default_tool_protocol: ClassVar[str] = "native"
     batch_by_default: ClassVar[bool] = True
     free_calls: ClassVar[bool] = False
+    model_is_path: ClassVar[bool] = False
+    max_concurrent_turns: ClassVar[int | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -230,10 +240,11 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
 
 def failure(provider: Provider, status: str, message: str, started: float, retries: int,
             secrets: Iterable[str | None], call: ModelCall | None = None) -> "ProviderError":
-    """The ProviderError that ends a turn: redacted message, plus the failed call (latency, retries) for the record."""
+    """The ProviderError that ends a turn: redacted message (the given secrets, and the credentials of every
+    URL the provider was configured with), plus the failed call (latency, retries) for the record."""
     from ..errors import ProviderError
 
-    return ProviderError(scrub_secrets(message, secrets), status=status,
+    return ProviderError(scrub_secrets(message, [*secrets, *provider_credentials(provider)]), status=status,
                          call=call or ModelCall(provider.name, provider.model,
                                                 round((time.perf_counter() - started) * 1000, 3),
                                                 finish_reason="error", retries=retries))
@@ -241,13 +252,70 @@ def failure(provider: Provider, status: str, message: str, started: float, retri
 
 _KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+# scheme://userinfo@ — userinfo runs to the *last* @ before the host (an unencoded @ in a password).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
+# The same at the start of a configured URL that may lack its scheme (OLLAMA_HOST=user:pass@host:11434).
+_CONFIGURED_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?([^/?#\s]*)@")
+#: Environment variables that name a server; credentials in their userinfo are secrets everywhere.
+_URL_ENV_SUFFIXES = ("_HOST", "_URL", "_ENDPOINT")
+_URL_ATTRIBUTES = ("url", "host", "endpoint", "server")
+
+
+def split_userinfo(url: str | None) -> tuple[str | None, tuple[str, str] | None]:
+    """(`url` without its `user:password@`, (user, password) percent-decoded, or None). SDKs get the bare URL
+    and the credentials as HTTP basic auth, so no client, log line or exception ever shows them."""
+    from urllib.parse import unquote
+
+    if not url:
+        return url, None
+    m = _CONFIGURED_USERINFO.match(url.strip())
+    if not m or not m.group(1):
+        return url, None
+    user, _, password = m.group(1).partition(":")
+    return url.strip()[:m.start(1)] + url.strip()[m.end():], (unquote(user), unquote(password))
+
+
+def basic_auth_headers(auth: tuple[str, str] | None) -> dict[str, str] | None:
+    """The `Authorization: Basic …` header for (user, password) from `split_userinfo`, for SDKs that take headers."""
+    import base64
+
+    return {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else None
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """The secret parts of a configured URL: its userinfo, password and user name, raw and decoded."""
+    bare, creds = split_userinfo(url)
+    if creds is None:
+        return []
+    raw = _CONFIGURED_USERINFO.match(url.strip()).group(1)
+    user, password = creds
+    if password:  # a user name beside a password is not a secret; alone it often is a token
+        return [raw, raw.partition(":")[2], password]
+    return [raw, user]
+
+
+def provider_credentials(provider: object) -> list[str]:
+    """Credentials in any URL-like attribute of `provider` (host, base_url, endpoint …), whatever the provider."""
+    out: list[str] = []
+    for name, value in vars(provider).items():
+        if isinstance(value, str) and any(word in name.lower() for word in _URL_ATTRIBUTES):
+            out += url_credentials(value)
+    return out
+
+
+def _env_credentials() -> list[str]:
+    return [c for name, value in os.environ.items() if name.endswith(_URL_ENV_SUFFIXES) and "@" in value
+            for c in url_credentials(value)]
 
 
 def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every secret, `?key=` URL parameter and bearer token replaced by `[redacted]`."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
+    """`text` with every secret, URL userinfo (`http://user:pass@…`), credential of a configured server URL
+    (`$OLLAMA_HOST`, `$GEMINI_BASE_URL`, `$OPENAI_BASE_URL`, any `*_HOST` / `*_URL`), `?key=` URL parameter and
+    bearer token replaced by `[redacted]`. Every provider failure goes through it (`failure`), as does the
+    agent's message for an unexpected provider exception."""
+    for secret in sorted({s for s in (*secrets, *_env_credentials()) if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    text = _USERINFO.sub(r"\1[redacted]@", text)
     text = _KEY_PARAM.sub(r"\1[redacted]", text)
     return _BEARER.sub(r"\1[redacted]", text)
 

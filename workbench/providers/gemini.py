@@ -26,8 +26,8 @@ from typing import Any
 from ..errors import ProviderError
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
-                   with_retries)
+                   Provider, Readiness, ToolRequest, basic_auth_headers, exception_kind, failure,
+                   network_options_schema, setting, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -46,7 +46,7 @@ class GeminiProvider(Provider):
     options_schema = network_options_schema(
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENVS[0]} (or ${KEY_ENVS[1]}); never recorded"},
-        base_url={"type": "string", "title": "Base URL",
+        base_url={"type": "string", "format": "uri", "title": "Base URL",
                   "description": f"a Gemini-compatible server (default ${BASE_URL_ENV}, else Google)"})
 
     @classmethod
@@ -62,7 +62,8 @@ class GeminiProvider(Provider):
         self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
         self.__key = api_key or os.environ.get(self._key_var) or None
-        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
+        self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
         self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
         self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
         self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
@@ -84,7 +85,7 @@ class GeminiProvider(Provider):
                                 "https://aistudio.google.com/apikey", status="auth_error")
         if self._client is None:
             self._client = _shared_client(self.__key, self.base_url, int(self.timeout * 1000),
-                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta")
+                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta", self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -235,12 +236,14 @@ class GeminiProvider(Provider):
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_version: str):
+def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_version: str,
+                   auth: tuple[str, str] | None = None):
     """One client per configuration: building one costs ~150 ms (TLS set-up), more than a loopback turn."""
     from google import genai  # the SDK is imported only here, and only when used
     from google.genai import types
 
-    http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version)
+    http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version,
+                             headers=basic_auth_headers(auth))
     return genai.Client(api_key=api_key, vertexai=False, http_options=http)
 
 

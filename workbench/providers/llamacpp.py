@@ -18,6 +18,9 @@ Process-wide facts, and why:
   terminal or the app, at load or during generation. Python's own `sys.stderr` (file descriptor 2:
   tracebacks, warnings, the CLI's messages) is untouched. Where the C library names that stream
   differently (Windows), the log stays on the terminal.
+- **One slot** (`n_parallel = 1`): requests from several threads (app sessions) queue inside
+  llama.cpp, one generation at a time, and a turn's steps keep its prompt cache warm. A batch
+  (`eval --concurrency N`) therefore runs its turns one after another (`max_concurrent_turns = 1`).
 - **Loopback server**: xllamacpp always starts llama.cpp's HTTP server too (an OpenAI-compatible API
   on 127.0.0.1, random port). It gets a random API key per process (never printed, never traced),
   CORS for no origin, and no web UI. `load()` returns its URL and key, so the `openai` provider can
@@ -54,7 +57,7 @@ from typing import Any, Mapping
 
 from ..config import workbench_home
 from ..errors import ProviderError
-from .base import ModelStep, Provider, Readiness, failure, setting
+from .base import ModelStep, Provider, Readiness, failure, scrub_secrets, setting
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 from .options import REPRODUCIBLE
@@ -226,7 +229,8 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
             server = xllamacpp.Server(params)
         except Exception as exc:  # llama.cpp reports only "Failed to init server"; the reason is in its log
             where = f"; llama.cpp's log: {current_log()}" if current_log() else ""
-            raise ProviderError(f"llama.cpp could not load {gguf} ({exc}){where}", status="bad_model") from None
+            raise ProviderError(scrub_secrets(f"llama.cpp could not load {gguf} ({exc}){where}", [key_value]),
+                                status="bad_model") from None
         loaded = LoadedModel(server, key[0], n_ctx, threads, time.perf_counter() - start,
                              server.listening_address, key_value)
         _MODELS[key] = loaded
@@ -244,6 +248,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
     supports_json_schema = True
     default_tool_protocol = "json-steps"
     batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
+    model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
+    max_concurrent_turns = 1  # one slot (`n_parallel = 1`): concurrent batch turns would only queue for it
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
         "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
                   "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
@@ -304,13 +310,22 @@ class LlamaCppProvider(ChatCompletions, Provider):
         if not self.cache_prompt:
             request["cache_prompt"] = False
         call_start = time.perf_counter()
-        body = model.server.handle_chat_completions(request)
+        # Every failure below goes through `failure` with the loopback server's key: whatever llama.cpp
+        # puts in an exception or an error body, the key never reaches a message, a trace or the screen.
+        try:
+            body = model.server.handle_chat_completions(request)
+        except Exception as exc:
+            raise failure(self, "provider_error", f"llama.cpp failed: {type(exc).__name__}: {exc}", start, 0,
+                          [model.api_key]) from None
         latency = (time.perf_counter() - call_start) * 1000
         if not isinstance(body, dict) or "choices" not in body:
             status, message = self._describe(body, model)
             raise failure(self, status, message, start, 0, [model.api_key])
         self.timings.append(body.get("timings") or {})
-        return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+        try:
+            return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+        except ProviderError as exc:
+            raise failure(self, exc.status, str(exc), start, 0, [model.api_key]) from None
 
     def _new_id(self) -> str:
         self._calls += 1

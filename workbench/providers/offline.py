@@ -10,6 +10,9 @@ It is the default for the app, notebooks, tests and CI. Policy (issue #2):
   clearly relevant search hit without opening it (that snippet + citation makes it consulted);
 - in excerpt mode it answers from the numbered excerpts and cites them as `[n]`.
 
+A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
+document without sentence breaks never becomes a 1 MB answer.
+
 Fault simulation (each off by default) reproduces what real models get wrong, for demos and tests:
 `corrupt_id` (the cited id is off by one character), `forget_link` (the opened document is not
 linked), `link_listed` (links a document it only saw as a title), `cite_unretrieved` (links a
@@ -32,6 +35,10 @@ FAULTS = ("corrupt_id", "forget_link", "link_listed", "cite_unretrieved")
 MIN_COVERAGE = 0.35  # share of the question's content words the best hit must contain (tuned on data/demo_gold.jsonl)
 SECOND_SCORE_RATIO = 0.8  # a second hit is cited only when nearly as strong as the first
 WINDOW = 4  # units (sentences or list items) quoted from the opened document
+#: Longest passage quoted in an answer. A document with no sentence breaks (one 1 MB line) is one
+#: "sentence"; quoting it whole would dump the document. A cut passage ends with " …" and the model
+#: call's finish_reason is "length", the usual mark of output cut at a length limit.
+MAX_QUOTE_CHARS = 1200
 
 # The `[n] file, page p, chunk c` line of prompts.excerpt_header — not any "[7] Smith et al." line of a chunk.
 _EXCERPT_HEAD = re.compile(r"^\[(\d+)\] .*, page (?:\d+|-), chunk (?:\d+|-)$", re.MULTILINE)
@@ -92,19 +99,21 @@ class OfflineProvider(Provider):
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; choose from {', '.join(FAULTS)}")
         self.faults = frozenset(faults)
+        self._capped = False  # the last answer's quote was cut at MAX_QUOTE_CHARS
 
     def list_models(self) -> list[str]:
         return ["extractive-v1"]
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         start = time.perf_counter()
+        self._capped = False
         question, history = _read(messages)
         if not tools:
             text, calls = self._excerpt_answer(messages[-1]["content"], question), ()
         else:
             text, calls = self._agent_step(question, history, {t["name"] for t in tools})
-        call = ModelCall(self.name, self.model, (time.perf_counter() - start) * 1000,
-                         None, None, "tool_calls" if calls else "stop")
+        finish = "tool_calls" if calls else "length" if self._capped else "stop"
+        call = ModelCall(self.name, self.model, (time.perf_counter() - start) * 1000, None, None, finish)
         return ModelStep(text, tuple(calls), call)
 
     # --- agent mode --------------------------------------------------------------------------
@@ -154,7 +163,7 @@ class OfflineProvider(Provider):
             score = len(terms & window_terms)
             if score > best_score:
                 best, best_score = i, score
-        passage = _join(units[best:best + WINDOW])
+        passage = self._cap(_join(units[best:best + WINDOW]))
         target = opened.get("url") or opened["doc_id"]
         if "corrupt_id" in self.faults:
             target = corrupt(target)
@@ -175,6 +184,15 @@ class OfflineProvider(Provider):
             fake = _md_target((opened.get("url") or opened["doc_id"]).rstrip("/") + "-legacy")
             lines += ["", f"For older workspaces see [{opened['title']} (legacy)]({fake})."]
         return "\n".join(lines)
+
+    def _cap(self, passage: str) -> str:
+        """`passage`, cut at a word boundary before MAX_QUOTE_CHARS (and marked) when longer."""
+        if len(passage) <= MAX_QUOTE_CHARS:
+            return passage
+        self._capped = True
+        cut = passage[:MAX_QUOTE_CHARS]
+        space = cut.rfind(" ", MAX_QUOTE_CHARS // 2)
+        return (cut[:space] if space > 0 else cut).rstrip() + " …"
 
     @staticmethod
     def _listing_answer(result: dict[str, Any]) -> str:
@@ -209,7 +227,7 @@ class OfflineProvider(Provider):
         parts = []
         for _, _, n, body in picked:
             units = [u for u in sentences(plain(body)) if not u.startswith("#")]
-            best = max(units, key=lambda u: len(terms & set(content_terms(u))), default=body[:200])
+            best = self._cap(max(units, key=lambda u: len(terms & set(content_terms(u))), default=body[:200]))
             marker = n
             if "corrupt_id" in self.faults or "cite_unretrieved" in self.faults:
                 marker = len(excerpts) + 3  # beyond the excerpts: must be rejected as out_of_range

@@ -26,7 +26,7 @@ from typing import Any
 from ..types import ModelCall
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
                    Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
-                   with_retries)
+                   split_userinfo, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -41,8 +41,8 @@ class OllamaProvider(Provider):
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
     options_schema = network_options_schema(
-        host={"type": "string", "title": "Server", "description": f"where Ollama listens (default $OLLAMA_HOST, else "
-                                                                    f"{DEFAULT_HOST})"})
+        host={"type": "string", "format": "uri", "title": "Server",
+              "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"})
 
     @classmethod
     def is_configured(cls, env) -> Readiness:
@@ -55,7 +55,8 @@ class OllamaProvider(Provider):
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None, **options: Any):
         super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
-        self.host = host or os.environ.get("OLLAMA_HOST") or None
+        # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
+        self.host, self._auth = split_userinfo(host or os.environ.get("OLLAMA_HOST") or None)
         self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
         self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
         self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
@@ -68,7 +69,7 @@ class OllamaProvider(Provider):
 
     def client(self):
         if self._client is None:
-            self._client = _shared_client(self.host, self.timeout, os.environ.get(KEY_ENV))
+            self._client = _shared_client(self.host, self.timeout, os.environ.get(KEY_ENV), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -148,14 +149,16 @@ class OllamaProvider(Provider):
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_client(host: str | None, timeout: float, api_key: str | None):
+def _shared_client(host: str | None, timeout: float, api_key: str | None, auth: tuple[str, str] | None = None):
     """One client per configuration: building one costs ~100 ms (TLS set-up), more than a loopback turn.
 
-    `api_key` is part of the cache key only because the client reads $OLLAMA_API_KEY when it is built.
+    `api_key` is part of the cache key only because the client reads $OLLAMA_API_KEY when it is built;
+    `auth` is the user and password from the host URL, sent as HTTP basic auth (the client drops them
+    from the URL itself).
     """
     import ollama  # the SDK is imported only here, and only when used
 
-    return ollama.Client(host=host, timeout=timeout)
+    return ollama.Client(host=host, timeout=timeout, **({"auth": auth} if auth else {}))
 
 
 def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,7 +28,8 @@ from typing import Any, Mapping
 
 from ..errors import ProviderError
 from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, failure, network_options_schema, setting, with_retries)
+                   Provider, Readiness, basic_auth_headers, failure, network_options_schema, setting, split_userinfo,
+                   with_retries)
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -45,7 +46,7 @@ class OpenAIProvider(ChatCompletions, Provider):
     supports_tools = True
     supports_json_schema = True
     options_schema = network_options_schema(
-        base_url={"type": "string", "title": "Base URL",
+        base_url={"type": "string", "format": "uri", "title": "Base URL",
                   "description": f"server URL ending in /v1 (default ${BASE_URL_ENV}, else the OpenAI API)"},
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENV}; never recorded"},
@@ -57,7 +58,10 @@ class OpenAIProvider(ChatCompletions, Provider):
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  **options: Any):
         super().__init__(model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL, **options)
-        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or "").rstrip("/") or None
+        # Credentials in the URL (http://user:pass@host/v1) go to the client as a basic-auth header;
+        # `base_url` keeps none, so no message, log line or trace ever shows them.
+        bare, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
+        self.base_url = (bare or "").rstrip("/") or None
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
         self.__key = api_key or os.environ.get(KEY_ENV) or None
@@ -88,7 +92,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         if self.__key is None and self.base_url is None:
             raise ProviderError(f"the openai provider needs a server or a key: set {BASE_URL_ENV} to an "
                                 f"OpenAI-compatible server, or {KEY_ENV} for the OpenAI API", status="auth_error")
-        return _shared_client(self.base_url, self.__key or NO_KEY, self.timeout)
+        return _shared_client(self.base_url, self.__key or NO_KEY, self.timeout, self._auth)
 
     def list_models(self) -> list[str]:
         """Model ids the server lists (`GET /models`); empty when it cannot be reached."""
@@ -169,11 +173,18 @@ class OpenAIProvider(ChatCompletions, Provider):
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_client(base_url: str | None, api_key: str, timeout: float):
-    """One client per configuration (building one sets up a connection pool and TLS)."""
+def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tuple[str, str] | None = None):
+    """One client per configuration (building one sets up a connection pool and TLS).
+
+    `auth` is the user and password from the base URL, sent as HTTP basic auth. A request has one
+    `Authorization` header, so basic auth then takes the place of the bearer key — as the client's
+    HTTP stack itself would do with credentials left in the URL (a server behind an authenticating
+    proxy wants the proxy's credentials there).
+    """
     import openai  # the SDK is imported only here, and only when used
 
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
+                         default_headers=basic_auth_headers(auth))
 
 
 def _transient(exc: BaseException) -> bool:

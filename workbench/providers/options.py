@@ -106,10 +106,17 @@ def _convert(provider: str, name: str, prop: Mapping[str, Any], raw: str) -> Any
 
 
 def recorded(schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options worth recording with a turn: given (not None) and not secret (`writeOnly`)."""
+    """The options worth recording with a turn: given (not None) and not secret (`writeOnly`). Text goes
+    through `scrub_secrets`, so a server option's `user:password@` never reaches a payload or a trace."""
+    from .base import scrub_secrets
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return scrub_secrets(value) if isinstance(value, str) else value
+
     props = properties(schema)
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())
-            if v is not None and not props.get(k, {}).get("writeOnly")}
+    return {k: clean(v) for k, v in sorted(options.items()) if v is not None and not props.get(k, {}).get("writeOnly")}
 
 
 def input_kind(prop: Mapping[str, Any]) -> str | None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from pathlib import Path
 
-from ..text import STOPWORDS, words
+from ..text import STOPWORDS, english_stemmer, words
 from ..types import Chunk, Hit
 from .base import Retriever
 from .cache import atomic_dir, read_chunks
@@ -34,15 +33,6 @@ class BM25(Retriever):
     def __init__(self, chunks: list[Chunk], index):
         super().__init__(chunks)
         self.index = index  # a bm25s.BM25, read-only once built
-        self._local = threading.local()  # a PyStemmer Stemmer is not safe to share between threads
-
-    def _stemmer(self):
-        stemmer = getattr(self._local, "stemmer", None)
-        if stemmer is None:
-            import Stemmer
-
-            stemmer = self._local.stemmer = Stemmer.Stemmer("english")
-        return stemmer
 
     @staticmethod
     def query_text(query: str) -> str:
@@ -54,7 +44,7 @@ class BM25(Retriever):
         """The stemmed terms bm25s scores, tokenised exactly as `BM25Retriever._retrieve` does."""
         import bm25s
 
-        return bm25s.tokenize(self.query_text(query), stemmer=self._stemmer(), token_pattern=TOKEN_PATTERN,
+        return bm25s.tokenize(self.query_text(query), stemmer=english_stemmer(), token_pattern=TOKEN_PATTERN,
                               show_progress=False, return_ids=False)[0]
 
     def scores(self, query: str):

@@ -10,9 +10,10 @@ write them in one transaction per flush (see writer.py).
 
 DuckDB's lock is not a queue: a writer logging turns back to back would re-take the file a few
 milliseconds after releasing it, and a reader polling with backoff could starve. So a reader that
-finds the file locked leaves a marker (`<db>.readers`) and polls fast; a writer about to open the
-file sees a fresh marker and waits (at most `YIELD_S`) until the reader has had its turn and
-removed it.
+finds the file locked leaves a marker and polls fast; a writer about to open the file sees a fresh
+marker and waits (at most `YIELD_S`) until the reader has had its turn and removed it. The marker
+lives in the system's temporary folder, keyed by the database's real path: a reader creates nothing
+beside the database (readers never write where it lives).
 
 Inside one process, writes go through one in-memory DuckDB that ATTACHes the trace file for the
 write and DETACHes it after (`write_connection`): the file lock is held exactly as long as with a
@@ -29,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -66,7 +68,7 @@ def is_lock_error(exc: BaseException) -> bool:
 
 def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[], T]) -> T:
     """Run `attempt` (which opens the file) until no other holder's lock is in the way, or `timeout`."""
-    marker = Path(path + ".readers")
+    marker = _marker(path)
     if not read_only:
         _yield_to_readers(marker)
     deadline = time.monotonic() + timeout
@@ -84,7 +86,7 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
                 _touch(marker)
             if time.monotonic() >= deadline:
                 raise TraceStoreError(
-                    f"trace database {path} stayed locked by another process for {timeout:.0f} s; "
+                    f"trace database {path} stayed locked by another process for {timeout:g} s; "
                     "close the process that holds it (a DuckDB shell or a notebook keeping a connection open), "
                     "or use another file with --db / WORKBENCH_DB") from None
             time.sleep(delay * random.uniform(0.5, 1.5))
@@ -112,8 +114,15 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
                      attempt=lambda: duckdb.connect(path, read_only=read_only, config=cfg))
 
 
+def _marker(path: str) -> Path:
+    """Where readers queue for `path`: one file per database, outside its folder."""
+    key = hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / "provenance-workbench-readers" / key
+
+
 def _touch(marker: Path) -> None:
     try:
+        marker.parent.mkdir(exist_ok=True)
         marker.touch()
     except OSError:  # a read-only folder: fairness is lost, correctness is not
         pass

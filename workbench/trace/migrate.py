@@ -1,22 +1,66 @@
-"""Apply the schema's pending migrations, each in one transaction with its `migrations` row."""
+"""Apply the schema's pending migrations, each in one transaction with its `migrations` row.
+
+A migration runs whole or not at all: its SQL (COMMENT ONs included), its Python step and its row in
+`migrations` commit together, and the `migrations` table itself is created inside the first
+migration's transaction — so a failing migration leaves the database exactly as it was.
+"""
 
 from __future__ import annotations
 
+import duckdb
+
+from ..errors import TraceStoreError
 from .schema import MIGRATIONS, Migration
 
 _MIGRATIONS_TABLE = """
-CREATE TABLE IF NOT EXISTS migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL);
 COMMENT ON TABLE migrations IS 'The schema migrations applied to this database, by name, in order.';
 COMMENT ON COLUMN migrations.name IS 'Migration name (`m001_initial`, …), in workbench/trace/schema.py.';
 COMMENT ON COLUMN migrations.applied_at IS 'When it was applied (UTC).';
 """
+_OBJECTS = """
+SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()
+                                           AND schema_name = current_schema() AND table_name = 'migrations'),
+       (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND NOT internal)
+     + (SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND NOT internal)
+"""
+
+
+def _objects(con) -> tuple[bool, int]:
+    """(has a `migrations` table, number of user tables and views) of the connection's current database."""
+    try:
+        has, n = con.execute(_OBJECTS).fetchone()
+    except duckdb.Error as exc:
+        raise TraceStoreError(f"cannot read the database catalog (damaged file?): {exc}") from None
+    return bool(has), n
 
 
 def applied(con) -> list[str]:
+    """Names of the applied migrations; [] for a database without a `migrations` table. Any other failure
+    (a damaged file) raises `TraceStoreError`: a database that cannot be read is not an empty one."""
+    has, _ = _objects(con)
+    if not has:
+        return []
     try:
         return [n for (n,) in con.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
-    except Exception:  # no migrations table yet
-        return []
+    except duckdb.Error as exc:
+        raise TraceStoreError(f"cannot read the migrations table (damaged file?): {exc}") from None
+
+
+def check_trace_database(con, path: str = "the database") -> list[str]:
+    """The applied migrations; `TraceStoreError` when the file holds something other than a trace database.
+
+    An empty database (a new file) is fine; one with tables or views but no workbench `migrations`
+    table is someone else's data, and nothing of the workbench's is added to it.
+    """
+    done = applied(con)
+    if done and MIGRATIONS[0].name not in done:
+        raise TraceStoreError(f"{path} is not a trace database (its `migrations` table is not the workbench's); "
+                              "pick another file with --db / WORKBENCH_DB")
+    if not done and _objects(con)[1]:
+        raise TraceStoreError(f"{path} is a DuckDB database but not a trace database (it has tables and no "
+                              "`migrations` table); it was left as it is — pick another file with --db / WORKBENCH_DB")
+    return done
 
 
 def pending(con, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migration]:
@@ -24,21 +68,26 @@ def pending(con, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migrati
     return [m for m in migrations if m.name not in done]
 
 
-def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[str]:
+def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "the database") -> list[str]:
     """Apply every pending migration in order on a read-write connection; return their names."""
-    todo = pending(con, migrations)
-    if not todo:
-        return []
-    con.execute(_MIGRATIONS_TABLE)
+    done = set(check_trace_database(con, path))
+    todo = [m for m in migrations if m.name not in done]
     for m in todo:
         con.execute("BEGIN")
         try:
+            if not _objects(con)[0]:  # with the first migration, so a failure leaves nothing behind
+                con.execute(_MIGRATIONS_TABLE)
             con.execute(m.sql)
             if m.python is not None:
                 m.python(con)
             con.execute("INSERT INTO migrations VALUES (?, now())", [m.name])
             con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:  # the failure already ended the transaction
+                pass
+            if isinstance(exc, duckdb.Error):
+                raise TraceStoreError(f"migration {m.name} failed on {path}, nothing of it was applied: {exc}") from None
             raise
     return [m.name for m in todo]

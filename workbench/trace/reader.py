@@ -8,14 +8,17 @@ blocked for one query at most, and a lock held by the writer is waited out (see 
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from ..errors import ReadOnlyQueryError, TraceStoreError
-from .connect import DEFAULT_TIMEOUT_S, NO_DOWNLOADS, TRACE_FILE_ONLY, connection
-from .migrate import pending
+from ..config import lock_timeout, query_timeout
+from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
+from .migrate import check_trace_database
+from .schema import MIGRATIONS
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -47,44 +50,56 @@ def check_read_only(sql: str) -> None:
 
 
 class TraceReader:
-    """Read-only access to the trace database at `path`."""
+    """Read-only access to the trace database at `path`.
 
-    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+    A reader never migrates, creates or writes (docs/security.md): a file that is not a trace database
+    is refused with a message and left as it is, and an old trace database is read as it is — a query
+    that needs a newer table or view says which migrations are missing and that any writer upgrades it.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float | None = None, query_timeout: float | None = None):
         self.path = Path(path)
-        self.timeout = timeout
-        self._checked = False
+        self.timeout = timeout if timeout is not None else lock_timeout()  # waiting for another's lock
+        #: Longest one query may run (default `$WORKBENCH_QUERY_TIMEOUT`, 20 s): a reader holds the file
+        #: while its query runs and writers wait, so no query may hold it without bound.
+        self.query_timeout = query_timeout
+        self._missing: list[str] | None = None  # migrations this database lacks, once checked
 
-    def ensure_schema(self) -> None:
-        """Upgrade an old database once (a brief write) so the documented views exist."""
+    def check(self) -> None:
+        """Raise `TraceStoreError` unless the file is a readable trace database (it is only read)."""
         with connection(self.path, read_only=True, timeout=self.timeout) as con:
-            current = self._check(con)
-        if not current:
-            self._upgrade()
+            self._check(con)
 
-    def _check(self, con) -> bool:
-        """True when the schema is current; else upgrade it (after the caller closes `con`)."""
-        if self._checked or not pending(con):
-            self._checked = True
-            return True
-        return False
-
-    def _upgrade(self) -> None:
-        from .writer import TraceWriter
-
-        with TraceWriter(self.path, timeout=self.timeout).connect():
-            pass
-        self._checked = True
+    def _check(self, con) -> None:
+        if self._missing is not None:
+            return
+        done = set(check_trace_database(con, str(self.path)))
+        if not done:
+            raise TraceStoreError(f"{self.path} is an empty DuckDB database, not a trace database: nothing has "
+                                  "been traced there yet (run `workbench ask --db …` first)")
+        self._missing = [m.name for m in MIGRATIONS if m.name not in done]
 
     def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
-        for _ in range(2):  # one connection per query; a second only after upgrading an old schema
-            with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
-                if self._check(con):
-                    return self._fetch(con, sql, params, fetch)
-            self._upgrade()
-        raise TraceStoreError(f"could not upgrade the schema of {self.path}")
+        with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
+            self._check(con)
+            limit = self.query_timeout if self.query_timeout is not None else query_timeout()
+            timer = threading.Timer(limit, con.interrupt)
+            timer.daemon = True
+            timer.start()
+            try:
+                return self._fetch(con, sql, params, fetch, limit)
+            except TraceStoreError as exc:
+                if self._missing:
+                    raise TraceStoreError(
+                        f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self._missing)}); readers "
+                        f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
+                        "or a question in the app, upgrades it") from None
+                raise
+            finally:
+                timer.cancel()
 
     @staticmethod
-    def _fetch(con, sql: str, params: list[Any] | None, fetch: str):
+    def _fetch(con, sql: str, params: list[Any] | None, fetch: str, limit: float):
         try:
             if fetch in ("df", "arrow"):  # relation API: no extra copy of the rows
                 rel = con.sql(sql, params=params or None)
@@ -92,6 +107,11 @@ class TraceReader:
             rel = con.execute(sql, params or [])
             columns = [d[0] for d in rel.description or []]
             return columns, rel.fetchall()
+        except duckdb.InterruptException:
+            raise TraceStoreError(
+                f"query stopped after {limit:g} s, the limit for one query (a query holds the trace file and "
+                "writers wait for it); narrow it, or raise the limit with `workbench sql --timeout SECONDS` or "
+                "WORKBENCH_QUERY_TIMEOUT") from None
         except duckdb.Error as exc:
             raise TraceStoreError(f"query failed: {exc}") from None
 

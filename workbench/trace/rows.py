@@ -9,6 +9,7 @@ tool call returned it), `rank` = `excerpt_n` = n, exposure `snippet`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -49,7 +50,15 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
-TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "ablations")
+TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages",
+               "ablations")
+#: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
+SHARED_TABLES = ("runs", "passages")
+
+
+def passage_id(text: str) -> str:
+    """The id of a passage: sha256 of its text, 32 hex digits (128 bits: no collision in any real store)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
@@ -72,14 +81,23 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
               len(payload["rejected_citations"]), len(record.tool_calls), len(calls),
               _sum_or_none([c.latency_ms for c in calls]))]
 
-    tool_calls, items = [], []
+    tool_calls, items, passages = [], [], {}
+
+    def passage(text: str | None) -> str | None:  # the id of a passage the model was shown, kept once
+        if not text:
+            return None
+        pid = passage_id(text)
+        passages[pid] = text
+        return pid
+
     for seq, call in enumerate(record.tool_calls):
         tool_calls.append((tid, seq, call.name, call.exposure, to_json(call.args), call.latency_ms,
                            len(call.results), call.error, call.call_id))
         for pos, it in enumerate(call.results, start=1):
-            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page))
+            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page,
+                          passage(it.snippet)))
     for pos, e in enumerate(record.excerpts, start=1):
-        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page))
+        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, passage(e.text)))
 
     citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
                   c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
@@ -90,8 +108,12 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
                 d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]))
                for pos, d in enumerate(payload["documents"], start=1)]
 
+    model_calls = [(tid, seq, c.provider, c.model, c.model_version, c.latency_ms, c.tokens_in, c.tokens_out,
+                    c.finish_reason, c.retries, c.n_tool_calls) for seq, c in enumerate(calls)]
+
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
-           "sources": sources, "claims": claim_rows(tid, claims or ())}
+           "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
+           "passages": list(passages.items())}
     return {name: rows for name, rows in out.items() if rows}
 
 

@@ -377,9 +377,107 @@ COMMENT ON COLUMN runs.tool_protocol IS 'Agent mode: how the model called tools,
 """
 
 
+M007_MODEL_CALLS_PASSAGES = """
+CREATE TABLE model_calls (
+    turn_id VARCHAR NOT NULL,
+    seq INTEGER NOT NULL,
+    provider VARCHAR,
+    model VARCHAR,
+    model_version VARCHAR,
+    latency_ms DOUBLE,
+    tokens_in BIGINT,
+    tokens_out BIGINT,
+    finish_reason VARCHAR,
+    retries INTEGER,
+    n_tool_calls INTEGER
+);
+COMMENT ON TABLE model_calls IS 'One row per provider call of a turn, in call order; turns written before this table existed have none (their totals are on `turns`). The agent loop runs the tool calls a model call asked for right after it, so a turn reads: call 0, its `n_tool_calls` tool calls (in `tool_calls.seq` order), call 1, … — the order `workbench export --openinference` lays spans out in.';
+COMMENT ON COLUMN model_calls.turn_id IS 'The turn; joins `turns`.';
+COMMENT ON COLUMN model_calls.seq IS 'Call order within the turn, from 0.';
+COMMENT ON COLUMN model_calls.provider IS 'Provider that answered, e.g. `offline`, `ollama`, `gemini`.';
+COMMENT ON COLUMN model_calls.model IS 'Model requested.';
+COMMENT ON COLUMN model_calls.model_version IS 'Model the server says answered (e.g. `gemini-2.5-flash-001`), when it says.';
+COMMENT ON COLUMN model_calls.latency_ms IS 'Wall time of the call, retries included, in milliseconds.';
+COMMENT ON COLUMN model_calls.tokens_in IS 'Prompt tokens the provider reported; NULL when it reported none.';
+COMMENT ON COLUMN model_calls.tokens_out IS 'Completion tokens the provider reported; NULL when it reported none.';
+COMMENT ON COLUMN model_calls.finish_reason IS 'Why the model stopped (`stop`, `tool_calls`, `error`, …), as the provider said.';
+COMMENT ON COLUMN model_calls.retries IS 'Rate-limit or server-error retries before the call succeeded (or gave up).';
+COMMENT ON COLUMN model_calls.n_tool_calls IS 'Tool calls this step asked for (run right after it); 0 for the final answer.';
+
+CREATE TABLE passages (
+    passage_id VARCHAR PRIMARY KEY,
+    text VARCHAR NOT NULL
+);
+COMMENT ON TABLE passages IS 'Every distinct passage a tool showed the model (a search snippet, an excerpt), stored once: the same chunk comes back in many turns, so `retrieved_items` keeps only its `passage_id`. Not per turn, so not partitioned in exports.';
+COMMENT ON COLUMN passages.passage_id IS 'sha256 of the text, first 32 hex digits: the same text always has the same id.';
+COMMENT ON COLUMN passages.text IS 'The passage exactly as the model was shown it.';
+
+ALTER TABLE retrieved_items ADD COLUMN passage_id VARCHAR;
+COMMENT ON COLUMN retrieved_items.passage_id IS 'The passage the model was shown for this item (joins `passages`): the search snippet or the excerpt. NULL for title-only listings, for whole-document fetches (the text is the document''s own) and for items written before this column existed.';
+"""
+
+# Verification by ablation (m009) adds the verdict counts: it replaces the two macros and the two
+# views below whole (CREATE OR REPLACE).
+M008_DOC_USAGE = """
+CREATE MACRO doc_usage_for(run_ids := NULL) AS TABLE
+SELECT s.doc_id,
+       arg_max(s.title, t.started_at) AS title,
+       arg_max(s.kind, t.started_at) AS kind,
+       arg_max(s.artifact_kind, t.started_at) AS artifact_kind,
+       count(*) AS retrieved_turns,
+       count(*) FILTER (WHERE s.cited) AS cited_turns,
+       count(*) FILTER (WHERE s.consulted) AS consulted_turns,
+       count(DISTINCT t.run_id) AS runs,
+       min(t.started_at) AS first_used,
+       max(t.started_at) AS last_used,
+       max(t.started_at) FILTER (WHERE s.consulted) AS last_consulted
+FROM sources s JOIN turns t USING (turn_id)
+WHERE run_ids IS NULL OR list_contains(run_ids, t.run_id)
+GROUP BY s.doc_id
+ORDER BY consulted_turns DESC, cited_turns DESC, retrieved_turns DESC, s.doc_id;
+
+CREATE MACRO doc_usage_totals_for(run_ids := NULL) AS TABLE
+SELECT CASE WHEN kind = 'generated' THEN 'generated: ' || coalesce(artifact_kind, 'retrieval aid')
+            ELSE coalesce(kind, 'source') END AS category,
+       count(*) AS documents,
+       sum(retrieved_turns)::BIGINT AS retrieved,
+       sum(cited_turns)::BIGINT AS cited,
+       sum(consulted_turns)::BIGINT AS consulted,
+       count(*) FILTER (WHERE consulted_turns > 0) AS documents_consulted,
+       count(*) FILTER (WHERE consulted_turns = 0) AS documents_never_consulted
+FROM doc_usage_for(run_ids := run_ids)
+GROUP BY ALL
+ORDER BY consulted DESC, retrieved DESC, category;
+
+CREATE VIEW doc_usage AS FROM doc_usage_for();
+COMMENT ON VIEW doc_usage IS 'Usage accounting: one row per document any turn retrieved, with the number of turns in which it was retrieved, cited and consulted (the honest basis for usage, billing and content decisions: consulted, not retrieved), most consulted first. Over all runs; for a chosen set of runs: `FROM doc_usage_for(run_ids := [''<run_id>'', …])` (also `workbench usage --run`).';
+COMMENT ON COLUMN doc_usage.doc_id IS 'Document id.';
+COMMENT ON COLUMN doc_usage.title IS 'Its title, as the latest turn saw it.';
+COMMENT ON COLUMN doc_usage.kind IS '`source` or `generated` (a generated artifact).';
+COMMENT ON COLUMN doc_usage.artifact_kind IS 'Kind of generated artifact, else NULL.';
+COMMENT ON COLUMN doc_usage.retrieved_turns IS 'Turns whose retrieved set holds it (any tool returned it, even as a title).';
+COMMENT ON COLUMN doc_usage.cited_turns IS 'Turns whose answer cites it (valid citations only).';
+COMMENT ON COLUMN doc_usage.consulted_turns IS 'Turns in which the model read it (opened in full, or a cited snippet).';
+COMMENT ON COLUMN doc_usage.runs IS 'Runs with at least one of those turns.';
+COMMENT ON COLUMN doc_usage.first_used IS 'First turn that retrieved it (UTC).';
+COMMENT ON COLUMN doc_usage.last_used IS 'Latest turn that retrieved it (UTC).';
+COMMENT ON COLUMN doc_usage.last_consulted IS 'Latest turn that consulted it (UTC); NULL if never consulted.';
+
+CREATE VIEW doc_usage_totals AS FROM doc_usage_totals_for();
+COMMENT ON VIEW doc_usage_totals IS 'Usage totals per category of document (`source`, or `generated: <artifact kind>`), over all runs; for chosen runs: `FROM doc_usage_totals_for(run_ids := [''<run_id>'', …])`.';
+COMMENT ON COLUMN doc_usage_totals.category IS '`source`, or `generated: <artifact kind>` for generated artifacts.';
+COMMENT ON COLUMN doc_usage_totals.documents IS 'Documents of the category that any turn retrieved.';
+COMMENT ON COLUMN doc_usage_totals.retrieved IS 'Document-turns retrieved (sum of `doc_usage.retrieved_turns`).';
+COMMENT ON COLUMN doc_usage_totals.cited IS 'Document-turns cited.';
+COMMENT ON COLUMN doc_usage_totals.consulted IS 'Document-turns consulted.';
+COMMENT ON COLUMN doc_usage_totals.documents_consulted IS 'Documents consulted at least once.';
+COMMENT ON COLUMN doc_usage_totals.documents_never_consulted IS 'Documents retrieved but never consulted.';
+"""
+
+
 # Verification by ablation (docs/design.md §9): one row per re-run of a verified turn, written with the
 # turn or later (the app's "Verify sources"), never by rewriting the turn; and the views over it.
-M007_ABLATIONS = """
+M009_ABLATIONS = """
 CREATE TABLE ablations (
     turn_id VARCHAR NOT NULL,
     verification_id VARCHAR NOT NULL,
@@ -503,6 +601,71 @@ COMMENT ON COLUMN verification_summary.unstable IS 'Candidates that got `unstabl
 COMMENT ON COLUMN verification_summary.over_budget IS 'Candidates left unverified by the budget.';
 COMMENT ON COLUMN verification_summary.extra_calls_per_turn IS 'Extra model calls per verified turn (control included).';
 COMMENT ON COLUMN verification_summary.rerun_ms_per_turn IS 'Re-run wall time per verified turn, in milliseconds.';
+
+-- Usage accounting gains the verdicts (m008's macros and views, replaced whole: a view's columns are
+-- fixed when it is created). A document-turn counts once, by the turn's latest verification.
+CREATE OR REPLACE MACRO doc_usage_for(run_ids := NULL) AS TABLE
+SELECT s.doc_id,
+       arg_max(s.title, t.started_at) AS title,
+       arg_max(s.kind, t.started_at) AS kind,
+       arg_max(s.artifact_kind, t.started_at) AS artifact_kind,
+       count(*) AS retrieved_turns,
+       count(*) FILTER (WHERE s.cited) AS cited_turns,
+       count(*) FILTER (WHERE s.consulted) AS consulted_turns,
+       count(*) FILTER (WHERE v.verdict IS NOT NULL AND v.verdict <> 'unstable') AS verified_turns,
+       count(*) FILTER (WHERE v.verdict = 'load_bearing') AS load_bearing_turns,
+       count(*) FILTER (WHERE v.verdict = 'hidden_influence') AS hidden_influence_turns,
+       count(DISTINCT t.run_id) AS runs,
+       min(t.started_at) AS first_used,
+       max(t.started_at) AS last_used,
+       max(t.started_at) FILTER (WHERE s.consulted) AS last_consulted
+FROM sources s JOIN turns t USING (turn_id)
+LEFT JOIN source_verdicts v ON v.turn_id = s.turn_id AND v.doc_id = s.doc_id
+WHERE run_ids IS NULL OR list_contains(run_ids, t.run_id)
+GROUP BY s.doc_id
+ORDER BY consulted_turns DESC, cited_turns DESC, retrieved_turns DESC, s.doc_id;
+
+CREATE OR REPLACE MACRO doc_usage_totals_for(run_ids := NULL) AS TABLE
+SELECT CASE WHEN kind = 'generated' THEN 'generated: ' || coalesce(artifact_kind, 'retrieval aid')
+            ELSE coalesce(kind, 'source') END AS category,
+       count(*) AS documents,
+       sum(retrieved_turns)::BIGINT AS retrieved,
+       sum(cited_turns)::BIGINT AS cited,
+       sum(consulted_turns)::BIGINT AS consulted,
+       sum(load_bearing_turns)::BIGINT AS load_bearing,
+       count(*) FILTER (WHERE consulted_turns > 0) AS documents_consulted,
+       count(*) FILTER (WHERE consulted_turns = 0) AS documents_never_consulted
+FROM doc_usage_for(run_ids := run_ids)
+GROUP BY ALL
+ORDER BY consulted DESC, retrieved DESC, category;
+
+CREATE OR REPLACE VIEW doc_usage AS FROM doc_usage_for();
+COMMENT ON VIEW doc_usage IS 'Usage accounting: one row per document any turn retrieved, with the number of turns in which it was retrieved, cited and consulted (the honest basis for usage, billing and content decisions: consulted, not retrieved), and, for verified turns, in which the answer depended on it (load-bearing), most consulted first. Over all runs; for a chosen set of runs: `FROM doc_usage_for(run_ids := [''<run_id>'', …])` (also `workbench usage --run`).';
+COMMENT ON COLUMN doc_usage.doc_id IS 'Document id.';
+COMMENT ON COLUMN doc_usage.title IS 'Its title, as the latest turn saw it.';
+COMMENT ON COLUMN doc_usage.kind IS '`source` or `generated` (a generated artifact).';
+COMMENT ON COLUMN doc_usage.artifact_kind IS 'Kind of generated artifact, else NULL.';
+COMMENT ON COLUMN doc_usage.retrieved_turns IS 'Turns whose retrieved set holds it (any tool returned it, even as a title).';
+COMMENT ON COLUMN doc_usage.cited_turns IS 'Turns whose answer cites it (valid citations only).';
+COMMENT ON COLUMN doc_usage.consulted_turns IS 'Turns in which the model read it (opened in full, or a cited snippet).';
+COMMENT ON COLUMN doc_usage.verified_turns IS 'Turns whose latest verification by ablation gave it an earned verdict (not `unstable`, not over the budget).';
+COMMENT ON COLUMN doc_usage.load_bearing_turns IS 'Of those, the turns whose answer changed without it (`load_bearing`): the usage the answer really depended on.';
+COMMENT ON COLUMN doc_usage.hidden_influence_turns IS 'Of those, the turns it influenced without being cited or consulted (`hidden_influence`).';
+COMMENT ON COLUMN doc_usage.runs IS 'Runs with at least one of those turns.';
+COMMENT ON COLUMN doc_usage.first_used IS 'First turn that retrieved it (UTC).';
+COMMENT ON COLUMN doc_usage.last_used IS 'Latest turn that retrieved it (UTC).';
+COMMENT ON COLUMN doc_usage.last_consulted IS 'Latest turn that consulted it (UTC); NULL if never consulted.';
+
+CREATE OR REPLACE VIEW doc_usage_totals AS FROM doc_usage_totals_for();
+COMMENT ON VIEW doc_usage_totals IS 'Usage totals per category of document (`source`, or `generated: <artifact kind>`), over all runs; for chosen runs: `FROM doc_usage_totals_for(run_ids := [''<run_id>'', …])`.';
+COMMENT ON COLUMN doc_usage_totals.category IS '`source`, or `generated: <artifact kind>` for generated artifacts.';
+COMMENT ON COLUMN doc_usage_totals.documents IS 'Documents of the category that any turn retrieved.';
+COMMENT ON COLUMN doc_usage_totals.retrieved IS 'Document-turns retrieved (sum of `doc_usage.retrieved_turns`).';
+COMMENT ON COLUMN doc_usage_totals.cited IS 'Document-turns cited.';
+COMMENT ON COLUMN doc_usage_totals.consulted IS 'Document-turns consulted.';
+COMMENT ON COLUMN doc_usage_totals.load_bearing IS 'Document-turns load-bearing in the turn''s latest verification (verified turns only).';
+COMMENT ON COLUMN doc_usage_totals.documents_consulted IS 'Documents consulted at least once.';
+COMMENT ON COLUMN doc_usage_totals.documents_never_consulted IS 'Documents retrieved but never consulted.';
 """
 
 
@@ -513,5 +676,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m004_views", M004_VIEWS),
     Migration("m005_claims_judge_version", M005_CLAIMS_JUDGE_VERSION),
     Migration("m006_tool_protocol", M006_TOOL_PROTOCOL),
-    Migration("m007_ablations", M007_ABLATIONS),
+    Migration("m007_model_calls_passages", M007_MODEL_CALLS_PASSAGES),
+    Migration("m008_doc_usage", M008_DOC_USAGE),
+    Migration("m009_ablations", M009_ABLATIONS),
 )

@@ -12,22 +12,25 @@ the unflushed turns but never leaves part of one.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 
 from ..errors import TraceStoreError
 from ..types import TurnRecord
-from .connect import DEFAULT_TIMEOUT_S, write_connection
+from ..config import lock_timeout
+from .connect import write_connection
 from .migrate import migrate
-from .rows import TURN_TABLES, ablation_rows, claim_rows, rows_to_table, run_row, turn_rows
+from .rows import SHARED_TABLES, TURN_TABLES, ablation_rows, claim_rows, rows_to_table, run_row, turn_rows
 from .tables import SCHEMAS
 
+_MAX_RETRY_S = 30.0
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
 
@@ -72,13 +75,13 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
         if not r:
             continue
         if name == "runs" or len(r) == 1:
-            verb = "INSERT OR IGNORE" if name == "runs" else "INSERT"
+            verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
             con.execute(begin + _values_sql(verb, name, len(r)), [v for row in r for v in row])
             begin = ""
         else:
             bulk[name] = rows_to_table(name, r)
-    script = begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
-                              + ["COMMIT;"])
+    script = begin + " ".join([f"INSERT {'OR IGNORE ' if name in SHARED_TABLES else ''}INTO {name} BY NAME "
+                               f"SELECT * FROM {name}_rows;" for name in bulk] + ["COMMIT;"])
     # DuckDB's replacement scan finds `<table>_rows` among the local variables of the frame that calls
     # `execute`; evaluating that one constant call with `scope` as its locals binds every bulk table in
     # one loop. Measured side by side (benchmarks/trace_write.py): `con.register` + `unregister` per
@@ -91,29 +94,47 @@ def _commit(con, rows: dict[str, list[tuple]]) -> None:
 class TraceWriter:
     """Writes turns to the DuckDB file at `path` (created and migrated on first use)."""
 
-    def __init__(self, path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, path: str | Path, *, timeout: float | None = None):
         self.path = Path(path)
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, tuple] = {}  # run_id → `runs` row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
+        self._passages: set[str] = set()  # passage ids this writer has committed
         self._queue: list[dict[str, Any]] | None = None
         self._flush_at = 0
         self._flush_age = 0.0
         self._queued_since = 0.0
+        self._retry_at = 0.0  # after a failed flush, the next try waits (backoff) instead of blocking every turn
+        self._retry_delay = 0.0
+        # Turns and flushes may come from several threads (browser sessions sharing the app's cached Session,
+        # threads sharing a notebook's): one at a time.
+        self._lock = threading.RLock()
+        #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
+        #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
+        self.listeners: list[Callable[[dict[str, list[tuple]]], None]] = []
 
     # --- connections -------------------------------------------------------------------------
 
     @contextmanager
     def connect(self) -> Iterator:
-        """A read-write connection on a migrated database, closed on exit (the file lock is released)."""
-        with write_connection(self.path, timeout=self.timeout) as con:
-            key = str(self.path.resolve())
-            if key not in _MIGRATED:
-                with _optimized(con):  # migrations may join and backfill over a large database
-                    migrate(con)
-                _MIGRATED.add(key)
-            yield con
+        """A read-write connection on a migrated database, closed on exit (the file lock is released).
+
+        Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
+        `TraceStoreError` naming the file; constraint violations pass through for the callers that
+        handle them (a duplicate turn in a retried flush)."""
+        try:
+            with write_connection(self.path, timeout=self.timeout) as con:
+                key = str(self.path.resolve())
+                if key not in _MIGRATED:
+                    with _optimized(con):  # migrations may join and backfill over a large database
+                        migrate(con, path=str(self.path))
+                    _MIGRATED.add(key)
+                yield con
+        except duckdb.ConstraintException:
+            raise
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -142,23 +163,34 @@ class TraceWriter:
                  run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None) -> str:
         """Write one turn (all its tables, one transaction) and return its turn_id; `ablations` are the rows
         of its verification (`Verification.rows()`), when it was verified before being written."""
-        run_id = run_id or self.run_for(record.config)
-        if run_id in self._declared and run_id not in self._new_runs:
-            kind, run_key = self._declared[run_id]
-            self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
-        rows = turn_rows(record, payload, run_id, claims)
+        with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
+            run_id = run_id or self.run_for(record.config)
+            if run_id in self._declared and run_id not in self._new_runs:
+                kind, run_key = self._declared[run_id]
+                self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
+        rows = turn_rows(record, payload, run_id, claims)  # outside the lock: threads build rows in parallel
         if ablations:
             rows["ablations"] = ablation_rows(payload["turn_id"], ablations)
-        if self._queue is not None:
-            if not self._queue:
-                self._queued_since = time.monotonic()
-            self._queue.append({"run_id": run_id, "rows": rows})
-            if len(self._queue) >= self._flush_at or time.monotonic() - self._queued_since >= self._flush_age:
-                self.flush()
-        else:
-            with self.connect() as con:
-                self._write(con, {run_id}, rows)
+        with self._lock:
+            if self._queue is not None:
+                if not self._queue:
+                    self._queued_since = time.monotonic()
+                self._queue.append({"run_id": run_id, "turn_id": payload["turn_id"], "rows": rows})
+                now = time.monotonic()
+                due = len(self._queue) >= self._flush_at or now - self._queued_since >= self._flush_age
+                if due and now >= self._retry_at:
+                    self._flush()
+            else:
+                with self.connect() as con:
+                    self._write(con, {run_id}, rows)
+                self._notify([{"run_id": run_id, "rows": rows}])
         return payload["turn_id"]
+
+    def _notify(self, written: list[dict[str, Any]]) -> None:
+        for listener in self.listeners:
+            for item in written:
+                run = self._new_runs.get(item["run_id"])
+                listener({**item["rows"], "runs": [run]} if run else item["rows"])
 
     @contextmanager
     def buffered(self, max_turns: int = 50, max_age_s: float = 0.5) -> Iterator["TraceWriter"]:
@@ -169,6 +201,8 @@ class TraceWriter:
         finally:
             try:
                 self.flush()
+            except TraceStoreError as exc:
+                raise TraceStoreError(f"{exc} ({len(self._queue or ())} buffered turns were not written)") from None
             finally:
                 self._queue = None
 
@@ -178,26 +212,59 @@ class TraceWriter:
         Grouping whole turns keeps the guarantee that matters — a crash leaves no partial turn — while
         paying DuckDB's per-statement cost (~1 ms an INSERT) once per flush instead of once per turn.
         If the group fails on a duplicate turn, the turns are retried one transaction each.
+
+        A flush that fails (the file stayed locked, the disk is full…) keeps every turn queued and
+        raises: the next flush retries them after a backoff (1 s, doubling to 30 s), and turns still
+        queued when a batch ends are taken with `take_unflushed()` and reported — never dropped.
         """
+        with self._lock:
+            return self._flush()
+
+    def _flush(self) -> int:
         if not self._queue:
             return 0
-        queued, self._queue = self._queue, []
-        with self.connect() as con:
-            merged: dict[str, list[tuple]] = {}
-            for item in queued:
-                for name, rows in item["rows"].items():
-                    merged.setdefault(name, []).extend(rows)
-            runs = {item["run_id"] for item in queued}
-            try:
-                self._write(con, runs, merged, strict=True)
-            except duckdb.ConstraintException:
+        queued = self._queue
+        try:
+            with self.connect() as con:
+                merged: dict[str, list[tuple]] = {}
                 for item in queued:
-                    self._write(con, {item["run_id"]}, item["rows"])
+                    for name, rows in item["rows"].items():
+                        merged.setdefault(name, []).extend(rows)
+                runs = {item["run_id"] for item in queued}
+                try:
+                    self._write(con, runs, merged, strict=True)
+                except duckdb.ConstraintException:
+                    for item in queued:  # a turn already written (an earlier try got through) is skipped
+                        self._write(con, {item["run_id"]}, item["rows"])
+        except BaseException:
+            self._retry_delay = min(_MAX_RETRY_S, max(1.0, self._retry_delay * 2))
+            self._retry_at = time.monotonic() + self._retry_delay
+            raise
+        self._queue = []
+        self._retry_at = self._retry_delay = 0.0
+        self._notify(queued)  # after the commit, so a listener never sees a turn the file does not hold
         return len(queued)
+
+    def pending_turn_ids(self) -> list[str]:
+        """Turns queued and not yet written (after a failed flush, the ones waiting for the retry)."""
+        with self._lock:
+            return [item["turn_id"] for item in self._queue or ()]
+
+    def take_unflushed(self) -> list[str]:
+        """Give up on the queued turns: return their ids (the caller reports them) and empty the queue."""
+        with self._lock:
+            ids = self.pending_turn_ids()
+            if self._queue:
+                self._queue = []
+            return ids
 
     def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
+        # Passages repeat across turns (the same chunk, asked again): skip those this writer already stored.
+        # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
+        passages = {pid: text for pid, text in rows.get("passages", ()) if pid not in self._passages}
+        rows = {**rows, "passages": list(passages.items())}
         try:
             _commit(con, {**rows, "runs": new_runs} if new_runs else rows)
         except duckdb.ConstraintException as exc:
@@ -211,6 +278,7 @@ class TraceWriter:
             _rollback(con)
             raise
         self._written_runs.update(run_ids)
+        self._passages.update(passages)
 
     def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
         """Add faithfulness claims to a turn already logged (one transaction); return how many."""

@@ -5,18 +5,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
-from ..corpus import FOLDER_SUFFIXES
-from ..errors import WorkbenchError
+from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
+from ..errors import PathNotAllowedError, WorkbenchError
+from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness
-from ..providers.options import input_kind, properties
+from ..providers.options import input_kind, properties, recorded
+from ..render import escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
-from .uploads import save_upload
+from .uploads import max_documents, max_pdf_content_bytes, save_upload
 
 MODES = ("agent", "excerpts")
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
@@ -48,11 +50,11 @@ class RunConfig:
         if self.mode == "agent" and (tool_protocol or self.tool_protocol):
             parts.append(f"tools {tool_protocol or self.tool_protocol}")
         parts += [f"k {self.k}", f"corpus {self.corpus_label}"]
-        props = properties(declared(self.provider, "options_schema"))
-        for name, value in self.options:
-            if not props.get(name, {}).get("writeOnly"):  # a secret is never shown
-                shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-                parts.append(f"{props.get(name, {}).get('title', name).lower()} {shown}")
+        schema = declared(self.provider, "options_schema")
+        props = properties(schema)
+        for name, value in recorded(schema, dict(self.options)).items():  # a secret is never shown
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+            parts.append(f"{props.get(name, {}).get('title', name).lower()} {shown}")
         return " · ".join(parts)
 
 
@@ -104,11 +106,12 @@ def provider_caps(name: str) -> dict[str, Any]:
     protocols = [x for x, cap in ((NATIVE, "supports_tools"), (JSON_STEPS, "supports_json_schema"))
                  if declared(name, cap)]
     try:
-        model_label = get_provider(name).model_label
+        p = get_provider(name)
+        model, model_label = p.model, p.model_label
     except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
-        model_label = None
+        model = model_label = None
     return {"protocols": protocols or [NATIVE], "default_protocol": declared(name, "default_tool_protocol"),
-            "model_label": model_label}
+            "model": model, "model_label": model_label}
 
 
 def protocol_picker(container, provider: str, key: str) -> str | None:
@@ -146,9 +149,15 @@ def _fingerprint(path: str) -> str:
         return "missing"
 
 
+def load_app_corpus(path: str) -> Corpus:
+    """A corpus for the app: at most `WORKBENCH_MAX_DOCUMENTS` documents and `WORKBENCH_MAX_PDF_MB` of PDF
+    page content in all (docs/security.md)."""
+    return load_corpus(path, max_documents=max_documents(), pdf_content_bytes=max_pdf_content_bytes())
+
+
 @st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)
 def _cached_session(corpus: str, retriever: str, fingerprint: str, db: str | None) -> Session:
-    session = Session.open(corpus, retriever=retriever, trace_db=db)
+    session = Session.open(load_app_corpus(corpus), retriever=retriever, trace_db=db)
     session.toolbox  # build (or load) the index now, not during the first question
     return session
 
@@ -161,11 +170,11 @@ def get_session(corpus: str, retriever: str, db: str | None = None) -> Session:
 def warm(cfg: RunConfig) -> str | None:
     """Load (or fetch from cache) the session for `cfg`; a user-facing message when that fails."""
     try:
-        get_session(cfg.corpus, cfg.retriever, cfg.db)
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
     except (WorkbenchError, OSError) as exc:
-        from ..render import escape_markdown
-
         return escape_markdown(f"cannot load the corpus: {exc}")
+    for line in session.corpus.skipped:
+        st.warning(escape_markdown(line), icon="⚠️")
     return None
 
 
@@ -204,7 +213,9 @@ def modes_for(provider: str) -> tuple[str, ...]:
 def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
     """One input per property of the provider's `options_schema` (enum → select box, array of enums →
     multiselect, boolean → checkbox, integer / number → number input, string → text input, a
-    `writeOnly` string → password input); returns the options set to something other than the default."""
+    `writeOnly` string → password input); returns the options set to something other than the default.
+    A string naming a server (`"format": "uri"`) is kept only when the operator allows that server
+    (`paths.confine_server`, docs/security.md)."""
     chosen = []
     for name, prop in properties(declared(provider, "options_schema")).items():
         kind = input_kind(prop)
@@ -228,6 +239,8 @@ def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
         else:
             value = container.text_input(label, key=key, help=helptext, placeholder="default",
                                          type="password" if kind == "secret" else "default").strip() or None
+            if value is not None and prop.get("format") == "uri":  # a server: the operator's, or one allowed
+                value = _allowed(container, lambda: confine_server(value, label), "Using the default.")
         if value is not None and value != (tuple(default) if isinstance(default, list) else default):
             chosen.append((name, value))
     return tuple(chosen)
@@ -264,13 +277,13 @@ def sidebar() -> RunConfig:
         sb.warning(f"{provider_display(provider)} is not configured: {ready.hint}", icon="⚠️")
     info = provider_info(provider)
     if info["error"]:
-        sb.warning(info["error"], icon="⚠️")
+        sb.warning(escape_markdown(info["error"]), icon="⚠️")
     if info["models"]:
         model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
     else:
         default = provider_caps(provider)["model_label"]
-        model = sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
-                              placeholder=f"default: {default}" if default else "").strip() or None
+        model = _model(sb, provider, sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
+                                                   placeholder=f"default: {default}" if default else "").strip())
     retriever = sb.selectbox("Retriever", rnames, key="cfg_retriever")
     modes = modes_for(provider)
     if st.session_state.get("cfg_mode") not in modes:
@@ -281,8 +294,35 @@ def sidebar() -> RunConfig:
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)
-    db = sb.text_input("Trace database", key="cfg_db")
-    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, options, db or None, protocol)
+    db = _trace_db(sb, sb.text_input("Trace database", key="cfg_db"))
+    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, options, db, protocol)
+
+
+def _allowed(container, check: Callable[[], Any], instead: str) -> Any:
+    """`check()`, the confinement of something a visitor typed (docs/security.md); when it refuses, None,
+    with the refusal and what is used `instead` shown."""
+    try:
+        return check()
+    except PathNotAllowedError as exc:
+        container.error(escape_markdown(f"{exc}. {instead}"))
+        return None
+
+
+def _trace_db(sb, text: str) -> str | None:
+    """The typed trace database if the operator allows it, else None (the default)."""
+    if not text.strip():
+        return None
+    return _allowed(sb, lambda: str(confine_db(text)), "Using the default trace database.")
+
+
+def _model(sb, provider: str, text: str) -> str | None:
+    """A typed model; for a provider whose model is a file (`model_is_path`), only one inside the allowed
+    roots or the provider's own default, else None (the default model)."""
+    if not text or not declared(provider, "model_is_path"):
+        return text or None
+    default = provider_caps(provider)["model"]
+    return _allowed(sb, lambda: str(confine(text, "model file", also=(Path(default),) if default else ())),
+                    "Using the default model.")
 
 
 def _corpus_picker(sb) -> tuple[str, str]:
@@ -290,15 +330,19 @@ def _corpus_picker(sb) -> tuple[str, str]:
     if source == "Folder or JSONL path":
         path = sb.text_input("Corpus path", key="cfg_corpus_path", placeholder="/path/to/folder or corpus.jsonl")
         if path.strip():
-            p = Path(path.strip()).expanduser()
-            if p.exists():
-                return str(p), p.name
-            sb.error(f"{p} does not exist; give a folder of Markdown files or a .jsonl file")
+            try:
+                p = confine(path, "corpus path")
+            except PathNotAllowedError as exc:
+                sb.error(escape_markdown(str(exc)))
+            else:
+                if p.exists():
+                    return str(p), p.name
+                sb.error(escape_markdown(f"{path.strip()} does not exist; give a folder of Markdown files or a .jsonl file"))
     elif source == "Upload":
         up = sb.file_uploader("Corpus file", type=["jsonl", "zip", *(x.lstrip(".") for x in FOLDER_SUFFIXES)], key="corpus_upload")
         if up is not None:
             try:
                 return str(save_upload(up.name, up.getvalue())), up.name
             except WorkbenchError as exc:
-                sb.error(str(exc))
+                sb.error(escape_markdown(str(exc)))
     return str(DEMO_CORPUS), "demo"

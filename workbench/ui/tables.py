@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import escape_markdown, plotly_text
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,6 @@ def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_resu
         last = (db, query(db, sql, user=True))
         st.session_state[key] = last
     return last[1]
-
-
-def plotly_text(text: str) -> str:
-    """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
-    labels, so questions and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def chart(df: pd.DataFrame, key: str) -> None:

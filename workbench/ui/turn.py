@@ -90,7 +90,8 @@ def citation_buttons(turn: Turn) -> None:
 
     def pills():
         st.pills("Open a cited document", list(by_key), key=key,
-                 format_func=lambda k: f"{by_key[k]['marker']} · {by_key[k]['title']}",
+                 # pill labels are markdown: a title such as ![x](http://host/x.png) must stay text
+                 format_func=lambda k: escape_markdown(f"{by_key[k]['marker']} · {by_key[k]['title']}"),
                  on_change=_on_cite, args=(key, turn.turn_id), label_visibility="collapsed")
 
     if len(entries) <= MAX_INLINE_PILLS:

@@ -2,41 +2,96 @@
 
 No streamlit here: the app hands over the name and bytes. Files land under
 `WORKBENCH_HOME/uploads/<content hash>/`, so the same upload maps to the same corpus (and cached index).
+
+Uploads come from anyone who can reach the app, so every size is bounded (docs/security.md):
+`WORKBENCH_MAX_UPLOAD_MB` (default 50; `.streamlit/config.toml` sets Streamlit's own limit to the
+same figure) bounds the upload and what a zip may expand to, `WORKBENCH_MAX_DOCUMENTS` (default
+20,000) the documents of any corpus the app loads, `WORKBENCH_MAX_PDF_MB` (default 32) the page
+content of its PDFs, which pypdf parses at ~2 MB a second. A zip is never trusted: the sizes it declares
+are checked against what its members really inflate to, their CRCs are checked, and a zip that
+fails any check is refused as a whole — nothing of it is left as a corpus.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import re
+import shutil
+import uuid
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from ..config import workbench_home
 from ..corpus import FOLDER_SUFFIXES
 from ..errors import CorpusError
 
-MAX_UPLOAD_BYTES = 200 * 1024 * 1024  # also Streamlit's default upload limit
-MAX_ZIP_MEMBERS = 20_000
+DEFAULT_MAX_UPLOAD_MB = 50
+DEFAULT_MAX_DOCUMENTS = 20_000
+DEFAULT_MAX_PDF_MB = 32
+_CHUNK = 1 << 20
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise CorpusError(f"{name}={raw!r} is not a whole number") from None
+    return value if value > 0 else default
+
+
+def max_upload_bytes() -> int:
+    """The largest upload, and the most a zip may expand to: `$WORKBENCH_MAX_UPLOAD_MB` MB."""
+    return _env_int("WORKBENCH_MAX_UPLOAD_MB", DEFAULT_MAX_UPLOAD_MB) * 2**20
+
+
+def max_documents() -> int:
+    """The most documents a corpus loaded by the app may hold: `$WORKBENCH_MAX_DOCUMENTS`."""
+    return _env_int("WORKBENCH_MAX_DOCUMENTS", DEFAULT_MAX_DOCUMENTS)
+
+
+def max_pdf_content_bytes() -> int:
+    """Decoded page content of all PDFs of a corpus the app loads: `$WORKBENCH_MAX_PDF_MB` MB (default 32,
+    ~15 s of pypdf at its ~2 MB/s; a text page holds 5-50 KB)."""
+    return _env_int("WORKBENCH_MAX_PDF_MB", DEFAULT_MAX_PDF_MB) * 2**20
+
+
+def uploads_dir() -> Path:
+    return workbench_home() / "uploads"
 
 
 def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:
     """Write the upload where `load_corpus` can read it and return that path (a file or a folder)."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise CorpusError(f"upload is larger than {MAX_UPLOAD_BYTES // 2**20} MB", name)
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    base = (root or workbench_home() / "uploads") / digest
+    try:
+        return _save(name, data, root)
+    except OSError as exc:  # a name too long, a full disk …: a message, never a broken page
+        raise CorpusError(f"the upload cannot be stored: {exc.strerror or exc}", name) from None
+
+
+def _save(name: str, data: bytes, root: Path | None) -> Path:
+    limit = max_upload_bytes()
+    if len(data) > limit:
+        raise CorpusError(f"upload is larger than {limit // 2**20} MB", name)
     suffix = PurePosixPath(name).suffix.lower()
-    safe_name = PurePosixPath(name).name.replace("\\", "_") or "upload"
+    # The browser sends any name it likes: keep its last part only, without control characters (NUL …).
+    safe_name = re.sub(r"[\x00-\x1f\x7f]", "_", PurePosixPath(name.replace("\\", "/")).name) or "upload"
+    # Name and bytes: one document uploaded under two names must not make one folder with a duplicate id.
+    digest = hashlib.sha256(safe_name.encode("utf-8", "surrogatepass") + b"\0" + data).hexdigest()[:16]
+    base = (root or uploads_dir()) / digest
     if suffix == ".jsonl":
         target = base / safe_name
     elif suffix in FOLDER_SUFFIXES:
         target = base / "corpus"
-        (target).mkdir(parents=True, exist_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
         (target / safe_name).write_bytes(data)
         return target
     elif suffix == ".zip":
         target = base / "corpus"
-        _extract_markdown(name, data, target)
+        if not target.is_dir():  # the same bytes were extracted (and checked) before
+            _extract_zip(name, data, target, limit)
         return target
     else:
         raise CorpusError(f"upload a .jsonl corpus, a document ({', '.join(FOLDER_SUFFIXES)}) or a .zip of them", name)
@@ -45,27 +100,64 @@ def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:
     return target
 
 
-def _extract_markdown(name: str, data: bytes, target: Path) -> None:
-    """Extract only corpus documents (the suffixes a corpus folder reads), refusing absolute paths and `..` (zip slip)."""
+def _extract_zip(name: str, data: bytes, target: Path, limit: int) -> None:
+    """Extract only corpus documents (the suffixes a corpus folder reads), refusing absolute paths and `..`
+    (zip slip), into a scratch folder that becomes `target` only when every member checked out."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError):
         raise CorpusError("not a valid .zip file", name) from None
-    members = [m for m in zf.infolist() if not m.is_dir()]
-    if len(members) > MAX_ZIP_MEMBERS:
-        raise CorpusError(f"zip has more than {MAX_ZIP_MEMBERS} files", name)
-    written = 0
-    total = 0
-    for m in members:
+    members = []
+    for m in zf.infolist():
         rel = PurePosixPath(m.filename.replace("\\", "/"))
-        if rel.is_absolute() or ".." in rel.parts or rel.suffix.lower() not in FOLDER_SUFFIXES:
+        if m.is_dir() or rel.is_absolute() or ".." in rel.parts or rel.suffix.lower() not in FOLDER_SUFFIXES:
             continue
-        total += m.file_size
-        if total > MAX_UPLOAD_BYTES:
-            raise CorpusError(f"zip expands to more than {MAX_UPLOAD_BYTES // 2**20} MB", name)
-        out = target.joinpath(*rel.parts)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(zf.read(m))
-        written += 1
-    if not written:
+        members.append((m, rel))
+    docs = max_documents()
+    if len(members) > docs:
+        raise CorpusError(f"zip has more than {docs:,} documents", name)
+    declared = sum(m.file_size for m, _ in members)
+    if declared > limit:
+        raise CorpusError(f"zip expands to more than {limit // 2**20} MB", name)
+    if not members:
         raise CorpusError(f"zip contains no corpus files ({', '.join(FOLDER_SUFFIXES)})", name)
+    scratch = target.parent / f".partial-{uuid.uuid4().hex}"
+    try:
+        budget = limit
+        for m, rel in members:
+            body = _read_member(zf, m, len(data), budget, name)
+            budget -= len(body)
+            out = scratch.joinpath(*rel.parts)
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(body)
+            except OSError as exc:  # a name too long, a file where a folder must be, a full disk …
+                raise CorpusError(f"member {m.filename!r} cannot be written: {exc.strerror or exc}", name) from None
+        try:
+            scratch.rename(target)
+        except OSError:  # another session extracted the same upload meanwhile
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read_member(zf: zipfile.ZipFile, m: zipfile.ZipInfo, archive_size: int, budget: int, name: str) -> bytes:
+    """The member's bytes, read in chunks; its declared sizes and CRC must match what it holds."""
+    where = f"{name}: member {m.filename!r}"
+    if m.flag_bits & 0x1:
+        raise CorpusError(f"{where} is encrypted; upload an unencrypted zip")
+    if m.compress_size > archive_size:
+        raise CorpusError(f"{where} declares {m.compress_size:,} compressed bytes, more than the whole zip (damaged or forged)")
+    out = bytearray()
+    try:
+        with zf.open(m) as fh:  # zipfile stops at the declared size and checks the CRC at the end
+            while chunk := fh.read(_CHUNK):
+                out += chunk
+                if len(out) > budget:
+                    raise CorpusError(f"zip expands to more than {max_upload_bytes() // 2**20} MB", name)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
+        raise CorpusError(f"{where} is damaged ({exc})") from None
+    if len(out) != m.file_size:
+        raise CorpusError(f"{where} declares {m.file_size:,} bytes but holds {len(out):,} (damaged or forged)")
+    return bytes(out)

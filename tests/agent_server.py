@@ -1,0 +1,96 @@
+"""A loopback Ollama server whose replies depend on each request, so concurrent turns cannot mix scripts.
+
+`ScriptedServer` (loopback.py) serves replies in arrival order, which only works for one turn at a
+time. This server plays a deterministic agent over the real Ollama wire format (`POST /api/chat`):
+the question → `search` for it; a search result → `fetch_document` of the first hit (or "nothing
+found"); a fetched document → an answer linking its URL. Every request can wait `delay` seconds
+(a model's latency); the first `rate_limit_first` requests, and every `rate_limit_every`-th one, answer
+429 (a provider's rate limit).
+Used by the concurrency tests and `benchmarks/eval_concurrency.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from http_server import LoopbackServer
+from loopback import Reply, ollama_error, ollama_model, ollama_reply
+
+
+def agent_reply(messages: list[dict[str, Any]]) -> Reply:
+    """The next step of a search → fetch → answer agent, from the conversation so far."""
+    last = messages[-1]
+    if last.get("role") != "tool":
+        return ollama_reply("", [("search", {"query": last.get("content") or ""})])
+    try:
+        content = json.loads(last.get("content") or "{}")
+    except ValueError:
+        content = {}
+    if last.get("tool_name") == "search":
+        results = content.get("results") or []
+        if not results:
+            return ollama_reply("The knowledge base has nothing on this.")
+        return ollama_reply("", [("fetch_document", {"doc_id": results[0]["doc_id"]})])
+    if content.get("url"):
+        return ollama_reply(f"See [{content.get('title') or content.get('doc_id')}]({content['url']}).")
+    return ollama_reply(f"See `{content.get('doc_id')}`.")
+
+
+class AgentServer(LoopbackServer):
+    def __init__(self, delay: float = 0.0, rate_limit_every: int = 0, rate_limit_first: int = 0):
+        self.delay = delay
+        self.rate_limit_every = rate_limit_every
+        self.rate_limit_first = rate_limit_first
+        self.posts = 0
+        self.rate_limited = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, reply: Reply):
+                data = json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self):
+                self._send(Reply(body={"models": [ollama_model("llama3.1:latest")]}))
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                with server._lock:
+                    server.posts += 1
+                    n = server.posts
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    if server.delay:
+                        time.sleep(server.delay)
+                    if n <= server.rate_limit_first or (server.rate_limit_every and n % server.rate_limit_every == 0):
+                        with server._lock:
+                            server.rate_limited += 1
+                        self._send(ollama_error(429, "rate limit exceeded, slow down"))
+                    else:
+                        self._send(agent_reply(body.get("messages") or []))
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
+
+        self._serve(Handler)

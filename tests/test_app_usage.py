@@ -1,0 +1,100 @@
+"""The Document usage page under AppTest, over a real trace database; untrusted titles stay text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from workbench.batch import run_eval
+from workbench.session import Session
+from workbench.trace import usage
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIL = '<img src=x onerror=alert(1)> Widget [setup](javascript:alert(2)) guide'
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "traces.duckdb"
+    monkeypatch.setenv("WORKBENCH_DB", str(path))
+    return path
+
+
+def page(**state) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / "4_Document_usage.py"), default_timeout=60)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_usage_page_shows_most_used_unconsulted_and_never_retrieved(db):
+    s = Session.open(trace_db=db)
+    s.ask("How do I configure SSO?")
+    s.ask("How do I configure SSO?", mode="excerpts")
+    s.ask("What articles do you have?")
+    result = run_eval(s, ["How do I rotate an API key?", "How do I cancel my subscription?"], progress=False)
+
+    at = page()
+    columns, rows = usage.doc_usage(db)
+    consulted = [r for r in rows if r[columns.index("consulted_turns")] > 0]
+    assert [m.value for m in at.metric] == [str(len(rows)), str(len(consulted)), str(len(rows) - len(consulted))]
+    assert [h.value for h in at.subheader] == ["Most-used sources", "Retrieved often, never consulted",
+                                               "Never retrieved", "Totals per category"]
+    top, noisy, never, totals = (d.value for d in at.dataframe)
+    assert list(top["doc_id"]) == [r[0] for r in consulted]
+    expected_noisy = [r[0] for r in usage.retrieved_not_consulted(db, min_turns=2)[1]]
+    assert list(noisy["doc_id"]) == expected_noisy and expected_noisy
+    assert never.empty, "the listing question retrieved every document"
+    assert int(totals["documents"].sum()) == 59
+    assert at.get("plotly_chart") and sum(b.label == "Download CSV" for b in at.get("download_button")) == 4
+    assert any("demo" in c.value and "59 documents" in c.value for c in at.caption)
+
+    # one run chosen: only its turns count, and documents it did not retrieve are "never retrieved"
+    at.multiselect(key="usage_runs").set_value([result.run_id]).run()
+    assert not at.exception
+    only = usage.doc_usage(db, [result.run_id])[1]
+    assert at.metric[0].value == str(len(only))
+    assert len(at.dataframe[2].value) == 59 - len(only)
+
+
+def test_untrusted_titles_are_never_html_or_links(db, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(tmp_path))  # a typed corpus path must lie in a root
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "widget.md").write_text(f"---\nid: widget-setup\ntitle: {json.dumps(EVIL)}\n---\n"
+                                  "To set up the widget, open Settings and choose Widget setup. The widget setup "
+                                  "guide explains every widget option.\n")
+    (kb / "other.md").write_text("---\nid: other\ntitle: Other\n---\nSomething else entirely.\n")
+    answer = Session.open(kb, trace_db=db).ask("How do I set up the widget?")
+    assert "widget-setup" in answer.payload["sets"]["consulted"]
+
+    at = page(cfg_corpus_source="Folder or JSONL path", cfg_corpus_path=str(kb))
+    assert EVIL in set(at.dataframe[0].value["title"])  # data cells are text, shown as text
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    labels = json.dumps(spec["data"])
+    assert "&lt;img src=x onerror=alert(1)&gt;" in labels and "<img" not in labels
+    rendered = "\n".join([*(m.value for m in at.markdown), *(c.value for c in at.caption)])
+    assert "<img" not in rendered and "javascript:" not in rendered
+    assert any("kb" in c.value and "2 documents" in c.value for c in at.caption)
+
+
+def test_trace_explorer_shows_live_export_counts(db, monkeypatch):
+    from otlp_collector import Collector
+    from workbench.trace import live
+
+    with Collector() as col:
+        monkeypatch.setenv(live.ENDPOINT_ENV, col.url)
+        monkeypatch.setenv(live.PROJECT_ENV, "app")
+        chat = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        chat.chat_input[0].set_value("How do I configure SSO?").run()
+        assert not chat.exception
+        assert live.from_env().wait(30) and col.spans
+        at = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60).run()
+        assert not at.exception
+        lines = [c.value for c in at.caption if "Live OTLP export" in c.value]
+        assert any("1 turns exported" in line and "0 failed" in line for line in lines), lines

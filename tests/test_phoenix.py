@@ -1,0 +1,242 @@
+"""The export arrives intact in a REAL Arize Phoenix (DESIGN.md §10).
+
+One `phoenix serve` per test session (this file owns it; with `--dist loadfile` its tests share one
+worker), started before the trace database is built so the two overlap. Spans are read back over
+Phoenix's REST API with plain httpx (never `import phoenix`); Phoenix parses JSON-string attributes
+(`metadata`, `tool.parameters`, `document.metadata`) into keys, so parsed values are compared. The
+consulted flags go in as document annotations and come back through GraphQL `documentEvaluations`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from datetime import datetime
+
+import duckdb
+import httpx
+import pytest
+
+import phoenix_server
+from loopback import OLLAMA, ScriptedServer
+from workbench.cli import main
+from workbench.session import Session
+from workbench.trace import live
+from workbench.trace.spans import SpanSpec, stored_turns, turn_spans
+
+URL = "https://help.orbitly.example/articles/sso-saml-setup"
+JSON_ATTRIBUTES = ("metadata", "tool.parameters")  # and every `….document.metadata`
+
+
+@pytest.fixture(scope="session")
+def phoenix_started(tmp_path_factory):
+    if phoenix_server.executable() is None:
+        pytest.skip(f"Arize Phoenix is not installed: `.ci/run` installs it into .venv-phoenix "
+                    f"(or set {phoenix_server.EXECUTABLE_ENV} to a `phoenix` executable)")
+    server = phoenix_server.PhoenixServer(tmp_path_factory.mktemp("phoenix"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def traced(phoenix_started, tmp_path_factory):
+    """Built while Phoenix boots: turns of every shape, token counts from the Ollama client, a verdict."""
+    db = tmp_path_factory.mktemp("phoenix-db") / "t.duckdb"
+    s = Session.open(trace_db=db)
+    s.ask("How do I configure SSO?")
+    s.ask("What articles do you have?")
+    s.ask("How do I configure SSO?", mode="excerpts")
+    s.ask("How do I configure SSO?", faults=["corrupt_id"], verify=True)  # verified: verdicts in its spans
+    script = [OLLAMA.reply("", [("search", {"query": "configure SSO"})]),
+              OLLAMA.reply("", [("fetch_document", {"doc_id": "sso-saml-setup"})]),
+              OLLAMA.reply(f"Paste the IdP metadata ([SAML setup]({URL})).")]
+    with ScriptedServer(script) as srv:
+        s.ask("How do I configure SSO?", provider="ollama", **OLLAMA.options(srv.url))
+    return db
+
+
+@pytest.fixture(scope="session")
+def phoenix(phoenix_started, traced) -> str:
+    return phoenix_started.wait_ready()
+
+
+def flatten(prefix: str, value, out: dict) -> None:
+    """Phoenix's nesting of a parsed JSON object: one key per leaf (list items of objects by index), none for
+    an empty object; lists of plain values stay lists."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            flatten(f"{prefix}.{k}", v, out)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for i, v in enumerate(value):
+            flatten(f"{prefix}.{i}", v, out)
+    else:
+        out[prefix] = value
+
+
+def as_phoenix_stores(spec: SpanSpec) -> dict:
+    """What Phoenix should hold for `spec`: JSON-string attributes parsed and flattened into keys."""
+    out: dict = {}
+    for key, value in spec.attributes.items():
+        if key == "openinference.span.kind":
+            continue  # Phoenix keeps it as the span's `span_kind`
+        if key in JSON_ATTRIBUTES or key.endswith(".document.metadata"):
+            flatten(key, json.loads(value), out)
+        else:
+            out[key] = value
+    return out
+
+
+def spans_of(base: str, project: str, expect: int, timeout: float = 60.0) -> list[dict]:
+    """Every span of `project`, once at least `expect` have been stored (Phoenix inserts asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        spans, cursor = [], None
+        while True:
+            r = httpx.get(f"{base}/v1/projects/{project}/spans", params={"limit": 1000, **({"cursor": cursor} if cursor else {})},
+                          timeout=10)
+            if r.status_code == 404:  # the project appears with its first span
+                break
+            r.raise_for_status()
+            body = r.json()
+            spans += body["data"]
+            cursor = body.get("next_cursor")
+            if not cursor:
+                break
+        if len(spans) >= expect or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.25)
+
+
+def us(iso: str) -> int:
+    t = datetime.fromisoformat(iso)
+    return int(t.timestamp()) * 1_000_000 + t.microsecond
+
+
+def export(db, base: str, project: str, *extra: str) -> None:
+    assert main(["export", "--openinference", "--endpoint", f"{base}/v1/traces", "--project", project,
+                 "--db", str(db), *extra]) == 0
+
+
+def expected_spans(db, project: str) -> list[SpanSpec]:
+    return [s for t in stored_turns(db) for s in turn_spans(t, project)]
+
+
+def test_export_arrives_intact_in_phoenix(phoenix, traced, capsys):
+    expected = expected_spans(traced, "intact")
+    export(traced, phoenix, "intact")
+    assert "exported 5 turns" in capsys.readouterr().out
+    got = {s["context"]["span_id"]: s for s in spans_of(phoenix, "intact", len(expected))}
+    assert len(got) == len(expected)
+    kinds = set()
+    for spec in expected:
+        s = got[f"{spec.span_id:016x}"]
+        kinds.add(s["span_kind"])
+        assert s["context"]["trace_id"] == f"{spec.trace_id:032x}" and s["name"] == spec.name
+        assert s["span_kind"] == spec.kind
+        assert s["parent_id"] == (f"{spec.parent_id:016x}" if spec.parent_id is not None else None)
+        assert abs(us(s["start_time"]) * 1000 - spec.start_ns) < 1000  # Phoenix stores microseconds
+        assert abs(us(s["end_time"]) * 1000 - spec.end_ns) < 1000
+        assert s["status_code"] == ("ERROR" if spec.error else "OK")
+        assert s["attributes"] == as_phoenix_stores(spec), spec.name
+    assert kinds == {"CHAIN", "LLM", "TOOL", "RETRIEVER"}
+    roots = [s for s in got.values() if s["parent_id"] is None]
+    assert sorted(r["attributes"]["metadata.turn_id"] for r in roots) == sorted(t.turn["turn_id"] for t in stored_turns(traced))
+    assert {r["attributes"]["session.id"] for r in roots} == {t.turn["run_id"] for t in stored_turns(traced)}
+    verdicts = [v for s in got.values() for k, v in s["attributes"].items() if k.endswith(".document.metadata.verdict")]
+    with duckdb.connect(str(traced), read_only=True) as con:  # the verified turn's verdicts, as stored
+        stored = {v for (v,) in con.execute("SELECT verdict FROM ablations WHERE verdict IS NOT NULL").fetchall()}
+    assert "load_bearing" in stored and set(verdicts) == stored
+    tokens = [s["attributes"]["llm.token_count.total"] for s in got.values() if "llm.token_count.total" in s["attributes"]]
+    assert tokens == [150, 150, 150]
+
+
+def test_exporting_again_adds_nothing_and_another_project_gets_a_copy(phoenix, traced):
+    n = len(expected_spans(traced, "twice"))
+    export(traced, phoenix, "twice")
+    assert len(spans_of(phoenix, "twice", n)) == n
+    export(traced, phoenix, "twice")
+    marker = Session.open(trace_db=traced.with_name("marker.duckdb"))
+    marker.ask("What is the capital of Mongolia?")
+    export(traced.with_name("marker.duckdb"), phoenix, "twice")  # stored after the repeat, so once it is there…
+    extra = len(expected_spans(traced.with_name("marker.duckdb"), "twice"))
+    spans = spans_of(phoenix, "twice", n + extra)
+    assert len(spans) == n + extra  # …the repeated spans were not added
+    export(traced, phoenix, "twice-copy")
+    assert len(spans_of(phoenix, "twice-copy", n)) == n
+
+
+def test_consulted_flags_as_document_annotations_read_back_through_graphql(phoenix, traced, capsys):
+    export(traced, phoenix, "annotated", "--annotate")
+    out = capsys.readouterr().out
+    retrievers = [s for s in expected_spans(traced, "annotated") if s.kind == "RETRIEVER"]
+    flags = {}
+    for spec in retrievers:
+        i = 0
+        while f"retrieval.documents.{i}.document.id" in spec.attributes:
+            meta = json.loads(spec.attributes[f"retrieval.documents.{i}.document.metadata"])
+            flags[(f"{spec.span_id:016x}", i)] = meta["consulted"]
+            i += 1
+    assert f"{len(flags)} document annotations" in out and True in flags.values() and False in flags.values()
+    stored = {s["context"]["span_id"]: s["id"]
+              for s in spans_of(phoenix, "annotated", len(expected_spans(traced, "annotated")))}
+    query = ("query ($id: ID!) { node(id: $id) { ... on Span { spanId "
+             "documentEvaluations { name score label documentPosition } } } }")
+    deadline = time.monotonic() + 60
+    for span_id in {k[0] for k in flags}:
+        want = {pos: consulted for (sid, pos), consulted in flags.items() if sid == span_id}
+        while True:
+            r = httpx.post(f"{phoenix}/graphql", json={"query": query, "variables": {"id": stored[span_id]}}, timeout=10)
+            r.raise_for_status()
+            evals = r.json()["data"]["node"]["documentEvaluations"]
+            if len(evals) >= len(want) or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        got = {e["documentPosition"]: e for e in evals if e["name"] == "consulted"}
+        assert {p: e["score"] == 1.0 for p, e in got.items()} == want
+        assert all(e["label"] == ("consulted" if want[p] else "not consulted") for p, e in got.items())
+
+
+def test_live_export_reaches_phoenix_as_the_replay_would(phoenix, tmp_path, monkeypatch):
+    monkeypatch.setenv(live.ENDPOINT_ENV, phoenix)  # a bare base URL gets /v1/traces
+    monkeypatch.setenv(live.PROJECT_ENV, "live")
+    db = tmp_path / "live.duckdb"
+    s = Session.open(trace_db=db)
+    s.ask("How do I configure SSO?")
+    s.ask("What articles do you have?")
+    exporter = live.from_env()
+    assert exporter.wait(60) and exporter.status()["exported"] == 2
+    expected = expected_spans(db, "live")
+    got = {s["context"]["span_id"]: s for s in spans_of(phoenix, "live", len(expected))}
+    assert {f"{x.span_id:016x}" for x in expected} == set(got)
+    for spec in expected:
+        assert got[f"{spec.span_id:016x}"]["attributes"] == as_phoenix_stores(spec)
+
+
+def test_attribute_names_are_openinference_semantic_conventions(traced):
+    """Every key we emit is a constant of the official `openinference-semantic-conventions` package (read in
+    Phoenix's venv, so the workbench does not depend on it)."""
+    python = phoenix_server.venv_python()
+    if python is None:
+        pytest.skip("Phoenix's venv (with openinference-semantic-conventions) is not installed")
+    code = ("import json; from openinference.semconv.trace import SpanAttributes, DocumentAttributes, "
+            "OpenInferenceSpanKindValues; from openinference.semconv.resource import ResourceAttributes; "
+            "names = {v for c in (SpanAttributes, DocumentAttributes, ResourceAttributes) for k, v in vars(c).items() "
+            "if k.isupper() and isinstance(v, str)}; "
+            "print(json.dumps({'names': sorted(names), 'kinds': [k.value for k in OpenInferenceSpanKindValues]}))")
+    official = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout)
+    names = set(official["names"])
+    from workbench.trace.spans import PROJECT_NAME, RETRIEVAL_DOCUMENTS
+
+    assert PROJECT_NAME in names and RETRIEVAL_DOCUMENTS in names
+    used = set()
+    for spec in expected_spans(traced, "workbench"):
+        assert spec.kind in official["kinds"]
+        for key in spec.attributes:
+            if key.startswith(RETRIEVAL_DOCUMENTS + "."):
+                key = key.split(".", 3)[3]  # retrieval.documents.{i}.<document attribute>
+            used.add(key)
+    assert used - names == set()
+    assert {"llm.model_name", "llm.token_count.prompt", "llm.token_count.completion", "llm.token_count.total",
+            "tool.name", "tool.parameters", "document.id", "document.score", "document.content",
+            "document.metadata", "session.id", "input.value", "output.value", "metadata"} <= used

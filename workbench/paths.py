@@ -1,0 +1,105 @@
+"""Which files the app lets a visitor name: the operator model of docs/security.md.
+
+Whoever can reach the app can type paths into its sidebar (a corpus folder or file, a trace
+database). Those paths are confined to the roots the operator allows: `$WORKBENCH_ALLOWED_ROOTS`
+(folders separated by `os.pathsep`), by default the bundled demo corpus and `WORKBENCH_HOME`
+(which holds the uploads, the index cache and the default trace database). A path is resolved —
+`~`, `..` and every symlink on the way — before it is checked, so no spelling leaves a root.
+URLs (`file:`, `http:` …) are not paths. The operator's own trace database (`$WORKBENCH_DB`) is
+allowed wherever it is.
+
+Servers are confined the same way: a provider option that names a server (`"format": "uri"` in its
+`options_schema`: Ollama's host, the base URL of Gemini or an OpenAI-compatible server) is the
+operator's environment default unless a visitor names one listed in `$WORKBENCH_ALLOWED_SERVERS`.
+Otherwise a visitor could send the operator's API key, which goes with every request, to a server
+of their own, or make the app probe the operator's network.
+
+The CLI is the operator's own tool and reads any file its user can; it does not call this.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from .config import DEMO_CORPUS, default_db_path, workbench_home
+from .errors import PathNotAllowedError
+
+ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
+ALLOWED_SERVERS_ENV = "WORKBENCH_ALLOWED_SERVERS"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # a scheme of two letters or more (not a drive letter)
+
+
+def allowed_roots() -> list[Path]:
+    """The folders visitors may name, resolved: `$WORKBENCH_ALLOWED_ROOTS`, else demo corpus + WORKBENCH_HOME."""
+    raw = os.environ.get(ALLOWED_ROOTS_ENV, "")
+    roots = [Path(p.strip()).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    if not roots:
+        roots = [DEMO_CORPUS, workbench_home()]
+    return [r.resolve() for r in roots]
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def confine(text: str, what: str, *, also: tuple[Path, ...] = ()) -> Path:
+    """`text` as a resolved path inside an allowed root (or equal to one of `also`); else `PathNotAllowedError`."""
+    text = (text or "").strip()
+    roots = allowed_roots()
+    hint = "allowed folders: " + ", ".join(str(r) for r in roots) + f" (the operator sets {ALLOWED_ROOTS_ENV})"
+    if not text:
+        raise PathNotAllowedError(f"{what}: give a path; {hint}")
+    if "\0" in text or _URL.match(text):
+        raise PathNotAllowedError(f"{what} {text!r} is not allowed: give a file or folder path, not a URL; {hint}")
+    try:
+        resolved = Path(text).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):  # e.g. `~nosuchuser`, a symlink loop
+        raise PathNotAllowedError(f"{what} {text!r} is not allowed: it cannot be resolved; {hint}") from None
+    if any(_within(resolved, r) for r in roots) or resolved in {p.resolve() for p in also}:
+        return resolved
+    raise PathNotAllowedError(f"{what} {text!r} is not allowed: it is outside the folders this app may use; {hint}")
+
+
+def confine_db(text: str) -> Path:
+    """A trace database path a visitor typed: inside the roots, or the operator's default database."""
+    return confine(text, "trace database", also=(default_db_path(),))
+
+
+def _server(url: str) -> tuple[str, str, int | None, str] | None:
+    """(scheme, host, port, path) of an http(s) URL, without userinfo, lower-cased; None when not one."""
+    from urllib.parse import unquote, urlsplit
+
+    if re.search(r"[\s\\\x00-\x1f\x7f]", url.strip()):  # parsers disagree on these: never a server here
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    default = 443 if parts.scheme.lower() == "https" else 80
+    path = posixpath.normpath(unquote(parts.path)) if parts.path else ""  # no `/v1/../` out of an allowed path
+    return parts.scheme.lower(), parts.hostname.lower(), port or default, path.rstrip("/")
+
+
+def allowed_servers() -> list[str]:
+    """The servers visitors may name: `$WORKBENCH_ALLOWED_SERVERS`, URLs separated by spaces or commas."""
+    return [u for u in re.split(r"[\s,]+", os.environ.get(ALLOWED_SERVERS_ENV, "")) if u]
+
+
+def confine_server(text: str, what: str) -> str:
+    """`text` if it is an http(s) URL on a server the operator allows (same scheme, host and port, and a
+    path under the allowed one); else `PathNotAllowedError`."""
+    allowed = allowed_servers()
+    hint = (f"allowed servers: {', '.join(allowed)}" if allowed else "this app uses the servers its operator "
+            "configured") + f" (the operator sets {ALLOWED_SERVERS_ENV})"
+    wanted = _server(text)
+    for url in allowed:
+        ok = _server(url)
+        if wanted and ok and wanted[:3] == ok[:3] and (wanted[3] + "/").startswith(ok[3] + "/"):
+            return text.strip()
+    raise PathNotAllowedError(f"{what} is not allowed: {hint}")

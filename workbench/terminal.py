@@ -1,0 +1,25 @@
+"""Text for a terminal: control characters from documents, questions and model output made visible.
+
+Untrusted text printed raw can drive the terminal: `ESC ] 52 ; …` writes the clipboard, CSI
+sequences clear or recolour the screen, a carriage return overwrites what the line said, C1
+controls (U+0080–U+009F, e.g. U+009B as a one-byte CSI) do the same on some terminals, and bidi
+overrides (U+202E …) make text read differently than it is. `neutralize` shows each as a visible
+escape (`\\x1b`, `\\u202e`) and keeps tabs and line breaks. The CLI applies it to what it prints for
+people (answers, tables, messages); `--json` and `--csv` output keep the data exactly.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(m: re.Match) -> str:
+    code = ord(m.group())
+    return {0x0D: "\\r"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def neutralize(text: str) -> str:
+    """`text` with every terminal control character but tab and newline as a visible escape."""
+    return _CONTROLS.sub(_visible, text.replace("\r\n", "\n"))

@@ -1,0 +1,334 @@
+"""Stored turns as OpenInference spans (docs/interop.md): pure conversion, no OpenTelemetry import.
+
+The DuckDB trace store stays the source of truth; this module reads a turn's rows (from the database,
+or the very rows the writer just committed, for live export) and lays them out as spans:
+
+- a root `CHAIN` span per turn: `input.value` = question, `output.value` = answer, `session.id` = run id,
+  `metadata` = the three sets, the rejected citations, status and the run's configuration;
+- an `LLM` span per model call (`llm.model_name`, `llm.token_count.*`);
+- a `TOOL` span per tool call (`tool.name`, `tool.parameters` = the arguments the model passed, as
+  Phoenix's own GenAI conversion fills it; `input.value` the same JSON, `output.value` the returned
+  documents);
+- a `RETRIEVER` span under every `search` call, and under any other tool call that returned documents
+  (`fetch_document`, listings), so every retrieved document appears with its metadata; in excerpt mode
+  one `RETRIEVER` span for the numbered excerpts. Documents: `retrieval.documents.{i}.document.{id,
+  score, content, metadata}`. Neither OpenInference nor the OTel GenAI conventions has a field for cited
+  or consulted, so they travel in the document's `metadata` JSON (`exposure`, `cited`, `consulted`, and
+  `verdict` when an `ablations` table holds one), and `content` is the passage the model was shown
+  (the title for a title-only listing; absent for a whole-document fetch, whose text the trace does
+  not copy).
+
+Times are the stored ones: the root spans `turns.started_at` + `latency_ms`; model calls and tool calls
+are laid end to end from the turn's start in the order the agent loop ran them (call 0, the tool calls
+it asked for, call 1, …; `model_calls.n_tool_calls`), each as long as its stored latency. The loop's
+own overhead between calls (well under a millisecond) is not stored, so it is not shown.
+
+Ids are deterministic, derived from the project and the turn id (sha256; the span ids also from the
+span's role), so exporting the same turns to the same project again adds nothing in a viewer that keys
+spans by id (Phoenix does). The project is part of the ids because Phoenix keys spans and traces by id
+across projects: with ids from the turn alone, a turn exported to a second project would silently stay in
+the first. Find a turn by its id through the root span's `metadata.turn_id` (Phoenix:
+`metadata['turn_id'] == '…'`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+# OpenInference semantic conventions (openinference-semantic-conventions, `SpanAttributes`): the exact names.
+SPAN_KIND = "openinference.span.kind"
+INPUT_VALUE, INPUT_MIME = "input.value", "input.mime_type"
+OUTPUT_VALUE, OUTPUT_MIME = "output.value", "output.mime_type"
+SESSION_ID = "session.id"
+METADATA = "metadata"
+LLM_MODEL_NAME = "llm.model_name"
+TOKENS_PROMPT, TOKENS_COMPLETION, TOKENS_TOTAL = ("llm.token_count.prompt", "llm.token_count.completion",
+                                                  "llm.token_count.total")
+TOOL_NAME, TOOL_PARAMETERS, TOOL_ID = "tool.name", "tool.parameters", "tool.id"
+RETRIEVAL_DOCUMENTS = "retrieval.documents"
+DOCUMENT_ID, DOCUMENT_SCORE = "document.id", "document.score"
+DOCUMENT_CONTENT, DOCUMENT_METADATA = "document.content", "document.metadata"
+#: Resource attribute naming the project (Phoenix files spans under it).
+PROJECT_NAME = "openinference.project.name"
+DEFAULT_PROJECT = "workbench"
+JSON_MIME, TEXT_MIME = "application/json", "text/plain"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SpanSpec:
+    """One span, ready for any OTLP exporter: ids, parent, times (ns since the epoch) and attributes."""
+
+    name: str
+    kind: str  # the OpenInference span kind: CHAIN, LLM, TOOL, RETRIEVER
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    error: str | None = None  # the span's status is ERROR with this description
+
+
+@dataclass
+class StoredTurn:
+    """One turn's rows, each a dict keyed by column name (as in the trace tables)."""
+
+    turn: dict[str, Any]
+    run: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    retrieved_items: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: doc_id → verification verdict (`ablations.verdict`), empty before verification exists.
+    verdicts: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: dict[str, list[tuple]], run: dict[str, Any] | None = None) -> "StoredTurn":
+        """From `rows.turn_rows` output (tuples in `rows.SCHEMAS` column order): what live export sees."""
+        from .rows import SCHEMAS
+
+        named = {name: [dict(zip(SCHEMAS[name].names, r)) for r in rs] for name, rs in rows.items() if name in SCHEMAS}
+        texts = dict(rows.get("passages", ()))
+        for it in named.get("retrieved_items", []):  # as the database read joins them
+            it["text"] = texts.get(it["passage_id"])
+        (turn,) = named["turns"]
+        return cls(turn, run, **{k: named.get(k, []) for k in
+                                 ("tool_calls", "retrieved_items", "citations", "sources", "model_calls")})
+
+
+# --- ids and times -----------------------------------------------------------------------------
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\x1f".join(parts).encode()).digest()
+
+
+def trace_id_of(turn_id: str, project: str = DEFAULT_PROJECT) -> int:
+    """The OTel trace id of a turn in a project: 16 bytes of sha256(project, turn id), never 0."""
+    return int.from_bytes(_digest("trace", project, turn_id)[:16], "big") or 1
+
+
+def span_id_of(turn_id: str, role: str, project: str = DEFAULT_PROJECT) -> int:
+    """A span id stable across exports: 8 bytes of sha256(project, turn id, the span's role), never 0."""
+    return int.from_bytes(_digest("span", project, turn_id, role)[:8], "big") or 1
+
+
+def to_ns(t: datetime) -> int:
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return (t - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _ms_ns(ms: float | None) -> int:
+    return max(0, int(round((ms or 0.0) * 1_000_000)))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+# --- one turn ----------------------------------------------------------------------------------
+
+
+def rejected_citations(citations: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rejected citations, one per distinct target in answer order (as the payload lists them)."""
+    out, seen = [], set()
+    for c in sorted(citations, key=lambda c: c["idx"]):
+        if c["valid"] or c["target"] in seen:
+            continue
+        seen.add(c["target"])
+        out.append({"target": c["target"], "reason": c["reason"], "nearest_doc_id": c["nearest_doc_id"],
+                    "edit_distance": c["edit_distance"]})
+    return out
+
+
+def _run_config(run: dict[str, Any] | None) -> dict[str, Any]:
+    if not run:
+        return {}
+    return {k: run.get(k) for k in ("kind", "provider", "model", "retriever", "mode", "tool_protocol", "k",
+                                    "prompt_version", "corpus_id") if run.get(k) is not None}
+
+
+def _documents(items: list[dict[str, Any]], sources: dict[str, dict[str, Any]],
+               verdicts: dict[str, str]) -> dict[str, Any]:
+    """`retrieval.documents.{i}.document.*` attributes of the items of one retrieval, in their order."""
+    attrs: dict[str, Any] = {}
+    for i, it in enumerate(items):
+        doc = sources.get(it["doc_id"], {})
+        prefix = f"{RETRIEVAL_DOCUMENTS}.{i}."
+        attrs[prefix + DOCUMENT_ID] = it["doc_id"]
+        if it.get("score") is not None:
+            attrs[prefix + DOCUMENT_SCORE] = float(it["score"])
+        content = it.get("text") or (doc.get("title") if it["exposure"] == "title" else None)
+        if content:
+            attrs[prefix + DOCUMENT_CONTENT] = content
+        meta = {"exposure": it["exposure"], "cited": bool(doc.get("cited")), "consulted": bool(doc.get("consulted")),
+                "turn_exposure": doc.get("exposure"), "reason": doc.get("reason"), "title": doc.get("title"),
+                "url": doc.get("url"), "kind": doc.get("kind"), "artifact_kind": doc.get("artifact_kind"),
+                "rank": it.get("rank"), "chunk_index": it.get("chunk_index"), "page": it.get("page")}
+        if it["doc_id"] in verdicts:
+            meta["verdict"] = verdicts[it["doc_id"]]
+        attrs[prefix + DOCUMENT_METADATA] = _json({k: v for k, v in meta.items() if v is not None})
+    return attrs
+
+
+def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
+    """Every span of one stored turn for `project`, root first (see the module docstring for the layout)."""
+    turn = t.turn
+    tid = turn["turn_id"]
+    trace = trace_id_of(tid, project)
+    root_id = span_id_of(tid, "turn", project)
+    started = turn.get("started_at") or (t.run or {}).get("created_at") or _EPOCH
+    start = to_ns(started)
+    sources = {s["doc_id"]: s for s in t.sources}
+    by_call: dict[int | None, list[dict[str, Any]]] = {}
+    for it in sorted(t.retrieved_items, key=lambda it: (it["tool_call_seq"] is None, it["tool_call_seq"] or 0,
+                                                        it["position"])):
+        by_call.setdefault(it["tool_call_seq"], []).append(it)
+
+    spans: list[SpanSpec] = []
+    clock = start
+
+    def add(name: str, kind: str, role: str, begin: int, end: int, attrs: dict[str, Any],
+            parent: int = root_id, error: str | None = None) -> int:
+        sid = span_id_of(tid, role, project)
+        spans.append(SpanSpec(name, kind, trace, sid, parent, begin, max(begin, end), {SPAN_KIND: kind, **attrs},
+                              error))
+        return sid
+
+    def tool_span(call: dict[str, Any]) -> None:
+        nonlocal clock
+        seq, end = call["seq"], clock + _ms_ns(call.get("latency_ms"))
+        items = by_call.get(seq, [])
+        args = call.get("args_json") or "{}"
+        returned = [{"doc_id": it["doc_id"], "title": sources.get(it["doc_id"], {}).get("title"),
+                     "rank": it.get("rank"), "score": it.get("score")} for it in items]
+        attrs = {TOOL_NAME: call["name"], TOOL_PARAMETERS: args, INPUT_VALUE: args, INPUT_MIME: JSON_MIME,
+                 OUTPUT_VALUE: call.get("error") or _json(returned),
+                 OUTPUT_MIME: TEXT_MIME if call.get("error") else JSON_MIME,
+                 METADATA: _json({"seq": seq, "exposure": call["exposure"], "n_results": call["n_results"]})}
+        if call.get("call_id"):
+            attrs[TOOL_ID] = call["call_id"]
+        sid = add(call["name"], "TOOL", f"tool:{seq}", clock, end, attrs, error=call.get("error"))
+        if call["name"] == "search" or items:
+            try:
+                query = json.loads(args)
+            except ValueError:
+                query = {}
+            query = query.get("query") if isinstance(query, dict) else None
+            add("retrieve", "RETRIEVER", f"retriever:{seq}", clock, end,
+                {INPUT_VALUE: query if isinstance(query, str) else args, **_documents(items, sources, t.verdicts)},
+                parent=sid)
+        clock = end
+
+    calls = sorted(t.tool_calls, key=lambda c: c["seq"])
+    model_calls = sorted(t.model_calls, key=lambda c: c["seq"])
+    excerpts = by_call.get(None, [])
+    if excerpts:  # excerpt mode: retrieval first, then the one model call; its length is what the call left
+        took = _ms_ns(turn.get("latency_ms")) - sum(_ms_ns(c.get("latency_ms")) for c in model_calls)
+        add("excerpts", "RETRIEVER", "retriever:excerpts", clock, clock + max(0, took),
+            {INPUT_VALUE: turn["question"], **_documents(excerpts, sources, t.verdicts)})
+        clock += max(0, took)
+    pending = iter(calls)
+    for call in model_calls:
+        end = clock + _ms_ns(call.get("latency_ms"))
+        attrs: dict[str, Any] = {METADATA: _json({k: call.get(k) for k in
+                                                  ("seq", "provider", "model_version", "finish_reason", "retries")
+                                                  if call.get(k) is not None})}
+        if call.get("model"):
+            attrs[LLM_MODEL_NAME] = call["model"]
+        tin, tout = call.get("tokens_in"), call.get("tokens_out")
+        if tin is not None:
+            attrs[TOKENS_PROMPT] = int(tin)
+        if tout is not None:
+            attrs[TOKENS_COMPLETION] = int(tout)
+        if tin is not None and tout is not None:
+            attrs[TOKENS_TOTAL] = int(tin) + int(tout)
+        failed = call.get("finish_reason") == "error"
+        add(f"{call.get('provider') or 'model'} call", "LLM", f"llm:{call['seq']}", clock, end, attrs,
+            error=(turn.get("error") or "the model call failed") if failed else None)
+        clock = end
+        for _ in range(call.get("n_tool_calls") or 0):
+            nxt = next(pending, None)
+            if nxt is not None:
+                tool_span(nxt)
+    for call in pending:  # turns written before `model_calls` existed: the tool calls end to end
+        tool_span(call)
+
+    ordered = sorted(t.sources, key=lambda s: s["position"])
+    meta = {"turn_id": tid, "status": turn["status"], "question_kind": turn.get("question_kind"),
+            "sets": {"retrieved": [s["doc_id"] for s in ordered], "cited": [s["doc_id"] for s in ordered if s["cited"]],
+                     "consulted": [s["doc_id"] for s in ordered if s["consulted"]]},
+            "rejected_citations": rejected_citations(t.citations), "run": _run_config(t.run)}
+    if turn.get("error"):
+        meta["error"] = turn["error"]
+    root_attrs = {INPUT_VALUE: turn["question"], INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: turn.get("answer") or "",
+                  OUTPUT_MIME: TEXT_MIME, SESSION_ID: turn["run_id"], METADATA: _json(meta)}
+    end = max([start + _ms_ns(turn.get("latency_ms"))] + [s.end_ns for s in spans])
+    root = SpanSpec("turn", "CHAIN", trace, root_id, None, start, end, {SPAN_KIND: "CHAIN", **root_attrs},
+                    None if turn["status"] == "ok" else (turn.get("error") or turn["status"]))
+    return [root, *spans]
+
+
+# --- reading stored turns ----------------------------------------------------------------------
+
+_CHILDREN = {"tool_calls": "x.seq", "retrieved_items": "x.tool_call_seq, x.position", "citations": "x.idx",
+             "sources": "x.position", "model_calls": "x.seq"}
+
+
+def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
+    """Every turn (of `run_id`, else all) with its rows, oldest first, from an open (read-only) connection.
+
+    One query nests each child table into a list per turn; the verdicts come from `ablations` when the
+    database has that table (verification by ablation), and are simply absent before.
+    """
+    tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    children = [name for name in _CHILDREN if name in tables]
+    # the passages' text beside each item (a database from before m007 has neither: no `content` then)
+    source = ({"retrieved_items": "(SELECT i.*, p.text FROM retrieved_items i LEFT JOIN passages p USING (passage_id))"}
+              if "passages" in tables else {})
+    cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
+                     f"AS {n}" for n in children)
+    if "ablations" in tables:
+        cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM ablations x "
+                 "WHERE x.turn_id = t.turn_id AND x.verification_id = (SELECT arg_max(y.verification_id, y.verified_at) "
+                 "FROM ablations y WHERE y.turn_id = t.turn_id)) AS ablations")  # the latest verification's
+    sql = (f"SELECT t AS turn, r AS run, {cols} FROM turns t LEFT JOIN runs r ON r.run_id = t.run_id "
+           f"{'WHERE t.run_id = ?' if run_id else ''} ORDER BY t.started_at, t.turn_id")
+    rel = con.execute(sql, [run_id] if run_id else [])
+    names = [d[0] for d in rel.description]
+    while True:
+        batch = rel.fetchmany(256)
+        if not batch:
+            return
+        for row in batch:
+            r = dict(zip(names, row))
+            verdicts = {a["doc_id"]: a["verdict"] for a in (r.pop("ablations", None) or []) if a["verdict"]}
+            yield StoredTurn(r["turn"], r["run"], **{n: r.get(n) or [] for n in children}, verdicts=verdicts)
+
+
+def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | None = None) -> list[StoredTurn]:
+    """The turns of the trace database at `db` (all, or one run's), read on one short read-only connection.
+
+    A reader: the database is never migrated (`TraceReader.check`); an older one is read as it is."""
+    import duckdb
+
+    from ..errors import TraceStoreError
+    from .connect import connection
+    from .reader import TraceReader
+
+    reader = TraceReader(db, timeout=timeout)
+    reader.check()
+    with connection(db, read_only=True, timeout=reader.timeout) as con:
+        try:
+            return list(read_stored_turns(con, run_id))
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"could not read the turns of {db}: {exc}") from None

@@ -1,0 +1,93 @@
+"""The Document usage page: most-used sources, retrieved-but-never-consulted, never retrieved, totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from .. import analysis as A
+from ..errors import WorkbenchError
+from ..render import escape_markdown
+from .tables import table
+
+
+def _run_label(row) -> str:
+    when = row.created_at.strftime("%Y-%m-%d %H:%M") if row.created_at is not None else "?"
+    return (f"{when} · {row.kind} · {row.provider} · {row.retriever} · {row.mode} · {row.turns} turns · "
+            f"{row.run_id[:8]}")
+
+
+def pick_runs(db: Path) -> list[str] | None:
+    """A multiselect over the database's runs; None (= every run) when nothing is picked."""
+    from ..trace.usage import runs_overview
+
+    columns, rows = runs_overview(db)
+    runs = pd.DataFrame(rows, columns=columns)
+    labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
+    picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
+    return picked or None
+
+
+def show(db: str | None, corpus: str, corpus_label: str) -> None:
+    from ..config import default_db_path
+
+    path = Path(db or default_db_path())
+    if not path.exists():
+        st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
+                                "(every turn is traced) or run `workbench eval …`."))
+        return
+    try:
+        runs = pick_runs(path)
+        usage = A.document_usage(path, runs)
+        _sections(path, runs, usage, corpus, corpus_label)
+    except WorkbenchError as exc:
+        st.error(escape_markdown(str(exc)), icon="⚠️")
+
+
+def _sections(db: Path, runs: list[str] | None, usage: pd.DataFrame, corpus: str, corpus_label: str) -> None:
+    consulted = usage[usage["consulted_turns"] > 0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Documents retrieved", len(usage))
+    c2.metric("Consulted at least once", len(consulted))
+    c3.metric("Retrieved, never consulted", len(usage) - len(consulted))
+
+    st.subheader("Most-used sources")
+    st.caption("Ranked by the turns that consulted them (read in full, or a cited snippet): what answers "
+               "really came from. Retrieved and cited turns beside them.")
+    if consulted.empty:
+        st.info("No document was consulted in these runs.")
+    else:
+        st.plotly_chart(A.usage_figure(consulted), width="stretch", key="usage-top")
+        table(consulted, "most-used-sources", key="usage-top")
+
+    st.subheader("Retrieved often, never consulted")
+    min_turns = st.number_input("Retrieved in at least this many turns", 1, 1000, 2, key="usage_min_turns")
+    noisy = A.retrieved_not_consulted(db, runs, int(min_turns))
+    st.caption("Tools keep returning these, and the model never reads them: misleading titles or snippets, or "
+               "retrieval noise.")
+    table(noisy, "retrieved-never-consulted", key="usage-noisy")
+
+    corpus_obj = A.corpus_of(corpus)
+    st.subheader("Never retrieved")
+    st.caption(escape_markdown(f"Documents of the corpus chosen in the sidebar ({corpus_label}, "
+                               f"{len(corpus_obj)} documents) that no turn of these runs retrieved."))
+    table(A.never_retrieved(db, corpus_obj, runs), "never-retrieved", key="usage-never")
+
+    st.subheader("Totals per category")
+    st.caption(escape_markdown(f"Categories of {corpus_label}; counts are document-turns. Documents no longer in "
+                               "the corpus are grouped as “(not in this corpus)”."))
+    table(A.usage_totals(db, corpus_obj, runs), "usage-per-category", key="usage-totals")
+
+
+def live_export_status() -> None:
+    """One line per live OTLP exporter of this process ($WORKBENCH_OTLP_ENDPOINT): counts and the last error."""
+    from ..trace import live
+
+    for s in live.status():
+        line = (f"Live OTLP export to {s['endpoint']} (project {s['project']}): {s['exported']} turns exported, "
+                f"{s['failed']} failed, {s['dropped']} dropped, {s['pending']} pending")
+        if s["last_error"]:
+            line += f" · last error: {s['last_error']}"
+        (st.warning if s["failed"] or s["dropped"] else st.caption)(escape_markdown(line))
