@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from conftest import ROOT
-from loopback import GEMINI, OLLAMA, WIRES, ScriptedServer, refused_url
+from loopback import WIRES, ScriptedServer, refused_url
 from workbench.providers.base import ModelStep, Provider, register_provider, scrub_secrets
 from workbench.session import Session
 
