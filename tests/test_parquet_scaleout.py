@@ -14,12 +14,10 @@ def test_every_table_reads_back_with_hive_partitioning(tmp_path, capsys):
     s = Session.open(trace_db=db)
     for q in ("How do I configure SSO?", "What articles do you have?", "What is the capital of Mongolia?"):
         s.ask(q)
-    s.ask("How do I configure SSO?", mode="excerpts")
+    s.ask("How do I configure SSO?", mode="excerpts", verify=True)  # verified: `ablations` rows too
     with duckdb.connect(str(db)) as con:
-        # a run from three days earlier (a second partition), and a table a later migration adds (verification's)
+        # a run from three days earlier (a second partition)
         con.execute("UPDATE runs SET created_at = created_at - INTERVAL 3 DAY WHERE mode = 'excerpts'")
-        con.execute("CREATE TABLE IF NOT EXISTS ablations (turn_id VARCHAR, doc_id VARCHAR, verdict VARCHAR)")
-        con.execute("INSERT INTO ablations SELECT turn_id, doc_id, 'decorative' FROM sources WHERE consulted")
         tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name <> 'migrations'")
                   .fetchall()]
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}

@@ -183,6 +183,40 @@ def test_builtins_load_first_so_a_plugin_may_replace_one(tmp_path, monkeypatch):
         sys.modules.pop("fake_builtins", None)
 
 
+def test_threads_that_first_use_a_registry_at_once_all_see_every_builtin(tmp_path, monkeypatch):
+    """`eval --concurrency 4`'s workers were the first to ask for the `lexical` judge: while one thread
+    imported the built-ins module the others saw an empty registry ("unknown judge 'lexical'; choose
+    one of: "). Loading is now one locked step, and a registry counts as loaded only when it is done."""
+    (tmp_path / "slow_builtins.py").write_text("import time\nfrom slow_registry import REG\ntime.sleep(0.3)\n"
+                                               "REG.register('lexical', 'builtin')\n")
+    (tmp_path / "slow_registry.py").write_text("from workbench.registry import Registry\n"
+                                               "REG = Registry('judge', 'slow_builtins')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import threading
+
+    try:
+        from slow_registry import REG
+
+        start, got = threading.Barrier(6), []
+
+        def first_use():
+            start.wait()
+            try:
+                got.append(REG.factory("lexical"))
+            except UnknownNameError as exc:
+                got.append(exc)
+
+        threads = [threading.Thread(target=first_use) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == ["builtin"] * 6
+    finally:
+        sys.modules.pop("slow_registry", None)
+        sys.modules.pop("slow_builtins", None)
+
+
 def test_every_kind_is_documented_and_registered_in_one_place():
     """Each kind has a built-ins module holding only registrations, and a section of docs/plugins.md."""
     for reg, kind in ((base._PROVIDERS, "provider"), (retrieval_base._RETRIEVERS, "retriever"),
