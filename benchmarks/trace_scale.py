@@ -4,7 +4,8 @@
 
 Rows per turn: 2 model calls, 2 tool calls, 10 retrieved items (9 search snippets pointing at one of 2,000
 608-character passages, one per document, as real snippets repeat), 2 citations, 6 sources (~23 rows with
-the turn).
+the turn). One turn in 10 is verified by ablation: a control row and one `ablations` row per source
+(consulted ones load-bearing, the rest no effect), ~0.7 rows per turn on average.
 Not part of the test suite (it takes minutes and ~1 GB of disk).
 """
 
@@ -81,6 +82,29 @@ SELECT printf('%032x', i), 'doc-' || ((hash(i) + d) % 2000), 'Title ' || d, NULL
        i % 10 <> 0 AND d < 2, i % 10 <> 0 AND d < 1 + i % 2, CASE WHEN d = 0 THEN 'full' ELSE 'snippet' END,
        'reason', 'source', NULL, 0, d + 1, CASE WHEN d < 2 THEN d + 1 END
 FROM range({turns}) t(i), range(6) u(d);
+
+INSERT INTO ablations (turn_id, verification_id, seq, role, doc_id, verdict, status, similarity, extra_calls, latency_ms,
+                       method, control_stable, similarity_threshold, verified_at)
+SELECT turn_id, 'v-' || turn_id, 0, 'control', NULL, NULL, 'ok', 1.0, 2, 3.0, 'ablation-v1', true, 0.8,
+       TIMESTAMPTZ '2024-06-01 00:00:00+00'
+FROM turns WHERE hash(turn_id) % 10 = 0
+UNION ALL
+SELECT s.turn_id, 'v-' || s.turn_id, s.position, 'candidate', s.doc_id,
+       CASE WHEN s.consulted THEN 'load_bearing' ELSE 'no_effect' END, 'ok', CASE WHEN s.consulted THEN 0.3 ELSE 1.0 END,
+       2, 3.0, 'ablation-v1', true, 0.8, TIMESTAMPTZ '2024-06-01 00:00:00+00'
+FROM sources s WHERE hash(s.turn_id) % 10 = 0;
+"""
+
+# The anchor: `doc_usage` as m008 defined it, before m009 joined each source to its verdict.
+DOC_USAGE_M008 = """
+SELECT s.doc_id, arg_max(s.title, t.started_at) AS title, arg_max(s.kind, t.started_at) AS kind,
+       arg_max(s.artifact_kind, t.started_at) AS artifact_kind, count(*) AS retrieved_turns,
+       count(*) FILTER (WHERE s.cited) AS cited_turns, count(*) FILTER (WHERE s.consulted) AS consulted_turns,
+       count(DISTINCT t.run_id) AS runs, min(t.started_at) AS first_used, max(t.started_at) AS last_used,
+       max(t.started_at) FILTER (WHERE s.consulted) AS last_consulted
+FROM sources s JOIN turns t USING (turn_id)
+GROUP BY s.doc_id
+ORDER BY consulted_turns DESC, cited_turns DESC, retrieved_turns DESC, s.doc_id
 """
 
 QUERIES = {
@@ -91,8 +115,11 @@ QUERIES = {
     "provider_summary": "SELECT * FROM provider_summary",
     "retriever_summary": "SELECT * FROM retriever_summary",
     "doc_usage": "SELECT * FROM doc_usage",
+    "doc_usage as m008 had it (anchor)": DOC_USAGE_M008,
     "doc_usage (one run)": "SELECT * FROM doc_usage_for(run_ids := ['run-7'])",
     "doc_usage_totals": "SELECT * FROM doc_usage_totals",
+    "source_verdicts (one turn)": "SELECT * FROM source_verdicts WHERE turn_id = printf('%032x', 10)",
+    "verification_summary": "SELECT * FROM verification_summary",
 }
 
 
@@ -116,7 +143,7 @@ def main() -> None:
     gen_s = time.perf_counter() - t0
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("runs", "turns", "model_calls", "tool_calls", "retrieved_items", "passages", "citations",
-                        "sources")}
+                        "sources", "ablations")}
     con.close()
     total = sum(counts.values())
     size = os.path.getsize(args.db)

@@ -620,7 +620,13 @@ SELECT s.doc_id,
        max(t.started_at) AS last_used,
        max(t.started_at) FILTER (WHERE s.consulted) AS last_consulted
 FROM sources s JOIN turns t USING (turn_id)
-LEFT JOIN source_verdicts v ON v.turn_id = s.turn_id AND v.doc_id = s.doc_id
+LEFT JOIN (  -- each verified turn's latest verification: one verdict per (turn, document) at most
+    SELECT a.turn_id, a.doc_id, a.verdict
+    FROM ablations a
+    JOIN (SELECT turn_id, arg_max(verification_id, verified_at) AS verification_id FROM ablations GROUP BY turn_id) l
+        USING (turn_id, verification_id)
+    WHERE a.doc_id IS NOT NULL
+) v ON v.turn_id = s.turn_id AND v.doc_id = s.doc_id
 WHERE run_ids IS NULL OR list_contains(run_ids, t.run_id)
 GROUP BY s.doc_id
 ORDER BY consulted_turns DESC, cited_turns DESC, retrieved_turns DESC, s.doc_id;
