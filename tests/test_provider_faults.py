@@ -45,7 +45,7 @@ def test_connection_refused(wire, demo_session):
 def test_timeout(wire, demo_session):
     with ScriptedServer([Reply(200, {}, delay=1.5)]) as srv:
         assert_failed(ask(demo_session, wire, srv.url, timeout=0.3), "timeout", "0.3 s",
-                               "WORKBENCH_PROVIDER_TIMEOUT")
+                      "WORKBENCH_PROVIDER_TIMEOUT")
     assert len(srv.posts()) == 1  # a timeout is not retried: it would only multiply the wait
 
 
