@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated WORKBENCH_HOME per test session and a demo-corpus session."""
+"""Shared fixtures: an isolated WORKBENCH_HOME per test session, the demo corpus and a session over it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ def _workbench_home(tmp_path_factory):
         os.environ.pop("WORKBENCH_HOME", None)
     else:
         os.environ["WORKBENCH_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def demo():
+    """The bundled demo corpus, loaded once per test session (read-only: no test changes it)."""
+    from workbench.config import DEMO_CORPUS
+    from workbench.corpus import load_corpus
+
+    return load_corpus(DEMO_CORPUS)
 
 
 @pytest.fixture(scope="session")

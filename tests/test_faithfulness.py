@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from workbench.corpus import load_corpus
 from workbench.faithfulness import (ClaimResult, assess_turn, get_judge, judge_names, parse_verdict,
                                     register_judge, split_claims)
 from workbench.faithfulness.judges import LLMJudge
@@ -29,11 +28,6 @@ SAML = ("Orbitly supports single sign-on with any identity provider that speaks 
 SCIM = ("SCIM provisioning lets your identity provider create, update and deactivate users automatically. "
         "Deactivated users lose access immediately but their content is kept.")
 BAKE = "Preheat the oven to 220 degrees and bake the sourdough loaf for forty minutes until golden."
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return load_corpus(ROOT / "data" / "demo")
 
 
 def excerpt_turn(answer: str, texts: list[str], kinds: list[str] | None = None) -> TurnRecord:

@@ -15,17 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from workbench.config import DEMO_CORPUS
-from workbench.corpus import load_corpus
 from workbench.retrieval import get_retriever
 from workbench.retrieval.hybrid import Hybrid, fuse, minmax
 
 NAMES = ("bm25", "vector", "hybrid")
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return load_corpus(DEMO_CORPUS)
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,6 @@ from workbench.retrieval.hybrid import rrf
 from workbench.types import Chunk, Document, Hit
 
 
-@pytest.fixture(scope="module")
-def demo():
-    return load_corpus(DEMO_CORPUS)
-
-
 def test_registry_lists_every_builtin():
     assert {"bm25", "vector", "hybrid", "vector-ollama", "vector-gemini"} <= set(retriever_names())
     with pytest.raises(UnknownNameError, match="unknown retriever 'dense'.*bm25.*hybrid"):

