@@ -254,11 +254,13 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
     s = Session.open(trace_db=db)
     seen = []
     s.tracer.listeners.append(seen.append)
-    answers = [s.ask("How do I configure SSO?"), s.ask("How do I configure SSO?", mode="excerpts")]
+    answers = [s.ask("How do I configure SSO?"), s.ask("How do I configure SSO?", mode="excerpts"),
+               s.ask("How do I configure SSO?", verify=True)]  # verified with the turn: its verdicts go live too
+    assert answers[2].payload["verification"]["verdicts"]
     with s.tracer.buffered():  # batches notify after each flush
         answers.append(s.ask("What articles do you have?"))
-        assert len(seen) == 2, "nothing is announced before it is committed"
-    assert len(seen) == 3
+        assert len(seen) == 3, "nothing is announced before it is committed"
+    assert len(seen) == 4
     replay = spans_by_turn(db)
     runs = {}
     for rows, a in zip(seen, answers):

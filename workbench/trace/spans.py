@@ -100,8 +100,11 @@ class StoredTurn:
         for it in named.get("retrieved_items", []):  # as the database read joins them
             it["text"] = texts.get(it["passage_id"])
         (turn,) = named["turns"]
+        # a turn verified before it was written carries its one verification's rows
+        verdicts = {a["doc_id"]: a["verdict"] for a in named.get("ablations", []) if a["verdict"]}
         return cls(turn, run, **{k: named.get(k, []) for k in
-                                 ("tool_calls", "retrieved_items", "citations", "sources", "model_calls")})
+                                 ("tool_calls", "retrieved_items", "citations", "sources", "model_calls")},
+                   verdicts=verdicts)
 
 
 # --- ids and times -----------------------------------------------------------------------------
@@ -287,8 +290,9 @@ _CHILDREN = {"tool_calls": "x.seq", "retrieved_items": "x.tool_call_seq, x.posit
 def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
     """Every turn (of `run_id`, else all) with its rows, oldest first, from an open (read-only) connection.
 
-    One query nests each child table into a list per turn; the verdicts come from `ablations` when the
-    database has that table (verification by ablation), and are simply absent before.
+    One query nests each child table into a list per turn; the verdicts are those of the turn's latest
+    verification (view `source_verdicts`) when the database has verification by ablation (m009), and are
+    simply absent before.
     """
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     children = [name for name in _CHILDREN if name in tables]
@@ -297,10 +301,9 @@ def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
               if "passages" in tables else {})
     cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
                      f"AS {n}" for n in children)
-    if "ablations" in tables:
-        cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM ablations x "
-                 "WHERE x.turn_id = t.turn_id AND x.verification_id = (SELECT arg_max(y.verification_id, y.verified_at) "
-                 "FROM ablations y WHERE y.turn_id = t.turn_id)) AS ablations")  # the latest verification's
+    if "ablations" in tables:  # created with the `source_verdicts` view, by the same migration
+        cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM source_verdicts x "
+                 "WHERE x.turn_id = t.turn_id AND x.verdict IS NOT NULL) AS ablations")
     sql = (f"SELECT t AS turn, r AS run, {cols} FROM turns t LEFT JOIN runs r ON r.run_id = t.run_id "
            f"{'WHERE t.run_id = ?' if run_id else ''} ORDER BY t.started_at, t.turn_id")
     rel = con.execute(sql, [run_id] if run_id else [])
