@@ -32,6 +32,19 @@ def test_jsonl_md_and_zip_uploads_load_as_corpora(tmp_path):
     assert sorted(d.doc_id for d in corpus.documents) == ["a", "b"]
 
 
+@pytest.mark.parametrize("name,data", [("c.jsonl", b'{"id": "x", "title": "X", "text": "hello"}\n'),
+                                       ("a.md", MD.encode()), ("kb.zip", _zip({"a.md": MD}))])
+def test_the_same_upload_on_every_rerun_keeps_the_app_session(name, data, tmp_path):
+    """Streamlit hands the sidebar the upload again on every rerun: storing it again changed the files'
+    mtime, so the session cache key (`_fingerprint`) changed and every click reloaded the corpus."""
+    from workbench.ui.state import _fingerprint
+
+    first = save_upload(name, data, tmp_path)
+    before = _fingerprint(str(first))
+    assert save_upload(name, data, tmp_path) == first and _fingerprint(str(first)) == before
+    assert not [p for p in tmp_path.rglob(".partial-*")], "no scratch file is left behind"
+
+
 def test_zip_slip_members_are_never_written_outside(tmp_path):
     z = _zip({"../evil.md": MD, "/abs/evil.md": MD, "ok/a.md": MD})
     root = tmp_path / "uploads"

@@ -81,22 +81,28 @@ def _save(name: str, data: bytes, root: Path | None) -> Path:
     # Name and bytes: one document uploaded under two names must not make one folder with a duplicate id.
     digest = hashlib.sha256(safe_name.encode("utf-8", "surrogatepass") + b"\0" + data).hexdigest()[:16]
     base = (root or uploads_dir()) / digest
-    if suffix == ".jsonl":
-        target = base / safe_name
-    elif suffix in FOLDER_SUFFIXES:
-        target = base / "corpus"
-        target.mkdir(parents=True, exist_ok=True)
-        (target / safe_name).write_bytes(data)
-        return target
-    elif suffix == ".zip":
+    if suffix == ".zip":
         target = base / "corpus"
         if not target.is_dir():  # the same bytes were extracted (and checked) before
             _extract_zip(name, data, target, limit)
         return target
+    if suffix == ".jsonl":
+        target = file = base / safe_name
+    elif suffix in FOLDER_SUFFIXES:
+        target = base / "corpus"
+        file = target / safe_name
     else:
         raise CorpusError(f"upload a .jsonl corpus, a document ({', '.join(FOLDER_SUFFIXES)}) or a .zip of them", name)
-    base.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    # Stored once: the folder is named by name and bytes, so a file already there holds exactly these bytes.
+    # Rewriting it on every rerun would change its mtime and with it the app's cached session (`_fingerprint`).
+    if not file.is_file():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        scratch = file.with_name(f".partial-{uuid.uuid4().hex}")  # never a half-written file under the real name
+        try:
+            scratch.write_bytes(data)
+            scratch.replace(file)
+        finally:
+            scratch.unlink(missing_ok=True)
     return target
 
 
