@@ -230,6 +230,18 @@ def test_corrupt_cache_is_rebuilt_never_fatal(demo, tmp_path, name, prefix, dama
     assert _ranking(get_retriever(name, demo, cache_dir=tmp_path), q, 5) == expected
 
 
+@pytest.mark.parametrize("name", ["bm25", "vector", "hybrid"])
+def test_a_cache_that_cannot_be_written_costs_the_cache_not_the_answer(demo, tmp_path, name):
+    """The cache folder's parent is a file, so nothing can be created under it: the chunk cache and the
+    index folder are skipped (before, the chunk cache raised and the retriever was never built)."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    q = "How do I set up SAML single sign-on?"
+    assert _ranking(get_retriever(name, demo, cache_dir=blocker / "indexes"), q, 5) == \
+        _ranking(get_retriever(name, demo, cache_dir=tmp_path / "ok"), q, 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-folder", "ok"]  # nothing half-written
+
+
 def test_old_cache_versions_are_not_read(demo, tmp_path):
     from workbench.retrieval import bm25, vector
 

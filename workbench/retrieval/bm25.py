@@ -18,7 +18,7 @@ from pathlib import Path
 from ..text import STOPWORDS, english_stemmer, words
 from ..types import Chunk, Hit
 from .base import Retriever
-from .cache import atomic_dir, read_chunks
+from .cache import persist, read_chunks
 from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
 
 #: Bump when chunking, tokenisation or the files of a cached index change, so old caches rebuild.
@@ -92,8 +92,8 @@ def build_bm25(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bool
     chunks = cached_chunks(corpus, cache_dir if use_cache else None)
     bm25 = bm25_from_chunks(chunks, {d.doc_id: d.title for d in corpus.documents})
     if use_cache:
-        with atomic_dir(target, chunks, {"num_docs": len(chunks), "vocab": len(bm25.index.vocab_dict)}) as tmp:
-            bm25.index.save(str(tmp), show_progress=False)
+        persist(target, chunks, {"num_docs": len(chunks), "vocab": len(bm25.index.vocab_dict)},
+                lambda tmp: bm25.index.save(str(tmp), show_progress=False))
     return bm25
 
 

@@ -13,41 +13,72 @@ import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 from ..types import Chunk
 
 
-@contextmanager
-def atomic_dir(target: Path, chunks: list[Chunk], meta: dict[str, Any]) -> Iterator[Path]:
-    """Yield a temporary folder to write an index into; on success add chunks and meta, then rename
-    it to `target` (replacing a stale or corrupt one). A failed write leaves nothing behind: the
-    index is still returned to the caller, just not cached."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+def persist(target: Path, chunks: list[Chunk], meta: dict[str, Any], write: Callable[[Path], Any]) -> bool:
+    """Cache an index folder: `write(tmp)` writes the index's own files into a temporary sibling of
+    `target`, then chunks and meta are added and the folder is renamed to `target` (replacing a stale
+    or corrupt one). A read-only or full disk costs the cache, not the answer: the index is still
+    returned to the caller, just not cached, and nothing is left behind. Whether it was cached."""
+    tmp = None
     try:
-        yield tmp
-        (tmp / "chunks.json").write_text(json.dumps([c.__dict__ for c in chunks]), encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+        write(tmp)
+        (tmp / "chunks.json").write_text(chunks_json(chunks), encoding="utf-8")
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
-    except OSError:  # a read-only or full disk costs the cache, not the answer
-        pass
+        return True
+    except OSError:
+        return False
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_file(path: Path, text: str) -> bool:
+    """Cache one file, written whole or not at all (a scratch sibling renamed into place); like
+    `persist`, a disk that refuses costs the cache, not the answer. Whether it was cached."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def chunks_json(chunks: list[Chunk]) -> str:
+    return json.dumps([c.__dict__ for c in chunks])
+
+
+def load_chunks(path: Path) -> list[Chunk] | None:
+    """The chunks stored in the JSON file `path` (`chunks_json`), or None when absent or unreadable."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return [Chunk(**c) for c in rows] if isinstance(rows, list) else None
+    except (OSError, ValueError, TypeError):  # absent, truncated or garbage: rebuild
+        return None
 
 
 def read_chunks(target: Path) -> tuple[list[Chunk], dict[str, Any]] | None:
     """(chunks, meta) of the index folder `target`, or None when it is absent or unreadable."""
     try:
         meta = json.loads((target / "meta.json").read_text(encoding="utf-8"))
-        rows = json.loads((target / "chunks.json").read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or not isinstance(rows, list):
-            return None
-        return [Chunk(**c) for c in rows], meta
-    except (OSError, ValueError, TypeError):  # absent, truncated or garbage: rebuild
+    except (OSError, ValueError):  # absent, truncated or garbage: rebuild
         return None
+    chunks = load_chunks(target / "chunks.json")
+    return (chunks, meta) if isinstance(meta, dict) and chunks is not None else None

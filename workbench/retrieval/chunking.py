@@ -89,23 +89,16 @@ def cached_chunks(corpus, cache_dir=None) -> list[Chunk]:
     """`chunk_documents(corpus)`, cached per (corpus content hash, chunking config) and shared by
     every retriever over the corpus, since splitting is slower than embedding or BM25 indexing."""
     import hashlib
-    import json
-    import os
-    import tempfile
     from pathlib import Path
+
+    from .cache import chunks_json, load_chunks, write_file
 
     if cache_dir is None:
         return chunk_documents(corpus.documents)
     cfg = hashlib.sha256(f"{CHUNKER_VERSION}-{CHUNK_SIZE}-{CHUNK_OVERLAP}".encode()).hexdigest()[:8]
     path = Path(cache_dir) / f"chunks-{corpus.content_hash[:16]}-{cfg}.json"
-    try:
-        return [Chunk(**c) for c in json.loads(path.read_text(encoding="utf-8"))]
-    except (OSError, ValueError, TypeError):  # absent or corrupt: rebuild
-        pass
-    chunks = chunk_documents(corpus.documents)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-chunks-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump([c.__dict__ for c in chunks], f)
-    os.replace(tmp, path)
+    chunks = load_chunks(path)  # None when absent or corrupt: rebuilt
+    if chunks is None:
+        chunks = chunk_documents(corpus.documents)
+        write_file(path, chunks_json(chunks))
     return chunks

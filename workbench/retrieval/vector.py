@@ -20,7 +20,7 @@ import numpy as np
 
 from ..types import Chunk, Hit
 from .base import Retriever
-from .cache import atomic_dir, read_chunks
+from .cache import persist, read_chunks
 from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
 from .embeddings import Embedding, unit_rows
 
@@ -103,8 +103,8 @@ def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bo
     titles = {d.doc_id: d.title for d in corpus.documents}
     matrix = embed_matrix([node_text(c, titles.get(c.doc_id, "")) for c in chunks], model)
     if use_cache:
-        with atomic_dir(target, chunks, {"rows": int(matrix.shape[0]), "dim": int(matrix.shape[1])}) as tmp:
-            np.save(tmp / "embeddings.npy", matrix)
+        persist(target, chunks, {"rows": int(matrix.shape[0]), "dim": int(matrix.shape[1])},
+                lambda tmp: np.save(tmp / "embeddings.npy", matrix))
     return Vector(chunks, matrix, model, name)
 
 
