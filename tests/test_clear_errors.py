@@ -143,3 +143,6 @@ def test_the_provenance_core_never_validates_an_excerpt_number_outside_1_to_k():
     assert not by_target["[0]"]["valid"] and by_target["[0]"]["reason"] == "out_of_range"
     assert not by_target["[1]"]["valid"], "an ambiguous number (two excerpts [1]) names no excerpt"
     assert not by_target["[3]"]["valid"]
+    # a number that names no single excerpt carries no excerpt's details either (it showed [0]'s and the
+    # first [1]'s snippet and title beside "out_of_range")
+    assert not {"snippet", "title", "file_name"} & (by_target["[0]"].keys() | by_target["[1]"].keys())

@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .types import EXPOSURE_RANK, TurnRecord, artifact_label
+from .types import EXPOSURE_RANK, Excerpt, TurnRecord, artifact_label
 
 SCHEMA_VERSION = 1
 
@@ -183,18 +183,19 @@ def _marker_numbers(body: str) -> list[int]:
     return nums
 
 
-def validate(citations: list[Citation], retrieved: dict[str, _Retrieved], excerpts_by_n: dict[int, str]) -> list[Citation]:
+def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
+             excerpts_by_n: dict[int, Excerpt]) -> list[Citation]:
     """Resolve each citation against the allow-list; never auto-correct a near miss."""
     table = _lookup(retrieved)
     ids = list(retrieved)
     out = []
     for c in citations:
         if c.n is not None:
-            doc_id = excerpts_by_n.get(c.n)
-            if doc_id is None:
+            e = excerpts_by_n.get(c.n)
+            if e is None:
                 out.append(_replace(c, valid=False, reason="out_of_range"))
             else:
-                out.append(_replace(c, doc_id=doc_id, valid=True))
+                out.append(_replace(c, doc_id=e.doc_id, valid=True))
             continue
         doc_id = table.get(c.target) or table.get(normalize_url(c.target))
         if doc_id is None and "%" in c.target:  # caf%C3%A9 and café name the same document (RFC 3986)
@@ -228,8 +229,8 @@ def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
 # --- the payload -------------------------------------------------------------------------------
 
 
-def excerpt_numbers(record: TurnRecord) -> dict[int, str]:
-    """n -> doc id for the numbers a `[n]` may cite: 1..len(excerpts), each naming exactly one excerpt.
+def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
+    """n -> excerpt for the numbers a `[n]` may cite: 1..len(excerpts), each naming exactly one excerpt.
 
     A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an excerpt
     0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
@@ -237,7 +238,7 @@ def excerpt_numbers(record: TurnRecord) -> dict[int, str]:
     for e in record.excerpts:
         counts[e.n] = counts.get(e.n, 0) + 1
     k = len(record.excerpts)
-    return {e.n: e.doc_id for e in record.excerpts
+    return {e.n: e for e in record.excerpts
             if type(e.n) is int and 1 <= e.n <= k and counts[e.n] == 1}
 
 
@@ -298,7 +299,7 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
             "consulted": [i for i in order if by_id[i]["consulted"]],
         },
         "rejected_citations": rejected,
-        "citations": [_citation_json(c, record) for c in citations],
+        "citations": [_citation_json(c, excerpts_by_n) for c in citations],
         "documents": documents,
         "tool_calls": [
             {"seq": i, "name": t.name, "exposure": t.exposure, "args": dict(t.args),
@@ -309,12 +310,12 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
     }
 
 
-def _citation_json(c: Citation, record: TurnRecord) -> dict[str, Any]:
+def _citation_json(c: Citation, excerpts_by_n: dict[int, Excerpt]) -> dict[str, Any]:
     out = {"target": c.target, "doc_id": c.doc_id, "valid": c.valid, "reason": c.reason,
            "nearest_doc_id": c.nearest_doc_id, "edit_distance": c.edit_distance, "start": c.start, "end": c.end}
     if c.n is not None:
         out["n"] = c.n
-        e = next((e for e in record.excerpts if e.n == c.n), None)
+        e = excerpts_by_n.get(c.n)  # None for a number that names no single excerpt (`out_of_range`)
         if e is not None:  # the citation record of docs/design.md §3
             out.update({"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
                         "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
