@@ -329,6 +329,16 @@ def test_cli_export_errors_are_messages(traced, capsys, argv, message):
     assert code == 2 and err.startswith("error: ") and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("value", ["nan", "0", "-1", "soon"])
+def test_cli_export_timeout_must_be_seconds_above_zero(traced, capsys, value):
+    """Checked by the same argparse type as `sql --timeout`: `nan` slipped past `<= 0` into a traceback."""
+    db, _ = traced
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--openinference", "--endpoint", refused_url(), "--timeout", value, "--db", str(db)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "argument --timeout:" in err and "Traceback" not in err
+
+
 def test_cli_export_to_a_refusing_collector_fails_with_the_cause(traced, capsys):
     db, _ = traced
     code, _, err = run_cli(capsys, "export", "--openinference", "--endpoint", refused_url(), "--timeout", "1",

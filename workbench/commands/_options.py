@@ -97,6 +97,17 @@ def provider_options(args: argparse.Namespace) -> dict:
     return options
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type for durations such as --timeout: a number of seconds above 0 (not NaN)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type for counts such as -k: a whole number of at least 1."""
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import WorkbenchError
-from ._options import add_db_option, db_path
+from ._options import add_db_option, db_path, positive_seconds
 
 
 def register(sub) -> None:
@@ -26,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--run", metavar="RUN_ID", help="only the turns of this run (default: every turn)")
     p.add_argument("--annotate", action="store_true",
                    help="Phoenix only: also log each retrieved document's consulted flag as a document annotation")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    p.add_argument("--timeout", type=positive_seconds, default=10.0, help="seconds per request (default 10)")
     add_db_option(p)
     p.set_defaults(func=run)
 
@@ -53,8 +53,6 @@ def _openinference(args: argparse.Namespace) -> int:
 
     if not args.endpoint:
         raise WorkbenchError("--openinference needs --endpoint URL (e.g. http://127.0.0.1:6006/v1/traces)")
-    if args.timeout <= 0:
-        raise WorkbenchError("--timeout must be a positive number of seconds")
     traces_endpoint(args.endpoint)  # a malformed URL is refused before the database is read
     turns = stored_turns(db_path(args), args.run)
     if args.run and not turns:

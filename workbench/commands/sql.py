@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._options import add_db_option, db_path
+from ._options import add_db_option, db_path, positive_seconds
 from ._table import add_format_options, emit
 
 
@@ -20,20 +20,10 @@ def register(sub) -> None:
     p.add_argument("query", help='the query, e.g. "SELECT * FROM turn_sets LIMIT 10" (or - for stdin)')
     add_db_option(p)
     add_format_options(p)
-    p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                    help="stop the query after this long (default $WORKBENCH_QUERY_TIMEOUT, else 20): a running "
                         "query holds the trace file and writers wait for it")
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
