@@ -38,7 +38,8 @@ def default_db_path() -> Path:
     return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
 
 
-def _seconds(name: str, default: float) -> float:
+def seconds_setting(name: str, default: float) -> float:
+    """The number of seconds in `$name` (`default` when unset, empty or not above 0); not a number: an error."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -51,13 +52,17 @@ def _seconds(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
+#: Where live OTLP export sends each written turn (`trace/live.py`); unset: no live export.
+OTLP_ENDPOINT_ENV = "WORKBENCH_OTLP_ENDPOINT"
+
+
 def lock_timeout() -> float:
     """How long a trace writer or reader waits for another process's lock: `$WORKBENCH_LOCK_TIMEOUT` (30 s)."""
-    return _seconds("WORKBENCH_LOCK_TIMEOUT", 30.0)
+    return seconds_setting("WORKBENCH_LOCK_TIMEOUT", 30.0)
 
 
 def query_timeout() -> float:
     """How long one read query may run before it is stopped: `$WORKBENCH_QUERY_TIMEOUT` (20 s).
 
     Shorter than `lock_timeout()`, so a writer waiting for a reader's query always gets in."""
-    return _seconds("WORKBENCH_QUERY_TIMEOUT", 20.0)
+    return seconds_setting("WORKBENCH_QUERY_TIMEOUT", 20.0)

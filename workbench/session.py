@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .agent import run_turn
-from .config import DEMO_CORPUS, MAX_K, default_db_path
+from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import declared, get_provider
@@ -24,8 +24,6 @@ from .tools import Toolbox
 from .types import TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
-
-LIVE_EXPORT_ENV = "WORKBENCH_OTLP_ENDPOINT"  # see trace/live.py
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ class Session:
             from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
-            if os.environ.get(LIVE_EXPORT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
+            if os.environ.get(OTLP_ENDPOINT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
                 from .trace.live import from_env
 
                 self.tracer.listeners.append(from_env().listener(self.tracer.path))

@@ -26,9 +26,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..config import OTLP_ENDPOINT_ENV, seconds_setting
 from .spans import DEFAULT_PROJECT, StoredTurn
 
-ENDPOINT_ENV, PROJECT_ENV, TIMEOUT_ENV = "WORKBENCH_OTLP_ENDPOINT", "WORKBENCH_OTLP_PROJECT", "WORKBENCH_OTLP_TIMEOUT"
+ENDPOINT_ENV, PROJECT_ENV, TIMEOUT_ENV = OTLP_ENDPOINT_ENV, "WORKBENCH_OTLP_PROJECT", "WORKBENCH_OTLP_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
 QUEUE_TURNS = 1000  # turns waiting for the collector before new ones are dropped (and counted)
 BATCH_TURNS = 64  # turns per OTLP request when several are waiting
@@ -169,20 +170,13 @@ _EXPORTERS: dict[tuple[str, str, float], LiveExporter] = {}
 _EXPORTERS_LOCK = threading.Lock()
 
 
-def from_env(env: dict[str, str] | None = None) -> LiveExporter | None:
+def from_env() -> LiveExporter | None:
     """The process's live exporter for `$WORKBENCH_OTLP_ENDPOINT` (one per endpoint), or None when unset."""
-    env = os.environ if env is None else env
-    endpoint = (env.get(ENDPOINT_ENV) or "").strip()
+    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
     if not endpoint:
         return None
-    raw = (env.get(TIMEOUT_ENV) or "").strip()
-    try:
-        timeout = float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        from ..errors import WorkbenchError
-
-        raise WorkbenchError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    key = (endpoint, (env.get(PROJECT_ENV) or "").strip() or DEFAULT_PROJECT, timeout)
+    timeout = seconds_setting(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+    key = (endpoint, os.environ.get(PROJECT_ENV, "").strip() or DEFAULT_PROJECT, timeout)
     with _EXPORTERS_LOCK:
         if key not in _EXPORTERS:
             _EXPORTERS[key] = LiveExporter(*key)
