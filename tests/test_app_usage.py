@@ -98,3 +98,12 @@ def test_trace_explorer_shows_live_export_counts(db, monkeypatch):
         assert not at.exception
         lines = [c.value for c in at.caption if "Live OTLP export" in c.value]
         assert any("1 turns exported" in line and "0 failed" in line for line in lines), lines
+
+
+def test_the_usage_page_loads_the_corpus_within_the_app_limits(db, monkeypatch):
+    """It loaded the sidebar's corpus without the app's bounds (the 59-document demo under a limit of 5)."""
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    monkeypatch.setenv("WORKBENCH_MAX_DOCUMENTS", "5")
+    at = page()
+    assert any("more than 5 documents" in e.value for e in at.error), [e.value for e in at.error]
+    assert not any("59 documents" in c.value for c in at.caption)

@@ -11,7 +11,8 @@ import pandas as pd
 from ..config import DEMO_CORPUS
 
 
-def _frame(result: tuple[list[str], list[tuple]]) -> pd.DataFrame:
+def as_frame(result: tuple[list[str], list[tuple]]) -> pd.DataFrame:
+    """(columns, rows), as `trace.usage` returns them, as a DataFrame."""
     columns, rows = result
     return pd.DataFrame(rows, columns=columns)
 
@@ -20,28 +21,28 @@ def document_usage(db: str | Path, run_ids: Sequence[str] | None = None) -> pd.D
     """One row per document: turns in which it was retrieved, cited and consulted (view `doc_usage`)."""
     from ..trace import usage
 
-    return _frame(usage.doc_usage(db, run_ids))
+    return as_frame(usage.doc_usage(db, run_ids))
 
 
 def usage_totals(db: str | Path, corpus: Any = None, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """Totals per corpus category (when `corpus` is given: a path or a loaded corpus), else per kind."""
     from ..trace import usage
 
-    return _frame(usage.usage_totals(db, run_ids, corpus_of(corpus) if corpus is not None else None))
+    return as_frame(usage.usage_totals(db, run_ids, corpus_of(corpus) if corpus is not None else None))
 
 
 def retrieved_not_consulted(db: str | Path, run_ids: Sequence[str] | None = None, min_turns: int = 2) -> pd.DataFrame:
     """Documents retrieved in at least `min_turns` turns and never consulted."""
     from ..trace import usage
 
-    return _frame(usage.retrieved_not_consulted(db, run_ids, min_turns))
+    return as_frame(usage.retrieved_not_consulted(db, run_ids, min_turns))
 
 
 def never_retrieved(db: str | Path, corpus: Any = None, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """Documents of `corpus` (default: the demo corpus) that no turn retrieved."""
     from ..trace import usage
 
-    return _frame(usage.never_retrieved(db, corpus_of(corpus), run_ids))
+    return as_frame(usage.never_retrieved(db, corpus_of(corpus), run_ids))
 
 
 def corpus_of(corpus: Any):

@@ -46,37 +46,55 @@ def doc_usage(db: str | Path, run_ids: Sequence[str] | None = None) -> Rows:
 def retrieved_not_consulted(db: str | Path, run_ids: Sequence[str] | None = None, min_turns: int = 2) -> Rows:
     """Documents retrieved in at least `min_turns` turns and consulted in none, most retrieved first: candidates
     for better titles and snippets, or for retrieval noise."""
-    reader = TraceReader(db)
-    check_runs(reader, run_ids)
-    return reader.rows("SELECT doc_id, title, kind, retrieved_turns, cited_turns, runs, first_used, last_used "
-                       "FROM doc_usage_for(run_ids := ?) WHERE consulted_turns = 0 AND retrieved_turns >= ? "
-                       "ORDER BY retrieved_turns DESC, doc_id", [_runs(run_ids), min_turns])
+    return unconsulted(doc_usage(db, run_ids), min_turns)
 
 
 def never_retrieved(db: str | Path, corpus: Any, run_ids: Sequence[str] | None = None) -> Rows:
     """Documents of `corpus` that no turn (of `run_ids`, else all) retrieved, in corpus order."""
-    reader = TraceReader(db)
-    check_runs(reader, run_ids)
-    _, rows = reader.rows("SELECT doc_id FROM doc_usage_for(run_ids := ?)", [_runs(run_ids)])
-    seen = {d for (d,) in rows}
-    return (["doc_id", "title", "category", "kind"],
-            [(d.doc_id, d.title, d.category, d.kind) for d in corpus.documents if d.doc_id not in seen])
+    return not_retrieved(doc_usage(db, run_ids), corpus)
 
 
 def usage_totals(db: str | Path, run_ids: Sequence[str] | None = None, corpus: Any = None) -> Rows:
     """Totals per category: the corpus's categories when `corpus` is given (with how many of its documents
     each category has, retrieved or not), else per kind of document (view `doc_usage_totals`)."""
+    if corpus is not None:
+        return category_totals(doc_usage(db, run_ids), corpus)
     reader = TraceReader(db)
     check_runs(reader, run_ids)
-    if corpus is None:
-        return reader.rows("FROM doc_usage_totals_for(run_ids := ?)", [_runs(run_ids)])
-    _, rows = reader.rows("SELECT doc_id, retrieved_turns, cited_turns, consulted_turns FROM doc_usage_for(run_ids := ?)",
-                          [_runs(run_ids)])
+    return reader.rows("FROM doc_usage_totals_for(run_ids := ?)", [_runs(run_ids)])
+
+
+# The same answers from `doc_usage` rows already read (the app's usage page reads them once per rerun).
+
+def _column(usage: Rows, *names: str) -> list[int]:
+    return [usage[0].index(n) for n in names]
+
+
+def unconsulted(usage: Rows, min_turns: int = 2) -> Rows:
+    """`retrieved_not_consulted` over `doc_usage` rows."""
+    names = ["doc_id", "title", "kind", "retrieved_turns", "cited_turns", "runs", "first_used", "last_used"]
+    picks, (consulted, retrieved) = _column(usage, *names), _column(usage, "consulted_turns", "retrieved_turns")
+    rows = [r for r in usage[1] if r[consulted] == 0 and r[retrieved] >= min_turns]
+    rows.sort(key=lambda r: (-r[retrieved], r[picks[0]]))
+    return names, [tuple(r[i] for i in picks) for r in rows]
+
+
+def not_retrieved(usage: Rows, corpus: Any) -> Rows:
+    """`never_retrieved` over `doc_usage` rows."""
+    (doc,) = _column(usage, "doc_id")
+    seen = {r[doc] for r in usage[1]}
+    return (["doc_id", "title", "category", "kind"],
+            [(d.doc_id, d.title, d.category, d.kind) for d in corpus.documents if d.doc_id not in seen])
+
+
+def category_totals(usage: Rows, corpus: Any) -> Rows:
+    """`usage_totals` per category of `corpus`, over `doc_usage` rows."""
+    picks = _column(usage, "doc_id", "retrieved_turns", "cited_turns", "consulted_turns")
     category = {d.doc_id: d.category or "(none)" for d in corpus.documents}
     totals: dict[str, list[int]] = defaultdict(lambda: [0] * 6)
     for d in corpus.documents:
         totals[category[d.doc_id]][0] += 1
-    for doc_id, retrieved, cited, consulted in rows:
+    for doc_id, retrieved, cited, consulted in ([r[i] for i in picks] for r in usage[1]):
         t = totals[category.get(doc_id, NOT_IN_CORPUS)]
         t[1] += 1
         t[2] += retrieved

@@ -155,9 +155,23 @@ def load_app_corpus(path: str) -> Corpus:
     return load_corpus(path, max_documents=max_documents(), pdf_content_bytes=max_pdf_content_bytes())
 
 
+@st.cache_resource(show_spinner="Loading the corpus…", max_entries=16)
+def _cached_corpus(path: str, fingerprint: str, limits: tuple[int, int]) -> Corpus:
+    return load_app_corpus(path)
+
+
+def _limits() -> tuple[int, int]:
+    return max_documents(), max_pdf_content_bytes()  # in the key: a corpus loaded under other limits is not reused
+
+
+def app_corpus(path: str) -> Corpus:
+    """The corpus at `path`, loaded once per version of its files and shared by every page and session."""
+    return _cached_corpus(path, _fingerprint(path), _limits())
+
+
 @st.cache_resource(show_spinner="Loading the corpus and building its index…", max_entries=16)
 def _cached_session(corpus: str, retriever: str, fingerprint: str, db: str | None) -> Session:
-    session = Session.open(load_app_corpus(corpus), retriever=retriever, trace_db=db)
+    session = Session.open(_cached_corpus(corpus, fingerprint, _limits()), retriever=retriever, trace_db=db)
     session.toolbox  # build (or load) the index now, not during the first question
     return session
 

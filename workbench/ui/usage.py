@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from .. import analysis as A
+from ..analysis.usage import as_frame
+from ..corpus import Corpus
 from ..errors import WorkbenchError
 from ..render import escape_markdown
+from ..trace.usage import Rows
+from .state import app_corpus
 from .tables import table
 
 
@@ -23,8 +26,7 @@ def pick_runs(db: Path) -> list[str] | None:
     """A multiselect over the database's runs; None (= every run) when nothing is picked."""
     from ..trace.usage import runs_overview
 
-    columns, rows = runs_overview(db)
-    runs = pd.DataFrame(rows, columns=columns)
+    runs = as_frame(runs_overview(db))
     labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
     picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
     return picked or None
@@ -38,15 +40,20 @@ def show(db: str | None, corpus: str, corpus_label: str) -> None:
         st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
                                 "(every turn is traced) or run `workbench eval …`."))
         return
+    from ..trace.usage import doc_usage
+
     try:
         runs = pick_runs(path)
-        usage = A.document_usage(path, runs)
-        _sections(path, runs, usage, corpus, corpus_label)
+        usage = doc_usage(path, runs)  # read once per rerun; every section below is computed from it
+        _sections(usage, app_corpus(corpus), corpus_label)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
 
 
-def _sections(db: Path, runs: list[str] | None, usage: pd.DataFrame, corpus: str, corpus_label: str) -> None:
+def _sections(rows: Rows, corpus: Corpus, corpus_label: str) -> None:
+    from ..trace.usage import category_totals, not_retrieved, unconsulted
+
+    usage = as_frame(rows)
     consulted = usage[usage["consulted_turns"] > 0]
     c1, c2, c3 = st.columns(3)
     c1.metric("Documents retrieved", len(usage))
@@ -64,21 +71,20 @@ def _sections(db: Path, runs: list[str] | None, usage: pd.DataFrame, corpus: str
 
     st.subheader("Retrieved often, never consulted")
     min_turns = st.number_input("Retrieved in at least this many turns", 1, 1000, 2, key="usage_min_turns")
-    noisy = A.retrieved_not_consulted(db, runs, int(min_turns))
+    noisy = as_frame(unconsulted(rows, int(min_turns)))
     st.caption("Tools keep returning these, and the model never reads them: misleading titles or snippets, or "
                "retrieval noise.")
     table(noisy, "retrieved-never-consulted", key="usage-noisy")
 
-    corpus_obj = A.corpus_of(corpus)
     st.subheader("Never retrieved")
     st.caption(escape_markdown(f"Documents of the corpus chosen in the sidebar ({corpus_label}, "
-                               f"{len(corpus_obj)} documents) that no turn of these runs retrieved."))
-    table(A.never_retrieved(db, corpus_obj, runs), "never-retrieved", key="usage-never")
+                               f"{len(corpus)} documents) that no turn of these runs retrieved."))
+    table(as_frame(not_retrieved(rows, corpus)), "never-retrieved", key="usage-never")
 
     st.subheader("Totals per category")
     st.caption(escape_markdown(f"Categories of {corpus_label}; counts are document-turns. Documents no longer in "
                                "the corpus are grouped as “(not in this corpus)”."))
-    table(A.usage_totals(db, corpus_obj, runs), "usage-per-category", key="usage-totals")
+    table(as_frame(category_totals(rows, corpus)), "usage-per-category", key="usage-totals")
 
 
 def live_export_status() -> None:
