@@ -124,6 +124,7 @@ def test_get_provider_checks_options_against_the_schema(name, options, message):
 
 def test_options_given_as_none_mean_the_default():
     assert get_provider("ollama", host=None, timeout=None).timeout == 120.0
+    assert get_provider("offline", faults=None).faults == frozenset()  # it raised TypeError from set(None)
 
 
 def test_parse_option_converts_by_the_schema_type():

@@ -149,18 +149,17 @@ def declared(name: str, capability: str) -> Any:
 
 def readiness(name: str, env: Mapping[str, str] | None = None) -> Readiness:
     """Whether the provider `name` can run with `env` (default: the process environment), and what to set."""
-    check = getattr(provider_factory(name), "is_configured", None)
-    return check(os.environ if env is None else env) if callable(check) else Readiness(True)
+    return declared(name, "is_configured")(os.environ if env is None else env)
 
 
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
     """Build the provider `name`; options are checked against its `options_schema` first, so an option
-    it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`."""
+    it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`. An option
+    given as None is not given: the provider keeps its own default."""
     from .options import check_options
 
-    factory = provider_factory(name)
-    check_options(name, getattr(factory, "options_schema", Provider.options_schema), options)
-    return factory(model=model, **options)
+    check_options(name, declared(name, "options_schema"), options)
+    return provider_factory(name)(model=model, **{k: v for k, v in options.items() if v is not None})
 
 
 # --- helpers shared by network providers -----------------------------------------------------
