@@ -101,9 +101,6 @@ class Session:
             check_budget(verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
         p = get_provider(provider, model=model, **provider_options)
-        if mode == "agent" and not (p.supports_tools or p.supports_json_schema):
-            raise WorkbenchError(f"provider {provider!r} can neither call tools nor answer in a JSON schema, so it "
-                                 "cannot run agent mode: use excerpt mode (--mode excerpts)")
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol,
                           config={"provider_label": p.label, "model_label": p.model_label,
                                   "options": recorded(p.options_schema, provider_options)})

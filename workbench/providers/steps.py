@@ -62,9 +62,11 @@ def resolve(provider: Provider, requested: str | None) -> str:
 
     Refused (CapabilityError) when the provider does not declare what the protocol needs.
     """
+    if not (provider.supports_tools or provider.supports_json_schema):
+        raise CapabilityError(f"provider {provider.name!r} can neither call tools nor answer in a JSON schema, so "
+                              "it cannot run agent mode: use excerpt mode (--mode excerpts)")
     protocol = requested or provider.default_tool_protocol
-    if protocol not in TOOL_PROTOCOLS:
-        raise UnknownNameError("tool protocol", protocol, TOOL_PROTOCOLS)
+    check_name(protocol)
     if protocol == JSON_STEPS and not provider.supports_json_schema:
         raise CapabilityError(f"provider {provider.name!r} cannot force its output to a JSON schema, so it cannot "
                               f"run --tool-protocol {JSON_STEPS}; use --tool-protocol {NATIVE}")
@@ -152,9 +154,6 @@ class JsonSteps:
         self.provider = provider
         self.max_steps = max_steps
         self._n = 0
-
-    def __getattr__(self, name: str) -> Any:  # name, model, label … of the provider it drives
-        return getattr(self.provider, name)
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         step_no = 1 + sum(1 for m in messages if m["role"] == "assistant")
