@@ -115,6 +115,5 @@ def tile(claim: Sequence[str], evidence: Sequence[str | None], min_len: int = 2)
             used[x] = True
         starts.insert(k, i)
         tiled += length
-    vocabulary = set(evidence)
-    lone = sum(1 for i, t in enumerate(claim) if not used[i] and t in vocabulary)
+    lone = sum(1 for i in range(len(claim)) if not used[i] and runs[i])  # runs[i] >= 1: the term occurs
     return tiled, lone
