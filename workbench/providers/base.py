@@ -100,6 +100,12 @@ class Provider(ABC):
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
         self.options = options
+        self._calls = 0
+
+    def new_call_id(self) -> str:
+        """An id for a tool call the model gave none: `<provider name>-<n>`, n counting this provider's calls."""
+        self._calls += 1
+        return f"{self.name}-{self._calls}"
 
     @classmethod
     def is_configured(cls, env: Mapping[str, str]) -> Readiness:

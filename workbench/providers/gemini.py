@@ -68,7 +68,6 @@ class GeminiProvider(Provider):
         self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
         self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
         self._client = None
-        self._calls = 0
         self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
         self._server_ids: set[str] = set()
 
@@ -143,8 +142,8 @@ class GeminiProvider(Provider):
             if p.function_call is None:
                 continue
             fc = p.function_call
-            self._calls += 1
-            call_id = fc.id or f"gemini-{self._calls}"
+            generated = self.new_call_id()  # counted for every call, as ids the model gave are kept
+            call_id = fc.id or generated
             if fc.id:
                 self._server_ids.add(fc.id)
             requests.append(ToolRequest(call_id, fc.name or "", dict(fc.args or {})))

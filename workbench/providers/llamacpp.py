@@ -279,7 +279,6 @@ class LlamaCppProvider(ChatCompletions, Provider):
         self.cache_prompt = cache_prompt is not False
         #: llama.cpp's `timings` of each call (prompt and generation tokens/s), for benchmarks.
         self.timings: list[dict[str, Any]] = []
-        self._calls = 0
 
     @classmethod
     def is_configured(cls, env: Mapping[str, str]) -> Readiness:
@@ -323,13 +322,9 @@ class LlamaCppProvider(ChatCompletions, Provider):
             raise failure(self, status, message, start, 0, [model.api_key])
         self.timings.append(body.get("timings") or {})
         try:
-            return parse_completion(body, self.name, self.model, latency, 0, self._new_id)
+            return parse_completion(body, self.name, self.model, latency, 0, self.new_call_id)
         except ProviderError as exc:
             raise failure(self, exc.status, str(exc), start, 0, [model.api_key]) from None
-
-    def _new_id(self) -> str:
-        self._calls += 1
-        return f"llamacpp-{self._calls}"
 
     def _describe(self, body: Any, model: LoadedModel) -> tuple[str, str]:
         kind, detail = error_detail(body)

@@ -61,7 +61,6 @@ class OllamaProvider(Provider):
         self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
         self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
         self._client = None
-        self._calls = 0
 
     @property
     def where(self) -> str:
@@ -101,8 +100,7 @@ class OllamaProvider(Provider):
         message = response.message
         requests = []
         for tc in message.tool_calls or ():
-            self._calls += 1
-            requests.append(ToolRequest(f"ollama-{self._calls}", tc.function.name, dict(tc.function.arguments)))
+            requests.append(ToolRequest(self.new_call_id(), tc.function.name, dict(tc.function.arguments)))
         call = ModelCall(self.name, self.model, round(latency, 3), response.prompt_eval_count, response.eval_count,
                          response.done_reason, response.model, retries)
         return ModelStep(message.content or "", tuple(requests), call)

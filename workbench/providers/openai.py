@@ -72,7 +72,6 @@ class OpenAIProvider(ChatCompletions, Provider):
         self.max_tokens = int(limit) if limit else None
         self.temperature = temperature
         self.seed = seed
-        self._calls = 0
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
@@ -118,13 +117,9 @@ class OpenAIProvider(ChatCompletions, Provider):
             raise self._fail(exc.error, start, exc.retries) from None
         latency = (time.perf_counter() - start) * 1000
         try:
-            return parse_completion(response.model_dump(), self.name, self.model, latency, retries, self._new_id)
+            return parse_completion(response.model_dump(), self.name, self.model, latency, retries, self.new_call_id)
         except ProviderError as exc:
             raise self._fail(exc, start, retries) from None
-
-    def _new_id(self) -> str:
-        self._calls += 1
-        return f"openai-{self._calls}"
 
     # --- faults ------------------------------------------------------------------------------
 
