@@ -188,14 +188,19 @@ def check_gguf(path: str | None) -> Path:
     return p
 
 
+def configured_gguf(env: Mapping[str, str]) -> str | None:
+    """The GGUF a provider given no model runs: `$WORKBENCH_GGUF`, else the default model, else None."""
+    if env.get(GGUF_ENV):
+        return env[GGUF_ENV]
+    found = default_gguf()
+    return str(found) if found else None
+
+
 def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | None = None) -> LoadedModel:
     """The model at `path` (default: $WORKBENCH_GGUF, else the default model), loaded once per process
     per (file, n_ctx, threads). Raises ProviderError (unknown_model, bad_model, config_error)."""
     global load_count
-    if not path and not os.environ.get(GGUF_ENV):
-        found = default_gguf()
-        path = str(found) if found else None
-    gguf = check_gguf(path or os.environ.get(GGUF_ENV))
+    gguf = check_gguf(path or configured_gguf(os.environ))
     n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX))
     threads = int(setting(threads, THREADS_ENV, default_threads()))
     key = (str(gguf.absolute()), n_ctx, threads)
@@ -266,11 +271,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  cache_prompt: bool | None = None, **options: Any):
-        chosen = model or os.environ.get(GGUF_ENV) or None
-        self.is_default = chosen is None
-        if chosen is None:
-            found = default_gguf()
-            chosen = str(found) if found else None
+        self.is_default = not (model or os.environ.get(GGUF_ENV))
+        chosen = model or configured_gguf(os.environ)
         super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
         self.n_ctx, self.threads = n_ctx, threads
         self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS))
@@ -284,7 +286,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
     def is_configured(cls, env: Mapping[str, str]) -> Readiness:
         if importlib.util.find_spec("xllamacpp") is None:
             return Readiness(False, "install xllamacpp: `pip install -r requirements.txt`")
-        if env.get(GGUF_ENV) or default_gguf() is not None:
+        if configured_gguf(env):
             return Readiness(True)
         return Readiness(False, f"{INSTALL_HINT}, or set {GGUF_ENV} to a GGUF file")
 

@@ -62,9 +62,7 @@ def check_options(provider: str, schema: Mapping[str, Any], options: Mapping[str
     props = properties(schema)
     for name, value in options.items():
         if name not in props:
-            if schema.get("additionalProperties") is False:
-                known = ", ".join(sorted(props)) or "none"
-                raise ProviderOptionError(f"provider {provider!r} has no option {name!r} (its options: {known})")
+            _check_known(provider, schema, props, name)
             continue
         why = None if value is None else _problem(props[name], value)
         if why:
@@ -79,10 +77,16 @@ def parse_option(provider: str, schema: Mapping[str, Any], text: str) -> tuple[s
     if not sep or not name:
         raise ProviderOptionError(f"--option takes NAME=VALUE, not {text!r}")
     props = properties(schema)
-    if name not in props and schema.get("additionalProperties") is False:
+    if name not in props:
+        _check_known(provider, schema, props, name)
+    return name, _convert(provider, name, props.get(name, {}), raw.strip())
+
+
+def _check_known(provider: str, schema: Mapping[str, Any], props: Mapping[str, Any], name: str) -> None:
+    """A name the schema does not declare is refused when the schema takes no other options."""
+    if schema.get("additionalProperties") is False:
         known = ", ".join(sorted(props)) or "none"
         raise ProviderOptionError(f"provider {provider!r} has no option {name!r} (its options: {known})")
-    return name, _convert(provider, name, props.get(name, {}), raw.strip())
 
 
 def _convert(provider: str, name: str, prop: Mapping[str, Any], raw: str) -> Any:
