@@ -196,6 +196,14 @@ NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def network_settings(timeout: float | None, retries: int | None, backoff: float | None,
+                     default_timeout: float) -> tuple[float, int, float]:
+    """(timeout, retries, backoff) of a network provider: each option if given, else its variable, else the
+    default (`NETWORK_OPTIONS`)."""
+    return (setting(timeout, TIMEOUT_ENV, default_timeout), int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES)),
+            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
+
+
 def setting(value: Any, env: str, default: float) -> float:
     """`value` if given, else the number in `$env`, else `default` (a bad number names the variable)."""
     if value is not None:
@@ -241,6 +249,17 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
                 raise Failed(exc, attempt) from None
             sleep(asked if asked is not None else min(MAX_BACKOFF, backoff * 2 ** attempt))
             attempt += 1
+
+
+def failure_of(provider: Provider, exc: BaseException, describe: Callable[[BaseException, int], tuple[str, str]],
+               started: float, retries: int, secrets: Iterable[str | None],
+               call: ModelCall | None = None) -> "ProviderError":
+    """`failure` for an exception that ends a turn: a ProviderError raised on the way keeps its status and
+    message; any other is put in words by the provider's own `describe(exc, retries)`."""
+    from ..errors import ProviderError
+
+    status, message = (exc.status, str(exc)) if isinstance(exc, ProviderError) else describe(exc, retries)
+    return failure(provider, status, message, started, retries, secrets, call)
 
 
 def failure(provider: Provider, status: str, message: str, started: float, retries: int,

@@ -25,9 +25,9 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..types import ModelCall
-from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, ToolRequest, basic_auth_headers, exception_kind, failure,
-                   network_options_schema, setting, split_userinfo, with_retries)
+from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, basic_auth_headers,
+                   exception_kind, failure_of, network_options_schema, network_settings, split_userinfo,
+                   with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -64,9 +64,7 @@ class GeminiProvider(Provider):
         self.__key = api_key or os.environ.get(self._key_var) or None
         # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
         self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
-        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
-        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
-        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
         self._client = None
         self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
         self._server_ids: set[str] = set()
@@ -200,12 +198,8 @@ class GeminiProvider(Provider):
 
     def _fail(self, exc: BaseException, start: float, retries: int, call: ModelCall | None = None) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
-        if isinstance(exc, ProviderError):
-            status, message = exc.status, str(exc)
-        else:
-            status, message = self._describe(exc, retries)
-        return failure(self, status, message, start, retries, [self.__key, *(os.environ.get(v) for v in KEY_ENVS)],
-                       call)
+        return failure_of(self, exc, self._describe, start, retries,
+                          [self.__key, *(os.environ.get(v) for v in KEY_ENVS)], call)
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
         code = _status(exc)

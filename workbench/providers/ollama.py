@@ -24,9 +24,8 @@ import time
 from typing import Any
 
 from ..types import ModelCall
-from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, ToolRequest, exception_kind, failure, network_options_schema, setting,
-                   split_userinfo, with_retries)
+from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure,
+                   network_options_schema, network_settings, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -57,9 +56,7 @@ class OllamaProvider(Provider):
         super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
         self.host, self._auth = split_userinfo(host or os.environ.get("OLLAMA_HOST") or None)
-        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
-        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
-        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
         self._client = None
 
     @property

@@ -27,9 +27,8 @@ import time
 from typing import Any, Mapping
 
 from ..errors import ProviderError
-from .base import (BACKOFF_ENV, DEFAULT_BACKOFF, DEFAULT_RETRIES, RETRIES_ENV, TIMEOUT_ENV, Failed, ModelStep,
-                   Provider, Readiness, basic_auth_headers, failure, network_options_schema, setting, split_userinfo,
-                   with_retries)
+from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, basic_auth_headers, failure_of,
+                   network_options_schema, network_settings, setting, split_userinfo, with_retries)
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -65,9 +64,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
         self.__key = api_key or os.environ.get(KEY_ENV) or None
-        self.timeout = setting(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT)
-        self.retries = int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES))
-        self.backoff = setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF)
+        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
         limit = setting(max_tokens, MAX_TOKENS_ENV, 0)
         self.max_tokens = int(limit) if limit else None
         self.temperature = temperature
@@ -125,11 +122,7 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def _fail(self, exc: BaseException, start: float, retries: int) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
-        if isinstance(exc, ProviderError):
-            status, message = exc.status, str(exc)
-        else:
-            status, message = self._describe(exc, retries)
-        return failure(self, status, message, start, retries, [self.__key, os.environ.get(KEY_ENV)])
+        return failure_of(self, exc, self._describe, start, retries, [self.__key, os.environ.get(KEY_ENV)])
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
         import openai  # already imported by the client that raised `exc`
