@@ -160,19 +160,19 @@ def _unreachable(endpoint: str, timeout: float) -> str | None:
 
 
 def batches(turns: Iterable[StoredTurn], project: str = DEFAULT_PROJECT,
-            max_spans: int = BATCH_SPANS) -> Iterable[tuple[list[StoredTurn], list[SpanSpec]]]:
-    """Group turns into requests of at most `max_spans` spans (a turn is never split)."""
-    group: list[StoredTurn] = []
-    spans: list[SpanSpec] = []
+            max_spans: int = BATCH_SPANS) -> Iterable[list[tuple[str, list[SpanSpec]]]]:
+    """Group turns into requests of at most `max_spans` spans (a turn is never split): (turn_id, its spans)."""
+    group: list[tuple[str, list[SpanSpec]]] = []
+    size = 0
     for t in turns:
         these = turn_spans(t, project)
-        if group and len(spans) + len(these) > max_spans:
-            yield group, spans
-            group, spans = [], []
-        group.append(t)
-        spans.extend(these)
+        if group and size + len(these) > max_spans:
+            yield group
+            group, size = [], 0
+        group.append((t.turn["turn_id"], these))
+        size += len(these)
     if group:
-        yield group, spans
+        yield group
 
 
 def export_turns(turns: Iterable[StoredTurn], endpoint: str, *, project: str = DEFAULT_PROJECT,
@@ -184,13 +184,13 @@ def export_turns(turns: Iterable[StoredTurn], endpoint: str, *, project: str = D
     sender = SpanSender(endpoint, project=project, timeout=timeout)
     result = ExportResult(sender.endpoint, sender.project)
     try:
-        for group, spans in batches(turns, sender.project):
+        for group in batches(turns, sender.project):
+            spans = [s for _, these in group for s in these]
             sender.send(spans)
             result.turns += len(group)
             result.spans += len(spans)
             if annotate:
-                result.annotations += annotate_phoenix(group, base_url(endpoint), project=sender.project,
-                                                       timeout=timeout)
+                result.annotations += annotate_phoenix(group, base_url(endpoint), timeout=timeout)
     except ExportError as exc:
         raise ExportError(f"{exc} ({result.turns} turns exported before the failure)") from None
     finally:
@@ -198,10 +198,10 @@ def export_turns(turns: Iterable[StoredTurn], endpoint: str, *, project: str = D
     return result
 
 
-def consulted_annotations(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[dict[str, Any]]:
+def consulted_annotations(turn_id: str, spans: Iterable[SpanSpec]) -> list[dict[str, Any]]:
     """A Phoenix document annotation `consulted` (score 1/0) for every document of the turn's RETRIEVER spans."""
     out = []
-    for span in turn_spans(t, project):
+    for span in spans:
         if span.kind != "RETRIEVER":
             continue
         i = 0
@@ -212,18 +212,19 @@ def consulted_annotations(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list
                         "result": {"score": 1.0 if meta["consulted"] else 0.0,
                                    "label": "consulted" if meta["consulted"] else "not consulted",
                                    "explanation": meta.get("reason") or ""},
-                        "metadata": {"doc_id": doc_id, "turn_id": t.turn["turn_id"]}})
+                        "metadata": {"doc_id": doc_id, "turn_id": turn_id}})
             i += 1
     return out
 
 
-def annotate_phoenix(turns: Iterable[StoredTurn], base: str, *, project: str = DEFAULT_PROJECT,
+def annotate_phoenix(turns: Iterable[tuple[str, list[SpanSpec]]], base: str, *,
                      timeout: float = DEFAULT_TIMEOUT_S) -> int:
-    """POST every consulted flag to Phoenix's `/v1/document_annotations`; return how many were sent.
+    """POST every consulted flag of these turns' spans ((turn_id, spans) as `batches` groups them) to Phoenix's
+    `/v1/document_annotations`; return how many were sent.
 
     Phoenix queues them and waits for spans that have not been stored yet, so this may follow the span
     export at once; the same annotation posted again replaces the old one (same name, span, position)."""
-    data = [a for t in turns for a in consulted_annotations(t, project)]
+    data = [a for turn_id, spans in turns for a in consulted_annotations(turn_id, spans)]
     if not data:
         return 0
     request = urllib.request.Request(f"{base}/v1/document_annotations", data=json.dumps({"data": data}).encode(),
