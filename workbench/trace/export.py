@@ -13,7 +13,6 @@ from pathlib import Path
 import duckdb
 
 from ..errors import TraceStoreError
-from .connect import connection
 from .reader import TraceReader
 
 _RUN_DATE = "strftime(r.created_at AT TIME ZONE 'UTC', '%Y-%m-%d') AS run_date"
@@ -46,17 +45,15 @@ def export_parquet(db: str | Path, out_dir: str | Path, *, timeout: float | None
 
     Reads the database read-only (never migrates it); a damaged database, an output path that is a
     file or cannot be created are `TraceStoreError`s naming the problem."""
-    reader = TraceReader(db, timeout=timeout)
-    reader.check()
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise TraceStoreError(f"cannot export to {out}: it is a file; give a folder (it is created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TraceStoreError(f"cannot create the export folder {out}: {exc.strerror or exc}") from None
     counts: dict[str, int] = {}
-    with connection(db, read_only=True, timeout=reader.timeout) as con:
+    with TraceReader(db, timeout=timeout).connect() as con:  # a database that is no trace database: no folder
+        if out.exists() and not out.is_dir():
+            raise TraceStoreError(f"cannot export to {out}: it is a file; give a folder (it is created if missing)")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TraceStoreError(f"cannot create the export folder {out}: {exc.strerror or exc}") from None
         try:
             names = tables(con)
         except duckdb.Error as exc:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 
@@ -67,8 +68,15 @@ class TraceReader:
 
     def check(self) -> None:
         """Raise `TraceStoreError` unless the file is a readable trace database (it is only read)."""
+        with self.connect():
+            pass
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One read-only connection to the database, checked first (`check`): for a read of many queries."""
         with connection(self.path, read_only=True, timeout=self.timeout) as con:
             self._check(con)
+            yield con
 
     def _check(self, con) -> None:
         if self._missing is not None:

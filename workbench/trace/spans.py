@@ -325,12 +325,9 @@ def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | 
     import duckdb
 
     from ..errors import TraceStoreError
-    from .connect import connection
     from .reader import TraceReader
 
-    reader = TraceReader(db, timeout=timeout)
-    reader.check()
-    with connection(db, read_only=True, timeout=reader.timeout) as con:
+    with TraceReader(db, timeout=timeout).connect() as con:
         try:
             return list(read_stored_turns(con, run_id))
         except duckdb.Error as exc:
