@@ -38,8 +38,11 @@ def _objects(con) -> tuple[bool, int]:
 def applied(con) -> list[str]:
     """Names of the applied migrations; [] for a database without a `migrations` table. Any other failure
     (a damaged file) raises `TraceStoreError`: a database that cannot be read is not an empty one."""
-    has, _ = _objects(con)
-    if not has:
+    return _applied(con, _objects(con)[0])
+
+
+def _applied(con, has_table: bool) -> list[str]:
+    if not has_table:
         return []
     try:
         return [n for (n,) in con.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
@@ -53,11 +56,12 @@ def check_trace_database(con, path: str = "the database") -> list[str]:
     An empty database (a new file) is fine; one with tables or views but no workbench `migrations`
     table is someone else's data, and nothing of the workbench's is added to it.
     """
-    done = applied(con)
+    has_table, objects = _objects(con)
+    done = _applied(con, has_table)
     if done and MIGRATIONS[0].name not in done:
         raise TraceStoreError(f"{path} is not a trace database (its `migrations` table is not the workbench's); "
                               "pick another file with --db / WORKBENCH_DB")
-    if not done and _objects(con)[1]:
+    if not done and objects:
         raise TraceStoreError(f"{path} is a DuckDB database but not a trace database (it has tables and no "
                               "`migrations` table); it was left as it is — pick another file with --db / WORKBENCH_DB")
     return done
@@ -71,11 +75,12 @@ def pending(con, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migrati
 def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "the database") -> list[str]:
     """Apply every pending migration in order on a read-write connection; return their names."""
     done = set(check_trace_database(con, path))
+    # Past that check, no migration applied means no `migrations` table (an empty one is refused there).
     todo = [m for m in migrations if m.name not in done]
     for m in todo:
         con.execute("BEGIN")
         try:
-            if not _objects(con)[0]:  # with the first migration, so a failure leaves nothing behind
+            if not done and m is todo[0]:  # with the first migration, so a failure leaves nothing behind
                 con.execute(_MIGRATIONS_TABLE)
             con.execute(m.sql)
             if m.python is not None:
