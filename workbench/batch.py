@@ -64,7 +64,6 @@ class EvalResult:
 
 
 RATE_LIMIT_RETRIES = 6  # a question is re-asked at most this often after rate limits, then written as failed
-MAX_PAUSE_S = 30.0
 #: Queued turns a batch lets wait for a trace store that keeps refusing them before it stops asking.
 MAX_UNWRITTEN = 1000
 FINAL_FLUSH_TRIES = 3
@@ -85,7 +84,9 @@ class _Pause:
     def extend(self, attempt: int) -> None:
         import random
 
-        delay = min(MAX_PAUSE_S, self.backoff * 2 ** attempt) * random.uniform(0.8, 1.2)
+        from .providers.base import backoff_delay
+
+        delay = backoff_delay(self.backoff, attempt) * random.uniform(0.8, 1.2)
         with self._lock:
             self._until = max(self._until, time.monotonic() + delay)
 

@@ -196,6 +196,11 @@ NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def backoff_delay(backoff: float, attempt: int) -> float:
+    """Seconds to wait before retry `attempt` (from 0): `backoff` doubled each time, at most `MAX_BACKOFF`."""
+    return min(MAX_BACKOFF, backoff * 2 ** attempt)
+
+
 def network_settings(timeout: float | None, retries: int | None, backoff: float | None,
                      default_timeout: float) -> tuple[float, int, float]:
     """(timeout, retries, backoff) of a network provider: each option if given, else its variable, else the
@@ -247,7 +252,7 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
             asked = retry_after(exc) if retry_after is not None else None
             if asked is not None and asked > MAX_RETRY_AFTER:
                 raise Failed(exc, attempt) from None
-            sleep(asked if asked is not None else min(MAX_BACKOFF, backoff * 2 ** attempt))
+            sleep(asked if asked is not None else backoff_delay(backoff, attempt))
             attempt += 1
 
 
