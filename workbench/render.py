@@ -75,28 +75,37 @@ def sources_row(payload: dict[str, Any]) -> str:
     return "Sources: " + " · ".join(parts)
 
 
+def doc_titles(payload: dict[str, Any]) -> dict[str, str]:
+    """doc_id → title (the id when it has none) of every retrieved document of the payload."""
+    return {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+
+
+def by_verdict(payload: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(verdict, label, doc ids) for each verdict the payload's verification gave, in `VERDICT_LABELS` order."""
+    judged = verdicts(payload)
+    groups = [(v, label, [d for d, x in judged.items() if x == v]) for v, label in VERDICT_LABELS.items()]
+    return [g for g in groups if g[2]]
+
+
 def verification_lines(payload: dict[str, Any]) -> list[str]:
     """The verification by ablation in words: method, control, cost, then the documents of each verdict;
     empty when the turn was not verified."""
     v = payload.get("verification")
     if not isinstance(v, dict):
         return []
-    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    titles = doc_titles(payload)
     cost = f"{v.get('extra_turns', '?')} re-runs, {v.get('extra_calls', '?')} extra model calls"
     if v.get("latency_ms") is not None:
         cost += f", {v['latency_ms']:.0f} ms"
     control = "control stable" if v.get("control_stable") else "control UNSTABLE: no document earned a verdict"
     lines = [f"Verified by {v.get('method', 'ablation')} ({control}; {cost}):"]
-    judged = verdicts(payload)
 
     def names(ids: list[str], most: int = 6) -> str:
         shown = " · ".join(titles.get(d, d) for d in ids[:most])
         return shown + (f" · and {len(ids) - most} more" if len(ids) > most else "")
 
-    for verdict, label in VERDICT_LABELS.items():
-        docs = [d for d, x in judged.items() if x == verdict]
-        if docs:
-            lines.append(f"  {label}: {names(docs)}")
+    for _, label, docs in by_verdict(payload):
+        lines.append(f"  {label}: {names(docs)}")
     for key, what in (("skipped", f"over the budget of {v.get('budget', '?')} re-runs"), ("failed", "re-run failed")):
         if v.get(key):
             lines.append(f"  not verified ({what}): {names(list(v[key]))}")

@@ -227,8 +227,7 @@ class Verification:
         return sum(a.calls for a in self.ablations)
 
     def _tokens(self, name: str) -> int | None:
-        values = [getattr(a, name) for a in self.ablations if a.reran]
-        return sum(values) if values and all(v is not None for v in values) else None
+        return _sum([getattr(a, name) for a in self.ablations if a.reran])  # the control always re-runs
 
     def to_payload(self) -> dict[str, Any]:
         """The payload's `verification` object (docs/design.md §2, §9; payload.schema.json)."""
@@ -262,6 +261,7 @@ class Verification:
 
 
 def _sum(values: Sequence[int | None]) -> int | None:
+    """The total when every value is known, else None (a partial sum would understate)."""
     return sum(values) if all(v is not None for v in values) else None  # type: ignore[misc]
 
 
@@ -319,7 +319,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
     turn_id = payload.get("turn_id") or turn_id_of(record)
 
-    def rerun(seq: int, cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
+    def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
         withheld = [cand.doc_id] if cand else []
         new = run_turn(record.question, provider, toolbox.withholding(withheld), mode=record.mode, k=k,
                        tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld})
@@ -329,7 +329,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                 "answer": new.answer, "status": new.status}
         return new, cost
 
-    control, cost = rerun(0, None)
+    control, cost = rerun(None)
     if control.status != "ok":
         stable = False
         row = Ablation(0, "control", None, **cost,
@@ -349,7 +349,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                  for seq, c in enumerate(to_run + skipped, start=1)]
     else:
         for seq, c in enumerate(to_run, start=1):
-            new, cost = rerun(seq, c)
+            new, cost = rerun(c)
             if new.status != "ok":
                 rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, **cost,
                                      reason=f"the re-run without it failed ({new.status}: {new.error}): no verdict"))

@@ -14,7 +14,7 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..providers import declared
-from ..render import VERDICT_LABELS, VERDICT_MEANINGS, escape_markdown, verdicts
+from ..render import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, escape_markdown, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
 from .state import Turn, provider_display
 
@@ -124,7 +124,7 @@ def badge(doc_id: str, text: str, judged: dict[str, str]) -> str:
 def hidden_influence(payload: dict[str, Any]) -> None:
     """Documents that were not sources yet changed the answer: shown beside the sources row."""
     judged = verdicts(payload)
-    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    titles = doc_titles(payload)
     hidden = [d for d, v in judged.items() if v == "hidden_influence"]
     if hidden:
         st.markdown("**Hidden influence** " + " ".join(badge(d, titles.get(d, d), judged) for d in hidden))
@@ -148,14 +148,10 @@ def explain(payload: dict[str, Any]) -> None:
                                f"{v.get('similarity_threshold')} · {cost}"))
     st.markdown(escape_markdown(control.get("reason") or ("control stable" if v.get("control_stable")
                                                           else "control unstable")))
-    titles = {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    titles = doc_titles(payload)
     details = v.get("details") or {}
-    judged = verdicts(payload)
     lines = []
-    for verdict, label in VERDICT_LABELS.items():
-        docs = [d for d, x in judged.items() if x == verdict]
-        if not docs:
-            continue
+    for verdict, _, docs in by_verdict(payload):
         lines.append(f"- {verdict_badge(verdict)} {escape_markdown(VERDICT_MEANINGS[verdict])}")
         for d in docs:
             why = (details.get(d) or {}).get("reason") or ""
