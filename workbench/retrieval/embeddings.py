@@ -85,9 +85,6 @@ class WordLlamaEmbedding(Embedding):
                     out[j] = table[np.minimum(enc.ids, top)].sum(axis=0)
         return unit_rows(out)  # the mean's direction is the sum's
 
-    def _embed(self, texts: list[str], is_query: bool):
-        return self.embed_array(texts, is_query)
-
 
 _WORDLLAMA: dict[int, tuple[Any, Any]] = {}
 
@@ -174,9 +171,6 @@ class MiniLMEmbedding(Embedding):
     def embed_array(self, texts: list[str], is_query: bool = False, batch_size: int = 32):
         return self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                                   convert_to_numpy=True, show_progress_bar=False)
-
-    def _embed(self, texts: list[str], is_query: bool):
-        return self.embed_array(texts, is_query)
 
 
 _MINILM: list[Any] = []

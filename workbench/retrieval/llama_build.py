@@ -77,7 +77,7 @@ class LlamaEmbedding(BaseEmbedding):
         return "WorkbenchEmbedding"
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._inner.embed_array([query], is_query=True)[0].tolist()
+        return self._inner.get_query_embedding(query)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
