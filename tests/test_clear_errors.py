@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from bounded import workbench
 from workbench.session import Session
 
 
 def cli(*args, stdin: str | None = None):
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, cwd=ROOT,
-                          input=stdin)
+    return workbench(*args, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +85,7 @@ def test_judge_llm_with_an_unreachable_provider_fails_with_the_reason(tmp_path):
     from loopback import refused_url
 
     f = _jsonl(tmp_path / "j.jsonl", '{"id": 1, "claim": "a b", "evidence": ["a b"]}')
-    r = subprocess.run([sys.executable, "-m", "workbench", "judge", f, "--method", "llm", "--provider", "ollama"],
-                       capture_output=True, text=True, cwd=ROOT,
-                       env={**__import__("os").environ, "OLLAMA_HOST": refused_url()})
+    r = workbench("judge", f, "--method", "llm", "--provider", "ollama", env={"OLLAMA_HOST": refused_url()})
     assert r.returncode == 2 and "cannot connect to Ollama" in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from bounded import workbench
 from workbench import registry
 from workbench.errors import PluginError, UnknownNameError
 from workbench.faithfulness import judges
@@ -42,9 +42,8 @@ def plugin_dir(tmp_path):
 
 
 def cli(args, plugin_dir, plugins="my_provider,my_retriever,my_judge", stdin=None):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin_dir)]), "WORKBENCH_PLUGINS": plugins}
-    return subprocess.run([sys.executable, "-m", "workbench", *args], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin_dir)]), "WORKBENCH_PLUGINS": plugins}
+    return workbench(*args, env=env, input=stdin)
 
 
 def test_the_cli_uses_a_plugin_provider(plugin_dir):
@@ -119,8 +118,7 @@ def test_a_plugin_that_does_not_import_is_a_clear_error(monkeypatch, capsys):
     assert main(["ask", "--provider", "offline", "x", "--no-trace"]) == 2  # printed, no traceback
     assert capsys.readouterr().err.startswith("error: cannot import plugin 'no_such_plugin_module' named in "
                                               "WORKBENCH_PLUGINS: ModuleNotFoundError")
-    proc = subprocess.run([sys.executable, "-m", "workbench", "judge", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "WORKBENCH_PLUGINS": "no_such_plugin_module"}, timeout=60)
+    proc = workbench("judge", "--help", env={"WORKBENCH_PLUGINS": "no_such_plugin_module"}, timeout=60)
     assert proc.returncode == 0, "--help never loads plug-ins"
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from streamlit.proto.TextInput_pb2 import TextInput as TextInputProto
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
+from bounded import workbench
 from workbench.errors import ProviderOptionError, WorkbenchError
 from workbench.providers import Provider, Readiness, declared, get_provider, readiness, register_provider
 from workbench.providers.base import ModelStep
@@ -161,9 +160,8 @@ def test_options_are_recorded_with_the_turn_but_never_a_secret(tmp_path):
 def test_cli_option_and_fault_go_through_the_provider_schema(capsys):
     from workbench.cli import main
 
-    ok = subprocess.run([sys.executable, "-m", "workbench", "ask", "--no-trace", "--json", "-o", "faults=corrupt_id",
-                         "--fault", "forget_link", "How do I configure SSO?"], capture_output=True, text=True,
-                        cwd=ROOT, timeout=120)
+    ok = workbench("ask", "--no-trace", "--json", "-o", "faults=corrupt_id", "--fault", "forget_link",
+                   "How do I configure SSO?")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["config"]["options"] == {"faults": ["corrupt_id", "forget_link"]}
     for args, message in ((["--provider", "ollama", "--fault", "corrupt_id"], "provider 'ollama' has no option 'faults'"),

@@ -9,7 +9,6 @@ the app binds to loopback unless the operator says otherwise.
 from __future__ import annotations
 
 import hashlib
-import os
 import tomllib
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
+from bounded import workbench
 from workbench.config import DEMO_CORPUS, workbench_home
 from workbench.corpus import load_corpus
 from workbench.errors import PathNotAllowedError
@@ -235,15 +235,12 @@ def test_symlinks_that_leave_a_corpus_folder_are_not_followed(tmp_path, outside)
 
 
 def test_the_cli_warns_about_skipped_symlinks(tmp_path, outside):
-    import subprocess
-    import sys
 
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "a.md").write_text("---\nid: a\ntitle: A\n---\nAlpha about tokens.\n")
     (kb / "token.txt").symlink_to(outside / "token.txt")
-    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "--no-trace", "--corpus", str(kb), "token"],
-                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    r = workbench("ask", "--no-trace", "--corpus", str(kb), "token")
     assert r.returncode == 0, r.stderr
     assert SECRET not in r.stdout
     assert "warning:" in r.stderr and "token.txt" in r.stderr and "not followed" in r.stderr

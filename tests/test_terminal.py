@@ -7,12 +7,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from bounded import workbench
 from workbench.terminal import neutralize
 
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # writes "evil" to the clipboard
@@ -25,7 +23,7 @@ def _has_raw(text: str) -> list[str]:
 
 
 def cli(*args, stdin: str | None = None):
-    r = subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, cwd=ROOT, input=stdin)
+    r = workbench(*args, input=stdin, text=False)
     return r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
 
 

@@ -8,12 +8,11 @@ the two protocols apart except by `runs.tool_protocol`.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, schema_validator
+from conftest import schema_validator
+from bounded import workbench
 from loopback import OLLAMA, OPENAI, ScriptedServer
 from workbench.agent import run_turn
 from workbench.errors import CapabilityError, UnknownNameError
@@ -163,8 +162,7 @@ def test_json_steps_on_a_provider_without_json_schema_is_refused(demo_session):
 
 
 def test_cli_refuses_json_steps_for_offline_with_a_clear_error():
-    proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--no-trace", "--tool-protocol", "json-steps",
-                           QUESTION], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = workbench("ask", "--no-trace", "--tool-protocol", "json-steps", QUESTION, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: provider 'offline' cannot force its output to a JSON schema")
 

@@ -15,7 +15,7 @@ import sys
 import duckdb
 import pytest
 
-from conftest import ROOT
+from bounded import workbench
 from damage import KINDS, damage, traced_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
@@ -34,7 +34,7 @@ def _state(path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, cwd=ROOT)
+    return workbench(*args)
 
 
 @pytest.fixture(scope="module")

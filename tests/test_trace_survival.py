@@ -4,14 +4,13 @@ before the turn runs (exit 2)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
+from bounded import workbench
 from damage import KINDS, damage, traced_db
 from workbench.errors import WorkbenchError
 from workbench.session import Session
@@ -23,7 +22,7 @@ def good(tmp_path_factory):
 
 
 def _ask(*args):
-    return subprocess.run([sys.executable, "-m", "workbench", "ask", *args], capture_output=True, cwd=ROOT)
+    return workbench("ask", *args, text=False)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -77,7 +76,6 @@ def test_the_library_refuses_out_of_range_k_and_text_that_is_not_utf8(tmp_path):
 def test_a_question_that_is_not_utf8_is_refused_up_front(tmp_path):
     """Before the fix invalid UTF-8 in argv ran the turn and then raised a DuckDB encoding traceback."""
     db = tmp_path / "t.duckdb"
-    r = subprocess.run([sys.executable, "-m", "workbench", "ask", b"How \xff do I configure SSO?", "--db", str(db)],
-                       capture_output=True, cwd=ROOT)
+    r = workbench("ask", b"How \xff do I configure SSO?", "--db", str(db), text=False)
     assert r.returncode == 2 and b"Traceback" not in r.stderr and b"not valid UTF-8" in r.stderr
     assert not Path(db).exists()

@@ -6,13 +6,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import subprocess
-import sys
 
 import duckdb
 import pytest
 
-from conftest import ROOT
+from bounded import workbench
 from loopback import WIRES, ScriptedServer, refused_url
 from workbench.providers.base import ModelStep, Provider, register_provider, scrub_secrets
 from workbench.session import Session
@@ -79,9 +77,8 @@ def test_url_credentials_never_reach_errors_payloads_traces_or_logs(wire, fault,
 def test_cli_never_prints_url_credentials(wire, tmp_path):
     with ScriptedServer([wire.error(500, "nope")], repeat_last=True) as srv:
         env = {**wire.env(_with_userinfo(srv.url)), "WORKBENCH_PROVIDER_RETRIES": "0"}
-        r = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", wire.provider, "-k", "3",
-                            "How do I configure SSO?", "--db", str(tmp_path / "t.duckdb")],
-                           capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, **env})
+        r = workbench("ask", "--provider", wire.provider, "-k", "3", "How do I configure SSO?",
+                      "--db", str(tmp_path / "t.duckdb"), env=env)
     assert r.returncode == 1 and "turn failed (server_error)" in r.stderr, r.stderr
     assert not _leaks(r.stdout + r.stderr)
 

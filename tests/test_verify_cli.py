@@ -9,19 +9,17 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
-import sys
 
 import jsonschema
 import pytest
 
 from conftest import ROOT, schema_validator
+from bounded import workbench
 from workbench.render import link_table, source_chips, sources_row, verdicts, verification_lines
 
 
 def run(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120, env={**os.environ, **(env or {})})
+    return workbench(*args, env=env)
 
 
 @pytest.fixture(scope="module")
