@@ -24,8 +24,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from http_server import LoopbackServer
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Request:
 
 
 @dataclass
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """Serve `replies` in order; with `repeat_last` the last reply is served forever."""
 
     replies: list[Reply] = field(default_factory=list)
@@ -106,10 +108,7 @@ class ScriptedServer:
                 self._record()
                 self._answer(server._next())
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        # a short poll interval makes shutdown (every test's teardown) ~50 ms instead of ~500 ms
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._serve(Handler)
 
     def _next(self) -> Reply:
         with self._lock:
@@ -119,21 +118,8 @@ class ScriptedServer:
                 return self.replies[0]
             return self.replies.pop(0)
 
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
     def posts(self) -> list[Request]:
         return [r for r in self.requests if r.method == "POST"]
-
-    def __enter__(self) -> "ScriptedServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def refused_url() -> str:
