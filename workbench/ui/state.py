@@ -78,6 +78,11 @@ class Turn:
     def turn_id(self) -> str:
         return self.payload.get("turn_id") or f"err-{id(self)}"
 
+    @property
+    def provider_label(self) -> str:
+        """The provider as the turn ran it (its payload's label), else as configured."""
+        return self.payload.get("config", {}).get("provider_label") or provider_display(self.config.provider)
+
 
 # --- providers ---------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citatio
                       evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips,
                       verdicts)
 from . import verify as verification
-from .state import Turn, provider_display
+from .state import Turn
 
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
 MAX_INLINE_PILLS = 8
@@ -23,9 +23,8 @@ MAX_INLINE_PILLS = 8
 def config_caption(turn: Turn) -> None:
     cfg = turn.config
     ran = turn.payload.get("config", {})
-    label = ran.get("provider_label") or provider_display(cfg.provider)
-    st.caption(escape_markdown(f"⚙ {cfg.describe(label, ran.get('model_label'), ran.get('tool_protocol'))} · "
-                               f"{turn.elapsed_ms:.0f} ms"))
+    described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
+    st.caption(escape_markdown(f"⚙ {described} · {turn.elapsed_ms:.0f} ms"))
 
 
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:

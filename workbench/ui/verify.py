@@ -16,7 +16,7 @@ from ..errors import WorkbenchError
 from ..providers import declared
 from ..render import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, escape_markdown, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
-from .state import Turn, provider_display
+from .state import Turn
 
 #: Badge colour per verdict (Streamlit's named colours).
 VERDICT_COLORS = {"load_bearing": "green", "decorative": "gray", "hidden_influence": "orange", "no_effect": "gray",
@@ -42,7 +42,7 @@ def run_pending(turn: Turn) -> None:
     budget = st.session_state.pop(keys["pending"], None)
     if budget is None or not can_verify(turn):
         return
-    label = turn.payload.get("config", {}).get("provider_label") or provider_display(turn.config.provider)
+    label = turn.provider_label
     with st.spinner(f"Verifying by ablation: up to {budget} re-runs with {label}…"):
         try:
             turn.answer = turn.session.verify(turn.answer, budget=budget)
@@ -86,7 +86,7 @@ def verify_action(turn: Turn) -> None:
         to_run, skipped = plan(turn.payload, int(budget))
         reruns = 1 + len(to_run)
         per_turn = max(1, len(turn.answer.record.model_calls))
-        label = turn.payload.get("config", {}).get("provider_label") or provider_display(turn.config.provider)
+        label = turn.provider_label
         over = f"; {len(skipped)} more candidates are over the budget and get no verdict" if skipped else ""
         st.warning(escape_markdown(
             f"This costs real model calls. Verifying re-runs this turn {reruns} times with {label}: once with "
