@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from workbench.config import benchmark_data_dir  # noqa: E402
+from retrieval_scifact import load_qrels, ndcg_at  # noqa: E402  (benchmarks/: the qrels and BEIR's nDCG)
 
 SHARED = benchmark_data_dir()
 SCIFACT = SHARED / "scifact"
@@ -38,16 +38,6 @@ WEIGHTS = np.round(np.arange(0, 1.0001, 0.05), 2)
 
 def zscore(s: np.ndarray) -> np.ndarray:
     return ((s - s.mean()) / max(float(s.std()), 1e-9)).astype(np.float32)
-
-
-def load_qrels(path: Path) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-        if line.strip():
-            qid, doc, score = line.split("\t")[:3]
-            if int(score) > 0:
-                out.setdefault(qid, set()).add(doc)
-    return out
 
 
 class Split:
@@ -67,9 +57,7 @@ def ndcg10(fused: list[np.ndarray], relevant: list[set[str]], starts: np.ndarray
     out = np.zeros(len(fused))
     for i, (scores, rel) in enumerate(zip(fused, relevant)):
         best = np.maximum.reduceat(scores, starts)
-        top = docs[np.argsort(-best, kind="stable")[:10]]
-        dcg = sum(1 / math.log2(r + 2) for r, d in enumerate(top) if d in rel)
-        out[i] = dcg / sum(1 / math.log2(r + 2) for r in range(min(10, len(rel))))
+        out[i] = ndcg_at(list(docs[np.argsort(-best, kind="stable")[:10]]), rel)
     return out
 
 

@@ -31,7 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+sys.path.insert(0, str(ROOT))
+from workbench.config import benchmark_data_dir  # noqa: E402  (honours WORKBENCH_BENCHMARK_DATA, like every benchmark)
+
+SCIFACT = benchmark_data_dir() / "scifact"
 QUESTION = "How do I configure SSO?"
 
 _LOAD = """
