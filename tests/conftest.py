@@ -57,3 +57,12 @@ def require_shared(*parts: str) -> Path:
         pytest.skip(f"optional third-party benchmark data not available: {p} is absent (set "
                     "WORKBENCH_BENCHMARK_DATA; in the development layout it is ../shared/data)")
     return p
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    """The chat page (app.py) rendered once under AppTest, tracing into a temporary database."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()

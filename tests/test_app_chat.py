@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-import pytest
 from streamlit.proto.TextInput_pb2 import TextInput as TextInputProto
 from streamlit.testing.v1 import AppTest
 
+from apptest import ask, texts, unescape
 from workbench.errors import ProviderError
 from workbench.providers.base import ModelStep, Provider, register_provider
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 class BrokenProvider(Provider):
@@ -28,29 +23,8 @@ class BrokenProvider(Provider):
 register_provider("broken-test", BrokenProvider)
 
 
-@pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
-    at = AppTest.from_file(APP, default_timeout=60)
-    return at.run()
-
-
-def ask(at: AppTest, question: str) -> AppTest:
-    at.chat_input[0].set_value(question).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def unescape(md: str) -> str:
-    return re.sub(r"\\(.)", r"\1", md)
-
-
 def captions(at: AppTest) -> list[str]:
     return [unescape(c.value) for c in at.caption]
-
-
-def texts(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
 
 
 def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app):

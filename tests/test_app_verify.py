@@ -3,15 +3,11 @@ and for a provider whose calls cost, the cost stated and a confirmation before a
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import scripted
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+from apptest import ask, texts, unescape
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -21,30 +17,10 @@ def providers():
     scripted.unregister()
 
 
-@pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
-    return AppTest.from_file(APP, default_timeout=60).run()
-
-
-def ask(at: AppTest, question: str) -> AppTest:
-    at.chat_input[0].set_value(question).run()
-    assert not at.exception, at.exception
-    return at
-
-
 def click(at: AppTest, label: str) -> AppTest:
     next(b for b in at.button if b.label == label).click().run()
     assert not at.exception, at.exception
     return at
-
-
-def texts(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
-
-
-def unescape(md: str) -> str:
-    return re.sub(r"\\(.)", r"\1", md)
 
 
 def test_offline_answers_are_verified_at_once_and_chips_carry_the_verdicts(app, tmp_path):

@@ -16,6 +16,7 @@ import pytest
 from streamlit.proto.TextInput_pb2 import TextInput as TextInputProto
 from streamlit.testing.v1 import AppTest
 
+from apptest import APP
 from conftest import ROOT
 from bounded import workbench
 from workbench.errors import ProviderOptionError, WorkbenchError
@@ -28,8 +29,6 @@ from workbench.providers.ollama import OllamaProvider
 from workbench.providers.openai import OpenAIProvider
 from workbench.providers.options import check_options, input_kind, parse_option, recorded
 from workbench.types import ModelCall
-
-APP = str(ROOT / "app.py")
 
 
 class ExcerptsOnly(Provider):

@@ -16,13 +16,13 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apptest import APP
 from conftest import ROOT
 from bounded import workbench
 from workbench.config import DEMO_CORPUS, workbench_home
 from workbench.corpus import load_corpus
 from workbench.errors import PathNotAllowedError
 
-APP = str(ROOT / "app.py")
 SECRET = "TOKEN-7f3a9c-do-not-leak"
 
 
