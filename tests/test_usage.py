@@ -12,8 +12,6 @@ import pytest
 
 from workbench.batch import run_eval
 from workbench.cli import main
-from workbench.corpus import load_corpus
-from workbench.config import DEMO_CORPUS
 from workbench.session import Session
 from workbench.trace import usage
 
@@ -93,7 +91,7 @@ def test_cli_usage_csv_and_run_filter_agree_with_the_payloads(asked, capsys):
     assert "no run 'no-such-run'" in capsys.readouterr().err
 
 
-def test_totals_per_kind_and_per_corpus_category_add_up(asked):
+def test_totals_per_kind_and_per_corpus_category_add_up(asked, demo):
     db, interactive, batch = asked
     want = expected(interactive + batch.payloads)
     per_kind = as_dicts(usage.usage_totals(db))
@@ -101,7 +99,7 @@ def test_totals_per_kind_and_per_corpus_category_add_up(asked):
     assert sum(t["documents"] for t in per_kind) == len(want)
     assert {t["category"] for t in per_kind} <= {"source", "generated: category overview"}
 
-    corpus = load_corpus(DEMO_CORPUS)
+    corpus = demo
     per_category = as_dicts(usage.usage_totals(db, None, corpus))
     category = {d.doc_id: d.category for d in corpus.documents}
     for t in per_category:
@@ -113,10 +111,10 @@ def test_totals_per_kind_and_per_corpus_category_add_up(asked):
         assert t["documents_consulted"] == sum(want[d]["consulted"] > 0 for d in docs)
 
 
-def test_never_retrieved_and_retrieved_but_never_consulted(asked, capsys):
+def test_never_retrieved_and_retrieved_but_never_consulted(asked, capsys, demo):
     db, interactive, batch = asked
     want = expected(interactive + batch.payloads)
-    corpus = load_corpus(DEMO_CORPUS)
+    corpus = demo
     never = [r[0] for r in usage.never_retrieved(db, corpus)[1]]
     assert never == [d.doc_id for d in corpus.documents if d.doc_id not in want] and never
     noisy = as_dicts(usage.retrieved_not_consulted(db, min_turns=2))
