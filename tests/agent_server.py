@@ -17,7 +17,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from http_server import LoopbackServer
+from http_server import LoopbackServer, send
 from loopback import Reply, ollama_error, ollama_model, ollama_reply
 
 
@@ -60,15 +60,7 @@ class AgentServer(LoopbackServer):
                 pass
 
             def _send(self, reply: Reply):
-                data = json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                send(self, reply.status, json.dumps(reply.body).encode())
 
             def do_GET(self):
                 self._send(Reply(body={"models": [ollama_model("llama3.1:latest")]}))

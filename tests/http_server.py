@@ -6,6 +6,21 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def send(handler: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str = "application/json",
+         headers: dict[str, str] | None = None) -> None:
+    """Write one whole response; a client that already gave up (the timeout tests) is not an error."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 class LoopbackServer:
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from http_server import LoopbackServer
+from http_server import LoopbackServer, send
 
 
 @dataclass
@@ -70,17 +70,7 @@ class ScriptedServer(LoopbackServer):
                 if reply.delay:
                     time.sleep(reply.delay)
                 data = reply.body if isinstance(reply.body, (str, bytes)) else json.dumps(reply.body)
-                data = data.encode() if isinstance(data, str) else data
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
-                    pass
+                send(self, reply.status, data.encode() if isinstance(data, str) else data, headers=reply.headers)
 
             def _record(self) -> Request:
                 n = int(self.headers.get("Content-Length") or 0)

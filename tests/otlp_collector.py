@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from http_server import LoopbackServer
+from http_server import LoopbackServer, send
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
                                                                       ExportTraceServiceResponse)
@@ -74,14 +74,7 @@ class Collector(LoopbackServer):
                 self._send(200, ExportTraceServiceResponse().SerializeToString())
 
             def _send(self, status: int, data: bytes):
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/x-protobuf")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                send(self, status, data, "application/x-protobuf")
 
         self._serve(Handler)
 
