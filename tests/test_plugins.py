@@ -223,3 +223,71 @@ def test_every_kind_is_documented_and_registered_in_one_place():
         path = ROOT / Path(*reg.builtins_module.split("."))
         assert path.with_suffix(".py").exists()
         assert f"## A {kind}" in DOCS and f"`{reg.entry_point_group}`" in DOCS
+
+
+@pytest.fixture
+def misnamed(plugin_dir, tmp_path, monkeypatch):
+    """The docs' provider registered as `echo` with its `name` line removed (so the class says `base`),
+    and the built-in BM25 factory registered as `plainbm25` (it builds a retriever that says `bm25`)."""
+    from workbench.retrieval.bm25 import build_bm25
+
+    source = EXAMPLES["my_provider"].replace('    name = "openfirst"\n', "")
+    source = source.replace('register_provider("openfirst", OpenFirstHit)', 'register_provider("echo", OpenFirstHit)')
+    assert 'name = "openfirst"' not in source and '"echo"' in source
+    (tmp_path / "echo_provider.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import echo_provider  # noqa: F401 - registers `echo`
+
+    retrieval_base.register_retriever("plainbm25", build_bm25)
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    yield
+    base._PROVIDERS.unregister("echo")
+    retrieval_base._RETRIEVERS.unregister("plainbm25")
+    sys.modules.pop("echo_provider", None)
+
+
+def test_the_registered_name_is_the_one_recorded_and_verified(misnamed, tmp_path):
+    """A provider whose class omits `name` and a retriever whose class says another name are traced,
+    shown and verified under the names they were registered with."""
+    import duckdb
+
+    from workbench.session import Session
+
+    assert base.get_provider("echo").name == "echo"
+    session = Session.open(retriever="plainbm25")
+    answer = session.ask("How do I configure SSO?", provider="echo")
+    cfg = answer.payload["config"]
+    assert (cfg["provider"], cfg["retriever"]) == ("echo", "plainbm25"), cfg
+    assert answer.payload["status"] == "ok"
+    verified = session.verify(answer, budget=2)  # refused before: "verify a turn with the session that asked it"
+    assert verified.payload["verification"]["control_stable"] in (True, False)
+    con = duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True,
+                         config={"autoload_known_extensions": False, "autoinstall_known_extensions": False})
+    try:
+        rows = con.execute("SELECT provider, retriever FROM runs JOIN turns USING (run_id)").fetchall()
+    finally:
+        con.close()
+    assert rows == [("echo", "plainbm25")]
+
+
+def test_an_entry_point_never_shadows_a_name_registered_in_code(tmp_path, monkeypatch):
+    """The documented rule: a name registered in code (a built-in or a plug-in) wins over an installed
+    entry point of the same name, whichever loads first."""
+    (tmp_path / "ep_shadow.py").write_text(
+        "from workbench.faithfulness.judges import LexicalJudge\n"
+        "class Shadow(LexicalJudge):\n    version = 'shadow'\n")
+    dist = tmp_path / "ep_shadow-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-shadow\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[workbench.judges]\nlexical = ep_shadow:Shadow\n"
+                                           "codejudge = ep_shadow:Shadow\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(judges._JUDGES, "_entry_points_loaded", False)
+    judges.register_judge("codejudge", judges.LexicalJudge)  # registered in code before the entry points load
+    try:
+        assert judges.get_judge("lexical").version != "shadow"  # the built-in
+        assert judges.get_judge("codejudge").version != "shadow"  # the code registration
+        assert type(judges.get_judge("lexical")) is judges.LexicalJudge
+    finally:
+        judges._JUDGES.unregister("codejudge")
+        sys.modules.pop("ep_shadow", None)

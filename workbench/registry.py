@@ -9,7 +9,9 @@ Each kind has one `Registry`, built from three things:
   installed packages, which then need no variable at all.
 
 A name registered twice keeps the last registration, so a plug-in may replace a built-in; entry
-points never shadow an explicit registration. Any plug-in that fails to load is a `PluginError`
+points never shadow an explicit registration. The registered name is the one identity of what a
+factory builds: `build` stamps it on the object's `name`, so a provider registered as `echo` is
+recorded as `echo` whatever its class says (as simonw/llm keys a model on its `model_id`). Any plug-in that fails to load is a `PluginError`
 naming it (the CLI prints it and exits 2). docs/plugins.md has a working example of each kind.
 
 Thread-safe: loading happens once, under one process-wide re-entrant lock, and a registry counts as
@@ -119,3 +121,14 @@ class Registry(Generic[F]):
         if name not in self._factories:
             raise UnknownNameError(self.kind, name, names)
         return self._factories[name]
+
+    def build(self, name: str, *args, **kwargs):
+        """What the factory registered as `name` builds, carrying `name` as its `name`: the registered
+        name is the one traced, verified and shown, whatever (if anything) the class itself declares."""
+        obj = self.factory(name)(*args, **kwargs)
+        try:
+            obj.name = name
+        except AttributeError:
+            raise PluginError(f"{self.kind} {name!r}: its factory built a {type(obj).__name__}, whose `name` "
+                              "cannot be set (the registered name must be recorded on it)") from None
+        return obj

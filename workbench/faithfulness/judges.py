@@ -75,7 +75,7 @@ judge_names = _JUDGES.names
 
 
 def get_judge(name: str = "lexical", **options: Any) -> Judge:
-    return _JUDGES.factory(name)(**options)
+    return _JUDGES.build(name, **options)
 
 
 # --- windows and spans -------------------------------------------------------------------------

@@ -165,7 +165,7 @@ def get_provider(name: str, model: str | None = None, **options: Any) -> Provide
     from .options import check_options
 
     check_options(name, declared(name, "options_schema"), options)
-    return provider_factory(name)(model=model, **{k: v for k, v in options.items() if v is not None})
+    return _PROVIDERS.build(name, model=model, **{k: v for k, v in options.items() if v is not None})
 
 
 # --- helpers shared by network providers -----------------------------------------------------

@@ -58,7 +58,7 @@ retriever_names = _RETRIEVERS.names
 
 def get_retriever(name: str, corpus, *, cache_dir: Path | None = None, **options) -> Retriever:
     """Build (or load from cache) the retriever `name` over `corpus`."""
-    return _RETRIEVERS.factory(name)(corpus, cache_dir=cache_dir or index_cache_dir(), **options)
+    return _RETRIEVERS.build(name, corpus, cache_dir=cache_dir or index_cache_dir(), **options)
 
 
 def rank_documents(retriever: Retriever, query: str, k: int) -> list[tuple[str, float]]:

@@ -58,6 +58,4 @@ def _hybrid_minilm(corpus, **options):
     """Reciprocal-rank fusion of bm25 and vector-minilm (optional install, see requirements-minilm.txt)."""
     from .hybrid import build_hybrid
 
-    retriever = build_hybrid(corpus, embedding="minilm", name="vector-minilm", fusion="rrf", **options)
-    retriever.name = "hybrid-minilm"
-    return retriever
+    return build_hybrid(corpus, embedding="minilm", name="vector-minilm", fusion="rrf", **options)
