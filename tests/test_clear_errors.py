@@ -67,7 +67,9 @@ def test_a_judge_model_reply_with_a_huge_integer_is_not_a_crash():
     from workbench.faithfulness.judges import parse_verdict
 
     score, verdict, _, reason = parse_verdict(f'{{"verdict": "supported", "score": {BIG}}}')
-    assert verdict == "supported" or verdict == "unknown"
+    # The reply's JSON cannot be read (an integer past Python's 4,300-digit limit), so the verdict word
+    # the model wrote is taken, with that verdict's own score: never the absurd number, never a crash.
+    assert (score, verdict) == (1.0, "supported") and "keywords" in reason
 
 
 # --- judge --method llm fails with the reason -------------------------------------------------------

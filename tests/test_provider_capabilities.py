@@ -225,10 +225,22 @@ def test_sidebar_draws_each_option_from_the_schema_and_warns_when_unconfigured(a
 
 
 def test_no_provider_name_branches_outside_the_providers():
-    """The core reads declarations; it never asks `provider == "offline"`."""
-    pattern = re.compile(r"""provider\w*\s*[!=]=\s*["']|["'](offline|ollama|gemini|openai|llamacpp)["']\s*[!=]=\s*\w*provider""")
-    bad = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "workbench").rglob("*.py")
-           if "providers" not in p.parts
+    """The core, the app and its pages read declarations; they never ask `provider == "offline"` or
+    `provider in ("ollama", "gemini")`."""
+    names = "|".join(("offline", "ollama", "gemini", "openai", "llamacpp"))
+    literal = rf"""["'](?:{names})["']"""
+    pattern = re.compile("|".join((
+        rf"""provider\w*(?:\.name)?\s*[!=]=\s*{literal}""",  # provider == "offline"
+        rf"""{literal}\s*[!=]=\s*\w*provider""",  # "offline" == provider
+        rf"""provider\w*(?:\.name)?\s+(?:not\s+)?in\s*[(\[{{][^)\]}}]*{literal}""",  # provider in ("ollama", …)
+        rf"""{literal}\s+(?:not\s+)?in\s+\w*provider""",  # "offline" in providers
+    )))
+    files = [p for p in (ROOT / "workbench").rglob("*.py") if "providers" not in p.parts]
+    files += [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]
+    bad = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not bad, bad
+    for probe in ('if provider == "offline":', 'if p.provider in ("ollama", "gemini"):',
+                  'ok = cfg_provider not in ["llamacpp"]', '"gemini" == provider'):
+        assert pattern.search(probe), probe  # the pattern itself catches each form
     assert "FAULTS" not in Path(ROOT / "workbench" / "ui" / "state.py").read_text()

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP
+from apptest import APP, unescape
 from conftest import ROOT
 from bounded import workbench
 from workbench.config import DEMO_CORPUS, workbench_home
@@ -143,10 +143,17 @@ def test_a_visitor_cannot_open_or_create_databases_outside_the_roots(app, outsid
     explorer.session_state["cfg_db"] = str(other)
     explorer.run()
     assert not explorer.exception
+    assert any("is not allowed" in unescape(e.value) for e in explorer.error), [e.value for e in explorer.error]
+    # The page renders query results (so the check below can fail): a probe query shows its table.
+    explorer.text_area(key="sql").set_value("SELECT 'probe-marker' AS marker")
+    explorer.button[0].click().run()
+    assert any("probe-marker" in str(df.value) for df in explorer.dataframe), "the explorer renders results"
     explorer.text_area(key="sql").set_value("SELECT * FROM accounts")
     explorer.button[0].click().run()
     assert not explorer.exception
-    assert not explorer.dataframe or "alice" not in str(explorer.dataframe[0].value)
+    assert not any("alice" in str(df.value) for df in explorer.dataframe), "the refused file's rows are never shown"
+    assert any("accounts" in unescape(e.value) for e in explorer.error), (
+        "the query ran against the default trace database, which has no `accounts` table")
     assert _digest(other) == before
 
 
