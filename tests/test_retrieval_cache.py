@@ -104,21 +104,28 @@ def _reference_bm25(demo):
     return _REFERENCE["bm25"]
 
 
-def test_vector_query_path_matches_llama_index_vector_retriever(pairs, demo):
-    """The numpy query path equals llama-index's VectorStoreIndex retriever over the same store."""
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.schema import QueryBundle
-
-    from workbench.retrieval.llama_build import LlamaEmbedding, NumpyVectorStore
+def test_vector_ranking_matches_an_independent_brute_force_reference(pairs, demo):
+    """The index (built through llama-index's VectorStoreIndex) holds each chunk's title-and-text
+    embedding, and the query path ranks by cosine: both checked against plain numpy written here —
+    every chunk embedded again, normalised, dotted with the query, sorted — not against the code's own
+    `top_k`/`cosines` (an earlier version used the query path as its own oracle and passed with the
+    ranking reversed)."""
+    import numpy as np
 
     loaded = pairs[0]["vector"][1]
-    model = LlamaEmbedding(loaded.embedding)
-    index = VectorStoreIndex.from_vector_store(NumpyVectorStore(loaded.matrix), embed_model=model,
-                                               transformations=[model])
+    titles = {d.doc_id: d.title for d in demo.documents}
+    texts = [f"{titles[c.doc_id]}\n\n{c.text}" if titles.get(c.doc_id) else c.text for c in loaded.chunks]
+    raw = np.asarray(loaded.embedding.embed_array(texts), dtype=np.float64)
+    rows = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+    assert np.allclose(rows, loaded.matrix, atol=1e-5), "the stored index is each chunk's unit embedding"
     for q in _demo_queries(demo)[:40]:
-        reference = index.as_retriever(similarity_top_k=7).retrieve(QueryBundle(q))
-        assert [(int(r.node.node_id), r.score) for r in reference] == \
-            [(loaded.chunks.index(h.chunk), h.score) for h in loaded.retrieve(q, 7).hits]
+        qv = np.asarray(loaded.embedding.embed_array([q], is_query=True)[0], dtype=np.float64)
+        scores = rows @ (qv / max(np.linalg.norm(qv), 1e-12))
+        expected = sorted(range(len(scores)), key=lambda i: -scores[i])[:7]
+        hits = loaded.retrieve(q, 7).hits
+        got = [loaded.chunks.index(h.chunk) for h in hits]
+        assert [round(float(scores[i]), 4) for i in got] == [round(float(scores[i]), 4) for i in expected], q
+        assert np.allclose([h.score for h in hits], [scores[i] for i in expected], atol=1e-4), q
 
 
 def _run(code_or_args: list[str], home, *, timeout=180):

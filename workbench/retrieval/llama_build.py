@@ -126,15 +126,9 @@ class NumpyVectorStore(BasePydanticVectorStore):
         raise NotImplementedError("indexes are rebuilt, never edited in place")
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        from .vector import top_k
-
-        if query.query_embedding is None or not len(self._matrix):
-            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        rows, scores = top_k(self._matrix, np.asarray(query.query_embedding, dtype=np.float32),
-                             query.similarity_top_k)
-        ids = [str(int(i)) for i in rows]
-        return VectorStoreQueryResult(nodes=[TextNode(id_=i, text="") for i in ids],
-                                      similarities=[float(s) for s in scores], ids=ids)
+        """Never used: the index is only built through llama-index; queries go to `vector.top_k` over
+        the persisted matrix, without importing llama-index."""
+        raise NotImplementedError("query the persisted matrix with workbench.retrieval.vector, not llama-index")
 
 
 def embed_matrix(texts: list[str], embedding: Embedding) -> np.ndarray:
