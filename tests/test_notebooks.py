@@ -54,12 +54,30 @@ def test_cells_only_call_the_library(name):
                 f"{name}.ipynb cell {i}: move this logic into workbench (e.g. workbench/analysis.py)")
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """Run every notebook once, as a user would from notebooks/, with a fresh WORKBENCH_HOME."""
+#: Parameters the tests give a notebook, injected after its parameters cell as papermill does: the
+#: real local model answers one question with a small output budget, so its cell is bounded in work
+#: (not only in time) and cannot outlast the cell timeout on a loaded machine.
+TEST_PARAMETERS = {
+    "02_compare_retrievers_providers": 'LOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+}
+_RUNS: dict[str, tuple[Path, object]] = {}
+
+
+def executed(name: str, tmp_path_factory) -> tuple[Path, object]:
+    """(home, executed notebook) of `name`, run once per test session, as a user would from notebooks/,
+    with a fresh WORKBENCH_HOME of its own: each notebook is its own test, so a slow or failing cell
+    costs that notebook's tests only."""
+    if name not in _RUNS:
+        _RUNS[name] = _execute(name, tmp_path_factory.mktemp(f"nb-{name[:2]}"))
+    home, nb = _RUNS[name]
+    if isinstance(nb, BaseException):
+        raise nb
+    return home, nb
+
+
+def _execute(name: str, home: Path) -> tuple[Path, object]:
     from nbclient import NotebookClient
 
-    home = tmp_path_factory.mktemp("nb-home")
     # The kernel inherits the test's environment: a fresh home, and no real provider configured, so the
     # notebooks run offline even where OLLAMA_HOST or a Gemini key is set.
     unset = ("WORKBENCH_DB", "OLLAMA_HOST", "GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -67,22 +85,23 @@ def executed(tmp_path_factory):
     os.environ["WORKBENCH_HOME"] = str(home)
     for k in unset:
         os.environ.pop(k, None)
-    results = {}
     try:
-        for name in NAMES:
-            nb = _read(name)
-            # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
-            nb.cells.insert(1, nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
-            NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                           resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-            results[name] = nb
+        nb = _read(name)
+        # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
+        nb.cells.insert(1, nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
+        if name in TEST_PARAMETERS:
+            nb.cells.insert(2, nbformat.v4.new_code_cell(TEST_PARAMETERS[name]))
+        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        return home, nb
+    except Exception as exc:  # noqa: BLE001 - re-raised by every test of this notebook
+        return home, exc
     finally:
         for k, v in env_before.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return home, results
 
 
 def _text(nb) -> str:
@@ -99,9 +118,8 @@ def _mimes(nb) -> set[str]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_offline_in_the_venv_kernel(executed, name):
-    home, results = executed
-    nb = results[name]
+def test_notebook_runs_offline_in_the_venv_kernel(tmp_path_factory, name):
+    home, nb = executed(name, tmp_path_factory)
     text = _text(nb)
     assert f"KERNEL {Path(sys.executable)}" in text or f"KERNEL {sys.executable}" in text, text[:300]
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -109,31 +127,34 @@ def test_notebook_runs_offline_in_the_venv_kernel(executed, name):
     assert str(home) in text
 
 
-def test_one_turn_shows_sets_payload_and_rejection(executed):
-    text = _text(executed[1]["01_one_turn"])
+def test_one_turn_shows_sets_payload_and_rejection(tmp_path_factory):
+    nb = executed("01_one_turn", tmp_path_factory)[1]
+    text = _text(nb)
     assert "sso-saml-setup" in text and "Sources: " in text
-    assert "not_retrieved" in text and "application/json" in _mimes(executed[1]["01_one_turn"])
+    assert "not_retrieved" in text and "application/json" in _mimes(nb)
 
 
-def test_compare_and_faithfulness_draw_plotly_charts(executed):
-    for name in ("02_compare_retrievers_providers", "03_trace_analysis", "04_faithfulness"):
-        assert "application/vnd.plotly.v1+json" in _mimes(executed[1][name]), name
-    assert "honest" in _text(executed[1]["02_compare_retrievers_providers"])
+@pytest.mark.parametrize("name", ["02_compare_retrievers_providers", "03_trace_analysis", "04_faithfulness"])
+def test_compare_and_faithfulness_draw_plotly_charts(tmp_path_factory, name):
+    nb = executed(name, tmp_path_factory)[1]
+    assert "application/vnd.plotly.v1+json" in _mimes(nb), name
+    if name.startswith("02"):
+        assert "honest" in _text(nb)
 
 
-def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(executed):
-    text = _text(executed[1]["02_compare_retrievers_providers"])
+def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(tmp_path_factory):
+    text = _text(executed("02_compare_retrievers_providers", tmp_path_factory)[1])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
     assert "load_bearing" in text and "strict precision" in text  # the precision table, one column per row
 
 
-def test_trace_analysis_accounts_for_document_usage(executed):
-    text = _text(executed[1]["03_trace_analysis"])
+def test_trace_analysis_accounts_for_document_usage(tmp_path_factory):
+    text = _text(executed("03_trace_analysis", tmp_path_factory)[1])
     assert "consulted_turns" in text and "documents_consulted" in text and "retrieved_turns" in text
 
 
-def test_trace_analysis_exports_parquet(executed):
-    home, results = executed
+def test_trace_analysis_exports_parquet(tmp_path_factory):
+    home, _ = executed("03_trace_analysis", tmp_path_factory)
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))
 
 
