@@ -10,6 +10,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Test modules that start a heavy real component (a model, a browser, Phoenix, notebook kernels, the
+#: optional MiniLM embedding) or many `python -m workbench` processes: marked `heavy`, so that
+#: `pytest -m "not heavy"` is the fast loop while developing. CI runs everything.
+HEAVY_MODULES = {"test_browser", "test_real_model", "test_phoenix", "test_notebooks", "test_retrievers_minilm",
+                 "test_trace_survival", "test_trace_concurrency", "test_batch_concurrency"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES:
+            item.add_marker(pytest.mark.heavy)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _workbench_home(tmp_path_factory):
     """Caches and trace databases go to a temporary WORKBENCH_HOME, never the user's."""
