@@ -244,3 +244,26 @@ def test_no_provider_name_branches_outside_the_providers():
                   'ok = cfg_provider not in ["llamacpp"]', '"gemini" == provider'):
         assert pattern.search(probe), probe  # the pattern itself catches each form
     assert "FAULTS" not in Path(ROOT / "workbench" / "ui" / "state.py").read_text()
+
+
+def test_the_modes_and_tool_protocols_are_stated_once():
+    """`types.MODES` and `steps.TOOL_PROTOCOLS` are the only lists; the contract schema, the CLI and the
+    pickers derive theirs, and no other module writes the list out again."""
+    import argparse
+
+    from workbench import schemas
+    from workbench.commands._options import add_run_options
+    from workbench.providers.steps import TOOL_PROTOCOLS
+    from workbench.types import MODES
+
+    assert list(MODES) == schemas.load("turn-record.schema.json")["properties"]["mode"]["enum"]
+    p = argparse.ArgumentParser()
+    add_run_options(p)
+    choices = {a.dest: a.choices for a in p._actions}
+    assert tuple(choices["mode"]) == MODES and tuple(choices["tool_protocol"]) == TOOL_PROTOCOLS
+    written = re.compile(r"""(?<!Literal)[(\[]\s*["']agent["']\s*,\s*["']excerpts["']\s*[)\]]|"""
+                         r"""[(\[]\s*["']native["']\s*,\s*["']json-steps["']\s*[)\]]""")
+    files = [*(ROOT / "workbench").rglob("*.py"), ROOT / "app.py", *(ROOT / "pages").glob("*.py")]
+    again = [f"{f.relative_to(ROOT)}:{i}" for f in files
+             for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if written.search(line)]
+    assert not again, again

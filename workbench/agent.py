@@ -13,12 +13,12 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import ProviderError
+from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
 from .providers.base import Provider, scrub_secrets
 from .tools import Toolbox
-from .types import Excerpt, ModelCall, ToolCall, TurnRecord
+from .types import MODES, Excerpt, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8
 
@@ -33,10 +33,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     nowhere else. Excerpt mode offers no tools, so its `tool_protocol` is None. A protocol the provider
     does not support is refused (`CapabilityError`) before the turn starts.
     """
-    if mode not in ("agent", "excerpts"):
-        from .errors import UnknownNameError
-
-        raise UnknownNameError("mode", mode, ["agent", "excerpts"])
+    if mode not in MODES:
+        raise UnknownNameError("mode", mode, list(MODES))
     if mode == "agent":
         protocol = steps.resolve(provider, tool_protocol)
     else:

@@ -7,10 +7,12 @@ loop returns a `TurnRecord`. Nothing is recovered from event handlers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Exposure = Literal["full", "snippet", "title"]
 Mode = Literal["agent", "excerpts"]
+#: The two ways of asking (docs/design.md §3), in the order pickers offer them; stated once, as `Mode`.
+MODES: tuple[str, ...] = get_args(Mode)
 
 #: Strongest first: a document's exposure in a turn is the maximum over every tool call.
 EXPOSURE_RANK: dict[str, int] = {"full": 3, "snippet": 2, "title": 1}

