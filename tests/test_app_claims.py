@@ -66,7 +66,7 @@ def test_lexical_verdicts_read_as_word_overlap_not_support(tmp_path, monkeypatch
     captions = [unescape(c.value) for c in at.caption]
     assert any("word overlap, not support" in c for c in captions)
     assert any("word-overlap baseline" in c and "held-out" in c for c in captions)
-    assert not [b for b in at.button if b.label.startswith("Judge the claims with the LLM")], \
+    assert not [b for b in at.button if b.label.startswith("Judge with the LLM")], \
         "offline is no model: no LLM judge on offer"
 
 
@@ -78,7 +78,7 @@ def test_the_llm_judge_is_offered_for_a_real_provider_and_stored(tmp_path, monke
     at = ask(at.run(), SSO)
     assert at.session_state["cfg_provider"] == judging_model.name
     (lexical,) = claims_frames(at)
-    (button,) = [b for b in at.button if b.label.startswith("Judge the claims with the LLM")]
+    (button,) = [b for b in at.button if b.label.startswith("Judge with the LLM")]
     assert "judging model (test)" in button.label
     assert not judging_model.judged, "nothing is judged by the model until asked"
 

@@ -64,7 +64,7 @@ def _llm_judge(turn: Turn) -> None:
     if provider is None or turn.session is None or turn.answer is None:
         return
     label = turn.provider_label
-    if st.button(f"Judge the claims with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
+    if st.button(f"Judge with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
                  help="The `llm` judge asks the model whether the cited text supports each claim (one call per "
                       "claim); its verdicts are stored beside the word-overlap ones."):
         from ..faithfulness import get_judge
