@@ -95,11 +95,15 @@ def test_the_queue_is_scoped_by_run_provider_and_corpus(traced, scope):
     assert {(" ".join(q.lower().split()), c): asks for q, c, asks, *_ in got} == gaps_by_definition(db, **scope)
 
 
-def test_cli_gaps_names_the_corpus(traced, capsys):
+def test_cli_gaps_names_the_corpus_and_filters(traced, capsys):
     db, _ = traced
     assert main(["gaps", "--db", str(db), "--csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert {(r["question"], r["corpus_id"]) for r in rows} == {(BREAD, "demo"), (CAPITAL, "demo"), (SSO, "acme-kb")}
+    assert main(["gaps", "--db", str(db), "--csv", "--provider", "test-guesser", "--corpus-id", "demo"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["question"], r["corpus_id"], r["asks"]) for r in rows] == [
+        (CAPITAL, "demo", str(gaps_by_definition(db, providers=["test-guesser"], corpora=["demo"])[CAPITAL.lower(), "demo"]))]
 
 
 def test_doc_gaps_page_filters_by_provider_corpus_and_run(traced, monkeypatch):
