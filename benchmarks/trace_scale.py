@@ -24,6 +24,8 @@ import duckdb  # noqa: E402
 
 from workbench.trace.migrate import migrate  # noqa: E402
 from workbench.trace.reader import TraceReader  # noqa: E402
+from workbench.trace.schema import M004_VIEWS  # noqa: E402
+from workbench.trace.schema_m009 import M009_ABLATIONS  # noqa: E402
 
 GENERATE = """
 INSERT INTO runs (run_id, created_at, kind, provider, model, retriever, mode, k, prompt_version, corpus_id, corpus_hash, config_json)
@@ -107,15 +109,33 @@ GROUP BY s.doc_id
 ORDER BY consulted_turns DESC, cited_turns DESC, retrieved_turns DESC, s.doc_id
 """
 
+
+
+def _shipped(sql: str, start: str, end: str) -> str:
+    """The query of a view or macro as an earlier migration shipped it (the anchors below), cut from its SQL."""
+    i = sql.index(start) + len(start)
+    return sql[i:sql.index(end, i) + len(end) - 1]
+
+
+# Anchors for m010: `doc_gaps` as m004 defined it (no corpus, no "answered elsewhere" anti-join) and
+# `doc_usage` as m009 defined it (per document, not per corpus; no runs join), both over all runs.
+DOC_GAPS_M004 = _shipped(M004_VIEWS, "CREATE VIEW doc_gaps AS", "ORDER BY asks DESC, last_seen DESC;")
+DOC_USAGE_M009 = _shipped(M009_ABLATIONS, "CREATE OR REPLACE MACRO doc_usage_for(run_ids := NULL) AS TABLE",
+                          "retrieved_turns DESC, s.doc_id;").replace(
+    "WHERE run_ids IS NULL OR list_contains(run_ids, t.run_id)", "")
+
 QUERIES = {
     "turn_sets (all rows → Arrow)": "SELECT * FROM turn_sets",
     "turn_sets (one run)": "SELECT * FROM turn_sets WHERE run_id = 'run-7'",
     "turn_sets (aggregate)": "SELECT provider, avg(n_retrieved), avg(n_cited), avg(n_consulted) FROM turn_sets GROUP BY 1",
     "doc_gaps": "SELECT * FROM doc_gaps",
+    "doc_gaps as m004 had it (anchor)": DOC_GAPS_M004,
+    "doc_gaps (one provider)": "SELECT * FROM doc_gaps_for(providers := ['ollama'])",
     "provider_summary": "SELECT * FROM provider_summary",
     "retriever_summary": "SELECT * FROM retriever_summary",
     "doc_usage": "SELECT * FROM doc_usage",
     "doc_usage as m008 had it (anchor)": DOC_USAGE_M008,
+    "doc_usage as m009 had it (anchor)": DOC_USAGE_M009,
     "doc_usage (one run)": "SELECT * FROM doc_usage_for(run_ids := ['run-7'])",
     "doc_usage_totals": "SELECT * FROM doc_usage_totals",
     "source_verdicts (one turn)": "SELECT * FROM source_verdicts WHERE turn_id = printf('%032x', 10)",
@@ -151,7 +171,7 @@ def main() -> None:
     print(f"database size: {size / 1e6:.0f} MB ({size / 1e6 / (args.turns / 1e6):.0f} MB per 1M turns)")
 
     con = duckdb.connect(args.db, read_only=True)
-    print(f"\n{'query':32} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
+    print(f"\n{'query':36} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
     reader = TraceReader(args.db)
     for name, sql in QUERIES.items():
         warm = con.sql(sql).to_arrow_table()
@@ -163,7 +183,7 @@ def main() -> None:
             t = time.perf_counter()
             reader.arrow(sql)
             t_reader.append(time.perf_counter() - t)
-        print(f"{name:32} {statistics.median(t_open) * 1000:15.0f} ms {statistics.median(t_reader) * 1000:17.0f} ms "
+        print(f"{name:36} {statistics.median(t_open) * 1000:15.0f} ms {statistics.median(t_reader) * 1000:17.0f} ms "
               f"{warm.num_rows:9,}")
     con.close()
 

@@ -46,8 +46,8 @@ def test_usage_page_shows_most_used_unconsulted_and_never_retrieved(db):
     assert [h.value for h in at.subheader] == ["Most-used sources", "Retrieved often, never consulted",
                                                "Never retrieved", "Totals per category"]
     top, noisy, never, totals = (d.value for d in at.dataframe)
-    assert list(top["doc_id"]) == [r[0] for r in consulted]
-    expected_noisy = [r[0] for r in usage.retrieved_not_consulted(db, min_turns=2)[1]]
+    assert list(top["doc_id"]) == [r[columns.index("doc_id")] for r in consulted]
+    expected_noisy = [r[1] for r in usage.retrieved_not_consulted(db, min_turns=2)[1]]
     assert list(noisy["doc_id"]) == expected_noisy and expected_noisy
     assert never.empty, "the listing question retrieved every document"
     assert int(totals["documents"].sum()) == 59
@@ -107,3 +107,41 @@ def test_the_usage_page_loads_the_corpus_within_the_app_limits(db, monkeypatch):
     at = page()
     assert any("more than 5 documents" in e.value for e in at.error), [e.value for e in at.error]
     assert not any("59 documents" in c.value for c in at.caption)
+
+
+def test_the_usage_page_counts_the_sidebars_corpus_only_and_listed_links_apart(db, tmp_path, demo):
+    """Turns on another corpus were "(not in this corpus)" noise in the totals, and a listing answer's 59 links
+    counted as citations (the chart's cited bar)."""
+    import duckdb
+    from test_usage import other_corpus
+
+    from workbench.corpus import load_corpus
+
+    on_demo = Session.open(demo, trace_db=db)
+    on_demo.ask("What articles do you have?")
+    sso = on_demo.ask("How do I configure SSO?").payload
+    Session.open(load_corpus(other_corpus(tmp_path)), trace_db=db).ask("How do I set up Okta single sign-on?")
+    with duckdb.connect(str(db), read_only=True) as con:  # the demo's rows, by the definitions, from the raw tables
+        raw = con.execute("SELECT s.doc_id, count(*) FILTER (WHERE s.consulted), "
+                          "count(*) FILTER (WHERE s.cited AND s.consulted), count(*) FILTER (WHERE s.cited AND NOT s.consulted) "
+                          "FROM sources s JOIN turns t USING (turn_id) JOIN runs r USING (run_id) "
+                          "WHERE r.corpus_id = 'demo' GROUP BY 1").fetchall()
+    want = {d: (n, c, li) for d, n, c, li in raw}
+
+    at = page()
+    consulted = {d for d, (n, _, _) in want.items() if n}
+    assert [m.value for m in at.metric] == [str(len(want)), str(len(consulted)), str(len(want) - len(consulted))]
+    top, noisy, never, totals = (d.value for d in at.dataframe)
+    assert set(top["doc_id"]) == consulted == set(sso["sets"]["consulted"])
+    assert {r.doc_id: (r.consulted_turns, r.cited_read_turns, r.listed_link_turns)
+            for r in top.itertuples()} == {d: want[d] for d in consulted}
+    assert "(not in this corpus)" not in set(totals["category"])
+    assert set(totals["category"]) == {d.category for d in demo.documents}
+    assert int(totals["documents_retrieved"].sum()) == len(want) == 59
+    assert int(totals["listed_links"].sum()) == sum(li for _, _, li in want.values()) > 0
+    assert int(totals["cited_read"].sum()) == sum(c for _, c, _ in want.values())
+    # the chart: a listing's links are their own bar, never the cited one
+    bars = {b["name"]: dict(zip(b["y"], b["x"])) for b in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]}
+    cited = {label.rsplit("(", 1)[1].rstrip(")"): x for label, x in bars["cited (read)"].items()}
+    assert cited == {d: want[d][1] for d in consulted}
+    assert any(x for x in bars["linked from a listing"].values())

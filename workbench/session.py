@@ -139,6 +139,15 @@ class Session:
         return replace(answer, payload={**answer.payload, "verification": checked.to_payload()}, verification=checked,
                        trace_error=trace_error)
 
+    def judge(self, answer: Answer, judge: Any) -> Any:
+        """`answer`'s claims judged again by `judge` (a name or a `Judge`, e.g. the `llm` judge over a real
+        provider), returned as a `TurnFaithfulness`; for a traced turn also added to the trace store's `claims`
+        table beside the verdicts it was written with (one row per claim and judge). The answer is unchanged."""
+        faith = assess_turn(answer.record, answer.payload, self.corpus, judge=judge)
+        if self.tracer is not None and answer.trace_error is None and faith.claims:
+            self.tracer.add_claims(faith.turn_id, faith.claims)
+        return faith
+
     def _verify(self, record: TurnRecord, payload: dict[str, Any], request: dict[str, Any], budget: int,
                 judge: str) -> Verification:
         options, pinned = pinned_options(declared(request["provider"], "options_schema"), request["options"])

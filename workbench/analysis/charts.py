@@ -67,8 +67,17 @@ def calibration_figure(table: pd.DataFrame, title: str = "Judge score vs share l
     return fig
 
 
+#: The usage chart's bars: (doc_usage column, legend, colour). Cited means cited after reading; a link in a
+#: title-only listing gets its own bar (a light blue), never the cited one.
+USAGE_BARS = (("retrieved_turns", "retrieved", SET_COLORS["retrieved"]),
+              ("cited_read_turns", "cited (read)", SET_COLORS["cited"]),
+              ("listed_link_turns", "linked from a listing", "#a6c8ec"),
+              ("consulted_turns", "consulted", SET_COLORS["consulted"]))
+
+
 def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used documents: turns per set"):
-    """Horizontal grouped bars for the `top` most consulted documents: retrieved, cited and consulted turns.
+    """Horizontal grouped bars for the `top` most consulted documents: retrieved, cited-after-reading,
+    listed-link and consulted turns.
 
     Titles are corpus text: entity-escaped so plotly draws them literally (it renders `<a href>` in labels)."""
     import plotly.graph_objects as go
@@ -78,9 +87,8 @@ def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used doc
     df = usage.head(top).iloc[::-1]  # plotly draws the first row at the bottom
     labels = [plotly_text(f"{t or d} ({d})") for t, d in zip(df["title"], df["doc_id"])]
     fig = go.Figure()
-    for name in SETS:
-        fig.add_bar(name=name, y=labels, x=list(df[f"{name}_turns"]), orientation="h",
-                    marker_color=SET_COLORS[name])
+    for column, name, color in USAGE_BARS:
+        fig.add_bar(name=name, y=labels, x=list(df[column]), orientation="h", marker_color=color)
     fig.update_layout(barmode="group", title=title, xaxis_title="turns", height=max(320, 28 * len(df) + 120),
                       legend_title_text="", margin=dict(l=10, r=10, t=50, b=40))
     return fig

@@ -1,4 +1,4 @@
-"""Document usage over runs: turns in which each document was retrieved, cited and consulted (views
+"""Document usage over runs: turns in which each document was retrieved, consulted and cited (views
 `doc_usage` / `doc_usage_totals`, through `trace.usage`, which the CLI's `usage` and the app call too)."""
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ def as_frame(result: tuple[list[str], list[tuple]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def document_usage(db: str | Path, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per document: turns in which it was retrieved, cited and consulted (view `doc_usage`)."""
+def document_usage(db: str | Path, run_ids: Sequence[str] | None = None,
+                   corpus_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per document and corpus: turns in which it was retrieved, consulted, cited after reading and
+    linked from a listing (view `doc_usage`)."""
     from ..trace import usage
 
-    return as_frame(usage.doc_usage(db, run_ids))
+    return as_frame(usage.doc_usage(db, run_ids, corpus_ids))
 
 
 def usage_totals(db: str | Path, corpus: Any = None, run_ids: Sequence[str] | None = None) -> pd.DataFrame:

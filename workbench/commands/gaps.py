@@ -9,7 +9,14 @@ from ._table import add_format_options, emit
 
 
 def register(sub) -> None:
-    p = sub.add_parser("gaps", help="Show the doc-gap queue: substantive questions the knowledge base could not answer.")
+    p = sub.add_parser("gaps", help="Show the doc-gap queue: substantive questions the knowledge base could not answer.",
+                       description="Substantive questions whose ok turns consulted nothing and that no ok turn on the "
+                                   "same corpus consulted a document for (view doc_gaps, docs/traces.md).")
+    p.add_argument("--run", action="append", default=[], metavar="RUN_ID", help="only these runs (repeatable)")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME",
+                   help="only turns of these providers (repeatable)")
+    p.add_argument("--corpus-id", action="append", default=[], metavar="ID",
+                   help="only questions asked of these corpora (`runs.corpus_id`, repeatable)")
     add_db_option(p)
     add_format_options(p)
     p.set_defaults(func=run)
@@ -18,6 +25,6 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..trace import TraceReader
 
-    columns, rows = TraceReader(db_path(args)).gaps()
+    columns, rows = TraceReader(db_path(args)).gaps(args.run, args.provider, args.corpus_id)
     emit(columns, rows, args.fmt)
     return 0

@@ -1,4 +1,5 @@
-"""`usage`: document usage accounting — per document, the turns that retrieved, cited and consulted it."""
+"""`usage`: document usage accounting — per document and corpus, the turns that retrieved, consulted, cited
+(after reading) and only listed it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from ._table import add_format_options, emit
 
 
 def register(sub) -> None:
-    p = sub.add_parser("usage", help="Document usage: turns in which each document was retrieved, cited and consulted.",
+    p = sub.add_parser("usage", help="Document usage: turns in which each document was retrieved, consulted, cited or only listed.",
                        description="Counts are turns, over every run or the --run ones (view doc_usage, "
                                    "docs/traces.md). Consulted is the honest basis for usage accounting.")
     show = p.add_mutually_exclusive_group()
     show.add_argument("--totals", action="store_true",
-                      help="totals per category of the corpus (--corpus; default the demo corpus)")
+                      help="totals per category (folder) of the corpus (--corpus; default the demo corpus), over turns on it")
     show.add_argument("--unconsulted", action="store_true",
                       help="documents retrieved in at least --min-turns turns but never consulted")
     show.add_argument("--never-retrieved", action="store_true",

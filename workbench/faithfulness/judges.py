@@ -47,6 +47,12 @@ class Judge(ABC):
     version = "1"
     #: score ≥ supported → "supported"; score ≥ partial → "partial"; else "unsupported".
     thresholds = (0.6, 0.3)
+    #: What the score measures, when it is a surface signal rather than a judgement that the evidence
+    #: supports the claim (None: the verdict is the judge's own word, as the `llm` judge's). Set, people
+    #: are shown "<signal>: high / some / low" (`verdict_label`), never "supported".
+    signal: str | None = None
+    #: One sentence on how far its verdicts can be trusted, shown beside them (None: nothing to add).
+    caveat: str | None = None
 
     def verdict(self, score: float) -> str:
         hi, lo = self.thresholds
@@ -76,6 +82,30 @@ judge_names = _JUDGES.names
 
 def get_judge(name: str = "lexical", **options: Any) -> Judge:
     return _JUDGES.build(name, **options)
+
+
+#: How a signal judge's verdict reads: the level of its signal, not a claim of support.
+SIGNAL_LEVELS = {"supported": "high", "partial": "some", "unsupported": "low"}
+
+
+def judge_declares(name: str, attribute: str) -> Any:
+    """An attribute (`signal`, `caveat`) the judge registered as `name` declares, without building it; a
+    plain factory function or an unknown name declares nothing (None)."""
+    try:
+        factory = _JUDGES.factory(name)
+    except WorkbenchError:
+        return None
+    return getattr(factory, attribute, None)
+
+
+def verdict_label(judge: str, verdict: str | None) -> str | None:
+    """A verdict as people should read it: "word overlap: high" for the `lexical` judge's "supported" (a
+    judge with a `signal` measures that signal, not support), the verdict itself for other judges and for
+    verdicts that are not levels (`uncited`, `unknown`)."""
+    signal = judge_declares(judge, "signal")
+    if signal and verdict in SIGNAL_LEVELS:
+        return f"{signal}: {SIGNAL_LEVELS[verdict]}"
+    return verdict
 
 
 # --- windows and spans -------------------------------------------------------------------------
@@ -126,6 +156,10 @@ class LexicalJudge(Judge):
     name = "lexical"
     version = "lexical-v1"
     thresholds = (0.55, 0.3)
+    signal = "word overlap"
+    caveat = ("Word overlap between each statement and the text it cites, not a check that the text supports it: "
+              "on expert-labelled data it ranks the supported ones barely better than a dozen-line word-overlap "
+              "baseline, and worse than that baseline on a held-out set (docs/faithfulness.md).")
 
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
         ct = content_terms(plain(claim))
@@ -165,6 +199,7 @@ class EmbeddingJudge(Judge):
 
     name = "embedding"
     version = "wordllama-l2_supercat-256-v1"
+    signal = "embedding similarity"
     low, high = 0.3, 0.9
     thresholds = (0.6, 0.4)
 
@@ -205,6 +240,7 @@ class HybridJudge(Judge):
 
     name = "hybrid"
     version = "hybrid-v1"
+    signal = "overlap and similarity"
     thresholds = (0.55, 0.35)
 
     def __init__(self):

@@ -141,8 +141,13 @@ class TraceReader:
         check_read_only(sql)
         return self._run(sql, None, "rows", NO_DOWNLOADS if files else TRACE_FILE_ONLY)
 
-    def gaps(self) -> tuple[list[str], list[tuple]]:
-        return self.rows("SELECT question, asks, runs, first_seen, last_seen, last_turn_id FROM doc_gaps")
+    def gaps(self, run_ids: list[str] | None = None, providers: list[str] | None = None,
+             corpus_ids: list[str] | None = None) -> tuple[list[str], list[tuple]]:
+        """The doc-gap queue (`doc_gaps_for`), over every run or only the given runs, providers and corpora
+        (None or empty: no restriction)."""
+        return self.rows("SELECT question, corpus_id, asks, runs, first_seen, last_seen, max_retrieved, last_turn_id "
+                         "FROM doc_gaps_for(run_ids := ?, providers := ?, corpus_ids := ?)",
+                         [run_ids or None, providers or None, corpus_ids or None])
 
     def find_run(self, *, run_id: str | None = None, run_key: str | None = None) -> dict[str, Any] | None:
         """The run with `run_id`, or the latest with `run_key`; None when absent (or no database yet)."""

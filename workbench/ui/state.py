@@ -68,6 +68,7 @@ class Turn:
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
     faithfulness: Any = None  # workbench.faithfulness.TurnFaithfulness, judged by Session.ask
+    llm_faithfulness: Any = None  # the same claims judged by the `llm` judge, when asked for (ui/claims.py)
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -180,18 +180,10 @@ def tool_calls(payload: dict[str, Any]) -> None:
 
 
 def claims(turn: Turn) -> None:
-    """Per-claim faithfulness verdicts (lexical judge), when the faithfulness layer is installed."""
-    faith = turn.faithfulness
-    if faith is None or not faith.claims:
-        return
-    with st.expander(f"Claims ({len(faith.claims)})", expanded=False):
-        def pct(v):
-            return "—" if v is None else f"{v:.0%}"
+    """Per-claim faithfulness verdicts, worded as the judge earned them (`ui/claims.py`)."""
+    from .claims import show
 
-        st.caption(f"judge {faith.judge} · citation recall {pct(faith.citation_recall)} · "
-                   f"citation precision {pct(faith.citation_precision)}")
-        st.dataframe([{"claim": c.text, "verdict": c.verdict, "score": c.score, "cites": ", ".join(c.cited_doc_ids),
-                       "best span": c.best_span} for c in faith.claims], hide_index=True, width="stretch")
+    show(turn)
 
 
 # --- the side panel ----------------------------------------------------------------------------

@@ -16,36 +16,49 @@ from .state import app_corpus
 from .tables import table
 
 
-def _run_label(row) -> str:
+def run_label(row) -> str:
+    """A run picker's label for a `runs_overview` row."""
     when = row.created_at.strftime("%Y-%m-%d %H:%M") if row.created_at is not None else "?"
-    return (f"{when} · {row.kind} · {row.provider} · {row.retriever} · {row.mode} · {row.turns} turns · "
-            f"{row.run_id[:8]}")
+    return (f"{when} · {row.kind} · {row.provider} · {row.retriever} · {row.mode} · {row.corpus_id} · "
+            f"{row.turns} turns · {row.run_id[:8]}")
 
 
-def pick_runs(db: Path) -> list[str] | None:
-    """A multiselect over the database's runs; None (= every run) when nothing is picked."""
+def pick_runs(db: Path, corpus_id: str) -> list[str] | None:
+    """A multiselect over the database's runs on corpus `corpus_id`; None (= every such run) when nothing is picked."""
     from ..trace.usage import runs_overview
 
     runs = as_frame(runs_overview(db))
-    labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
-    picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
+    runs = runs[runs["corpus_id"] == corpus_id]
+    labels = {r.run_id: run_label(r) for r in runs.itertuples(index=False)}
+    picked = st.multiselect("Runs on this corpus (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
     return picked or None
 
 
-def show(db: str | None, corpus: str, corpus_label: str) -> None:
+def trace_db(db: str | None) -> Path | None:
+    """The trace database's path, or None (and a message saying how to make one) when there is none yet."""
     from ..config import default_db_path
 
     path = Path(db or default_db_path())
-    if not path.exists():
-        st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
-                                "(every turn is traced) or run `workbench eval …`."))
+    if path.exists():
+        return path
+    st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
+                            "(every turn is traced) or run `workbench eval …`."))
+    return None
+
+
+def show(db: str | None, corpus: str, corpus_label: str) -> None:
+    path = trace_db(db)
+    if path is None:
         return
     from ..trace.usage import doc_usage
 
     try:
-        runs = pick_runs(path)
-        usage = doc_usage(path, runs)  # read once per rerun; every section below is computed from it
-        _sections(usage, app_corpus(corpus), corpus_label)
+        kb = app_corpus(corpus)
+        runs = pick_runs(path, kb.corpus_id)
+        # usage is counted per corpus: only turns on the sidebar's corpus; read once per rerun, every section
+        # below is computed from it
+        usage = doc_usage(path, runs, [kb.corpus_id])
+        _sections(usage, kb, corpus_label)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
 
@@ -62,7 +75,9 @@ def _sections(rows: Rows, corpus: Corpus, corpus_label: str) -> None:
 
     st.subheader("Most-used sources")
     st.caption("Ranked by the turns that consulted them (read in full, or a cited snippet): what answers "
-               "really came from. Retrieved and cited turns beside them.")
+               "really came from. Beside them: turns that retrieved them, that cited them after reading them "
+               "(cited_read_turns), and that only linked them from a title-only listing (listed_link_turns, "
+               "not a use).")
     if consulted.empty:
         st.info("No document was consulted in these runs.")
     else:
@@ -73,7 +88,7 @@ def _sections(rows: Rows, corpus: Corpus, corpus_label: str) -> None:
     min_turns = st.number_input("Retrieved in at least this many turns", 1, 1000, 2, key="usage_min_turns")
     noisy = as_frame(unconsulted(rows, int(min_turns)))
     st.caption("Tools keep returning these, and the model never reads them: misleading titles or snippets, or "
-               "retrieval noise.")
+               "retrieval noise. A listing answer may still link them (listed_link_turns).")
     table(noisy, "retrieved-never-consulted", key="usage-noisy")
 
     st.subheader("Never retrieved")
@@ -82,8 +97,9 @@ def _sections(rows: Rows, corpus: Corpus, corpus_label: str) -> None:
     table(as_frame(not_retrieved(rows, corpus)), "never-retrieved", key="usage-never")
 
     st.subheader("Totals per category")
-    st.caption(escape_markdown(f"Categories of {corpus_label}; counts are document-turns. Documents no longer in "
-                               "the corpus are grouped as “(not in this corpus)”."))
+    st.caption(escape_markdown(f"Categories (folders) of {corpus_label}, over turns on this corpus only; counts "
+                               "are document-turns. Documents the corpus no longer holds are grouped as "
+                               "“(no longer in the corpus)”."))
     table(as_frame(category_totals(rows, corpus)), "usage-per-category", key="usage-totals")
 
 

@@ -1,0 +1,83 @@
+"""The Claims expander: each claim's verdict worded as its judge earned it (the `lexical` judge measures word
+overlap, so its "supported" reads "word overlap: high"), and the `llm` judge on offer when the sidebar's
+provider is a real, configured model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ..errors import WorkbenchError
+from ..faithfulness import judge_declares, verdict_label
+from ..providers import declared, readiness
+from ..render import escape_markdown
+from .state import RunConfig, Turn
+
+
+def llm_judge_provider(cfg: RunConfig) -> str | None:
+    """The provider the `llm` judge can use: the turn's, when it is a real model (its calls are not free, unlike
+    the model-free `offline`) and configured in this environment; else None."""
+    try:
+        if declared(cfg.provider, "free_calls") or not readiness(cfg.provider):
+            return None
+    except WorkbenchError:  # a provider that is no longer registered
+        return None
+    return cfg.provider
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
+def _table(faith: Any, prefix: str = "") -> list[dict[str, Any]]:
+    signal = judge_declares(faith.judge, "signal")
+    rows = []
+    for c in faith.claims:
+        row = {"claim": c.text, f"{prefix}verdict": verdict_label(faith.judge, c.verdict),
+               f"{prefix}{signal + ' score' if signal else 'score'}": c.score,
+               "cites": ", ".join(c.cited_doc_ids), "best span": c.best_span}
+        rows.append(row)
+    return rows
+
+
+def show(turn: Turn) -> None:
+    """Per-claim verdicts of the turn's judge (and of the `llm` judge once asked for)."""
+    faith = turn.faithfulness
+    if faith is None or not faith.claims:
+        return
+    with st.expander(f"Claims ({len(faith.claims)})", expanded=False):
+        signal = judge_declares(faith.judge, "signal")
+        measure = f" ({signal}, not support)" if signal else ""
+        st.caption(escape_markdown(f"judge {faith.judge}{measure} · citation recall {_pct(faith.citation_recall)} · "
+                                   f"citation precision {_pct(faith.citation_precision)}"))
+        caveat = judge_declares(faith.judge, "caveat")
+        if caveat:
+            st.caption(escape_markdown(caveat))
+        st.dataframe(_table(faith), hide_index=True, width="stretch")
+        _llm_judge(turn)
+
+
+def _llm_judge(turn: Turn) -> None:
+    """A button to judge the claims with the `llm` judge over the turn's provider, and its verdicts once judged."""
+    provider = llm_judge_provider(turn.config)
+    if provider is None or turn.session is None or turn.answer is None:
+        return
+    label = turn.provider_label
+    if st.button(f"Judge with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
+                 help="The `llm` judge asks the model whether the cited text supports each claim (one call per "
+                      "claim); its verdicts are stored beside the word-overlap ones."):
+        from ..faithfulness import get_judge
+
+        options = {name: list(v) if isinstance(v, tuple) else v for name, v in turn.config.options}
+        with st.spinner("Judging the claims with the LLM…"):
+            try:
+                turn.llm_faithfulness = turn.session.judge(
+                    turn.answer, get_judge("llm", provider=provider, model=turn.config.model, **options))
+            except WorkbenchError as exc:
+                st.error(escape_markdown(f"The LLM judge could not run: {exc}"), icon="⚠️")
+    llm = turn.llm_faithfulness
+    if llm is not None:
+        st.caption(escape_markdown(f"LLM judge ({label}, prompt {llm.judge_version}) · citation recall "
+                                   f"{_pct(llm.citation_recall)} · citation precision {_pct(llm.citation_precision)}"))
+        st.dataframe(_table(llm, "LLM "), hide_index=True, width="stretch")
