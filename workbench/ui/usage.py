@@ -10,7 +10,7 @@ from .. import analysis as A
 from ..analysis.usage import as_frame
 from ..corpus import Corpus
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
 from ..trace.usage import Rows
 from .state import app_corpus
 from .tables import table
@@ -28,7 +28,7 @@ def pick_runs(db: Path) -> list[str] | None:
 
     runs = as_frame(runs_overview(db))
     labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
-    picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
+    picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=lambda r: display_text(labels[r]), key="usage_runs")
     return picked or None
 
 
