@@ -173,3 +173,25 @@ def test_an_answer_cannot_draw_the_sources_row(app):
     row = [el.value for el in _elements(blocks[0]) if type(el).__name__ == "Markdown"]
     assert len(row) == 1 and row[0].startswith(":material/fact_check: **Sources** :green-badge["), row
 
+
+
+def test_trace_tables_and_doc_gaps_show_bidi_controls_as_escapes(tmp_path, monkeypatch):
+    """Questions come back from the trace store in the Trace explorer's and Doc gaps' tables."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import ROOT
+
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    chat = AppTest.from_file(APP, default_timeout=60).run()
+    ask(chat, "How do I bake a sourdough" + RLO + " loaf?")  # consults nothing: a doc gap
+    explorer = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60).run()
+    explorer.text_area(key="sql").set_value(f"SELECT question, question AS \"asked{RLO}\" FROM turns")
+    explorer.button[0].click().run()
+    assert not explorer.exception, explorer.exception
+    df = explorer.dataframe[0].value
+    assert list(df.columns) == ["question", "asked\\u202e"] and "sourdough\\u202e loaf" in df["question"][0]
+    gaps = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
+    assert not gaps.exception, gaps.exception
+    assert gaps.dataframe, "the question is a doc gap"
+    for at in (explorer, gaps):
+        assert not _bidi_in_page(at), _bidi_in_page(at)
