@@ -195,3 +195,23 @@ def test_trace_tables_and_doc_gaps_show_bidi_controls_as_escapes(tmp_path, monke
     assert gaps.dataframe, "the question is a doc gap"
     for at in (explorer, gaps):
         assert not _bidi_in_page(at), _bidi_in_page(at)
+
+
+class BidiModelsProvider(SpoofingProvider):
+    """A server whose model list holds an override (`list_models` of Ollama or an OpenAI-compatible server)."""
+
+    name = "bidi-models-test"
+    label = "bidi models (test)"
+
+    def list_models(self) -> list[str]:
+        return ["tiny", "invoice" + RLO + "gpj.exe"]
+
+
+register_provider("bidi-models-test", BidiModelsProvider)
+
+
+def test_model_names_from_a_server_show_bidi_controls_as_escapes(app):
+    app.sidebar.selectbox(key="cfg_provider").set_value("bidi-models-test").run()
+    assert not app.exception, app.exception
+    assert app.sidebar.selectbox(key="cfg_model_bidi-models-test").options == ["tiny", "invoice\\u202egpj.exe"]
+    assert not _bidi_in_page(app), _bidi_in_page(app)

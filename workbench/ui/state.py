@@ -15,7 +15,7 @@ from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness
 from ..providers.options import input_kind, properties, recorded
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -298,7 +298,7 @@ def sidebar() -> RunConfig:
     if info["error"]:
         sb.warning(escape_markdown(info["error"]), icon="⚠️")
     if info["models"]:
-        model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
+        model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}", format_func=display_text)
     else:
         default = provider_caps(provider)["model_label"]
         model = _model(sb, provider, sb.text_input("Model (optional)", key=f"cfg_model_{provider}",

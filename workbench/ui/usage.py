@@ -28,7 +28,8 @@ def pick_runs(db: Path) -> list[str] | None:
 
     runs = as_frame(runs_overview(db))
     labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
-    picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=lambda r: display_text(labels[r]), key="usage_runs")
+    picked = st.multiselect("Runs (none picked: every run)", list(labels), key="usage_runs",
+                            format_func=lambda r: display_text(labels[r]))
     return picked or None
 
 
