@@ -9,6 +9,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
+from workbench.render import display_text  # noqa: E402
 from workbench.ui.state import run, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui.turn import document_panel, render_turn  # noqa: E402
 
@@ -36,7 +37,7 @@ def chat() -> None:
                     "(a listing: working links, no sources row).")
         for turn in turns:
             with st.chat_message("user"):
-                st.text(turn.question)
+                st.text(display_text(turn.question))
             with st.chat_message("assistant"):
                 render_turn(turn)
 

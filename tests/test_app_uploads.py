@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,68 @@ def test_bad_uploads_are_corpus_errors(tmp_path):
         save_upload("x.zip", b"nope", tmp_path)
     with pytest.raises(CorpusError, match="no corpus files"):
         save_upload("x.zip", _zip({"a.png": "t"}), tmp_path)
+
+
+# --- uploads belong to the browser session that made them (issue 24, item 8) ---------------------
+
+SECRET_MD = ("---\nid: payroll-secrets\ntitle: Payroll secrets of session A\n---\n"
+             "The payroll export key is kept in the vault; rotate the payroll key every month.\n")
+
+
+@pytest.mark.parametrize("allowed_roots", [None, "uploads"])
+def test_the_uploads_folder_is_no_path_a_visitor_may_type(allowed_roots, monkeypatch):
+    from workbench.config import uploads_dir, workbench_home
+    from workbench.errors import PathNotAllowedError
+    from workbench.paths import confine, confine_db
+
+    uploads = uploads_dir()
+    if allowed_roots:  # even an operator who lists the uploads folder as a root does not open it to everyone
+        monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(uploads))
+    (uploads / ("0" * 32)).mkdir(parents=True, exist_ok=True)
+    for typed in (str(uploads), str(uploads / ("0" * 32)), str(workbench_home() / "x" / ".." / "uploads" / "a"),
+                  str(uploads) + "/"):
+        with pytest.raises(PathNotAllowedError, match="holds the uploads of this app's visitors"):
+            confine(typed, "corpus path")
+    for typed in (str(uploads / "t.duckdb"), str(uploads / "a" / "b" / "c" / "t.duckdb")):
+        with pytest.raises(PathNotAllowedError, match="trace database .* holds the uploads"):
+            confine_db(typed)
+    if not allowed_roots:
+        assert confine(str(workbench_home() / "kb"), "corpus path"), "the rest of WORKBENCH_HOME stays allowed"
+
+
+def _upload(at, name: str, data: bytes):
+    at.sidebar.radio(key="cfg_corpus_source").set_value("Upload").run()
+    at.file_uploader(key="corpus_upload").set_value((name, data, "text/markdown")).run()
+    assert not at.exception, at.exception
+
+
+def test_a_second_session_cannot_load_the_first_sessions_upload(app):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest import APP, ask
+    from workbench.config import uploads_dir
+
+    _upload(app, "payroll.md", SECRET_MD.encode())
+    at = ask(app, "How do I rotate the payroll key?")
+    turn = at.session_state["turns"][0]
+    mine = Path(turn.config.corpus)
+    assert "payroll-secrets" in turn.payload["sets"]["consulted"], "session A answers from its upload"
+
+    other = AppTest.from_file(APP, default_timeout=60).run()  # another browser session, same server
+    for typed in (str(mine), str(mine.parent), str(uploads_dir())):
+        other.sidebar.radio(key="cfg_corpus_source").set_value("Folder or JSONL path").run()
+        other.sidebar.text_input(key="cfg_corpus_path").set_value(typed).run()
+        errors = [e.value for e in other.sidebar.error]
+        assert any("holds the uploads of this app" in e for e in errors), (typed, errors)
+        ask(other, "How do I rotate the payroll key?")
+        last = other.session_state["turns"][-1]
+        assert last.config.corpus_label == "demo", "the demo corpus stays in use"
+        assert "payroll-secrets" not in last.payload.get("sets", {}).get("retrieved", [])
+    other.sidebar.text_input(key="cfg_db").set_value(str(mine.parent / "deep" / "t.duckdb")).run()
+    assert any("trace database" in e.value and "uploads" in e.value for e in other.sidebar.error)
+    ask(other, "How do I rotate the payroll key?")
+    assert not (mine.parent / "deep").exists(), "no database is created under the uploads"
+    # the upload lives in session A's own folder, named by a random token only session A holds
+    token = at.session_state["upload_session"]
+    assert mine.is_relative_to(uploads_dir() / token), f"{mine} is not in session A's own uploads folder"
+    assert "upload_session" not in other.session_state or other.session_state["upload_session"] != token

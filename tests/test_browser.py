@@ -91,20 +91,26 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def browser():
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.dialogs = []
-        pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-        pg.set_default_timeout(20_000)
-        pg.goto(server["url"])
-        pg.get_by_test_id("stChatInputTextArea").wait_for()
-        yield pg
-        browser.close()
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page(server, browser):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.dialogs = []
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.set_default_timeout(20_000)
+    pg.goto(server["url"])
+    pg.get_by_test_id("stChatInputTextArea").wait_for()
+    yield pg
+    pg.close()
 
 
 def _ask(page, question: str):
@@ -121,6 +127,19 @@ def _settle(page):
     """Wait until the script run is over (the status widget disappears)."""
     page.wait_for_timeout(300)
     page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=20_000)
+
+
+def _open_with_corpus(page, server, corpus):
+    """Load the chat page afresh and type `corpus` as its corpus path; returns the path field."""
+    page.goto(server["url"])
+    page.get_by_test_id("stChatInputTextArea").wait_for()
+    page.get_by_text("Folder or JSONL path").click()
+    _settle(page)
+    path = page.get_by_label("Corpus path")
+    path.fill(str(corpus))
+    path.press("Enter")
+    _settle(page)
+    return path
 
 
 def _shot(page, name: str, locator=None):
@@ -298,14 +317,7 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     (corpus / "beacon-widget.md").write_text(_hostile_doc(b))
     (corpus / "beacon-reset.md").write_text(SAFE_DOC.replace("widget-reset", "beacon-reset")
                                             .replace("flux widget", "beacon widget"))
-    page.goto(server["url"])
-    page.get_by_test_id("stChatInputTextArea").wait_for()
-    page.get_by_text("Folder or JSONL path").click()
-    _settle(page)
-    path = page.get_by_label("Corpus path")
-    path.fill(str(corpus))
-    path.press("Enter")
-    _settle(page)
+    path = _open_with_corpus(page, server, corpus)
     msg = _ask(page, f"How do I calibrate the beacon widget? ![q]({b}/question.png) www.question-beacon.example")
     msg.locator("[class*='st-key-citations-'] button").first.click()
     page.locator(".st-key-doc-panel").filter(has_text="press calibrate twice").wait_for()
@@ -340,3 +352,48 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     hrefs = _links(page)
     assert set(hrefs) <= validated, f"links not built from validated citations: {set(hrefs) - validated}"
     assert "https://help.example.test/beacon-widget" in hrefs, "the validated citation is still a link"
+
+
+# --- a document cannot freeze the viewer's tab (issue 24, item 6) --------------------------------
+
+RLO = "\u202e"
+
+
+def _long_line_doc() -> str:
+    """~200 KB: a bidi override (a file name spoofed as "gpj.exe" → shown "exe.jpg") and one 200,000-character
+    line of right-to-left script, which the browser shapes and reorders as one paragraph."""
+    line = RLO + ("مرحبا بالعالم " * 14_300)[:200_000 - 1]
+    return ("---\nid: overflow-widget\ntitle: \"Overflow widget invoice" + RLO + "gpj.exe\"\n---\n"
+            "To calibrate the overflow widget, open the overflow panel and press calibrate twice.\n"
+            f"{line}\nThe overflow widget calibration ends here: endmarker-overflow.\n")
+
+
+def test_a_document_with_a_200000_character_line_and_a_bidi_override_renders_in_the_side_panel(browser, server):
+    from workbench.render import MAX_LINE_CHARS
+
+    corpus = server["corpus"].parent / "overflow-corpus"
+    corpus.mkdir(exist_ok=True)
+    (corpus / "overflow-widget.md").write_text(_long_line_doc(), encoding="utf-8")
+    (corpus / "overflow-reset.md").write_text(SAFE_DOC.replace("widget-reset", "overflow-reset")
+                                              .replace("flux widget", "overflow widget"))
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})  # its own tab: a frozen one stops no other test
+    try:
+        pg.set_default_timeout(60_000)  # setting up may be slow on a loaded machine; the bound below is 30 s
+        _open_with_corpus(pg, server, corpus)
+        msg = _ask(pg, "How do I calibrate the overflow widget?")
+        pill = msg.locator("[class*='st-key-citations-'] button").filter(has_text="Overflow widget invoice")
+        start = time.monotonic()
+        pill.first.click()
+        # the whole document, to its last line, is drawn in the panel within a generous bound (it took 294 s)
+        pg.locator(".st-key-doc-panel").filter(has_text="endmarker-overflow").wait_for(timeout=30_000)
+        elapsed = time.monotonic() - start
+        assert elapsed < 30, elapsed
+        body = pg.inner_text("body")
+        assert RLO not in body, "no bidi control reaches the page"
+        assert "invoice\\u202egpj.exe" in pg.locator(".st-key-doc-panel").inner_text(), "the override is visible"
+        # no line the browser lays out in the panel is longer than the cut (highlight markup aside)
+        lines = pg.locator(".st-key-doc-text").evaluate(
+            "el => el.innerText.split('\\n').map(l => l.length)")
+        assert max(lines) <= MAX_LINE_CHARS + 10, max(lines)
+    finally:
+        pg.close()

@@ -107,6 +107,7 @@ def test_ask_on_a_long_one_line_document_finishes_and_quotes_a_bounded_passage(t
 HOSTILE = {
     "[": "[", "![": "![", "[a](": "[a](", "[1": "[1", "[x](<": "[x](<", "[x](u) ": "[x](u) ", "{": "{",
     "](": "](", "<": "<", "`": "`", "```x": "```x", "\\n": "\n", "- ": "- ", "www.": "www.", "a@b.": "a@b.",
+    "\\u202e": "\u202e", "- # ": "- # ", "=": "=",  # bidi escapes, headings demoted, long lines wrapped (issue 24)
 }
 
 
@@ -126,7 +127,7 @@ def test_text_functions_are_linear_on_hostile_strings():
                                                              (ResultItem("d1", "D", "https://x/d1"),)),))
             payload = build_payload(record)
             split_claims(s, payload["citations"])
-            render.answer_markdown(payload); render.escape_markdown(s)
+            render.answer_markdown(payload); render.escape_markdown(s); render.display_text(s)
         print("ok")
     """)
     r = python(code, timeout=150, mem_gb=4)

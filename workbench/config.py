@@ -32,6 +32,12 @@ def index_cache_dir() -> Path:
     return workbench_home() / "indexes"
 
 
+def uploads_dir() -> Path:
+    """Where the app stores uploads, one folder per browser session: never a path a visitor may type
+    (`paths.confine`)."""
+    return workbench_home() / "uploads"
+
+
 def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
     db = os.environ.get("WORKBENCH_DB")

@@ -4,7 +4,9 @@ Whoever can reach the app can type paths into its sidebar (a corpus folder or fi
 database). Those paths are confined to the roots the operator allows: `$WORKBENCH_ALLOWED_ROOTS`
 (folders separated by `os.pathsep`), by default the bundled demo corpus and `WORKBENCH_HOME`
 (which holds the uploads, the index cache and the default trace database). A path is resolved —
-`~`, `..` and every symlink on the way — before it is checked, so no spelling leaves a root.
+`~`, `..` and every symlink on the way — before it is checked, so no spelling leaves a root. The
+uploads folder (`config.uploads_dir`) is never allowed, whatever the roots say: each browser session's
+uploads are its own, reached only through that session's upload flow.
 URLs (`file:`, `http:` …) are not paths. The operator's own trace database (`$WORKBENCH_DB`) is
 allowed wherever it is.
 
@@ -24,7 +26,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from .config import DEMO_CORPUS, default_db_path, workbench_home
+from .config import DEMO_CORPUS, default_db_path, uploads_dir, workbench_home
 from .errors import PathNotAllowedError
 
 ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
@@ -58,6 +60,11 @@ def confine(text: str, what: str, *, also: tuple[Path, ...] = ()) -> Path:
         resolved = Path(text).expanduser().resolve()
     except (OSError, RuntimeError, ValueError):  # e.g. `~nosuchuser`, a symlink loop
         raise PathNotAllowedError(f"{what} {text!r} is not allowed: it cannot be resolved; {hint}") from None
+    uploads = uploads_dir().resolve()
+    if _within(resolved, uploads):
+        raise PathNotAllowedError(f"{what} {text!r} is not allowed: {uploads} holds the uploads of this app's "
+                                  "visitors, each visible only to the browser session that uploaded it; "
+                                  "choose Upload to load a file of your own")
     if any(_within(resolved, r) for r in roots) or resolved in {p.resolve() for p in also}:
         return resolved
     raise PathNotAllowedError(f"{what} {text!r} is not allowed: it is outside the folders this app may use; {hint}")

@@ -11,6 +11,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from .terminal import neutralize
+
 SAFE_SCHEMES = ("http", "https")
 #: The three sets, in the order every view shows them (docs/design.md §1).
 SETS = ("retrieved", "cited", "consulted")
@@ -148,27 +150,86 @@ def _no_autolinks(md: str) -> str:
     return _AUTOLINK_TRIGGER.sub(WORD_JOINER, md)
 
 
+#: The longest line the app renders: a longer one is wrapped (at its last blank within the final half of
+#: the width, else hard) before it reaches the browser, which lays out one paragraph of right-to-left or
+#: overridden text in super-linear time (a 200,000-character line froze a tab for minutes).
+MAX_LINE_CHARS = 1_000
+
+
+def _wrap_points(text: str, lo: int, hi: int, width: int = MAX_LINE_CHARS):
+    """(start, end) pieces of the line `text[lo:hi]`, each at most `width` characters."""
+    while hi - lo > width:
+        cut = lo + width
+        blank = max(text.rfind(" ", lo + width // 2, cut), text.rfind("\t", lo + width // 2, cut))
+        cut = blank + 1 if blank >= 0 else cut
+        yield lo, cut
+        lo = cut
+    yield lo, hi
+
+
+def display_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line of `text` as the app shows it: its lines, long ones wrapped."""
+    out: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.split("\n"):
+        out += _wrap_points(text, offset, offset + len(line))
+        offset += len(line) + 1
+    return out
+
+
+def display_text(text: str, wrap: str = "\n") -> str:
+    """Untrusted text for a widget that shows it as is (a table cell, a JSON value, a plain-text line):
+    control characters and bidi overrides as visible escapes (`terminal.neutralize`, as the CLI shows
+    them), lines longer than `MAX_LINE_CHARS` wrapped (`wrap` joins the pieces of a wrapped line)."""
+    text = neutralize(text)
+    lines = text.split("\n")
+    return "\n".join(wrap.join(line[a:b] for a, b in _wrap_points(line, 0, len(line))) for line in lines)
+
+
+def display_value(value: Any) -> Any:
+    """`value` with every string in it, keys and nested ones included, through `display_text`."""
+    if isinstance(value, str):
+        return display_text(value)
+    if isinstance(value, dict):
+        return {display_value(k): display_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [display_value(v) for v in value]
+    return value
+
+
 def plotly_text(text: str) -> str:
     """`text` as a literal plotly label: plotly draws `<a href>` (also mailto:), `<b>` and `style=` in
     labels, so questions, titles and SQL results are entity-escaped (plotly shows `&lt;` as `<`)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return display_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _escape_all(text: str) -> str:
-    return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
+    return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in neutralize(text))
 
 
 def escape_markdown(text: str) -> str:
     """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks,
-    auto-links broken."""
+    auto-links broken, control characters and bidi overrides visible (`terminal.neutralize`), lines longer
+    than `MAX_LINE_CHARS` wrapped."""
     return highlighted_markdown(text, [])
 
 
 def safe_markdown(text: str) -> str:
     """Model markdown with emphasis, lists and headings kept but no way to form a link (auto-links
-    included), an image or HTML."""
-    out = "".join("\\" + ch if ch in _LINK_PUNCT else ch for ch in text.replace("\r\n", "\n"))
+    included), an image or HTML; controls visible and long lines wrapped as in `display_text`."""
+    out = "".join("\\" + ch if ch in _LINK_PUNCT else ch for ch in display_text(text, "  \n"))
     return _no_autolinks(_WWW.sub(r"\1\\.", out))  # GFM would auto-link `www.host`
+
+
+#: An ATX heading (`# Sources`) or a setext underline (`Sources` over `---` / `===`) at the start of a line,
+#: also inside list items (`- # Sources`).
+_HEADING = re.compile(r"(?m)^([ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*)(#{1,6}(?=[ \t]|$)|=+[ \t]*$|-+[ \t]*$)")
+
+
+def demote_headings(md: str) -> str:
+    """Model markdown whose headings stay literal text: an answer cannot draw a `# Sources` heading that
+    passes for the app's own sources row (docs/security.md)."""
+    return _HEADING.sub(lambda m: m.group(1) + "\\" + m.group(2), md)
 
 
 def _badge(color: str, text: str) -> str:
@@ -262,7 +323,7 @@ def answer_markdown(payload: dict[str, Any]) -> str:
                 out.append(f"{text} {_badge('orange', '⚠ rejected citation: ' + rejection_text(c))}")
         pos = end
     out.append(safe_markdown(answer[pos:]))
-    return "".join(out)
+    return demote_headings("".join(out))
 
 
 # --- highlighting the evidence in a document -----------------------------------------------------
@@ -334,10 +395,8 @@ def highlighted_markdown(text: str, spans: list[tuple[int, int, str]],
     colors = colors or {"quoted": "orange", "excerpt": "blue", "snippet": "blue"}
     text = text.replace("\r\n", "\n")
     out_lines: list[str] = []
-    offset = 0
-    for line in text.split("\n"):
-        lo, hi = offset, offset + len(line)
-        offset = hi + 1
+    for lo, hi in display_lines(text):  # long lines wrapped (`MAX_LINE_CHARS`)
+        line = text[lo:hi]
         lead = len(line) - len(line.lstrip(" \t"))
         lo += lead
         pieces: list[str] = []

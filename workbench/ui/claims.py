@@ -11,7 +11,7 @@ import streamlit as st
 from ..errors import WorkbenchError
 from ..faithfulness import judge_declares, verdict_label
 from ..providers import declared, readiness
-from ..render import escape_markdown
+from ..render import display_value, escape_markdown
 from .state import RunConfig, Turn
 
 
@@ -54,7 +54,7 @@ def show(turn: Turn) -> None:
         caveat = judge_declares(faith.judge, "caveat")
         if caveat:
             st.caption(escape_markdown(caveat))
-        st.dataframe(_table(faith), hide_index=True, width="stretch")
+        st.dataframe(display_value(_table(faith)), hide_index=True, width="stretch")
         _llm_judge(turn)
 
 
@@ -80,4 +80,4 @@ def _llm_judge(turn: Turn) -> None:
     if llm is not None:
         st.caption(escape_markdown(f"LLM judge ({label}, prompt {llm.judge_version}) · citation recall "
                                    f"{_pct(llm.citation_recall)} · citation precision {_pct(llm.citation_precision)}"))
-        st.dataframe(_table(llm, "LLM "), hide_index=True, width="stretch")
+        st.dataframe(display_value(_table(llm, "LLM ")), hide_index=True, width="stretch")

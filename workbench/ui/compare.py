@@ -7,7 +7,7 @@ from dataclasses import replace
 import streamlit as st
 
 from ..providers import provider_names
-from ..render import SET_COLORS, SETS, escape_markdown
+from ..render import SET_COLORS, SETS, display_text, escape_markdown
 from ..retrieval import retriever_names
 from .state import RunConfig, Turn, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
@@ -29,7 +29,8 @@ def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
             if st.session_state.get(f"cmp_mode_{i}") not in modes:
                 st.session_state[f"cmp_mode_{i}"] = modes[i % len(modes)]
             models = provider_info(provider)["models"]
-            model = st.selectbox("Model", models, key=f"cmp_model_{i}_{provider}") if len(models) > 1 else None
+            model = st.selectbox("Model", models, key=f"cmp_model_{i}_{provider}",
+                                 format_func=display_text) if len(models) > 1 else None
             retriever = st.selectbox("Retriever", rnames, key=f"cmp_retriever_{i}")
             mode = st.radio("Mode", modes, key=f"cmp_mode_{i}", horizontal=True)
             protocol = protocol_picker(st, provider, f"cmp_protocol_{i}_{provider}") if mode == "agent" else None

@@ -6,7 +6,7 @@ import streamlit as st
 
 from ..analysis.usage import as_frame
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
 from .tables import chart, table
 from .usage import run_label, trace_db
 
@@ -14,10 +14,12 @@ from .usage import run_label, trace_db
 def _filters(runs) -> tuple[list[str], list[str], list[str]]:
     """Three multiselects (none picked: no restriction) over the database's runs, providers and corpora."""
     c1, c2, c3 = st.columns(3)
-    providers = c1.multiselect("Providers", sorted(set(runs["provider"].dropna())), key="gaps_providers")
-    corpora = c2.multiselect("Corpora", sorted(set(runs["corpus_id"].dropna())), key="gaps_corpora")
+    providers = c1.multiselect("Providers", sorted(set(runs["provider"].dropna())), key="gaps_providers",
+                               format_func=display_text)
+    corpora = c2.multiselect("Corpora", sorted(set(runs["corpus_id"].dropna())), key="gaps_corpora",
+                             format_func=display_text)
     labels = {r.run_id: run_label(r) for r in runs.itertuples(index=False)}
-    picked = c3.multiselect("Runs", list(labels), format_func=labels.get, key="gaps_runs")
+    picked = c3.multiselect("Runs", list(labels), format_func=lambda r: display_text(labels[r]), key="gaps_runs")
     return picked, providers, corpora
 
 

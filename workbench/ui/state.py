@@ -15,10 +15,10 @@ from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties, recorded
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
-from .uploads import max_documents, max_pdf_content_bytes, save_upload
+from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
 
@@ -293,7 +293,7 @@ def sidebar() -> RunConfig:
     if info["error"]:
         sb.warning(escape_markdown(info["error"]), icon="⚠️")
     if info["models"]:
-        model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}")
+        model = sb.selectbox("Model", info["models"], key=f"cfg_model_{provider}", format_func=display_text)
     else:
         default = provider_caps(provider)["model_label"]
         model = _model(sb, provider, sb.text_input("Model (optional)", key=f"cfg_model_{provider}",
@@ -339,6 +339,14 @@ def _model(sb, provider: str, text: str) -> str | None:
                     "Using the default model.")
 
 
+def _my_uploads() -> Path:
+    """This browser session's uploads folder: a random name kept in its session state, referenced by nothing
+    else (no other session can type it: `paths.confine` refuses the uploads folder)."""
+    import uuid
+
+    return session_uploads(st.session_state.setdefault("upload_session", uuid.uuid4().hex))
+
+
 def _corpus_picker(sb) -> tuple[str, str]:
     source = sb.radio("Corpus", CORPUS_SOURCES, key="cfg_corpus_source")
     if source == "Folder or JSONL path":
@@ -356,7 +364,7 @@ def _corpus_picker(sb) -> tuple[str, str]:
         up = sb.file_uploader("Corpus file", type=["jsonl", "zip", *(x.lstrip(".") for x in FOLDER_SUFFIXES)], key="corpus_upload")
         if up is not None:
             try:
-                return str(save_upload(up.name, up.getvalue())), up.name
+                return str(save_upload(up.name, up.getvalue(), _my_uploads())), up.name
             except WorkbenchError as exc:
                 sb.error(escape_markdown(str(exc)))
     return str(DEMO_CORPUS), "demo"

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import escape_markdown, plotly_text
+from ..render import display_text, display_value, escape_markdown, plotly_text
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,13 @@ def chart(df: pd.DataFrame, key: str) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
 
 
+def shown(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as the page shows it: every string cell and column name through `render.display_text` (bidi
+    controls visible, long lines wrapped); the CSV download keeps the data exactly."""
+    return df.map(display_value).rename(columns=lambda c: display_text(str(c)))
+
+
 def table(df: pd.DataFrame, name: str, key: str) -> None:
-    st.dataframe(df, hide_index=True, width="stretch")
+    st.dataframe(shown(df), hide_index=True, width="stretch")
     st.download_button("Download CSV", df.to_csv(index=False).encode(), file_name=f"{name}.csv",
                        mime="text/csv", key=f"csv-{key}")

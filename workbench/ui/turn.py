@@ -10,9 +10,9 @@ from typing import Any
 
 import streamlit as st
 
-from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, escape_markdown,
-                      evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips,
-                      verdicts)
+from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, display_value,
+                      escape_markdown, evidence_passages, highlight_spans, highlighted_markdown, rejection_text,
+                      safe_url, source_chips, verdicts)
 from . import verify as verification
 from .state import Turn
 
@@ -115,8 +115,10 @@ def sources_row(turn: Turn) -> None:
         label = s.get("label")
         tag = f" · {label}" if label and label != "Source text" else ""
         badges.append(verification.badge(s["doc_id"], (s.get("title") or s["doc_id"]) + tag, judged))
-    with st.container(key=f"sources-{turn.turn_id}"):
-        st.markdown("**Sources** " + " ".join(badges))
+    # A bordered box with an icon: nothing an answer can draw (its headings are demoted, `:` directives and
+    # icons escaped), so a "# Sources" or "**Sources**" in an answer cannot pass for it (docs/security.md).
+    with st.container(key=f"sources-{turn.turn_id}", border=True):
+        st.markdown(":material/fact_check: **Sources** " + " ".join(badges))
 
 
 def _call_name(payload: dict[str, Any], idx: int | None) -> str:
@@ -174,7 +176,7 @@ def tool_calls(payload: dict[str, Any]) -> None:
         latency = f"{c['latency_ms']:.1f} ms" if c.get("latency_ms") is not None else "—"
         st.markdown(f"**{i + 1}. {escape_markdown(c['name'])}** · `{c.get('exposure')}` · {latency} · "
                     f"{len(c.get('doc_ids', []))} documents")
-        st.json({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}, expanded=False)
+        st.json(display_value({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}), expanded=False)
         if c.get("error"):
             st.warning(escape_markdown(f"error: {c['error']}"), icon="⚠️")
 

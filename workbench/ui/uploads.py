@@ -1,7 +1,10 @@
 """Turn an uploaded file (.jsonl, a document such as .md, or a .zip of documents) into a corpus path on disk.
 
 No streamlit here: the app hands over the name and bytes. Files land under
-`WORKBENCH_HOME/uploads/<content hash>/`, so the same upload maps to the same corpus (and cached index).
+`WORKBENCH_HOME/uploads/<session>/<content hash>/`: an upload belongs to the browser session that made it
+(the app passes that session's folder, `session_uploads`), and within it the same upload maps to the same
+corpus (and cached index). The uploads folder is never a path a visitor may type (`paths.confine`), so
+no other session can load it as a corpus or put a trace database in it.
 
 Uploads come from anyone who can reach the app, so every size is bounded (docs/security.md):
 `WORKBENCH_MAX_UPLOAD_MB` (default 50; `.streamlit/config.toml` sets Streamlit's own limit to the
@@ -24,7 +27,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from ..config import workbench_home
+from ..config import uploads_dir
 from ..corpus import FOLDER_SUFFIXES
 from ..errors import CorpusError
 
@@ -59,8 +62,11 @@ def max_pdf_content_bytes() -> int:
     return _env_int("WORKBENCH_MAX_PDF_MB", DEFAULT_MAX_PDF_MB) * 2**20
 
 
-def uploads_dir() -> Path:
-    return workbench_home() / "uploads"
+def session_uploads(token: str) -> Path:
+    """The uploads folder of one browser session, named by its random, unguessable `token`."""
+    if not re.fullmatch(r"[0-9a-f]{32}", token):
+        raise CorpusError(f"not an upload session token: {token!r}")
+    return uploads_dir() / token
 
 
 def save_upload(name: str, data: bytes, root: Path | None = None) -> Path:

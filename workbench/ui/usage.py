@@ -10,7 +10,7 @@ from .. import analysis as A
 from ..analysis.usage import as_frame
 from ..corpus import Corpus
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
 from ..trace.usage import Rows
 from .state import app_corpus
 from .tables import table
@@ -30,7 +30,8 @@ def pick_runs(db: Path, corpus_id: str) -> list[str] | None:
     runs = as_frame(runs_overview(db))
     runs = runs[runs["corpus_id"] == corpus_id]
     labels = {r.run_id: run_label(r) for r in runs.itertuples(index=False)}
-    picked = st.multiselect("Runs on this corpus (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
+    picked = st.multiselect("Runs on this corpus (none picked: every run)", list(labels), key="usage_runs",
+                            format_func=lambda r: display_text(labels[r]))
     return picked or None
 
 
