@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .schema_m009 import M009_ABLATIONS
+from .schema_m011 import M011_EXPERIMENTS
 
 
 @dataclass(frozen=True)
@@ -487,4 +488,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m007_model_calls_passages", M007_MODEL_CALLS_PASSAGES),
     Migration("m008_doc_usage", M008_DOC_USAGE),
     Migration("m009_ablations", M009_ABLATIONS),
+    Migration("m011_experiments", M011_EXPERIMENTS),
 )
