@@ -166,3 +166,24 @@ def run_label(run: Mapping[str, Any]) -> str:
     if not run.get("name") and run.get("run_id"):
         parts.append(str(run["run_id"])[:8])
     return " · ".join(p for p in parts if p)
+
+
+def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any] | None:
+    """One stored turn as the Experiments page links to it: the turn and its run, its documents with their
+    membership in the three sets (and verdicts, when verified), its citations. None when there is no such turn."""
+    reader = _reader(db)
+    columns, rows = reader.rows(
+        "SELECT t.turn_id, t.run_id, e.name AS run_name, t.question, t.answer, t.status, t.error, t.started_at, "
+        "t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
+        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN experiments e USING (run_id) WHERE t.turn_id = ?",
+        [turn_id])
+    if not rows:
+        return None
+    out = dict(zip(columns, rows[0]))
+    out["documents"] = reader.rows(
+        "SELECT doc_id, title, retrieved, cited, consulted, exposure, reason, verdict FROM source_verdicts "
+        "WHERE turn_id = ? ORDER BY position", [turn_id])
+    out["citations"] = reader.rows(
+        "SELECT idx, target, doc_id, valid, reason, nearest_doc_id FROM citations WHERE turn_id = ? ORDER BY idx",
+        [turn_id])
+    return out
