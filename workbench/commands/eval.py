@@ -147,6 +147,11 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
     from ..trace.scoring import regressions
 
     gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
+    if gate["baseline"]["dataset_hash"] != dataset.content_hash:
+        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({gate['baseline']['dataset']}, "
+                         f"{gate['baseline']['dataset_hash'][:12]}; this one: {dataset.name}, "
+                         f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
+              file=sys.stderr)
     print_gate(gate)
     return 1 if gate["regressed"] and args.fail_on_regression else 0
 
