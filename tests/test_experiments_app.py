@@ -71,3 +71,13 @@ def test_the_page_without_runs_says_how_to_make_one(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "none.duckdb"))
     at = _page().run()
     assert not at.exception and "--name NAME" in unescape(at.info[0].value)
+
+
+def test_the_usage_pages_run_picker_names_each_runs_name_corpus_and_dataset(db):
+    at = AppTest.from_file(str(ROOT / "pages" / "4_Document_usage.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    options = at.multiselect(key="usage_runs").options
+    assert len(options) == 2
+    for name in ("clean", "faulty"):
+        (label,) = [o for o in options if o.startswith(f"{name} · ")]
+        assert "corpus demo" in label and "dataset exp" in label and "3 turns" in label

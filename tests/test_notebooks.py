@@ -124,7 +124,8 @@ def test_compare_and_faithfulness_draw_plotly_charts(executed):
 def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(executed):
     text = _text(executed[1]["02_compare_retrievers_providers"])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
-    assert "load_bearing" in text and "strict precision" in text  # the precision table, one column per row
+    # the library's scoring (workbench.trace.scoring): each row's figures with their 95% intervals
+    assert "load-bearing precision 95% CI" in text and "consulted precision 95% CI" in text
 
 
 def test_trace_analysis_accounts_for_document_usage(executed):

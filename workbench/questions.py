@@ -169,6 +169,16 @@ def read_dataset(path: str | Path, *, need_id: bool = False) -> Dataset:
     return Dataset(Path(path).stem, hashlib.sha256(blob).hexdigest(), tuple(out))
 
 
+def dataset_of(name: str, lines: list[dict[str, Any]]) -> Dataset:
+    """A dataset from question lines already in memory (a notebook's, perhaps cut to its first few), read as a
+    file's lines are; its hash is the sha256 of the lines as JSON Lines."""
+    blob = "".join(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) + "\n" for obj in lines)
+    out = [_question(dict(obj), name, i, False) for i, obj in enumerate(lines, start=1)]
+    if not out:
+        raise CorpusError("no questions", name)
+    return Dataset(name, hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest(), tuple(out))
+
+
 def check_unique(dataset: Dataset, name: str) -> None:
     """An experiment scores each question once: refuse a question asked on two lines (naming both)."""
     seen: dict[str, int] = {}

@@ -11,11 +11,15 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 - `runs`: batches across configurations, set sizes, the naive vs the honest (and the load-bearing) row
   against gold, verdicts of verification by ablation;
 - `faithfulness`: a judged run, and the judges against ExpertQA's expert labels;
+- `experiments`: runs scored against their questions' expectations (`workbench.trace.scoring`): the
+  leaderboard with 95 % intervals, the per-question diff and rows, error-bar charts;
 - `usage`: document usage over runs (retrieved, cited, consulted turns per document and category);
 - `charts`: the plotly figures of all of the above.
 """
 
 from .charts import calibration_figure, precision_figure, set_sizes_figure, usage_figure
+from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
+                          rows_figure)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
@@ -26,7 +30,8 @@ from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_con
 
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
-    "calibration_figure", "configured_providers", "consulted_precision", "corpus_of", "document_usage",
+    "calibration_figure", "compare_runs", "configured_providers", "diff_table", "leaderboard_figure",
+    "leaderboard_table", "question_table", "rows_figure", "consulted_precision", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "gold_rows", "judge_scores", "judge_summary", "load_expertqa",
     "load_questions", "never_retrieved", "notebook_db", "precision_figure", "question_set", "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",

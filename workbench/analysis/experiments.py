@@ -31,7 +31,7 @@ def leaderboard_table(result: dict[str, Any]) -> pd.DataFrame:
     """One row per run: its configuration, corpus, dataset and each figure with its interval."""
     rows = []
     for r in result["runs"]:
-        row = {"run": r["name"], "provider": r["provider"], "model": r["model"], "retriever": r["retriever"],
+        row = {"run": r["name"] if r["name"] != r["run_id"] else r["label"], "provider": r["provider"], "model": r["model"], "retriever": r["retriever"],
                "mode": r["mode"], "k": r["k"], "corpus": r["corpus"], "dataset": r["dataset"],
                "questions": r["questions"], "passed": r["passed"]}
         for figure, label in LEADERBOARD_FIGURES.items():
@@ -64,19 +64,51 @@ def diff_table(result: dict[str, Any], link: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def leaderboard_figure(result: dict[str, Any], title: str = "Runs against their expectations (95% bootstrap intervals)"):
-    """Grouped bars per run — pass rate, consulted precision and recall — with the intervals as error bars."""
+def _bars(result: dict[str, Any], figures: dict[str, tuple[str, str]], title: str, axis: str):
+    """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars;
+    a figure no run has is left out."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    names = [plotly_text(r["name"]) for r in result["runs"]]
-    for figure, color in CHARTED.items():
+    names = [plotly_text(r["label"]) for r in result["runs"]]
+    for figure, (label, color) in figures.items():
         values = [r[figure] for r in result["runs"]]
+        if all(v is None for v in values):
+            continue
         cis = [r["ci"][figure] or [v, v] for r, v in zip(result["runs"], values)]
-        fig.add_bar(name=LEADERBOARD_FIGURES[figure], x=names, y=values, marker_color=color,
+        fig.add_bar(name=label, x=names, y=values, marker_color=color,
                     error_y=dict(type="data", symmetric=False,
                                  array=[(c[1] - v) if v is not None else 0 for c, v in zip(cis, values)],
                                  arrayminus=[(v - c[0]) if v is not None else 0 for c, v in zip(cis, values)]))
-    fig.update_layout(barmode="group", title=title, yaxis=dict(range=[0, 1.05], title="share"), height=420,
+    fig.update_layout(barmode="group", title=title, yaxis=dict(range=[0, 1.05], title=axis), height=420,
                       legend_title_text="")
     return fig
+
+
+def leaderboard_figure(result: dict[str, Any], title: str = "Runs against their expectations (95% bootstrap intervals)"):
+    """Grouped bars per run — pass rate, consulted precision and recall — with the intervals as error bars."""
+    return _bars(result, {f: (LEADERBOARD_FIGURES[f], color) for f, color in CHARTED.items()}, title, "share")
+
+
+def question_table(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
+    """Per run and question: passed, each assertion, the retrieved / consulted / load-bearing sets against
+    `expected` and the per-turn figures (the `expectation_results` view, docs/experiments.md)."""
+    from ..trace.experiments import list_runs, run_label
+    from ..trace.scoring import question_rows
+
+    labels = {r["run_id"]: run_label(r) for r in list_runs(db)}
+    df = pd.DataFrame(question_rows(db, list(run_ids)))
+    return df.assign(run=df["run_id"].map(labels)) if len(df) else df
+
+
+#: The three rows a run can show, as figure prefixes, labels and colours: the naive row (retrieved), the honest
+#: row (consulted) and the load-bearing row (verified turns).
+ROWS = {"retrieved": ("naive row (retrieved)", SET_COLORS["retrieved"]),
+        "consulted": ("honest row (consulted)", SET_COLORS["consulted"]),
+        "load_bearing": ("load-bearing row", "#1a6b1a")}
+
+
+def rows_figure(result: dict[str, Any], measure: str = "precision",
+                title: str = "Precision against expected documents: naive, honest and load-bearing rows"):
+    """Grouped bars per run: `measure` (precision or recall) of each row against `expected`, with 95 % intervals."""
+    return _bars(result, {f"{row}_{measure}": spec for row, spec in ROWS.items()}, title, measure)

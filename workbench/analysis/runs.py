@@ -15,21 +15,25 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
                      retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
                      mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None,
                      new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None,
-                     verify: bool = False) -> pd.DataFrame:
+                     verify: bool = False, dataset_name: str = "questions") -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
 
     `options` are provider options given to every provider (e.g. the offline provider's `{"faults":
     ["corrupt_id"]}`), so use them with the providers that take them; `provider_options` maps a
     provider name to options only it gets, over `options` (e.g. `{"llamacpp": {"max_tokens": 96}}`
     beside `offline`, which takes no `max_tokens`). `verify` verifies every answer by ablation (`eval
-    --verify`). Re-running with the same inputs resumes (and so skips) the runs already complete, as
-    `workbench eval` does. Returns one row per run.
+    --verify`). Each run is recorded as an experiment of the questions (dataset `dataset_name`), scored by
+    `workbench.trace.scoring` (docs/experiments.md). Re-running with the same inputs resumes (and so skips)
+    the runs already complete, as `workbench eval` does. Returns one row per run.
     """
     from ..batch import run_eval
     from ..corpus import Corpus, load_corpus
+    from ..questions import dataset_of
     from ..session import Session
+    from ..trace.experiments import experiment_config, record_experiment
 
     texts = [q if isinstance(q, str) else q["question"] for q in questions]
+    dataset = dataset_of(dataset_name, [{"question": q} if isinstance(q, str) else q for q in questions])
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     rows = []
     for retriever in retrievers:
@@ -38,6 +42,9 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
             given = {**(options or {}), **(provider_options or {}).get(provider, {})}
             r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
                          progress=False, verify=verify)
+            record_experiment(session.tracer, r.run_id, dataset, config=experiment_config(
+                provider, given, retriever=retriever, mode=mode, k=k, verify=verify, corpus_id=corpus.corpus_id,
+                corpus_hash=corpus.content_hash))
             rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
                          "options": json.dumps(given, sort_keys=True), "asked": r.asked, "skipped": r.skipped,
                          "failed": r.failed, "seconds": round(r.seconds, 2)})

@@ -127,18 +127,15 @@ def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
 def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, tags: dict[str, str]) -> int:
     """Record the run as an experiment of its dataset; with --baseline, run the regression gate (1: regressed
     and --fail-on-regression)."""
-    from ..providers import declared
-    from ..providers.options import recorded
-    from ..trace.experiments import record_experiment
+    from ..trace.experiments import experiment_config, record_experiment
 
     if result.asked <= result.unwritten and not result.resumed:
         return 0  # nothing of the run reached the store
-    config = {"provider": args.provider, "model": args.model, "retriever": args.retriever, "mode": args.mode,
-              "k": args.k, "tool_protocol": args.tool_protocol, "verify": args.verify,
-              "verify_budget": args.verify_budget if args.verify else None, "concurrency": args.concurrency,
-              "options": recorded(declared(args.provider, "options_schema"), provider_options(args)),
-              "corpus": args.corpus or "(demo corpus)", "corpus_id": session.corpus.corpus_id,
-              "corpus_hash": session.corpus.content_hash, "questions_file": str(args.questions)}
+    config = experiment_config(
+        args.provider, provider_options(args), model=args.model, retriever=args.retriever, mode=args.mode, k=args.k,
+        tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget if args.verify else None,
+        concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
+        corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
     if args.name:
         print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))

@@ -76,6 +76,16 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
             raise
 
 
+def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    """A run's whole configuration for its `experiments` row: `fields` (retriever, mode, k, …) plus the provider
+    and the options worth recording (`providers.options.recorded`: secret options never are)."""
+    from ..providers import declared
+    from ..providers.options import recorded
+
+    return {"provider": provider, "options": recorded(declared(provider, "options_schema"), dict(options or {})),
+            **fields}
+
+
 def _reader(db: str | Path | TraceReader) -> TraceReader:
     return db if isinstance(db, TraceReader) else TraceReader(db)
 
@@ -187,3 +197,17 @@ def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any
         "SELECT idx, target, doc_id, valid, reason, nearest_doc_id FROM citations WHERE turn_id = ? ORDER BY idx",
         [turn_id])
     return out
+
+
+def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
+    """Every run, newest first, for run pickers: its configuration, corpus, number of turns and, for an experiment
+    run, its name and dataset (NULL otherwise, and on a database written before experiments existed)."""
+    reader = _reader(db)
+    known = _has_experiments(reader)
+    columns, rows = reader.rows(
+        "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "
+        "r.corpus_id AS corpus, " + ("e.name, d.name AS dataset, " if known else "NULL AS name, NULL AS dataset, ")
+        + "(SELECT count(*) FROM turns t WHERE t.run_id = r.run_id) AS turns FROM runs r "
+        + ("LEFT JOIN experiments e USING (run_id) LEFT JOIN datasets d USING (dataset_id) " if known else "")
+        + "ORDER BY r.created_at DESC")
+    return [dict(zip(columns, r)) for r in rows]

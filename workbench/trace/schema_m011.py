@@ -73,6 +73,7 @@ WITH asked AS (  -- each question's latest turn in each experiment run (a resume
     ) WHERE nth = 1
 ), sets AS (
     SELECT s.turn_id,
+           list(s.doc_id ORDER BY s.position) AS retrieved,
            coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.consulted), []) AS consulted,
            coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.cited), []) AS cited,
            coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.verdict = 'load_bearing'), []) AS load_bearing,
@@ -83,7 +84,7 @@ WITH asked AS (  -- each question's latest turn in each experiment run (a resume
     SELECT e.run_id, e.name, x.dataset_id, x.line, x.question_id, x.question, x.tags, a.turn_id, a.status,
            a.latency_ms, a.tokens_in, a.tokens_out, a.n_rejected AS rejected,
            x.expected, x.expect_no_sources, x.must_cite, x.must_not_cite,
-           coalesce(s.consulted, []) AS consulted, coalesce(s.cited, []) AS cited,
+           coalesce(s.retrieved, []) AS retrieved, coalesce(s.consulted, []) AS consulted, coalesce(s.cited, []) AS cited,
            coalesce(s.load_bearing, []) AS load_bearing, coalesce(s.verified, false) AS verified,
            a.turn_id IS NOT NULL AS answered
     FROM experiments e JOIN expectations x USING (dataset_id)
@@ -106,6 +107,10 @@ SELECT *,
             THEN len(list_intersect(consulted, expected)) / len(consulted) END AS consulted_precision,
        CASE WHEN answered AND len(expected) > 0
             THEN len(list_intersect(consulted, expected)) / len(expected) END AS consulted_recall,
+       CASE WHEN answered AND len(expected) > 0 AND len(retrieved) > 0
+            THEN len(list_intersect(retrieved, expected)) / len(retrieved) END AS retrieved_precision,
+       CASE WHEN answered AND len(expected) > 0
+            THEN len(list_intersect(retrieved, expected)) / len(expected) END AS retrieved_recall,
        CASE WHEN verified AND len(expected) > 0 AND len(load_bearing) > 0
             THEN len(list_intersect(load_bearing, expected)) / len(load_bearing) END AS load_bearing_precision,
        CASE WHEN verified AND len(expected) > 0
@@ -129,6 +134,7 @@ COMMENT ON COLUMN expectation_results.expected IS 'Documents that must be consul
 COMMENT ON COLUMN expectation_results.expect_no_sources IS 'Whether the turn must consult nothing.';
 COMMENT ON COLUMN expectation_results.must_cite IS 'Documents that must be cited.';
 COMMENT ON COLUMN expectation_results.must_not_cite IS 'Documents that must be neither cited nor consulted.';
+COMMENT ON COLUMN expectation_results.retrieved IS 'The turn''s retrieved set (the naive sources row), in retrieved order.';
 COMMENT ON COLUMN expectation_results.consulted IS 'The turn''s consulted set, in retrieved order.';
 COMMENT ON COLUMN expectation_results.cited IS 'The turn''s cited set.';
 COMMENT ON COLUMN expectation_results.load_bearing IS 'Documents its latest verification found load-bearing (empty when unverified).';
@@ -143,6 +149,8 @@ COMMENT ON COLUMN expectation_results.status_ok IS 'Assertion: the turn ended `o
 COMMENT ON COLUMN expectation_results.passed IS 'Every assertion passed.';
 COMMENT ON COLUMN expectation_results.consulted_precision IS '|consulted ∩ expected| / |consulted|, for a turn with `expected` and a non-empty consulted set; else NULL.';
 COMMENT ON COLUMN expectation_results.consulted_recall IS '|consulted ∩ expected| / |expected|, for a turn with `expected`; else NULL.';
+COMMENT ON COLUMN expectation_results.retrieved_precision IS 'The same as consulted_precision for the retrieved set (the naive row, for contrast).';
+COMMENT ON COLUMN expectation_results.retrieved_recall IS 'The same as consulted_recall for the retrieved set.';
 COMMENT ON COLUMN expectation_results.load_bearing_precision IS 'The same as consulted_precision for the load-bearing row, for a verified turn; else NULL.';
 COMMENT ON COLUMN expectation_results.load_bearing_recall IS 'The same as consulted_recall for the load-bearing row, for a verified turn; else NULL.';
 """

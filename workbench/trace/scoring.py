@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from .experiments import ExperimentError, find_run
+from .experiments import ExperimentError, find_run, run_label
 from .reader import TraceReader
 
 SEED = 20231
@@ -26,6 +26,8 @@ MEANS = {
     "consulted_recall": "consulted_recall",
     "load_bearing_precision": "load_bearing_precision",
     "load_bearing_recall": "load_bearing_recall",
+    "retrieved_precision": "retrieved_precision",
+    "retrieved_recall": "retrieved_recall",
     "rejected": "rejected",
     "tokens_in": "tokens_in",
     "tokens_out": "tokens_out",
@@ -37,7 +39,7 @@ QUESTION_COLUMNS = ("run_id", "line", "question", "turn_id", "status", "answered
                     "cited", "load_bearing", "verified", "rejected", "latency_ms", "tokens_in", "tokens_out",
                     "expected_consulted", "no_sources_ok", "must_cite_ok", "must_not_cite_ok", "no_rejected",
                     "status_ok", "consulted_precision", "consulted_recall", "load_bearing_precision",
-                    "load_bearing_recall", "tags")
+                    "load_bearing_recall", "retrieved", "retrieved_precision", "retrieved_recall", "tags")
 
 
 def question_rows(db: str | Path | TraceReader, run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -97,7 +99,7 @@ def leaderboard(db: str | Path, refs: Sequence[str]) -> tuple[list[dict[str, Any
     board, questions = [], {}
     for r in runs:
         key = r["name"] or r["run_id"]
-        board.append({"name": key, "run_id": r["run_id"], "created_at": r["created_at"], "provider": r["provider"],
+        board.append({"name": key, "label": run_label(r), "run_id": r["run_id"], "created_at": r["created_at"], "provider": r["provider"],
                       "model": r["model"], "retriever": r["retriever"], "mode": r["mode"], "k": r["k"],
                       "corpus": r["corpus"], "corpus_hash": r["corpus_hash"], "dataset": r["dataset"],
                       "dataset_hash": r["dataset_hash"], "tags": r["tags"], **score(by_run[r["run_id"]])})

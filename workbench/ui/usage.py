@@ -16,18 +16,12 @@ from .state import app_corpus
 from .tables import table
 
 
-def _run_label(row) -> str:
-    when = row.created_at.strftime("%Y-%m-%d %H:%M") if row.created_at is not None else "?"
-    return (f"{when} · {row.kind} · {row.provider} · {row.retriever} · {row.mode} · {row.turns} turns · "
-            f"{row.run_id[:8]}")
-
-
 def pick_runs(db: Path) -> list[str] | None:
-    """A multiselect over the database's runs; None (= every run) when nothing is picked."""
-    from ..trace.usage import runs_overview
+    """A multiselect over the database's runs (name, corpus, dataset: `run_label`); None (= every run) when
+    nothing is picked."""
+    from ..trace.experiments import all_runs, run_label
 
-    runs = as_frame(runs_overview(db))
-    labels = {r.run_id: _run_label(r) for r in runs.itertuples(index=False)}
+    labels = {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in all_runs(db)}
     picked = st.multiselect("Runs (none picked: every run)", list(labels), format_func=labels.get, key="usage_runs")
     return picked or None
 
