@@ -5,6 +5,7 @@ from the raw trace tables (turns, sources, citations) by the definitions in docs
 from __future__ import annotations
 
 import json
+import re
 
 import duckdb
 import pytest
@@ -194,6 +195,10 @@ def test_runs_list_and_show_record_corpus_dataset_and_configuration(tmp_path, ca
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM turns").fetchone() == turns
     con.close()
+    # a named run stays as it ended: an unnamed eval of the same batch is a new run, not a resume of it
+    code, out, _ = _cli(capsys, "eval", questions, "--db", db, "--no-progress")
+    assert code == 0 and re.search(r"^resumed +no$", out, re.M)
+    assert len(_cli(capsys, "runs", "list", "--db", db, "--json")[1].splitlines()) == 2
     code, _, err = _cli(capsys, "runs", "show", "nope", "--db", db)
     assert code == 2 and "no run named 'nope'" in err and "base" in err
 

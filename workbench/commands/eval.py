@@ -121,6 +121,7 @@ def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
         args.new_run = args.new_run or args.run_id is None
     if args.baseline:
         find_run(db_path(args), args.baseline)
+        args.new_run = args.new_run or args.run_id is None  # never resume the baseline's own run
     return tags
 
 

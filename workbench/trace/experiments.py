@@ -64,6 +64,9 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
                                 _expectation_rows(did, dataset))
             con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?)",
                         [run_id, name, did, to_json(dict(tags or {})), to_json(redact_config(dict(config or {}))), now])
+            if name is not None:  # a named run is frozen: an unnamed eval of the same batch never resumes it
+                con.execute("UPDATE runs SET run_key = run_key || ' @' || ? WHERE run_id = ? AND run_key IS NOT NULL",
+                            [name, run_id])
             con.execute("COMMIT")
         except duckdb.ConstraintException:
             con.execute("ROLLBACK")
