@@ -10,6 +10,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..render import SET_COLORS, plotly_text
+from .charts import LOAD_BEARING_COLOR
+from .sets import ROW_LABELS
 
 #: The leaderboard's figures with their labels, in column order.
 LEADERBOARD_FIGURES = {"pass_rate": "pass rate", "consulted_precision": "consulted precision",
@@ -103,9 +105,9 @@ def question_table(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
 
 #: The three rows a run can show, as figure prefixes, labels and colours: the naive row (retrieved), the honest
 #: row (consulted) and the load-bearing row (verified turns).
-ROWS = {"retrieved": ("naive row (retrieved)", SET_COLORS["retrieved"]),
-        "consulted": ("honest row (consulted)", SET_COLORS["consulted"]),
-        "load_bearing": ("load-bearing row", "#1a6b1a")}
+ROWS = {"retrieved": (ROW_LABELS["naive"], SET_COLORS["retrieved"]),
+        "consulted": (ROW_LABELS["honest"], SET_COLORS["consulted"]),
+        "load_bearing": (ROW_LABELS["load_bearing"], LOAD_BEARING_COLOR)}
 
 
 def rows_figure(result: dict[str, Any], measure: str = "precision",
