@@ -168,6 +168,10 @@ def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):
         if r.expected:
             hits = len(set(r.load_bearing) & set(r.expected))
             assert r.load_bearing_recall == pytest.approx(hits / len(r.expected))
+            assert (pd.isna(r.load_bearing_precision) and not r.load_bearing) or \
+                r.load_bearing_precision == pytest.approx(hits / len(r.load_bearing))
+    # the offline agent's "See also" link is consulted but decorative: the load-bearing row is not the consulted one
+    assert any(set(r.load_bearing) < set(r.consulted) for r in rows.itertuples() if r.expected)
     unverified = A.question_table(db, runs["run_id"])
     assert unverified["load_bearing_precision"].isna().all() and unverified["load_bearing_recall"].isna().all()
     counts = A.verdict_counts(db, verified["run_id"]).iloc[0]
