@@ -67,20 +67,6 @@ def test_the_page_shows_the_leaderboard_with_error_bars_and_links_changed_questi
     assert not citations["valid"].all()  # the corrupt_id fault's rejected citation is there
 
 
-def test_picked_runs_of_another_database_are_dropped_not_an_error(db, tmp_path, capsys):
-    at = _page().run()
-    assert at.multiselect(key="exp_runs").value == ["clean", "faulty"]
-    from workbench.config import workbench_home
-
-    other = workbench_home() / f"other-{tmp_path.name}.duckdb"  # where visitors may point the app
-    questions = tmp_path / "exp.jsonl"
-    assert main(["eval", str(questions), "--db", str(other), "--name", "elsewhere", "--no-progress"]) == 0
-    capsys.readouterr()
-    at.text_input(key="cfg_db").set_value(str(other)).run()
-    assert not at.exception, at.exception
-    assert at.multiselect(key="exp_runs").value == [] and "elsewhere" in at.multiselect(key="exp_runs").options[0]
-
-
 def test_the_page_without_runs_says_how_to_make_one(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "none.duckdb"))
     at = _page().run()

@@ -47,8 +47,7 @@ def board(path: Path) -> None:
         return
     labels = {(r["name"] or r["run_id"]): run_label(r) for r in runs}
     named = [key for key, r in zip(labels, runs) if r["name"]]
-    kept = [key for key in st.session_state.get("exp_runs", []) if key in labels]  # another database: drop the rest
-    st.session_state["exp_runs"] = kept if "exp_runs" in st.session_state else (named or list(labels))[:2][::-1]
+    st.session_state.setdefault("exp_runs", (named or list(labels))[:2][::-1])
     picked = st.multiselect("Runs", list(labels), format_func=labels.get, key="exp_runs")
     if not picked:
         st.caption("Pick one or more runs.")
