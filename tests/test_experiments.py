@@ -130,7 +130,9 @@ def _mean(values):
 
 def test_two_named_runs_give_a_leaderboard_and_diff_equal_to_the_raw_tables(tmp_path, capsys, questions):
     db = tmp_path / "t.duckdb"
-    assert _cli(capsys, "eval", questions, "--db", db, "--name", "clean", "--tag", "branch=main", "--no-progress")[0] == 0
+    code, said, _ = _cli(capsys, "eval", questions, "--db", db, "--name", "clean", "--tag", "branch=main",
+                         "--no-progress")
+    assert code == 0
     assert _cli(capsys, "eval", questions, "--db", db, "--name", "small-k", "-k", "1", "--fault", "corrupt_id",
                 "--no-progress")[0] == 0
     code, out, _ = _cli(capsys, "runs", "compare", "clean", "small-k", "--db", db, "--json")
@@ -142,6 +144,9 @@ def test_two_named_runs_give_a_leaderboard_and_diff_equal_to_the_raw_tables(tmp_
         truth = _independent(db, run["run_id"], LINES)
         mine[run["name"]] = {t["question"]: t for t in truth}
         assert run["questions"] == len(LINES)
+        if run["name"] == "clean":  # eval itself says how the run did
+            assert f"expectations (sso_billing): {sum(t['passed'] for t in truth)} of {len(LINES)} questions " \
+                   f"passed; pass rate {run['pass_rate']:.3f}" in said
         assert run["pass_rate"] == pytest.approx(sum(t["passed"] for t in truth) / len(LINES))
         assert run["consulted_precision"] == pytest.approx(_mean(t["precision"] for t in truth))
         assert run["consulted_recall"] == pytest.approx(_mean(t["recall"] for t in truth))

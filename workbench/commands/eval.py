@@ -138,11 +138,18 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
         corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
+    from ..trace.scoring import question_rows, regressions, score
+
+    s = score(question_rows(db_path(args), [result.run_id]))
+    figures = ", ".join(f"{label} {_figure(s, key)}" for key, label in (
+        ("pass_rate", "pass rate"), ("consulted_precision", "consulted precision"),
+        ("consulted_recall", "consulted recall")))
+    print(neutralize(f"expectations ({dataset.name}): {s['passed']} of {s['questions']} questions passed; {figures} "
+                     f"(95% intervals; docs/experiments.md)"))
     if args.name:
         print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))
     if not args.baseline:
         return 0
-    from ..trace.scoring import regressions
 
     gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
     if gate["baseline"]["dataset_hash"] != dataset.content_hash:
@@ -154,13 +161,16 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
     return 1 if gate["regressed"] and args.fail_on_regression else 0
 
 
+def _figure(scores: dict, key: str) -> str:
+    value, ci = scores[key], scores["ci"][key]
+    return "-" if value is None else f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def print_gate(gate: dict) -> None:
     cur, old = gate["run"], gate["baseline"]
-    pct = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
-        lo_hi = old["ci"][fig]
-        band = f" [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else ""
-        print(neutralize(f"{fig.replace('_', ' ')}: {pct(cur[fig])} (baseline {old['name']}: {pct(old[fig])}{band})"))
+        now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
+        print(neutralize(f"{fig.replace('_', ' ')}: {now} (baseline {old['name']}: {_figure(old, fig)})"))
     if not gate["regressed"]:
         print(neutralize(f"no regression against {old['name']}"))
         return
