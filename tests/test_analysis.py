@@ -153,6 +153,9 @@ def test_scored_rows_match_the_payloads(batch):
     fig = A.rows_figure(board)
     assert [t.name for t in fig.data] == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
     assert fig.data[1].y[0] == pytest.approx(run["consulted_precision"])
+    table = A.rows_table(board).set_index("row")
+    assert list(table.index) == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
+    assert table.loc[A.ROW_LABELS["honest"], "precision"] == round(run["consulted_precision"], 3)
 
 
 def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):

@@ -125,7 +125,7 @@ def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_con
     text = _text(executed[1]["02_compare_retrievers_providers"])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
     # the library's scoring (workbench.trace.scoring): each row's figures with their 95% intervals
-    assert "load-bearing precision 95% CI" in text and "consulted precision 95% CI" in text
+    assert "load-bearing row (verified by ablation)" in text and "precision 95% CI" in text
 
 
 def test_trace_analysis_accounts_for_document_usage(executed):

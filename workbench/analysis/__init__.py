@@ -18,7 +18,7 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 
 from .charts import calibration_figure, set_sizes_figure, usage_figure
 from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
-                          rows_figure)
+                          rows_figure, rows_table)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
@@ -30,7 +30,7 @@ from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_con
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
     "calibration_figure", "compare_runs", "configured_providers", "diff_table", "leaderboard_figure",
-    "leaderboard_table", "question_table", "rows_figure", "corpus_of", "document_usage",
+    "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
     "load_questions", "never_retrieved", "notebook_db", "question_set", "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",

@@ -114,3 +114,20 @@ def rows_figure(result: dict[str, Any], measure: str = "precision",
                 title: str = "Precision against expected documents: naive, honest and load-bearing rows"):
     """Grouped bars per run: `measure` (precision or recall) of each row against `expected`, with 95 % intervals."""
     return _bars(result, {f"{row}_{measure}": spec for row, spec in ROWS.items()}, title, measure)
+
+
+def rows_table(result: dict[str, Any]) -> pd.DataFrame:
+    """Per run and row (naive, honest, load-bearing where verified): precision and recall against `expected`, each
+    with its 95 % interval — the table behind `rows_figure`."""
+    out = []
+    for r in result["runs"]:
+        for row, (label, _) in ROWS.items():
+            if r[f"{row}_precision"] is None and r[f"{row}_recall"] is None:
+                continue
+            entry: dict[str, Any] = {"run": r["label"], "row": label}
+            for measure in ("precision", "recall"):
+                value, ci = r[f"{row}_{measure}"], r["ci"][f"{row}_{measure}"]
+                entry[measure] = None if value is None else round(value, 3)
+                entry[f"{measure} 95% CI"] = None if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+            out.append(entry)
+    return pd.DataFrame(out)
