@@ -54,4 +54,5 @@ st.navigation([
     st.Page("pages/3_Doc_gaps.py", title="Doc gaps", icon=":material/edit_note:", url_path="Doc_gaps"),
     st.Page("pages/4_Document_usage.py", title="Document usage", icon=":material/bar_chart:",
             url_path="Document_usage"),
+    st.Page("pages/5_Experiments.py", title="Experiments", icon=":material/leaderboard:", url_path="Experiments"),
 ]).run()

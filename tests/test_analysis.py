@@ -126,27 +126,36 @@ def test_run_question_set_is_one_resumable_run_per_configuration(batch):
     assert fig.data[0].y[0] == pytest.approx(sizes["retrieved"].mean(), abs=0.01)
 
 
-def test_gold_rows_match_the_payloads(batch):
-    """Recompute precision from fresh (untraced, deterministic offline) payloads and compare."""
+def test_scored_rows_match_the_payloads(batch):
+    """The library's scoring of a batch (`question_table`, `compare_runs`: the `expectation_results` view)
+    recomputed from fresh (untraced, deterministic offline) payloads: the naive and honest rows against gold."""
     from workbench.session import Session
 
     db, questions, runs = batch
-    rows = A.gold_rows(db, runs["run_id"], questions)
-    scored = [q for q in questions if q["kind"] == "substantive" and q["expected"]]
-    assert len(rows) == 2 * len(scored)
+    rows = A.question_table(db, runs["run_id"]).set_index("question")
+    assert len(rows) == len(questions)
     session = Session.open(DEMO_CORPUS, "bm25", trace=False)
-    for q in scored:
+    for q in questions:
         sets = session.ask(q["question"]).payload["sets"]
-        for row, docs in (("naive", sets["retrieved"]), ("honest", sets["consulted"])):
-            got = rows[(rows["question"] == q["question"]) & (rows["row"] == row)].iloc[0]
+        got = rows.loc[q["question"]]
+        assert list(got["retrieved"]) == sets["retrieved"] and list(got["consulted"]) == sets["consulted"]
+        for row, docs in (("retrieved", sets["retrieved"]), ("consulted", sets["consulted"])):
             hits = len(set(docs) & set(q["expected"]))
-            assert got["size"] == len(docs) and got["hits"] == hits
-            assert got["recall"] == hits / len(q["expected"])
-            assert (pd.isna(got["precision"]) and not docs) or got["precision"] == pytest.approx(hits / len(docs))
-    summary = A.consulted_precision(rows).set_index("row")
-    assert summary.loc["honest", "precision"] > summary.loc["naive", "precision"]
-    fig = A.precision_figure(A.consulted_precision(rows))
+            if not q["expected"]:
+                assert pd.isna(got[f"{row}_precision"]) and pd.isna(got[f"{row}_recall"])
+                continue
+            assert got[f"{row}_recall"] == pytest.approx(hits / len(q["expected"]))
+            assert (pd.isna(got[f"{row}_precision"]) and not docs) or \
+                got[f"{row}_precision"] == pytest.approx(hits / len(docs))
+    board = A.compare_runs(db, runs["run_id"])
+    (run,) = board["runs"]
+    assert run["consulted_precision"] > run["retrieved_precision"]
+    fig = A.rows_figure(board)
     assert [t.name for t in fig.data] == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
+    assert fig.data[1].y[0] == pytest.approx(run["consulted_precision"])
+    table = A.rows_table(board).set_index("row")
+    assert list(table.index) == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
+    assert table.loc[A.ROW_LABELS["honest"], "precision"] == round(run["consulted_precision"], 3)
 
 
 def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):
@@ -155,29 +164,26 @@ def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):
     db, questions, runs = batch
     verified = A.run_question_set(questions, corpus=DEMO_CORPUS, db=db, retrievers=["bm25"], verify=True)
     assert verified.loc[0, "run_id"] != runs.loc[0, "run_id"] and verified.loc[0, "asked"] == len(questions)
-    rows = A.gold_rows(db, verified["run_id"], questions)
-    assert set(rows["row"]) == {"naive", "honest", "load_bearing"}
-    honest = rows[rows["row"] == "honest"].set_index("question")
-    bearing = rows[rows["row"] == "load_bearing"].set_index("question")
-    assert (bearing["size"] <= honest["size"]).all() and (bearing["hits"] <= honest["hits"]).all()
-    assert set(A.gold_rows(db, runs["run_id"], questions)["row"]) == {"naive", "honest"}  # unverified: two rows
+    rows = A.question_table(db, verified["run_id"])
+    assert rows["verified"].all()
+    for r in rows.itertuples():
+        assert set(r.load_bearing) <= set(r.consulted)
+        if r.expected:
+            hits = len(set(r.load_bearing) & set(r.expected))
+            assert r.load_bearing_recall == pytest.approx(hits / len(r.expected))
+            assert (pd.isna(r.load_bearing_precision) and not r.load_bearing) or \
+                r.load_bearing_precision == pytest.approx(hits / len(r.load_bearing))
+    # the offline agent's "See also" link is consulted but decorative: the load-bearing row is not the consulted one
+    assert any(set(r.load_bearing) < set(r.consulted) for r in rows.itertuples() if r.expected)
+    unverified = A.question_table(db, runs["run_id"])
+    assert unverified["load_bearing_precision"].isna().all() and unverified["load_bearing_recall"].isna().all()
     counts = A.verdict_counts(db, verified["run_id"]).iloc[0]
     assert counts["verified turns"] == counts["stable controls"] == len(questions)
-    assert counts["load bearing"] >= bearing["size"].sum() > 0
-    assert counts["load-bearing share"] == pytest.approx(
-        bearing["size"].sum() / (bearing["size"].sum() + (honest["size"] - bearing["size"]).sum()), abs=1e-3)
-    fig = A.precision_figure(A.consulted_precision(rows))
+    bearing = rows["load_bearing"].map(len).sum()
+    assert counts["load bearing"] >= bearing > 0
+    assert counts["load-bearing share"] == pytest.approx(bearing / rows["consulted"].map(len).sum(), abs=1e-3)
+    fig = A.rows_figure(A.compare_runs(db, verified["run_id"]))
     assert [t.name for t in fig.data] == [A.ROW_LABELS[r] for r in ("naive", "honest", "load_bearing")]
-
-
-def test_consulted_precision_counts_empty_rows():
-    rows = pd.DataFrame([
-        {"run_id": "r", "provider": "p", "retriever": "bm25", "mode": "agent", "question": q, "row": "honest",
-         "size": s, "hits": h, "precision": p, "recall": rc}
-        for q, s, h, p, rc in [("a", 1, 1, 1.0, 1.0), ("b", 2, 1, 0.5, 1.0), ("c", 0, 0, None, 0.0)]])
-    s = A.consulted_precision(rows).iloc[0]
-    assert (s["questions"], s["empty rows"], s["precision"], s["strict precision"], s["recall"], s["mean size"]) == \
-        (3, 1, 0.75, 0.5, 0.667, 1.0)
 
 
 def test_ask_and_judge_stores_the_claims(tmp_path):

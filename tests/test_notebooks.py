@@ -145,7 +145,8 @@ def test_compare_and_faithfulness_draw_plotly_charts(tmp_path_factory, name):
 def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(tmp_path_factory):
     text = _text(executed("02_compare_retrievers_providers", tmp_path_factory)[1])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
-    assert "load_bearing" in text and "strict precision" in text  # the precision table, one column per row
+    # the library's scoring (workbench.trace.scoring): each row's figures with their 95% intervals
+    assert "load-bearing row (verified by ablation)" in text and "precision 95% CI" in text
 
 
 def test_trace_analysis_accounts_for_document_usage(tmp_path_factory):

@@ -14,8 +14,10 @@ answered by searching the topic, and if nothing is found that is a gap like any 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,43 +64,126 @@ def question_kind(question: str) -> str:
     return STRUCTURAL if is_structural(question) else SUBSTANTIVE
 
 
+#: The fields of a questions file line the workbench reads (docs/experiments.md); any other field is kept in
+#: `Question.extra`, never rejected.
+FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags")
+
+
 @dataclass(frozen=True)
 class Question:
-    """One line of a questions file: `{"question": …}` plus the optional `id`, `expected` and `kind`."""
+    """One line of a questions file: `{"question": …}` plus the optional `id`, `kind` and expectations
+    (docs/experiments.md): `expected`, `expect_no_sources`, `must_cite`, `must_not_cite`, `tags`."""
 
     text: str
     line: int
     id: Any = None
-    #: Gold document ids (evaluation sets); empty when the file gives none.
+    #: Documents that must be consulted (gold document ids); empty when the file gives none.
     expected: tuple[str, ...] = ()
     #: The file's own label, e.g. `substantive`, `listing`, `out_of_scope` (None when absent).
     kind: str | None = None
+    #: True for listings and chit-chat: the turn must consult nothing.
+    expect_no_sources: bool = False
+    #: Documents the answer must cite.
+    must_cite: tuple[str, ...] = ()
+    #: Documents the answer must neither cite nor consult.
+    must_not_cite: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    #: Fields of the line the workbench does not read, kept as they were.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A questions file as an experiment's dataset: its name (the file's stem), the sha256 of its bytes, its lines."""
+
+    name: str
+    content_hash: str
+    questions: tuple[Question, ...]
+
+
+def _ids(obj: dict[str, Any], key: str, name: str, line: int) -> tuple[str, ...]:
+    value = obj.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(e, str) and e.strip() for e in value):
+        raise CorpusError(f'"{key}" must be a list of document ids (non-empty strings), not {_shown(value)}', name, line)
+    return tuple(dict.fromkeys(value))  # each id once, in the file's order
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question:
+    text = obj.get("question")
+    if not isinstance(text, str) or not text.strip():
+        raise CorpusError('each line needs a non-empty string field "question"', name, i)
+    if need_id and obj.get("id") is None:
+        raise CorpusError('each line needs an "id"', name, i)
+    if obj.get("expected") in ("", 0, False):  # the reader has always taken these for "none"
+        obj = {**obj, "expected": None}
+    expected = _ids(obj, "expected", name, i)
+    kind = obj.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise CorpusError('"kind" must be a string', name, i)
+    no_sources = obj.get("expect_no_sources", False)
+    if no_sources is None:
+        no_sources = False
+    if not isinstance(no_sources, bool):
+        raise CorpusError(f'"expect_no_sources" must be true or false, not {_shown(no_sources)}', name, i)
+    must_cite, must_not = _ids(obj, "must_cite", name, i), _ids(obj, "must_not_cite", name, i)
+    tags = obj.get("tags")
+    if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
+        raise CorpusError(f'"tags" must be a list of strings, not {_shown(tags)}', name, i)
+    if no_sources and (expected or must_cite):
+        raise CorpusError('"expect_no_sources" is true but "expected" or "must_cite" names documents: a turn '
+                          'cannot consult nothing and consult or cite those', name, i)
+    both = sorted(set(must_cite) & set(must_not))
+    if both:
+        raise CorpusError(f'{", ".join(both)} is in both "must_cite" and "must_not_cite"', name, i)
+    return Question(text, i, obj.get("id"), expected, kind, no_sources, must_cite, must_not, tuple(tags or ()),
+                    {k: v for k, v in obj.items() if k not in FIELDS})
 
 
 def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]:
     """Every question of a JSONL file of `{"question": …}` lines; any problem raises `CorpusError`
     naming the file and line. `need_id` also requires an `"id"` on every line (`retrieve`)."""
+    return list(read_dataset(path, need_id=need_id).questions)
+
+
+def read_dataset(path: str | Path, *, need_id: bool = False) -> Dataset:
+    """A questions file with its expectations (docs/experiments.md) as a `Dataset`; any problem raises
+    `CorpusError` naming the file and line."""
     name = str(path)
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        blob = Path(path).read_bytes()
+        lines = blob.decode("utf-8").splitlines()
     except OSError as exc:
         raise CorpusError(f"cannot read questions file: {exc.strerror}", name) from None
     except UnicodeDecodeError as exc:
         raise CorpusError(f"not valid UTF-8 text ({exc.reason} at byte {exc.start})", name) from None
-    out = []
-    for i, obj in json_objects(lines, name):
-        text = obj.get("question")
-        if not isinstance(text, str) or not text.strip():
-            raise CorpusError('each line needs a non-empty string field "question"', name, i)
-        if need_id and obj.get("id") is None:
-            raise CorpusError('each line needs an "id"', name, i)
-        expected = obj.get("expected") or []
-        if not isinstance(expected, list) or not all(isinstance(e, str) for e in expected):
-            raise CorpusError('"expected" must be a list of document ids (strings)', name, i)
-        kind = obj.get("kind")
-        if kind is not None and not isinstance(kind, str):
-            raise CorpusError('"kind" must be a string', name, i)
-        out.append(Question(text, i, obj.get("id"), tuple(expected), kind))
+    out = [_question(obj, name, i, need_id) for i, obj in json_objects(lines, name)]
     if not out:
         raise CorpusError("no questions in file", name)
-    return out
+    return Dataset(Path(path).stem, hashlib.sha256(blob).hexdigest(), tuple(out))
+
+
+def dataset_of(name: str, lines: list[dict[str, Any]]) -> Dataset:
+    """A dataset from question lines already in memory (a notebook's, perhaps cut to its first few), read as a
+    file's lines are; its hash is the sha256 of the lines as JSON Lines."""
+    blob = "".join(json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) + "\n" for obj in lines)
+    out = [_question(dict(obj), name, i, False) for i, obj in enumerate(lines, start=1)]
+    if not out:
+        raise CorpusError("no questions", name)
+    return Dataset(name, hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest(), tuple(out))
+
+
+def check_unique(dataset: Dataset, name: str) -> None:
+    """An experiment scores each question once: refuse a question asked on two lines (naming both)."""
+    seen: dict[str, int] = {}
+    for q in dataset.questions:
+        if q.text in seen:
+            raise CorpusError(f"the question repeats line {seen[q.text]}; a dataset asks each question once "
+                              "(its expectations are scored per question)", name, q.line)
+        seen[q.text] = q.line

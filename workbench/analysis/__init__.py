@@ -8,27 +8,31 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 
 - `inputs`: a notebook's trace database, question set, configured providers, display set-up;
 - `sets`: one turn's three sets, tool calls, sources array and rejected citations;
-- `runs`: batches across configurations, set sizes, the naive vs the honest (and the load-bearing) row
-  against gold, verdicts of verification by ablation;
+- `runs`: batches across configurations, set sizes, verdicts of verification by ablation;
 - `faithfulness`: a judged run, and the judges against ExpertQA's expert labels;
+- `experiments`: runs scored against their questions' expectations (`workbench.trace.scoring`): the
+  leaderboard with 95 % intervals, the per-question diff and rows, error-bar charts;
 - `usage`: document usage over runs (retrieved, cited, consulted turns per document and category);
 - `charts`: the plotly figures of all of the above.
 """
 
-from .charts import calibration_figure, precision_figure, set_sizes_figure, usage_figure
+from .charts import calibration_figure, set_sizes_figure, usage_figure
+from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
+                          rows_figure, rows_table)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
-from .runs import consulted_precision, gold_rows, run_question_set, seed_demo_traces, set_sizes, verdict_counts
+from .runs import run_question_set, seed_demo_traces, set_sizes, verdict_counts
 from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, style_three_sets, three_sets,
                    tool_calls_table)
 from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_consulted, usage_totals
 
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
-    "calibration_figure", "configured_providers", "consulted_precision", "corpus_of", "document_usage",
-    "expertqa_path", "expertqa_status", "gold_rows", "judge_scores", "judge_summary", "load_expertqa",
-    "load_questions", "never_retrieved", "notebook_db", "precision_figure", "question_set", "rejected_table",
+    "calibration_figure", "compare_runs", "configured_providers", "diff_table", "leaderboard_figure",
+    "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
+    "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
+    "load_questions", "never_retrieved", "notebook_db", "question_set", "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
     "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table", "usage_figure",
     "usage_totals", "verdict_counts",

@@ -1,4 +1,4 @@
-"""The notebooks' plotly charts: set sizes, precision of the two rows, judge calibration."""
+"""The notebooks' plotly charts: set sizes, judge calibration, usage (experiment runs: `experiments.py`)."""
 
 from __future__ import annotations
 
@@ -27,29 +27,6 @@ def set_sizes_figure(sizes: pd.DataFrame, title: str = "Mean set size per config
 
 #: The load-bearing row: the consulted colour, darker (a subset of it).
 LOAD_BEARING_COLOR = "#1a6b1a"
-
-
-def precision_figure(summary: pd.DataFrame, title: str = "Precision against gold: naive row vs honest row"):
-    """Grouped bars per configuration: precision of the naive row beside the honest (consulted) row, and the
-    load-bearing row where the turns were verified by ablation."""
-    import plotly.graph_objects as go
-
-    df = summary.assign(config=_config_label(summary))
-    fig = go.Figure()
-    for row, color in (("naive", SET_COLORS["retrieved"]), ("honest", SET_COLORS["consulted"]),
-                       ("load_bearing", LOAD_BEARING_COLOR)):
-        part = df[df["row"] == row]
-        if part.empty and row == "load_bearing":
-            continue
-        fig.add_bar(name=ROW_LABELS[row], x=list(part["config"]), y=list(part["precision"]), marker_color=color,
-                    text=[f"{p:.2f}" if p is not None and p == p else "—" for p in part["precision"]],
-                    textposition="outside",
-                    customdata=list(zip(part["recall"], part["mean size"])),
-                    hovertemplate="precision %{y:.3f}<br>recall %{customdata[0]:.3f}"
-                                  "<br>mean size %{customdata[1]:.2f}<extra></extra>")
-    fig.update_layout(barmode="group", title=title, yaxis_title="precision (non-empty rows)",
-                      yaxis_range=[0, 1.1], xaxis_title="retriever · provider · mode", height=420)
-    return fig
 
 
 def calibration_figure(table: pd.DataFrame, title: str = "Judge score vs share labelled Complete"):

@@ -35,11 +35,13 @@ def question_set(data: Path | None = None) -> QuestionSet:
 
 
 def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Question lines `{"question", "expected": [doc ids], "kind"?}` (read by `questions.read_questions`,
-    as the CLI reads them); kind defaults to substantive."""
+    """Question lines `{"question", "expected": [doc ids], "kind"?}` and the other expectations a line gives
+    (docs/experiments.md), read by `questions.read_questions` as the CLI reads them; kind defaults to substantive."""
     from ..questions import read_questions
 
-    rows = [{"question": q.text, "expected": list(q.expected), "kind": q.kind or "substantive", "id": q.id}
+    rows = [{"question": q.text, "expected": list(q.expected), "kind": q.kind or "substantive", "id": q.id,
+             **({"expect_no_sources": True} if q.expect_no_sources else {}),
+             **{k: list(getattr(q, k)) for k in ("must_cite", "must_not_cite", "tags") if getattr(q, k)}}
             for q in read_questions(path)]
     return rows[:limit] if limit else rows
 

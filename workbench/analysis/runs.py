@@ -1,4 +1,5 @@
-"""Batches across configurations in the trace store: runs, set sizes, the naive vs the honest row against gold."""
+"""Batches across configurations in the trace store: runs, set sizes, verdicts. Scoring them against their
+questions' expectations (the naive, honest and load-bearing rows against gold) is `analysis.experiments`."""
 
 from __future__ import annotations
 
@@ -15,21 +16,25 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
                      retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = ("offline",),
                      mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None,
                      new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None,
-                     verify: bool = False) -> pd.DataFrame:
+                     verify: bool = False, dataset_name: str = "questions") -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
 
     `options` are provider options given to every provider (e.g. the offline provider's `{"faults":
     ["corrupt_id"]}`), so use them with the providers that take them; `provider_options` maps a
     provider name to options only it gets, over `options` (e.g. `{"llamacpp": {"max_tokens": 96}}`
     beside `offline`, which takes no `max_tokens`). `verify` verifies every answer by ablation (`eval
-    --verify`). Re-running with the same inputs resumes (and so skips) the runs already complete, as
-    `workbench eval` does. Returns one row per run.
+    --verify`). Each run is recorded as an experiment of the questions (dataset `dataset_name`), scored by
+    `workbench.trace.scoring` (docs/experiments.md). Re-running with the same inputs resumes (and so skips)
+    the runs already complete, as `workbench eval` does. Returns one row per run.
     """
     from ..batch import run_eval
     from ..corpus import Corpus, load_corpus
+    from ..questions import dataset_of
     from ..session import Session
+    from ..trace.experiments import experiment_config, record_experiment
 
     texts = [q if isinstance(q, str) else q["question"] for q in questions]
+    dataset = dataset_of(dataset_name, [{"question": q} if isinstance(q, str) else q for q in questions])
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     rows = []
     for retriever in retrievers:
@@ -38,6 +43,9 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
             given = {**(options or {}), **(provider_options or {}).get(provider, {})}
             r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
                          progress=False, verify=verify)
+            record_experiment(session.tracer, r.run_id, dataset, config=experiment_config(
+                provider, given, retriever=retriever, mode=mode, k=k, verify=verify, corpus_id=corpus.corpus_id,
+                corpus_hash=corpus.content_hash))
             rows.append({"run_id": r.run_id, "provider": provider, "retriever": retriever, "mode": mode, "k": k,
                          "options": json.dumps(given, sort_keys=True), "asked": r.asked, "skipped": r.skipped,
                          "failed": r.failed, "seconds": round(r.seconds, 2)})
@@ -75,55 +83,6 @@ def set_sizes(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
         "SELECT run_id, provider, retriever, mode, question, question_kind, status, "
         "n_retrieved AS retrieved, n_cited AS cited, n_consulted AS consulted, n_rejected AS rejected "
         f"FROM turn_sets WHERE run_id IN ({marks}) ORDER BY started_at", ids)
-
-
-def gold_rows(db: str | Path, run_ids: Sequence[str], questions: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Per turn and row type: the naive row (retrieved set) and the honest row (consulted set) against gold,
-    and for a turn verified by ablation the load-bearing row (its `load_bearing` documents).
-
-    Only substantive questions with expected documents are scored. precision = |row ∩ gold| / |row|
-    (None for an empty row: it claims nothing), recall = |row ∩ gold| / |gold|.
-    """
-    gold = {q["question"]: set(q["expected"]) for q in questions
-            if q.get("kind", "substantive") == "substantive" and q.get("expected")}
-    marks, ids = _in_list(run_ids)
-    sets = _reader(db).df(
-        "SELECT t.run_id, r.provider, r.retriever, r.mode, t.turn_id, t.question, "
-        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.doc_id IS NOT NULL), []) AS retrieved, "
-        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.consulted), []) AS consulted, "
-        "coalesce(list(s.doc_id ORDER BY s.position) FILTER (WHERE s.verdict = 'load_bearing'), []) AS load_bearing, "
-        "coalesce(bool_or(s.verified), false) AS verified "
-        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN source_verdicts s USING (turn_id) "
-        f"WHERE t.run_id IN ({marks}) GROUP BY ALL ORDER BY t.run_id, t.turn_id", ids)
-    rows = []
-    for t in sets.itertuples(index=False):
-        expected = gold.get(t.question)
-        if not expected:
-            continue
-        rows_of = [("naive", t.retrieved), ("honest", t.consulted)] + ([("load_bearing", t.load_bearing)]
-                                                                        if t.verified else [])
-        for row, docs in rows_of:
-            docs = list(docs)
-            hits = len(set(docs) & expected)
-            rows.append({"run_id": t.run_id, "provider": t.provider, "retriever": t.retriever, "mode": t.mode,
-                         "question": t.question, "row": row, "size": len(docs), "hits": hits,
-                         "precision": hits / len(docs) if docs else None, "recall": hits / len(expected)})
-    return pd.DataFrame(rows, columns=["run_id", "provider", "retriever", "mode", "question", "row", "size", "hits",
-                                       "precision", "recall"])
-
-
-def consulted_precision(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and row: precision over non-empty rows, strict precision (empty = 0), recall, size."""
-    out = []
-    for (run_id, provider, retriever, mode, row), g in rows.groupby(
-            ["run_id", "provider", "retriever", "mode", "row"], sort=False):
-        answered = g["precision"].dropna()
-        out.append({"run_id": run_id, "provider": provider, "retriever": retriever, "mode": mode, "row": row,
-                    "questions": len(g), "empty rows": int(g["precision"].isna().sum()),
-                    "precision": round(answered.mean(), 3) if len(answered) else None,
-                    "strict precision": round(answered.sum() / len(g), 3),
-                    "recall": round(g["recall"].mean(), 3), "mean size": round(g["size"].mean(), 2)})
-    return pd.DataFrame(out)
 
 
 def verdict_counts(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:

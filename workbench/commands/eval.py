@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..batch import EvalResult, run_eval
 from ..render import VERDICT_LABELS
-from ..questions import read_questions
+from ..errors import WorkbenchError
+from ..questions import read_dataset
 from ..terminal import neutralize
 from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
                        provider_options, warn_skipped)
@@ -31,7 +32,20 @@ def register(sub) -> None:
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
                    help="questions answered at once (default 1); for real providers, which wait on the network. "
                         "Turns are still written in question order and a run resumes the same way")
+    add_experiment_options(p)
     p.set_defaults(func=run)
+
+
+def add_experiment_options(p) -> None:
+    """Named runs, tags and the regression gate (docs/experiments.md)."""
+    g = p.add_argument_group("experiments (docs/experiments.md)")
+    g.add_argument("--name", help="name the run (unique in the trace database): `workbench runs show NAME`, "
+                                  "`runs compare`; a named run never resumes another run")
+    g.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="tag the run (repeatable)")
+    g.add_argument("--baseline", metavar="RUN", help="when the run ends, compare it with this named run")
+    g.add_argument("--fail-on-regression", action="store_true",
+                   help="with --baseline: exit 1 when the pass rate or consulted precision falls below the "
+                        "baseline's 95%% interval, naming the regressed questions")
 
 
 def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
@@ -64,7 +78,9 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
 def run(args: argparse.Namespace) -> int:
     from ..session import Session
 
-    questions = [q.text for q in read_questions(args.questions)]
+    dataset = read_dataset(args.questions)
+    questions = [q.text for q in dataset.questions]
+    tags = before_run(args, dataset)
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     warn_skipped(session.corpus)
@@ -84,4 +100,83 @@ def run(args: argparse.Namespace) -> int:
         print(neutralize(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
                          f"({result.trace_error}); they count as failed — run the same command again to ask them "
                          "again (the run resumes)"), file=sys.stderr)
-    return 1 if result.failed or result.stopped else 0
+    code = 1 if result.failed or result.stopped else 0
+    return after_run(args, session, result, dataset, tags) or code
+
+
+def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
+    """Refuse, before anything is asked, a taken --name, a malformed --tag, an unknown --baseline; a named run
+    is a new run (unless --run-id resumes it)."""
+    from ..questions import check_unique
+    from ..trace.experiments import check_name_free, find_run, parse_tags
+
+    tags = parse_tags(args.tag)
+    if args.fail_on_regression and not args.baseline:
+        raise WorkbenchError("--fail-on-regression needs --baseline RUN (the run to compare with)")
+    if args.name is not None:
+        if not args.name.strip():
+            raise WorkbenchError("--name must not be empty")
+        check_unique(dataset, args.questions)
+        check_name_free(db_path(args), args.name, resuming=args.run_id)
+        args.new_run = args.new_run or args.run_id is None
+    if args.baseline:
+        find_run(db_path(args), args.baseline)
+        args.new_run = args.new_run or args.run_id is None  # never resume the baseline's own run
+    return tags
+
+
+def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, tags: dict[str, str]) -> int:
+    """Record the run as an experiment of its dataset; with --baseline, run the regression gate (1: regressed
+    and --fail-on-regression)."""
+    from ..trace.experiments import experiment_config, record_experiment
+
+    if result.asked <= result.unwritten and not result.resumed:
+        return 0  # nothing of the run reached the store
+    config = experiment_config(
+        args.provider, provider_options(args), model=args.model, retriever=args.retriever, mode=args.mode, k=args.k,
+        tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget if args.verify else None,
+        concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
+        corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
+    record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
+    from ..trace.scoring import question_rows, regressions, score
+
+    s = score(question_rows(db_path(args), [result.run_id]))
+    figures = ", ".join(f"{label} {_figure(s, key)}" for key, label in (
+        ("pass_rate", "pass rate"), ("consulted_precision", "consulted precision"),
+        ("consulted_recall", "consulted recall")))
+    print(neutralize(f"expectations ({dataset.name}): {s['passed']} of {s['questions']} questions passed; {figures} "
+                     f"(95% intervals; docs/experiments.md)"))
+    if args.name:
+        print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))
+    if not args.baseline:
+        return 0
+
+    gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
+    if gate["baseline"]["dataset_hash"] != dataset.content_hash:
+        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({gate['baseline']['dataset']}, "
+                         f"{gate['baseline']['dataset_hash'][:12]}; this one: {dataset.name}, "
+                         f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
+              file=sys.stderr)
+    print_gate(gate)
+    return 1 if gate["regressed"] and args.fail_on_regression else 0
+
+
+def _figure(scores: dict, key: str) -> str:
+    value, ci = scores[key], scores["ci"][key]
+    return "-" if value is None else f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def print_gate(gate: dict) -> None:
+    cur, old = gate["run"], gate["baseline"]
+    for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
+        now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
+        print(neutralize(f"{fig.replace('_', ' ')}: {now} (baseline {old['name']}: {_figure(old, fig)})"))
+    if not gate["regressed"]:
+        print(neutralize(f"no regression against {old['name']}"))
+        return
+    for reason in gate["reasons"]:
+        print(neutralize(f"REGRESSION: {reason}"))
+    print(f"regressed questions ({len(gate['questions'])}):")
+    for q in gate["questions"]:
+        print(neutralize(f"  - {q['question']}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
+                         f"turn {q['turn_id']}"))

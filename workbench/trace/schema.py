@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from .schema_m009 import M009_ABLATIONS
 from .schema_m010 import M010_USAGE_PER_CORPUS
+from .schema_m011 import M011_EXPERIMENTS
 
 
 @dataclass(frozen=True)
@@ -489,4 +490,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m008_doc_usage", M008_DOC_USAGE),
     Migration("m009_ablations", M009_ABLATIONS),
     Migration("m010_usage_per_corpus", M010_USAGE_PER_CORPUS),
+    Migration("m011_experiments", M011_EXPERIMENTS),
 )

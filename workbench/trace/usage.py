@@ -114,11 +114,3 @@ def category_totals(usage: Rows, corpus: Any) -> Rows:
                "documents_consulted"]
     ordered = sorted(totals.items(), key=lambda kv: (-kv[1][3], -kv[1][2], kv[0]))
     return columns, [(name, *t) for name, t in ordered]
-
-
-def runs_overview(db: str | Path) -> Rows:
-    """Every run with its configuration and number of turns, newest first (to choose runs from)."""
-    return TraceReader(db).rows(
-        "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.corpus_id, "
-        "count(t.turn_id) AS turns "
-        "FROM runs r LEFT JOIN turns t USING (run_id) GROUP BY ALL ORDER BY r.created_at DESC")

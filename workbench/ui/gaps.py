@@ -8,30 +8,32 @@ from ..analysis.usage import as_frame
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
 from .tables import chart, table
-from .usage import run_label, trace_db
+from .usage import run_labels, trace_db
 
 
-def _filters(runs) -> tuple[list[str], list[str], list[str]]:
+def _filters(db) -> tuple[list[str], list[str], list[str]]:
     """Three multiselects (none picked: no restriction) over the database's runs, providers and corpora."""
+    from ..trace.experiments import all_runs
+
+    runs = all_runs(db)
     c1, c2, c3 = st.columns(3)
-    providers = c1.multiselect("Providers", sorted(set(runs["provider"].dropna())), key="gaps_providers",
-                               format_func=display_text)
-    corpora = c2.multiselect("Corpora", sorted(set(runs["corpus_id"].dropna())), key="gaps_corpora",
+    providers = c1.multiselect("Providers", sorted({r["provider"] for r in runs if r["provider"]}),
+                               key="gaps_providers", format_func=display_text)
+    corpora = c2.multiselect("Corpora", sorted({r["corpus"] for r in runs if r["corpus"]}), key="gaps_corpora",
                              format_func=display_text)
-    labels = {r.run_id: run_label(r) for r in runs.itertuples(index=False)}
+    labels = run_labels(db)
     picked = c3.multiselect("Runs", list(labels), format_func=lambda r: display_text(labels[r]), key="gaps_runs")
     return picked, providers, corpora
 
 
 def show(db: str | None) -> None:
     from ..trace import TraceReader
-    from ..trace.usage import runs_overview
 
     path = trace_db(db)
     if path is None:
         return
     try:
-        run_ids, providers, corpora = _filters(as_frame(runs_overview(path)))
+        run_ids, providers, corpora = _filters(path)
         df = as_frame(TraceReader(path).gaps(run_ids, providers, corpora))
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")

@@ -16,20 +16,18 @@ from .state import app_corpus
 from .tables import table
 
 
-def run_label(row) -> str:
-    """A run picker's label for a `runs_overview` row."""
-    when = row.created_at.strftime("%Y-%m-%d %H:%M") if row.created_at is not None else "?"
-    return (f"{when} · {row.kind} · {row.provider} · {row.retriever} · {row.mode} · {row.corpus_id} · "
-            f"{row.turns} turns · {row.run_id[:8]}")
+def run_labels(db: Path, corpus_id: str | None = None) -> dict[str, str]:
+    """run_id → a run picker's label (name, corpus, dataset: `trace.experiments.run_label`, then kind and turns),
+    newest first; only the runs on `corpus_id` when given."""
+    from ..trace.experiments import all_runs, run_label
+
+    return {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in all_runs(db)
+            if corpus_id is None or r["corpus"] == corpus_id}
 
 
 def pick_runs(db: Path, corpus_id: str) -> list[str] | None:
     """A multiselect over the database's runs on corpus `corpus_id`; None (= every such run) when nothing is picked."""
-    from ..trace.usage import runs_overview
-
-    runs = as_frame(runs_overview(db))
-    runs = runs[runs["corpus_id"] == corpus_id]
-    labels = {r.run_id: run_label(r) for r in runs.itertuples(index=False)}
+    labels = run_labels(db, corpus_id)
     picked = st.multiselect("Runs on this corpus (none picked: every run)", list(labels), key="usage_runs",
                             format_func=lambda r: display_text(labels[r]))
     return picked or None

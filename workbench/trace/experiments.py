@@ -1,0 +1,216 @@
+"""Experiments in the trace store (docs/experiments.md): datasets, their expectations, named runs.
+
+An `eval` of a questions file records, when the run ends, the file as a dataset (its name and content
+hash; its expectations one row per line, stored once per dataset) and an `experiments` row tying the run
+to it with its optional name (unique), tags and whole configuration (secrets redacted as everywhere:
+`rows.redact_config`). The scoring over them is `scoring.py`; the tables and the
+`expectation_results` view are migration m011 (`schema_m011.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import WorkbenchError
+from ..questions import Dataset
+from .reader import TraceReader
+from .rows import redact_config, to_json
+
+
+class ExperimentError(WorkbenchError):
+    """A run name taken or unknown, or a baseline that cannot be compared."""
+
+
+def dataset_id(dataset: Dataset) -> str:
+    return hashlib.sha256(f"{dataset.name}\0{dataset.content_hash}".encode()).hexdigest()[:32]
+
+
+def _expectation_rows(did: str, dataset: Dataset) -> list[tuple]:
+    rows = []
+    for q in dataset.questions:
+        qid = None if q.id is None else q.id if isinstance(q.id, str) else json.dumps(q.id, ensure_ascii=False)
+        rows.append((did, q.line, qid, q.text, q.kind, list(q.expected), q.expect_no_sources, list(q.must_cite),
+                     list(q.must_not_cite), list(q.tags), to_json(q.extra) if q.extra else None))
+    return rows
+
+
+def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None = None,
+                      tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None) -> None:
+    """Tie `run_id` to `dataset` (stored with its expectations when new) under `name`, in one transaction of
+    `writer` (a `TraceWriter`). A run already recorded keeps its row (a resumed run); a name another run
+    holds raises `ExperimentError`."""
+    import duckdb
+
+    did = dataset_id(dataset)
+    now = datetime.now(timezone.utc)
+    with writer.connect() as con:
+        con.execute("BEGIN")
+        try:
+            have = con.execute("SELECT name FROM experiments WHERE run_id = ?", [run_id]).fetchone()
+            if have is not None:
+                con.execute("ROLLBACK")
+                if name is not None and have[0] != name:
+                    raise ExperimentError(f"run {run_id} is already recorded as {have[0] or '(unnamed)'!r}, "
+                                          f"not {name!r}")
+                return
+            if con.execute("SELECT 1 FROM datasets WHERE dataset_id = ?", [did]).fetchone() is None:
+                con.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)",
+                            [did, dataset.name, dataset.content_hash, len(dataset.questions), now])
+                con.executemany("INSERT INTO expectations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                _expectation_rows(did, dataset))
+            con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?)",
+                        [run_id, name, did, to_json(dict(tags or {})), to_json(redact_config(dict(config or {}))), now])
+            if name is not None:  # a named run is frozen: an unnamed eval of the same batch never resumes it
+                con.execute("UPDATE runs SET run_key = run_key || ' @' || ? WHERE run_id = ? AND run_key IS NOT NULL",
+                            [name, run_id])
+            con.execute("COMMIT")
+        except duckdb.ConstraintException:
+            con.execute("ROLLBACK")
+            raise ExperimentError(f"the run name {name!r} is already taken; pick another --name") from None
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+
+
+def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    """A run's whole configuration for its `experiments` row: `fields` (retriever, mode, k, …) plus the provider
+    and the options worth recording (`providers.options.recorded`: secret options never are)."""
+    from ..providers import declared
+    from ..providers.options import recorded
+
+    return {"provider": provider, "options": recorded(declared(provider, "options_schema"), dict(options or {})),
+            **fields}
+
+
+def _reader(db: str | Path | TraceReader) -> TraceReader:
+    return db if isinstance(db, TraceReader) else TraceReader(db)
+
+
+def _has_experiments(reader: TraceReader) -> bool:
+    if not reader.path.exists():
+        return False
+    reader.check()
+    return "m011_experiments" not in (reader._missing or [])
+
+
+def named_run(db: str | Path | TraceReader, name: str) -> str | None:
+    """The run that holds `name`, or None (also when the database or its experiments table does not exist yet)."""
+    reader = _reader(db)
+    if not _has_experiments(reader):
+        return None
+    _, rows = reader.rows("SELECT run_id FROM experiments WHERE name = ?", [name])
+    return rows[0][0] if rows else None
+
+
+def check_name_free(db: str | Path, name: str, resuming: str | None = None) -> None:
+    """Refuse a run name another run holds (`resuming`: the run id being resumed, which may hold it)."""
+    owner = named_run(db, name)
+    if owner is not None and owner != resuming:
+        raise ExperimentError(f"the run name {name!r} is already taken by run {owner} in {db}; pick another --name "
+                              f"(or give --run-id {owner} to finish that run if it was interrupted)")
+
+
+def parse_tags(items: list[str]) -> dict[str, str]:
+    """`--tag k=v` values as a dict; a malformed one raises `ExperimentError` naming it."""
+    tags: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ExperimentError(f"--tag {item!r}: give a tag as KEY=VALUE, e.g. --tag branch=main")
+        tags[key.strip()] = value.strip()
+    return tags
+
+
+#: The columns `runs list` and the app show per experiment run (newest first).
+RUNS_SQL = """
+SELECT e.name, e.run_id, r.created_at, r.provider, r.model, r.retriever, r.mode, r.k,
+       r.corpus_id AS corpus, r.corpus_hash, d.name AS dataset, d.content_hash AS dataset_hash,
+       d.questions, e.tags_json, e.config_json
+FROM experiments e JOIN runs r USING (run_id) JOIN datasets d USING (dataset_id)
+"""
+
+
+def _run_dict(columns: list[str], row: tuple) -> dict[str, Any]:
+    out = dict(zip(columns, row))
+    out["tags"] = json.loads(out.pop("tags_json") or "{}")
+    out["config"] = json.loads(out.pop("config_json") or "{}")
+    return out
+
+
+def list_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
+    """Every run recorded as an experiment, newest first, with its corpus, dataset, tags and configuration."""
+    reader = _reader(db)
+    if not _has_experiments(reader):
+        return []
+    columns, rows = reader.rows(RUNS_SQL + " ORDER BY r.created_at DESC")
+    return [_run_dict(columns, r) for r in rows]
+
+
+def find_run(db: str | Path | TraceReader, ref: str) -> dict[str, Any]:
+    """The experiment run named `ref` (or whose run id is `ref`); `ExperimentError` listing the names otherwise."""
+    reader = _reader(db)
+    if _has_experiments(reader):
+        columns, rows = reader.rows(RUNS_SQL + " WHERE e.name = ? OR e.run_id = ? ORDER BY e.name NULLS LAST",
+                                    [ref, ref])
+        if rows:
+            return _run_dict(columns, rows[0])
+        _, names = reader.rows("SELECT name FROM experiments WHERE name IS NOT NULL ORDER BY recorded_at DESC LIMIT 20")
+        known = ", ".join(n for (n,) in names) or "none yet"
+    else:
+        known = "none yet"
+    raise ExperimentError(f"no run named {ref!r} in {reader.path} (named runs: {known}; `workbench runs list`)")
+
+
+def run_label(run: Mapping[str, Any]) -> str:
+    """A run as one line for pickers and charts: its name (or provider · retriever · mode), corpus and dataset."""
+    what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
+    parts = [what or "run", f"corpus {run['corpus']}" if run.get("corpus") else None,
+             f"dataset {run['dataset']}" if run.get("dataset") else None]
+    when = run.get("created_at")
+    if not run.get("name") and when is not None:
+        parts.append(when.strftime("%Y-%m-%d %H:%M") if hasattr(when, "strftime") else str(when))
+    if not run.get("name") and run.get("run_id"):
+        parts.append(str(run["run_id"])[:8])
+    return " · ".join(p for p in parts if p)
+
+
+def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any] | None:
+    """One stored turn as the Experiments page links to it: the turn and its run, its documents with their
+    membership in the three sets (and verdicts, when verified), its citations. None when there is no such turn."""
+    reader = _reader(db)
+    columns, rows = reader.rows(
+        "SELECT t.turn_id, t.run_id, e.name AS run_name, t.question, t.answer, t.status, t.error, t.started_at, "
+        "t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
+        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN experiments e USING (run_id) WHERE t.turn_id = ?",
+        [turn_id])
+    if not rows:
+        return None
+    out = dict(zip(columns, rows[0]))
+    out["documents"] = reader.rows(
+        "SELECT doc_id, title, retrieved, cited, consulted, exposure, reason, verdict FROM source_verdicts "
+        "WHERE turn_id = ? ORDER BY position", [turn_id])
+    out["citations"] = reader.rows(
+        "SELECT idx, target, doc_id, valid, reason, nearest_doc_id FROM citations WHERE turn_id = ? ORDER BY idx",
+        [turn_id])
+    return out
+
+
+def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
+    """Every run, newest first, for run pickers: its configuration, corpus, number of turns and, for an experiment
+    run, its name and dataset (NULL otherwise, and on a database written before experiments existed)."""
+    reader = _reader(db)
+    known = _has_experiments(reader)
+    columns, rows = reader.rows(
+        "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "
+        "r.corpus_id AS corpus, " + ("e.name, d.name AS dataset, " if known else "NULL AS name, NULL AS dataset, ")
+        + "(SELECT count(*) FROM turns t WHERE t.run_id = r.run_id) AS turns FROM runs r "
+        + ("LEFT JOIN experiments e USING (run_id) LEFT JOIN datasets d USING (dataset_id) " if known else "")
+        + "ORDER BY r.created_at DESC")
+    return [dict(zip(columns, r)) for r in rows]

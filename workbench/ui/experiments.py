@@ -1,0 +1,94 @@
+"""The Experiments page: a leaderboard of eval runs with 95 % intervals as error bars, the questions whose
+result changed, and each question's turn (its three sets and citations) from the trace store.
+
+A thin shell: the scores come from `workbench.trace.scoring` (through `analysis.experiments`), the turn
+from `trace.experiments.turn_provenance`. Untrusted text (questions, answers, titles) goes through
+`escape_markdown` or widgets that never parse markdown (`st.dataframe`, `st.text`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from ..errors import WorkbenchError
+from ..render import escape_markdown
+
+TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn
+
+
+def show(db: str | None) -> None:
+    from ..config import default_db_path
+
+    path = Path(db or default_db_path())
+    if not path.exists():
+        st.info(escape_markdown(f"No trace database at {path} yet: run `workbench eval QUESTIONS.jsonl --name NAME` "
+                                "(docs/experiments.md)."))
+        return
+    try:
+        turn = st.query_params.get(TURN_PARAM)
+        if turn:
+            show_turn(path, turn)
+            st.divider()
+        board(path)
+    except WorkbenchError as exc:
+        st.error(escape_markdown(str(exc)), icon="⚠️")
+
+
+def board(path: Path) -> None:
+    from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
+    from ..trace.experiments import list_runs, run_label
+
+    runs = list_runs(path)
+    if not runs:
+        st.info("No experiment runs yet: `workbench eval QUESTIONS.jsonl --name NAME` records one (docs/experiments.md).")
+        return
+    labels = {(r["name"] or r["run_id"]): run_label(r) for r in runs}
+    named = [key for key, r in zip(labels, runs) if r["name"]]
+    st.session_state.setdefault("exp_runs", (named or list(labels))[:2][::-1])
+    picked = st.multiselect("Runs", list(labels), format_func=labels.get, key="exp_runs")
+    if not picked:
+        st.caption("Pick one or more runs.")
+        return
+    result = compare_runs(path, picked)
+    st.subheader("Leaderboard")
+    st.plotly_chart(leaderboard_figure(result), width="stretch", key="exp-chart")
+    st.dataframe(leaderboard_table(result), hide_index=True, width="stretch")
+    if len(picked) < 2:
+        return
+    st.subheader(f"Questions that changed ({len(result['diff'])})")
+    if not result["diff"]:
+        st.success("Every question passed or failed alike and consulted the same documents in these runs.")
+        return
+    df = diff_table(result, link=f"?{TURN_PARAM}=")
+    links = {c: st.column_config.LinkColumn(c, display_text="open turn") for c in df.columns if c.endswith(": turn")}
+    st.dataframe(df, hide_index=True, width="stretch", column_config=links)
+
+
+def show_turn(path: Path, turn_id: str) -> None:
+    from ..trace.experiments import turn_provenance
+
+    turn = turn_provenance(path, turn_id)
+    if turn is None:
+        st.warning(escape_markdown(f"No turn {turn_id} in {path}."), icon="⚠️")
+        return
+    st.subheader("Turn")
+    st.markdown(escape_markdown(f"{turn['question']}"))
+    st.caption(escape_markdown(f"run {turn['run_name'] or turn['run_id'][:8]} · {turn['provider']} · "
+                               f"{turn['retriever']} · {turn['mode']} · k={turn['k']} · corpus {turn['corpus']} · "
+                               f"status {turn['status']} · {turn['latency_ms'] or 0:.0f} ms"))
+    if turn["error"]:
+        st.error(escape_markdown(turn["error"]), icon="🚫")
+    with st.expander("Answer (as the model wrote it)"):
+        st.text(turn["answer"] or "")
+    columns, rows = turn["documents"]
+    docs = pd.DataFrame(rows, columns=columns)
+    st.markdown("**Documents** — retrieved, cited, consulted (the sources row is the consulted ones)")
+    st.dataframe(docs.sort_values(["consulted", "cited"], ascending=False, kind="stable"), hide_index=True,
+                 width="stretch")
+    columns, rows = turn["citations"]
+    if rows:
+        st.markdown("**Citations**")
+        st.dataframe(pd.DataFrame(rows, columns=columns), hide_index=True, width="stretch")
