@@ -369,6 +369,21 @@ def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     return _BEARER.sub(r"\1[redacted]", text)
 
 
+def redirect_refused(where: str, code: int | None, exc: BaseException, setting: str) -> tuple[str, str] | None:
+    """("redirect_refused", message) when the server answered a redirect (3xx), else None.
+
+    No provider's client follows a redirect (`paths.NO_REDIRECTS`, docs/security.md): the request went to
+    the configured or allowed server only, and the turn ends instead of sending it on.
+    """
+    if code is None or not 300 <= code < 400:
+        return None
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    location = headers.get("location") if headers is not None else None
+    to = f" to {location}" if location else ""
+    return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "
+                                f"nothing was sent there: set {setting} to the server that answers itself")
+
+
 def exception_kind(exc: BaseException) -> str | None:
     """"timeout" or "connection" for transport errors of any HTTP stack (httpx, httpx2, requests), else None."""
     names = {c.__name__ for c in type(exc).__mro__}

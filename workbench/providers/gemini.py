@@ -24,10 +24,11 @@ import time
 from typing import Any
 
 from ..errors import ProviderError
+from ..paths import NO_REDIRECTS
 from ..types import ModelCall
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, basic_auth_headers,
-                   exception_kind, failure_of, network_options_schema, network_settings, split_userinfo,
-                   with_retries)
+                   exception_kind, failure_of, network_options_schema, network_settings, redirect_refused,
+                   split_userinfo, with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -206,6 +207,9 @@ class GeminiProvider(Provider):
         detail = str(getattr(exc, "message", None) or exc)[:300]
         tries = f" after {retries + 1} attempts" if retries else ""
         key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENVS[0]})"
+        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
+        if refused:
+            return refused
         if code in (401, 403) or (code == 400 and ("API key" in detail or "API_KEY" in str(exc))):
             return "auth_error", (f"Gemini refused the API key ({code}: {detail}); set {key_var} to a valid key "
                                   "from https://aistudio.google.com/apikey")
@@ -236,7 +240,7 @@ def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_vers
     from google.genai import types
 
     http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version,
-                             headers=basic_auth_headers(auth))
+                             headers=basic_auth_headers(auth), client_args=dict(NO_REDIRECTS))
     return genai.Client(api_key=api_key, vertexai=False, http_options=http)
 
 

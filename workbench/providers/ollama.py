@@ -23,9 +23,10 @@ import os
 import time
 from typing import Any
 
+from ..paths import NO_REDIRECTS
 from ..types import ModelCall
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure,
-                   network_options_schema, network_settings, split_userinfo, with_retries)
+                   network_options_schema, network_settings, redirect_refused, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -108,6 +109,9 @@ class OllamaProvider(Provider):
         code = _status(exc)
         detail = str(getattr(exc, "error", None) or exc)[:300]
         tries = f" after {retries + 1} attempts" if retries else ""
+        refused = redirect_refused(f"Ollama at {self.where}", code, exc, "OLLAMA_HOST (or the host option)")
+        if refused:
+            return refused
         if code in (401, 403):
             return "auth_error", (f"Ollama at {self.where} refused the request ({code}: {detail}); set {KEY_ENV} "
                                   f"to a valid key for this server, or point OLLAMA_HOST at your own Ollama")
@@ -153,7 +157,7 @@ def _shared_client(host: str | None, timeout: float, api_key: str | None, auth: 
     """
     import ollama  # the SDK is imported only here, and only when used
 
-    return ollama.Client(host=host, timeout=timeout, **({"auth": auth} if auth else {}))
+    return ollama.Client(host=host, timeout=timeout, **NO_REDIRECTS, **({"auth": auth} if auth else {}))
 
 
 def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,8 +27,10 @@ import time
 from typing import Any, Mapping
 
 from ..errors import ProviderError
+from ..paths import NO_REDIRECTS
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, basic_auth_headers, failure_of,
-                   network_options_schema, network_settings, setting, split_userinfo, with_retries)
+                   network_options_schema, network_settings, redirect_refused, setting, split_userinfo,
+                   with_retries)
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -131,6 +133,9 @@ class OpenAIProvider(ChatCompletions, Provider):
         kind, detail = error_detail(getattr(exc, "body", None) or str(exc))
         tries = f" after {retries + 1} attempts" if retries else ""
         key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENV})"
+        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
+        if refused:
+            return refused
         if isinstance(exc, openai.APITimeoutError):
             return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
                                f"retry, or raise {TIMEOUT_ENV}")
@@ -172,7 +177,8 @@ def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tup
     import openai  # the SDK is imported only here, and only when used
 
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
-                         default_headers=basic_auth_headers(auth))
+                         default_headers=basic_auth_headers(auth),
+                         http_client=openai.DefaultHttpxClient(timeout=timeout, **NO_REDIRECTS))
 
 
 def _transient(exc: BaseException) -> bool:
