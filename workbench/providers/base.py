@@ -11,6 +11,8 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import time
@@ -172,6 +174,7 @@ def get_provider(name: str, model: str | None = None, **options: Any) -> Provide
 
 #: Defaults for network providers; each can be overridden per provider option or environment.
 TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
+BUDGET_ENV = "WORKBENCH_TURN_BUDGET"
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
 MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the largest `backoff`
@@ -179,10 +182,12 @@ MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the la
 MAX_RETRY_AFTER = 60.0
 #: The largest `timeout` (seconds per request) and `retries` a network provider takes.
 MAX_TIMEOUT, MAX_RETRIES = 600.0, 10
+#: Seconds one turn may spend in a network provider's requests and waits (`budget`): by default, and at most.
+DEFAULT_BUDGET, MAX_BUDGET = 900.0, 3600.0
 
 
 def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    """The `options_schema` of a network provider: its own `properties` plus timeout, retries and backoff."""
+    """The `options_schema` of a network provider: its own `properties` plus timeout, retries, backoff, budget."""
     return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
 
 
@@ -195,6 +200,9 @@ NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
     "backoff": {"type": "number", "minimum": 0, "maximum": MAX_BACKOFF, "title": "Backoff (s)",
                 "description": f"first wait before a retry, doubled each time up to {MAX_BACKOFF:g} s (default "
                                f"${BACKOFF_ENV}, else {DEFAULT_BACKOFF:g})"},
+    "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUDGET, "title": "Turn budget (s)",
+               "description": f"seconds a whole turn may spend on requests and waits; then it ends with status "
+                              f"over_budget (default ${BUDGET_ENV}, else {DEFAULT_BUDGET:g})"},
 }
 
 
@@ -203,13 +211,14 @@ def backoff_delay(backoff: float, attempt: int) -> float:
     return min(MAX_BACKOFF, backoff * 2 ** attempt)
 
 
-def network_settings(timeout: float | None, retries: int | None, backoff: float | None,
-                     default_timeout: float) -> tuple[float, int, float]:
-    """(timeout, retries, backoff) of a network provider: each option if given, else its variable, else the
-    default, each within its bounds in `NETWORK_OPTIONS`."""
+def network_settings(timeout: float | None, retries: int | None, backoff: float | None, budget: float | None,
+                     default_timeout: float) -> tuple[float, int, float, float]:
+    """(timeout, retries, backoff, budget) of a network provider: each option if given, else its variable,
+    else the default, each within its bounds in `NETWORK_OPTIONS`."""
     return (setting(timeout, TIMEOUT_ENV, default_timeout, NETWORK_OPTIONS["timeout"], "timeout"),
             int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES, NETWORK_OPTIONS["retries"], "retries")),
-            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
+            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"),
+            setting(budget, BUDGET_ENV, DEFAULT_BUDGET, NETWORK_OPTIONS["budget"], "budget"))
 
 
 def setting(value: Any, env: str, default: float, prop: Mapping[str, Any] | None = None,
@@ -253,17 +262,45 @@ class Failed(Exception):
         self.retries = retries
 
 
+#: Inside `turn_clock`: [when the turn's first model request started, or None before it].
+_TURN_STARTED: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("turn_started", default=None)
+
+
+@contextlib.contextmanager
+def turn_clock():
+    """One turn (the agent opens one per turn): the time budget of every provider call inside counts from the
+    turn's first model request, so building a retrieval index before it costs no budget."""
+    token = _TURN_STARTED.set([None])
+    try:
+        yield
+    finally:
+        _TURN_STARTED.reset(token)
+
+
 def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
                  sleep: Callable[[float], None] = time.sleep,
-                 retry_after: Callable[[BaseException], float | None] | None = None) -> tuple[T, int]:
+                 retry_after: Callable[[BaseException], float | None] | None = None,
+                 budget: float | None = None) -> tuple[T, int]:
     """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
     `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
 
     `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
     backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
+
+    `budget` (seconds) bounds the whole turn (from its first model request, see `turn_clock`; outside a
+    turn, from this call): no attempt starts once it is spent, and no wait runs past it; either ends the
+    turn with status `over_budget`. A turn's requests therefore end within its budget plus at most one
+    request's timeout.
     """
+    turn = _TURN_STARTED.get()
+    if turn is not None and turn[0] is None:
+        turn[0] = time.perf_counter()
+    started = turn[0] if turn is not None else time.perf_counter()
+    deadline = None if budget is None else started + budget
     attempt = 0
     while True:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise Failed(_over_budget(budget, attempt, None), attempt)
         try:
             return fn(), attempt
         except Exception as exc:
@@ -272,8 +309,20 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
             asked = retry_after(exc) if retry_after is not None else None
             if asked is not None and asked > MAX_RETRY_AFTER:
                 raise Failed(exc, attempt) from None
-            sleep(asked if asked is not None else backoff_delay(backoff, attempt))
+            wait = asked if asked is not None else backoff_delay(backoff, attempt)
+            if deadline is not None and time.perf_counter() + wait >= deadline:
+                raise Failed(_over_budget(budget, attempt + 1, exc), attempt) from None
+            sleep(wait)
             attempt += 1
+
+
+def _over_budget(budget: float, attempts: int, last: BaseException | None) -> "ProviderError":
+    from ..errors import ProviderError
+
+    tried = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else " before the next model call"
+    why = f" (the last answer: {type(last).__name__}: {str(last)[:200]})" if last is not None else ""
+    return ProviderError(f"the turn used up its time budget of {budget:g} s{tried}{why}; retry later, or raise "
+                         f"the budget option or ${BUDGET_ENV} (at most {MAX_BUDGET:g} s)", status="over_budget")
 
 
 def failure_of(provider: Provider, exc: BaseException, describe: Callable[[BaseException, int], tuple[str, str]],

@@ -58,14 +58,15 @@ class GeminiProvider(Provider):
 
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-                 **options: Any):
+                 budget: float | None = None, **options: Any):
         super().__init__(model or os.environ.get("GEMINI_MODEL") or DEFAULT_MODEL, **options)
         self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
         self.__key = api_key or os.environ.get(self._key_var) or None
         # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
         self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
         self._client = None
         self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
         self._server_ids: set[str] = set()
@@ -118,7 +119,8 @@ class GeminiProvider(Provider):
         try:
             response, retries = with_retries(
                 lambda: client.models.generate_content(model=self.model, contents=contents, config=config),
-                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500)
+                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500,
+                budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
         latency = round((time.perf_counter() - start) * 1000, 3)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..paths import NO_REDIRECTS
 from ..types import ModelCall
-from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure,
+from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure_of,
                    network_options_schema, network_settings, redirect_refused, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
@@ -53,11 +53,13 @@ class OllamaProvider(Provider):
         return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
-                 retries: int | None = None, backoff: float | None = None, **options: Any):
+                 retries: int | None = None, backoff: float | None = None,
+                 budget: float | None = None, **options: Any):
         super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
         self.host, self._auth = split_userinfo(host or os.environ.get("OLLAMA_HOST") or None)
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
         self._client = None
 
     @property
@@ -90,10 +92,9 @@ class OllamaProvider(Provider):
         try:
             response, retries = with_retries(
                 lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
-                self.retries, self.backoff, _transient)
+                self.retries, self.backoff, _transient, budget=self.budget)
         except Failed as exc:
-            status, message = self._describe(exc.error, exc.retries)
-            raise failure(self, status, message, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
+            raise failure_of(self, exc.error, self._describe, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
         latency = (time.perf_counter() - start) * 1000
         message = response.message
         requests = []

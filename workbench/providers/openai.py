@@ -56,6 +56,7 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+                 budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  **options: Any):
         super().__init__(model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL, **options)
@@ -66,7 +67,8 @@ class OpenAIProvider(ChatCompletions, Provider):
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
         self.__key = api_key or os.environ.get(KEY_ENV) or None
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
         limit = setting(max_tokens, MAX_TOKENS_ENV, 0, self.options_schema["properties"]["max_tokens"], "max_tokens")
         self.max_tokens = int(limit) if limit else None
         self.temperature = temperature
@@ -111,7 +113,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         try:
             response, retries = with_retries(
                 lambda: client.chat.completions.create(model=self.model, **request), self.retries, self.backoff,
-                _transient, retry_after=_retry_after)
+                _transient, retry_after=_retry_after, budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
         latency = (time.perf_counter() - start) * 1000
