@@ -4,6 +4,8 @@ app's number inputs — before anything is allocated or sent (docs/security.md, 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from loopback import OLLAMA, ScriptedServer
@@ -123,3 +125,37 @@ def test_the_sidebar_number_inputs_take_their_bounds_from_the_schema(app):
             assert box.min == prop.get("minimum"), (provider, name, box.min)
     assert app.sidebar.selectbox(key="cfg_provider").set_value("llamacpp").run().sidebar.number_input(
         key="cfg_opt_llamacpp_n_ctx").max == 32768
+
+
+def fake_gguf(path, context: int, arch: str = "llama") -> str:
+    """A GGUF header (no tensors) saying the model was trained on `context` tokens."""
+    import struct
+
+    def s(text: str) -> bytes:
+        return struct.pack("<Q", len(text.encode())) + text.encode()
+
+    kvs = [s("general.architecture") + struct.pack("<I", 8) + s(arch),
+           s("general.languages") + struct.pack("<IIQ", 9, 8, 1) + s("en"),
+           s(f"{arch}.context_length") + struct.pack("<II", 4, context)]
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs))
+    return str(path)
+
+
+def test_the_trained_context_is_read_from_the_gguf_header(tmp_path):
+    from workbench.providers.llamacpp import default_gguf, trained_context
+
+    assert trained_context(Path(fake_gguf(tmp_path / "m.gguf", 2048))) == 2048
+    assert trained_context(tmp_path / "absent.gguf") is None
+    if default_gguf() is not None:
+        assert trained_context(default_gguf()) == 8192  # SmolLM2-135M's
+
+
+def test_a_context_longer_than_the_model_was_trained_for_is_refused_before_loading(tmp_path, demo_session):
+    from workbench.providers import llamacpp
+
+    model = fake_gguf(tmp_path / "short.gguf", 2048)
+    loads = llamacpp.load_count
+    record = demo_session.ask(QUESTION, provider="llamacpp", model=model, n_ctx=4096, judge=None).record
+    assert record.status == "config_error", (record.status, record.error)
+    assert "n_ctx 4096" in record.error and "2048" in record.error and "trained" in record.error, record.error
+    assert llamacpp.load_count == loads

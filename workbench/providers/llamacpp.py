@@ -38,6 +38,10 @@ evaluated whole and another from the cache, whatever the seed). The option is ma
 schema, and verification by ablation turns it off (`verify.pinned_options`).
 The default tool protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
 
+Bounds (docs/security.md): `n_ctx` is at most `MAX_N_CTX` and at most the context the model was trained for
+(`trained_context`, read from the GGUF header), `threads` at most the machine's CPUs; both are checked before
+llama.cpp allocates anything, and a value outside is a `config_error`.
+
 Faults end the turn with a status (docs/providers.md): no such file (`unknown_model`), not a GGUF file
 or one llama.cpp cannot load (`bad_model`), a conversation longer than the context
 (`context_overflow`), a schema-forced step cut off at the token limit (`truncated`).
@@ -197,6 +201,61 @@ def check_gguf(path: str | None) -> Path:
     return p
 
 
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def trained_context(path: Path) -> int | None:
+    """The context length the GGUF at `path` was trained for (`<architecture>.context_length` in its header),
+    or None when the header does not say within its first keys. Reads a few KB: the keys come before the
+    tokenizer's."""
+    import struct
+
+    def read(fmt: str):
+        size = struct.calcsize(fmt)
+        data = fh.read(size)
+        if len(data) != size:
+            raise ValueError("short header")
+        return struct.unpack(fmt, data)[0]
+
+    def string() -> str:
+        n = read("<Q")
+        if n > 65536:
+            raise ValueError("not a key or a short value")
+        return fh.read(n).decode("utf-8", "replace")
+
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != GGUF_MAGIC or read("<I") < 2:
+                return None
+            read("<Q")  # tensors
+            arch = None
+            for _ in range(min(read("<Q"), 256)):
+                key, kind = string(), read("<I")
+                if key.startswith("tokenizer."):
+                    return None
+                if kind == _GGUF_STRING:
+                    value = string()
+                elif kind in _GGUF_SCALARS:
+                    value = read(_GGUF_SCALARS[kind])
+                elif kind == _GGUF_ARRAY:  # a short list (general.languages, tags): skipped
+                    item, n = read("<I"), read("<Q")
+                    if n > 1024 or item not in (*_GGUF_SCALARS, _GGUF_STRING):
+                        return None
+                    for _ in range(n):
+                        string() if item == _GGUF_STRING else read(_GGUF_SCALARS[item])
+                    continue
+                else:
+                    return None
+                if key == "general.architecture":
+                    arch = value
+                elif arch and key == f"{arch}.context_length" and isinstance(value, int) and value > 0:
+                    return value
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def configured_gguf(env: Mapping[str, str]) -> str | None:
     """The GGUF a provider given no model runs: `$WORKBENCH_GGUF`, else the default model, else None."""
     if env.get(GGUF_ENV):
@@ -211,9 +270,17 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
     global load_count
     # Bounded before anything else (docs/security.md): an option, or its variable, outside its range is a
     # config_error naming it, the value and the range; llama.cpp is never asked to allocate it.
+    asked = n_ctx is not None or bool(os.environ.get(N_CTX_ENV, "").strip())
     n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX, N_CTX_OPTION, "n_ctx"))
     threads = int(setting(threads, THREADS_ENV, min(default_threads(), MAX_THREADS), THREADS_OPTION, "threads"))
     gguf = check_gguf(path or configured_gguf(os.environ))
+    trained = trained_context(gguf)
+    if trained and n_ctx > trained:
+        if asked:  # a longer context than the model was trained for costs memory and gives nothing
+            raise ProviderError(f"n_ctx {n_ctx} is more than the {trained} tokens model {gguf.name} was trained "
+                                f"for: set n_ctx (the `n_ctx` option or ${N_CTX_ENV}) to at most {trained}",
+                                status="config_error")
+        n_ctx = trained  # the default, for a model trained on a shorter context
     key = (str(gguf.absolute()), n_ctx, threads)
     with _LOCK:
         if key in _MODELS:
