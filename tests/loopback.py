@@ -44,6 +44,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
@@ -110,6 +111,34 @@ class ScriptedServer(LoopbackServer):
 
     def posts(self) -> list[Request]:
         return [r for r in self.requests if r.method == "POST"]
+
+
+@dataclass
+class RedirectServer(LoopbackServer):
+    """Answer every request with `status` and `Location: <target><the request's path>`, and record the requests."""
+
+    target: str
+    status: int = 307
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _redirect(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                server.requests.append(Request(self.command, self.path, dict(self.headers), body))
+                send(self, server.status, b"", headers={"Location": server.target + self.path})
+
+            do_GET = do_POST = _redirect
+
+        self._serve(Handler)
 
 
 def refused_url() -> str:

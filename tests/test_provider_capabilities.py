@@ -107,13 +107,13 @@ def test_the_notebooks_offer_only_configured_providers():
     ("offline", {"faults": ["nope"]}, "'nope' is not one of: corrupt_id"),
     ("offline", {"faults": ["corrupt_id", "corrupt_id"]}, "lists an item twice"),
     ("offline", {"faults": "corrupt_id"}, "is not an array"),
-    ("ollama", {"faults": ["corrupt_id"]}, "provider 'ollama' has no option 'faults' (its options: backoff, host"),
-    ("ollama", {"timeout": 0}, "must be more than 0"),
+    ("ollama", {"faults": ["corrupt_id"]}, "provider 'ollama' has no option 'faults' (its options: backoff, budget, host"),
+    ("ollama", {"timeout": 0}, "0 is outside the allowed range (more than 0, at most 600)"),
     ("ollama", {"retries": 1.5}, "is not an integer"),
     ("gemini", {"retries": True}, "is not an integer"),
-    ("openai", {"faults": ["corrupt_id"]}, "provider 'openai' has no option 'faults' (its options: api_key, backoff"),
+    ("openai", {"faults": ["corrupt_id"]}, "provider 'openai' has no option 'faults' (its options: api_key, backoff, base_url, budget"),
     ("llamacpp", {"host": "x"}, "provider 'llamacpp' has no option 'host' (its options: cache_prompt, max_tokens, n_ctx"),
-    ("llamacpp", {"n_ctx": 16}, "16 is less than 256"),
+    ("llamacpp", {"n_ctx": 16}, "16 is outside the allowed range (256 to 32768)"),
 ])
 def test_get_provider_checks_options_against_the_schema(name, options, message):
     with pytest.raises(ProviderOptionError, match=re.escape(message)):

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
-from .providers.base import Provider, scrub_secrets
+from .providers.base import Provider, scrub_secrets, turn_clock
 from .tools import Toolbox
 from .types import MODES, Excerpt, ModelCall, ToolCall, TurnRecord
 
@@ -48,11 +48,12 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
            "corpus_id": toolbox.corpus.corpus_id, "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
     state = _Turn()
     try:
-        if mode == "agent":
-            driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
-            _agent_loop(question, driver, toolbox, max_steps, state)
-        else:
-            _excerpt_turn(question, provider, toolbox, k, state)
+        with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
+            if mode == "agent":
+                driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
+                _agent_loop(question, driver, toolbox, max_steps, state)
+            else:
+                _excerpt_turn(question, provider, toolbox, k, state)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
         if exc.call is not None:  # the failed call's latency and retries

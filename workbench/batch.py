@@ -111,7 +111,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     the session's one loaded index; a verifying batch is its own run."""
     options = dict(options or {})
     from .providers import declared
-    from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, setting
+    from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, setting
     from .providers.options import recorded
     from .trace import TraceReader
 
@@ -161,7 +161,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     # a provider that answers one turn at a time (an in-process model) gets at most that many workers
     limit = declared(provider, "max_concurrent_turns")
     concurrency = result.concurrency = min(concurrency, limit) if limit else concurrency
-    pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
+    pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
     counter = threading.Lock()
 
     def ask(q: str):

@@ -14,7 +14,8 @@ Servers are confined the same way: a provider option that names a server (`"form
 `options_schema`: Ollama's host, the base URL of Gemini or an OpenAI-compatible server) is the
 operator's environment default unless a visitor names one listed in `$WORKBENCH_ALLOWED_SERVERS`.
 Otherwise a visitor could send the operator's API key, which goes with every request, to a server
-of their own, or make the app probe the operator's network.
+of their own, or make the app probe the operator's network. No HTTP client the project builds follows
+a redirect (`NO_REDIRECTS`): an allowed server cannot forward a request to one that is not.
 
 The CLI is the operator's own tool and reads any file its user can; it does not call this.
 """
@@ -31,6 +32,10 @@ from .errors import PathNotAllowedError
 
 ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
 ALLOWED_SERVERS_ENV = "WORKBENCH_ALLOWED_SERVERS"
+#: Keyword arguments of every HTTP client the project builds for a model or embedding server (the `ollama`,
+#: `openai` and `google-genai` clients): a redirect is never followed, so a request goes to the configured
+#: or allowed server and nowhere else; a 3xx answer ends the request (docs/security.md, "Redirects").
+NO_REDIRECTS = {"follow_redirects": False}
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # a scheme of two letters or more (not a drive letter)
 
 

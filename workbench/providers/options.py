@@ -31,29 +31,48 @@ def properties(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(schema.get("properties") or {})
 
 
-def _problem(prop: Mapping[str, Any], value: Any) -> str | None:
-    """Why `value` does not fit the property schema `prop`, or None."""
+def problem(prop: Mapping[str, Any], value: Any) -> str | None:
+    """Why `value` does not fit the property schema `prop` (its type, choices or range), or None."""
     kind = prop.get("type")
     expected = _TYPES.get(kind) if isinstance(kind, str) else None
     if expected is not None and (not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool))):
         return f"{value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     if "enum" in prop and value not in prop["enum"]:
         return f"{value!r} is not one of: {', '.join(map(str, prop['enum']))}"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in prop and value < prop["minimum"]:
-            return f"{value!r} is less than {prop['minimum']}"
-        if "exclusiveMinimum" in prop and value <= prop["exclusiveMinimum"]:
-            return f"{value!r} must be more than {prop['exclusiveMinimum']}"
-        if "maximum" in prop and value > prop["maximum"]:
-            return f"{value!r} is more than {prop['maximum']}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not _in_range(prop, value):
+        return f"{_number(value)} is outside the allowed range ({allowed_range(prop)})"
     if isinstance(value, (list, tuple)):
         if prop.get("uniqueItems") and len(set(map(repr, value))) != len(value):
             return "lists an item twice"
         for item in value:
-            why = _problem(prop.get("items") or {}, item)
+            why = problem(prop.get("items") or {}, item)
             if why:
                 return why
     return None
+
+
+def _in_range(prop: Mapping[str, Any], value: float) -> bool:
+    return (value == value  # not NaN
+            and ("minimum" not in prop or value >= prop["minimum"])
+            and ("exclusiveMinimum" not in prop or value > prop["exclusiveMinimum"])
+            and ("maximum" not in prop or value <= prop["maximum"]))
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if isinstance(value, int) or (value == value and float(value).is_integer()
+                                                          and abs(value) < 1e16) else repr(value)
+
+
+def allowed_range(prop: Mapping[str, Any]) -> str:
+    """The bounds of a numeric property in words: "256 to 32768", "more than 0, at most 600"."""
+    low = (f"more than {_number(prop['exclusiveMinimum'])}" if "exclusiveMinimum" in prop
+           else _number(prop["minimum"]) if "minimum" in prop else None)
+    high = _number(prop["maximum"]) if "maximum" in prop else None
+    if low is not None and high is not None:
+        return f"{low}, at most {high}" if low.startswith("more") else f"{low} to {high}"
+    if low is not None:
+        return low if low.startswith("more") else f"at least {low}"
+    return f"at most {high}" if high is not None else "any number"
 
 
 def check_options(provider: str, schema: Mapping[str, Any], options: Mapping[str, Any]) -> None:
@@ -64,7 +83,7 @@ def check_options(provider: str, schema: Mapping[str, Any], options: Mapping[str
         if name not in props:
             _check_known(provider, schema, props, name)
             continue
-        why = None if value is None else _problem(props[name], value)
+        why = None if value is None else problem(props[name], value)
         if why:
             raise ProviderOptionError(f"provider {provider!r} option {name!r}: {why}")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import EmbeddingError
+from ..paths import NO_REDIRECTS
 
 OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
 GEMINI_DEFAULT_MODEL = "gemini-embedding-001"
@@ -229,7 +230,7 @@ class OllamaEmbedding(Embedding):
         import ollama
 
         self.model_name = model
-        self._client = ollama.Client(host=host)
+        self._client = ollama.Client(host=host, **NO_REDIRECTS)  # an allowed server cannot forward the texts
 
     def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
         if self.model_name.startswith("nomic-embed"):  # nomic models are trained with task prefixes
@@ -252,7 +253,7 @@ class GeminiEmbedding(Embedding):
         from google.genai import types
 
         self.model_name = model
-        http_options = types.HttpOptions(base_url=base_url) if base_url else None
+        http_options = types.HttpOptions(base_url=base_url, client_args=dict(NO_REDIRECTS))  # never sent on
         self._client = genai.Client(api_key=api_key, http_options=http_options)
 
     def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:

@@ -127,7 +127,8 @@ class SpanSender:
         self._resource = sdk.Resource.create({PROJECT_NAME: self.project, "service.name": "provenance-workbench"})
         self._scope = sdk.InstrumentationScope("workbench", __version__)
         self._timeout = timeout
-        self._exporter = sdk.OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout, headers=headers)
+        self._exporter = sdk.OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout, headers=headers,
+                                              session=_no_redirects_session())
 
     def send(self, spans: Sequence[SpanSpec]) -> None:
         """Export `spans` in one request (the SDK retries transient failures within its timeout)."""
@@ -145,6 +146,26 @@ class SpanSender:
 
     def close(self) -> None:
         self._exporter.shutdown()
+
+
+def _no_redirects_session():
+    """The exporter's HTTP session: it follows no redirect (docs/security.md, "Redirects"), so the spans go to
+    the configured endpoint or nowhere; a 3xx fails the export."""
+    import requests  # the OTLP exporter's own HTTP stack
+
+    session = requests.Session()
+    session.max_redirects = 0
+    return session
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # the 3xx is raised as an HTTPError instead of being followed
+
+
+def _open(request: urllib.request.Request, timeout: float):
+    """`urlopen` that follows no redirect (docs/security.md, "Redirects")."""
+    return urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout)
 
 
 def _unreachable(endpoint: str, timeout: float) -> str | None:
@@ -230,7 +251,7 @@ def annotate_phoenix(turns: Iterable[tuple[str, list[SpanSpec]]], base: str, *,
     request = urllib.request.Request(f"{base}/v1/document_annotations", data=json.dumps({"data": data}).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _open(request, timeout) as response:
             response.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")[:300]

@@ -226,8 +226,9 @@ def modes_for(provider: str) -> tuple[str, ...]:
 
 def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
     """One input per property of the provider's `options_schema` (enum → select box, array of enums →
-    multiselect, boolean → checkbox, integer / number → number input, string → text input, a
-    `writeOnly` string → password input); returns the options set to something other than the default.
+    multiselect, boolean → checkbox, integer / number → number input within the schema's minimum and
+    maximum, string → text input, a `writeOnly` string → password input); returns the options set to
+    something other than the default.
     A string naming a server (`"format": "uri"`) is kept only when the operator allows that server
     (`paths.confine_server`, docs/security.md)."""
     chosen = []
@@ -247,9 +248,11 @@ def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
         elif kind == "checkbox":
             value = container.checkbox(label, value=bool(default), key=key, help=helptext)
         elif kind in ("integer", "number"):
-            low = prop.get("minimum")
-            value = container.number_input(label, value=default, min_value=low, key=key, help=helptext,
-                                           step=1 if kind == "integer" else None, placeholder="default")
+            cast = int if kind == "integer" else float  # the schema's bounds, in the input's own type
+            low, high = (None if prop.get(b) is None else cast(prop[b]) for b in ("minimum", "maximum"))
+            value = container.number_input(label, value=default, min_value=low, max_value=high, key=key,
+                                           help=helptext, step=1 if kind == "integer" else None,
+                                           placeholder="default")
         else:
             value = container.text_input(label, key=key, help=helptext, placeholder="default",
                                          type="password" if kind == "secret" else "default").strip() or None
