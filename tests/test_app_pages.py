@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apptest import unescape
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -110,3 +112,90 @@ def test_every_page_is_in_the_apps_navigation():
     app = (ROOT / "app.py").read_text(encoding="utf-8")
     missing = [p.name for p in sorted((ROOT / "pages").glob("*.py")) if f'"pages/{p.name}"' not in app]
     assert not missing, missing
+
+
+# --- compare: readable at 59 documents, columns from the sidebar, progress (issue 25 item 4, issue 23 item 6) ---
+
+
+@pytest.fixture
+def scripted_providers():
+    import scripted
+
+    scripted.register()
+    yield scripted
+    scripted.unregister()
+
+
+@pytest.mark.parametrize("mode", ["agent", "excerpts"])
+def test_compare_columns_start_from_the_sidebars_mode(db, mode):
+    at = AppTest.from_file(str(ROOT / "pages" / "1_Compare.py"), default_timeout=60)
+    at.session_state["cfg_mode"] = mode
+    at.run()
+    assert not at.exception, at.exception
+    at.segmented_control(key="cmp_count").set_value(4).run()
+    assert [at.radio(key=f"cmp_mode_{i}").value for i in range(4)] == [mode] * 4
+
+
+def _run_compare(db, question: str, modes: list[str]) -> AppTest:
+    at = page("1_Compare.py")
+    for i, mode in enumerate(modes):
+        at.radio(key=f"cmp_mode_{i}").set_value(mode)
+    at.text_input(key="cmp_question").set_value(question)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_compare_lists_cited_and_consulted_first_and_ten_documents_before_show_all(db):
+    at = _run_compare(db, "Which articles do you have?", ["agent", "excerpts"])
+    listing = at.session_state["cmp_turns"][0].payload
+    assert len(listing["sets"]["retrieved"]) == 59, "the listing retrieves every title"
+    lists = [m.value for m in at.markdown if m.value.startswith(("**Retrieved**", "**Cited**", "**Consulted**"))]
+    heads = [v.split("**")[1] for v in lists]
+    assert heads == ["Cited", "Cited", "Consulted", "Consulted", "Retrieved", "Retrieved"], heads
+    retrieved = lists[4]
+    assert retrieved.startswith("**Retrieved** (59)")
+    shown = [line for line in retrieved.splitlines() if line.startswith("- ")]
+    assert len(shown) == 10, "the first ten, the rest behind Show all"
+    more = [e for e in at.expander if e.label == "Show all 59 retrieved"]
+    assert len(more) == 1
+    rest = [line for m in more[0].markdown for line in m.value.splitlines() if line.startswith("- ")]
+    titles = {d["doc_id"]: d["title"] for d in listing["documents"]}
+    assert len(shown) + len(rest) == 59
+    assert {unescape(x[2:].split(" :violet-badge")[0].removeprefix(":violet-background[").rstrip("]"))
+            for x in shown + rest} == {titles[d] for d in listing["sets"]["retrieved"]}
+    assert not any(e.label.startswith("Show all") and "retrieved" in e.label and e.label != more[0].label
+                   for e in at.expander), "the 5 retrieved of column B need no Show all"
+
+
+def test_compare_chart_names_each_configuration_and_stays_readable_at_59_documents(db):
+    import json
+
+    at = _run_compare(db, "Which articles do you have?", ["agent", "excerpts"])
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = fig["data"]
+    assert {b["name"] for b in bars} == {"retrieved", "cited", "consulted"}
+    names = bars[0]["y"] if bars[0].get("orientation") == "h" else bars[0]["x"]
+    assert len(names) == 2 and names[0].startswith("A") and names[1].startswith("B")
+    assert "mode agent" in names[0] and "mode excerpts" in names[1], names
+    for b in bars:  # every bar carries its count: 59 and 2 both readable
+        counts = b["x"] if b.get("orientation") == "h" else b["y"]
+        assert [int(t) for t in b["text"]] == list(counts)
+    axis = fig["layout"]["xaxis" if bars[0].get("orientation") == "h" else "yaxis"]
+    most = max(max(b["x"] if b.get("orientation") == "h" else b["y"]) for b in bars)
+    assert most == 59
+    if "dtick" in axis:
+        assert most / float(axis["dtick"]) <= 12, f"{most / float(axis['dtick']):.0f} ticks on the count axis"
+
+
+def test_compare_shows_each_columns_progress(db, scripted_providers):
+    at = page("1_Compare.py")
+    at.segmented_control(key="cmp_count").set_value(3).run()
+    at.selectbox(key="cmp_provider_2").set_value("scripted-slow").run()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    boxes = at.status
+    assert len(boxes) == 3, "one progress box per column"
+    assert [b.state for b in boxes] == ["complete"] * 3
+    assert unescape(boxes[2].label).startswith("C · scripted slow (test)") and "done in" in boxes[2].label
+    assert len(at.session_state["cmp_turns"]) == 3
