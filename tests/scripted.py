@@ -120,7 +120,7 @@ class Slow(OnlyFrom):
     name = "scripted-slow"
     label = "scripted slow (test)"
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "delay": {"type": "number", "minimum": 0, "default": 1.0, "title": "Delay per model call (s)"}}}
+        "delay": {"type": "number", "minimum": 0.0, "default": 1.0, "title": "Delay per model call (s)"}}}
 
     def complete(self, messages, tools):
         time.sleep(float(self.options.get("delay", 1.0)))

@@ -50,7 +50,8 @@ def test_trace_explorer_runs_canned_and_typed_queries_and_refuses_writes(db):
 
     at = page("2_Trace_explorer.py")
     df = at.dataframe[0].value
-    assert list(df.columns[:3]) == ["provider", "model", "turns"] and int(df["turns"].sum()) == 2
+    assert list(df.columns[:7]) == ["provider", "model", "retriever", "mode", "k", "tool_protocol", "turns"]
+    assert int(df["turns"].sum()) == 2
     assert at.get("plotly_chart"), "results are charted"
     at.selectbox(key="canned").set_value("Tool usage").run()
     assert "tool_calls" in at.text_area(key="sql").value
@@ -199,3 +200,75 @@ def test_compare_shows_each_columns_progress(db, scripted_providers):
     assert [b.state for b in boxes] == ["complete"] * 3
     assert unescape(boxes[2].label).startswith("C · scripted slow (test)") and "done in" in boxes[2].label
     assert len(at.session_state["cmp_turns"]) == 3
+
+
+# --- trace explorer: comparisons by every configuration field, one measure per chart (issue 23 item 7,
+# issue 25 item 5) ---
+
+
+def _figure(at: AppTest, i: int = 0) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[i].proto.spec)
+
+
+def test_trace_explorer_compares_every_configuration_field_and_charts_one_measure(db, scripted_providers):
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?", provider="offline", k=5)
+    session.ask("How do I configure SSO?", provider="scripted-only-from", k=5)  # same retriever, mode and k
+    session.ask("How do I configure SSO?", provider="offline", k=7)  # same retriever and mode, another k
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Configuration comparison").run()
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    rows = sorted(zip(df["provider"], df["k"], df["turns"]))
+    assert rows == [("offline", 5, 1), ("offline", 7, 1), ("scripted-only-from", 5, 1)], rows
+    fig = _figure(at)
+    assert len(fig["data"]) == 1, "one measure per chart"
+    measure = at.selectbox(key="sql-chart-measure")
+    assert "k" not in measure.options and "runs" in measure.options and "turns" in measure.options
+    names = fig["data"][0]["x"]
+    assert sorted(names) == ["offline · k 5", "offline · k 7", "scripted-only-from · k 5"], names
+    assert "retriever bm25" not in " ".join(names) and "bm25" in fig["layout"]["title"]["text"]
+    measure.set_value("avg_retrieved").run()
+    fig = _figure(at)
+    assert len(fig["data"]) == 1 and fig["layout"]["yaxis"]["title"]["text"] == "avg_retrieved"
+    assert sorted(fig["data"][0]["y"]) == sorted(df["avg_retrieved"])
+
+
+def test_trace_explorer_compares_runs(db):
+    from workbench.session import Session
+
+    from workbench.trace import TraceReader
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?")
+    session.ask("How do I rotate an API key?", mode="excerpts")
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Run comparison").run()
+    df = at.dataframe[0].value
+    _, runs = TraceReader(db).rows("SELECT run_id, mode FROM runs ORDER BY created_at")
+    assert [tuple(r) for r in df[["run", "mode"]].itertuples(index=False)] == [tuple(r) for r in runs]
+
+
+def test_trace_explorer_time_chart_of_one_bucket_has_one_tick(db):
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?", faults=["corrupt_id"])
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Rejected citations over time").run()
+    df = at.dataframe[0].value
+    assert len(df) == 1, "one hour bucket"
+    axis = _figure(at)["layout"]["xaxis"]
+    assert len(axis["tickvals"]) == 1 and axis["ticktext"] == [df["hour"][0].strftime("%Y-%m-%d %H:%M")]
+    low, high = (pd_ts(v) for v in axis["range"])
+    assert (high - low).total_seconds() == 2 * 3600, "one bucket either side"
+
+
+def pd_ts(value):
+    import pandas as pd
+
+    return pd.Timestamp(value)

@@ -15,7 +15,8 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 - `charts`: the plotly figures of all of the above.
 """
 
-from .charts import calibration_figure, precision_figure, set_sizes_figure, usage_figure
+from .charts import (calibration_figure, measure_figure, over_time_figure, precision_figure, set_sizes_figure,
+                     time_axis, usage_figure)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
@@ -28,8 +29,8 @@ __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
     "calibration_figure", "configured_providers", "consulted_precision", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "gold_rows", "judge_scores", "judge_summary", "load_expertqa",
-    "load_questions", "never_retrieved", "notebook_db", "precision_figure", "question_set", "rejected_table",
+    "load_questions", "measure_figure", "never_retrieved", "notebook_db", "over_time_figure", "precision_figure", "question_set", "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
-    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table", "usage_figure",
+    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "time_axis", "tool_calls_table", "usage_figure",
     "usage_totals", "verdict_counts",
 ]

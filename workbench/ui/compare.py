@@ -9,14 +9,18 @@ the job where it was instead of losing it.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
+from ..errors import WorkbenchError
 from ..providers import provider_names
 from ..render import SET_COLORS, escape_markdown, plotly_text
 from ..retrieval import retriever_names
-from .state import RunConfig, Turn, modes_for, protocol_picker, provider_display, provider_info, run
+from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
 
 #: The order the set lists are shown in: the short, telling sets first, the long retrieved set last.
@@ -59,6 +63,12 @@ def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
 
 # --- the job: one column at a time, with progress and a stop flag --------------------------------
 
+#: Runs the columns' turns, so that a rerun of the page (a click) never interrupts a turn half-way: the
+#: rerun finds the running turn's future in the job and waits on it again.
+_WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compare")
+#: How often a running column's progress box is refreshed (its elapsed time).
+POLL_SECONDS = 0.5
+
 
 @dataclass
 class Job:
@@ -66,14 +76,16 @@ class Job:
     configs: list[RunConfig]
     turns: list[Turn] = field(default_factory=list)
     cancelled: bool = False
+    running: Future | None = None  # the turn of column len(turns), while it runs
+    started: float = 0.0
 
     @property
     def finished(self) -> bool:
-        return self.cancelled or len(self.turns) == len(self.configs)
+        return len(self.turns) == len(self.configs) or (self.cancelled and self.running is None)
 
 
 def start(question: str, configs: list[RunConfig]) -> None:
-    """A new job (replacing any other); `advance` runs it."""
+    """A new job (replacing any other, whose running turn still finishes and is traced); `advance` runs it."""
     st.session_state[JOB] = Job(question, list(configs))
     st.session_state.pop("cmp_turns", None)
 
@@ -88,6 +100,20 @@ def _status_label(i: int, cfg: RunConfig, state: str) -> str:
     return escape_markdown(f"{letter(i)} · {short_description(cfg)} · {state}")
 
 
+def _done_label(i: int, job: Job) -> str:
+    return _status_label(i, job.configs[i], f"done in {job.turns[i].elapsed_ms / 1000:.1f} s")
+
+
+def _submit(job: Job) -> None:
+    cfg = job.configs[len(job.turns)]
+    try:  # the session is resolved here, in the page's script thread (its cache and spinner need it)
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+    except (WorkbenchError, OSError):
+        session = None  # `run` meets the same error and makes it the column's `Turn.error`
+    job.running = _WORKERS.submit(run, job.question, cfg, session)
+    job.started = time.monotonic()
+
+
 def advance() -> None:
     """Run the current job's remaining columns, one progress box per column, checking the stop flag
     between columns; at the end (or on cancel) its finished turns become the page's result."""
@@ -95,27 +121,34 @@ def advance() -> None:
     if job is None:
         return
     if not job.finished:
-        st.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
-                  help="Stops after the column that is running; the finished columns are kept")
+        if job.cancelled:
+            st.info(f"Cancelling: column {letter(len(job.turns))} finishes first.", icon="⏹")
+        else:
+            st.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
+                      help="Stops after the column that is running; the finished columns are kept")
         boxes = []
         for i, (col, cfg) in enumerate(zip(st.columns(len(job.configs)), job.configs)):
             with col:
                 if i < len(job.turns):
-                    t = job.turns[i]
-                    boxes.append(st.status(_status_label(i, cfg, f"done in {t.elapsed_ms / 1000:.1f} s"),
-                                           state="error" if t.error else "complete"))
+                    boxes.append(st.status(_done_label(i, job), state="error" if job.turns[i].error else "complete"))
                 else:
                     boxes.append(st.status(_status_label(i, cfg, "waiting"), state="running"))
         while not job.finished:  # the flag is set by the Cancel button's callback, seen between columns
             i = len(job.turns)
-            boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)})…"),
-                            state="running")
-            turn = run(job.question, job.configs[i])
+            if job.running is None:
+                _submit(job)
+            while True:
+                try:
+                    turn = job.running.result(timeout=POLL_SECONDS)
+                    break
+                except FutureTimeout:  # a rerun (a click) may stop the script here: the turn runs on
+                    boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)}) "
+                                                        f"· {time.monotonic() - job.started:.0f} s"), state="running")
             job.turns.append(turn)
-            boxes[i].update(label=_status_label(i, job.configs[i], f"done in {turn.elapsed_ms / 1000:.1f} s"),
-                            state="error" if turn.error else "complete")
+            job.running = None
+            boxes[i].update(label=_done_label(i, job), state="error" if turn.error else "complete")
     st.session_state["cmp_turns"] = job.turns
-    if job.cancelled:
+    if job.cancelled and len(job.turns) < len(job.configs):
         skipped = ", ".join(letter(i) for i in range(len(job.turns), len(job.configs)))
         st.warning(f"Cancelled: {len(job.turns)} of {len(job.configs)} columns ran; not run: {skipped}.", icon="⏹")
 

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import escape_markdown, plotly_text
+from ..render import escape_markdown
 
 
 @dataclass(frozen=True)
@@ -63,29 +63,19 @@ def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_resu
 
 
 def chart(df: pd.DataFrame, key: str) -> None:
-    """A plotly chart of the first column against the numeric ones (line for time, bars otherwise)."""
-    import plotly.express as px
+    """A plotly chart of one measure (a numeric column, picked when there are several) per row, the rows
+    named by every labelling column that differs between them (a line over time when the first column is
+    a time)."""
+    from ..analysis.charts import measure_figure, split_columns
 
     if df.empty or df.shape[1] < 2:
         return
-    x = df.columns[0]
-    numeric = [c for c in df.columns[1:] if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    if not numeric:
+    _, measures = split_columns(df)
+    if not measures:
         return
-    data = df.copy()
-    if not pd.api.types.is_datetime64_any_dtype(data[x]):
-        data[x] = data[x].astype(str)
-        if df.shape[1] > 2 and not pd.api.types.is_numeric_dtype(df[df.columns[1]]):
-            data[x] = df[df.columns[0]].astype(str) + " · " + df[df.columns[1]].astype(str)
-        data[x] = data[x].map(plotly_text)
-    data = data.rename(columns=lambda c: plotly_text(str(c)))
-    x, numeric = plotly_text(str(x)), [plotly_text(str(c)) for c in numeric]
-    if not pd.api.types.is_datetime64_any_dtype(data[x]):
-        fig = px.bar(data, x=x, y=numeric[:6], barmode="group")
-    else:
-        fig = px.line(data, x=x, y=numeric[:6], markers=True)
-    fig.update_layout(height=320, margin=dict(l=0, r=0, t=10, b=0), legend_title_text="")
-    st.plotly_chart(fig, width="stretch", key=key)
+    measure = (st.selectbox("Chart", measures, key=f"{key}-measure", help="One measure per chart: its own axis")
+               if len(measures) > 1 else measures[0])
+    st.plotly_chart(measure_figure(df, measure if measure in measures else measures[0]), width="stretch", key=key)
 
 
 def table(df: pd.DataFrame, name: str, key: str) -> None:
