@@ -7,6 +7,7 @@ ignores the flag still gets a working lookup table for inline links (docs/design
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -158,6 +159,7 @@ def _escape_all(text: str) -> str:
     return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
 
 
+@functools.lru_cache(maxsize=4096)  # the app redraws every turn's titles on every rerun (benchmarks/app_speed.py)
 def escape_markdown(text: str) -> str:
     """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks,
     auto-links broken."""

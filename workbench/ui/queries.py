@@ -67,9 +67,15 @@ LIMIT 50""",
 CANNED = canned()
 
 
-@st.cache_data(ttl=30, show_spinner=False)
 def has_run_names(db: str) -> bool:
     """Whether the trace database at `db` has run names (`runs.name`); False when there is none yet."""
+    from .tables import db_version
+
+    return _has_run_names(db, db_version(db))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _has_run_names(db: str, version: tuple) -> bool:
     from ..errors import WorkbenchError
     from ..trace import TraceReader
 

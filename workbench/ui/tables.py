@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -25,13 +26,39 @@ class QueryResult:
             getattr(st, self.level)(escape_markdown(self.message), icon=self.icon)
 
 
+def db_version(path: str | Path) -> tuple:
+    """Changes whenever the trace database at `path` is written: size and modification time of the file and
+    of its write-ahead log (a write may reach only the log until the next checkpoint)."""
+    out = []
+    for p in (Path(path), Path(f"{path}.wal")):
+        try:
+            st_ = p.stat()
+            out.append((st_.st_size, st_.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def query(db: str | None, sql: str, *, user: bool) -> QueryResult:
-    """Run `sql` read-only on the trace database; a message (never a traceback) when it fails."""
+    """Run `sql` read-only on the trace database; a message (never a traceback) when it fails. A result is
+    reused while the database is unchanged (`db_version`, and at most `QUERY_CACHE_SECONDS`), so a page
+    opened again does not query it again."""
     from ..config import default_db_path
+
+    path = str(db or default_db_path())
+    return _query(path, sql, user, db_version(path))
+
+
+#: Longest a query result is reused for an unchanged trace database.
+QUERY_CACHE_SECONDS = 60
+
+
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
+def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
     from ..errors import ReadOnlyQueryError
     from ..trace import TraceReader
 
-    reader = TraceReader(db or default_db_path())
+    reader = TraceReader(path)
     if not reader.path.exists():
         return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
                                          "(every turn is traced) or run `workbench ask …`.")
