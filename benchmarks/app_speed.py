@@ -1,7 +1,7 @@
 """App speed: first render, each page's load and the pill-to-panel time in a real browser, and first
 render and an offline turn rendered with Streamlit's AppTest.
 
-    .venv/bin/python benchmarks/app_speed.py [--runs 5] [--old /tmp/wb-old] [--browser] [--no-apptest]
+    .venv/bin/python benchmarks/app_speed.py [--runs 5] [--old /tmp/wb-old] [--browser] [--no-apptest] [--no-fresh]
 
 `--browser` drives Debian's chromium (playwright) against `streamlit run app.py` on loopback, as a user
 does: the first render of a new session (the corpus and index already loaded by the server), the
@@ -178,6 +178,7 @@ def main() -> None:
     ap.add_argument("--browser", action="store_true", help="also measure in chromium: first render, page loads, "
                                                            "pill to panel, beside a bare Streamlit app")
     ap.add_argument("--no-apptest", action="store_true", help="only the browser measurements")
+    ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process first renders")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}", flush=True)
     if args.browser:
@@ -185,7 +186,8 @@ def main() -> None:
         print(f"load average after the browser runs: {os.getloadavg()}", flush=True)
     if args.no_apptest:
         return
-    fresh_process_renders({"new": ROOT} | ({"old": args.old.resolve()} if args.old else {}), args.runs)
+    if not args.no_fresh:
+        fresh_process_renders({"new": ROOT} | ({"old": args.old.resolve()} if args.old else {}), args.runs)
     home = tempfile.mkdtemp(prefix="wb-app-speed-")
     os.environ["WORKBENCH_HOME"] = home
     os.environ["WORKBENCH_DB"] = str(Path(home) / "traces.duckdb")
@@ -215,11 +217,21 @@ def main() -> None:
             turns.append(time.perf_counter() - t)
             assert not at.exception, at.exception
         at.session_state["turns"] = []  # time one turn on an empty chat, not a growing history
+    for q in QUESTIONS[:3]:  # a click's server side: the whole chat redrawn, three turns in it
+        at.chat_input[0].set_value(q).run()
+    at.run()
+    reruns = []
+    for _ in range(args.runs * 3):
+        t = time.perf_counter()
+        at.run()
+        reruns.append(time.perf_counter() - t)
     print(f"first render, no index on disk: {cold * 1000:.0f} ms (1 run)")
     print(f"first render (index on disk):   median {statistics.median(firsts) * 1000:.0f} ms "
           f"over {len(firsts)} runs (max {max(firsts) * 1000:.0f} ms)")
     print(f"offline turn rendered:          median {statistics.median(turns) * 1000:.0f} ms "
           f"over {len(turns)} turns (max {max(turns) * 1000:.0f} ms)")
+    print(f"chat rerun, three turns (a click): median {statistics.median(reruns) * 1000:.0f} ms "
+          f"over {len(reruns)} (max {max(reruns) * 1000:.0f} ms)")
     print(f"load average after: {os.getloadavg()}")
 
 
