@@ -159,10 +159,19 @@ def _escape_all(text: str) -> str:
     return "".join("\\" + ch if ch in _ALL_PUNCT else ch for ch in text)
 
 
-@functools.lru_cache(maxsize=4096)  # the app redraws every turn's titles on every rerun (benchmarks/app_speed.py)
 def escape_markdown(text: str) -> str:
     """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks,
     auto-links broken."""
+    return _escaped(text) if len(text) <= CACHED_ESCAPE_CHARS else highlighted_markdown(text, [])
+
+
+#: Strings up to this long are escaped once and kept (4,096 at most): the app redraws every turn's titles
+#: and reasons on every rerun (benchmarks/app_speed.py).
+CACHED_ESCAPE_CHARS = 2000
+
+
+@functools.lru_cache(maxsize=4096)
+def _escaped(text: str) -> str:
     return highlighted_markdown(text, [])
 
 
