@@ -167,6 +167,19 @@ def test_compare_lists_cited_and_consulted_first_and_ten_documents_before_show_a
             for x in shown + rest} == {titles[d] for d in listing["sets"]["retrieved"]}
     assert not any(e.label.startswith("Show all") and "retrieved" in e.label and e.label != more[0].label
                    for e in at.expander), "the 5 retrieved of column B need no Show all"
+    heights = [b.proto.height_config.pixel_height for b in _blocks(at) if "-cmp-col-" in b.proto.id]
+    assert heights and all(0 < h <= 600 for h in heights), \
+        f"the 59-title listing answer scrolls in a box instead of pushing the lists down: {heights}"
+
+
+def _blocks(at: AppTest):
+    """Every block of the page (containers, columns, expanders), depth first."""
+    todo = list(at._tree.children.values())
+    while todo:
+        node = todo.pop()
+        if hasattr(node, "proto") and hasattr(node.proto, "height_config"):
+            yield node
+        todo.extend(getattr(node, "children", {}).values())
 
 
 def test_compare_chart_names_each_configuration_and_stays_readable_at_59_documents(db):

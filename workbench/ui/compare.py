@@ -121,11 +121,12 @@ def advance() -> None:
     if job is None:
         return
     if not job.finished:
+        control = st.empty()  # the Cancel button while the job runs, emptied when it ends
         if job.cancelled:
-            st.info(f"Cancelling: column {letter(len(job.turns))} finishes first.", icon="⏹")
+            control.info(f"Cancelling: column {letter(len(job.turns))} finishes first.", icon="⏹")
         else:
-            st.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
-                      help="Stops after the column that is running; the finished columns are kept")
+            control.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
+                           help="Stops after the column that is running; the finished columns are kept")
         boxes = []
         for i, (col, cfg) in enumerate(zip(st.columns(len(job.configs)), job.configs)):
             with col:
@@ -147,6 +148,7 @@ def advance() -> None:
             job.turns.append(turn)
             job.running = None
             boxes[i].update(label=_done_label(i, job), state="error" if turn.error else "complete")
+        control.empty()
     st.session_state["cmp_turns"] = job.turns
     if job.cancelled and len(job.turns) < len(job.configs):
         skipped = ", ".join(letter(i) for i in range(len(job.turns), len(job.configs)))
@@ -234,12 +236,25 @@ def set_list(col, turn: Turn, name: str, only: set[str]) -> None:
             st.markdown("\n".join(lines[FIRST_SHOWN:]))
 
 
+#: An answer longer than this (lines or characters) scrolls in a box of `ANSWER_HEIGHT` px, every column's
+#: alike, so that a listing of 59 titles does not push the set lists below it thousands of pixels down.
+LONG_ANSWER = (20, 1500)
+ANSWER_HEIGHT = 480
+
+
+def answer_height(turns: list[Turn]) -> int | str:
+    long = any(len(a.splitlines()) > LONG_ANSWER[0] or len(a) > LONG_ANSWER[1]
+               for a in (t.payload.get("answer") or "" for t in turns))
+    return ANSWER_HEIGHT if long else "content"
+
+
 def show(turns: list[Turn]) -> None:
     diff = differences(turns)
     st.plotly_chart(sizes_figure(turns), width="stretch", config={"displayModeBar": False}, key="cmp-sizes")
     # One row per block, so answers and each of the three sets line up across the columns.
+    height = answer_height(turns)
     for i, (col, turn) in enumerate(zip(st.columns(len(turns)), turns)):
-        with col, st.container(key=f"cmp-col-{i}", border=True):
+        with col, st.container(key=f"cmp-col-{i}", border=True, height=height):
             st.markdown(f"### {letter(i)}")
             render_turn(turn, viewer=False, details=False)
     for name in LIST_ORDER:
