@@ -266,6 +266,26 @@ def test_trace_explorer_compares_runs(db):
     assert [tuple(r) for r in df[["run", "mode"]].itertuples(index=False)] == [tuple(r) for r in runs]
 
 
+def test_trace_explorer_compares_runs_by_name_where_the_database_has_run_names(db):
+    """Run names come with migration m011 (`runs.name`); here the column is added by hand, as m011 will."""
+    import duckdb
+
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?")
+    session.ask("How do I rotate an API key?", mode="excerpts")
+    with duckdb.connect(str(db)) as con:
+        if "name" not in {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns "
+                                                   "WHERE table_name = 'runs'").fetchall()}:
+            con.execute("ALTER TABLE runs ADD COLUMN name VARCHAR")
+        con.execute("UPDATE runs SET name = 'baseline' WHERE mode = 'agent'")
+        unnamed = con.execute("SELECT run_id FROM runs WHERE mode = 'excerpts'").fetchone()[0]
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Run comparison").run()
+    assert list(at.dataframe[0].value["run"]) == ["baseline", unnamed]
+
+
 def test_trace_explorer_time_chart_of_one_bucket_has_one_tick(db):
     from workbench.session import Session
 
