@@ -1,6 +1,15 @@
-"""App speed: first render and an offline turn rendered, measured with Streamlit's AppTest.
+"""App speed: first render, each page's load and the pill-to-panel time in a real browser, and first
+render and an offline turn rendered with Streamlit's AppTest.
 
-    .venv/bin/python benchmarks/app_speed.py [--runs 5] [--old /tmp/wb-old]
+    .venv/bin/python benchmarks/app_speed.py [--runs 5] [--old /tmp/wb-old] [--browser] [--no-apptest] [--no-fresh]
+
+`--browser` drives Debian's chromium (playwright) against `streamlit run app.py` on loopback, as a user
+does: the first render of a new session (the corpus and index already loaded by the server), the
+pill-to-panel time (a click on a citation pill until the side panel is drawn and the run is over), and
+each page's load from the navigation (until its title is drawn and the run is over), all with three
+answered turns in the chat. Each is printed as a median beside a named anchor timed in the same run,
+alternating with it: **a bare Streamlit app** (a title, a line of text and a button) served the same
+way, its first render for the first render and the page loads, its button's rerun for the click.
 
 AppTest runs the real script (sidebar, session, render) in-process without a browser, so the
 figures are server-side render times. "first render" clears Streamlit's resource cache each run,
@@ -60,13 +69,125 @@ def fresh_process_renders(trees: dict[str, Path], runs: int) -> None:
               f"over {len(xs)} runs (min {min(xs) * 1000:.0f}, max {max(xs) * 1000:.0f} ms)")
 
 
+# --- in a real browser ------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+ANCHOR_APP = """import streamlit as st
+st.title("Anchor")
+st.write("A bare Streamlit app: the anchor the workbench's pages are compared with.")
+st.button("Rerun", key="anchor")
+"""
+PAGES = {"Compare": "Compare configurations", "Trace_explorer": "Trace explorer", "Doc_gaps": "Doc-gap queue",
+         "Document_usage": "Document usage"}
+BUSY = "!document.querySelector('[data-testid=stStatusWidget]')"
+
+
+def _serve(script: Path, env: dict[str, str]):
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=script.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit(f"streamlit did not start for {script}")
+
+
+def _timed(page, action, ready: str) -> float:
+    """Seconds from `action()` until the selector `ready` is visible and the script run is over."""
+    t = time.perf_counter()
+    action()
+    page.locator(ready).first.wait_for(timeout=120_000)
+    page.wait_for_function(BUSY, timeout=120_000, polling=20)
+    return time.perf_counter() - t
+
+
+def browser_speed(runs: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    home = Path(tempfile.mkdtemp(prefix="wb-app-browser-"))
+    env = {**os.environ, "WORKBENCH_HOME": str(home), "WORKBENCH_DB": str(home / "traces.duckdb")}
+    anchor_script = home / "anchor_app.py"
+    anchor_script.write_text(ANCHOR_APP)
+    app, app_url = _serve(ROOT / "app.py", env)
+    anchor, anchor_url = _serve(anchor_script, env)
+    times: dict[str, list[float]] = {}
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            cold = _timed(page, lambda: page.goto(app_url), "[data-testid=stChatInputTextArea]")
+            for q in QUESTIONS[:3]:  # three answered turns, as in a demo
+                box = page.get_by_test_id("stChatInputTextArea")
+                box.fill(q)
+                n = page.get_by_test_id("stChatMessage").count()
+                _timed(page, lambda: box.press("Enter"), f"[data-testid=stChatMessage] >> nth={n + 1}")
+            chat_url = page.url
+            other = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for _ in range(runs):
+                times.setdefault("anchor: first render", []).append(
+                    _timed(other, lambda: other.goto(anchor_url), "h1:has-text('Anchor')"))
+                times.setdefault("anchor: button rerun", []).append(
+                    _timed(other, lambda: other.get_by_role("button", name="Rerun").click(), "h1:has-text('Anchor')"))
+                times.setdefault("first render (new session)", []).append(
+                    _timed(other, lambda: other.goto(app_url), "[data-testid=stChatInputTextArea]"))
+                pill = page.locator("[class*='st-key-citations-'] button").first
+                times.setdefault("pill to panel", []).append(_timed(page, pill.click, ".st-key-doc-panel"))
+                page.locator(".st-key-close-doc button").first.click()
+                page.locator(".st-key-doc-panel").wait_for(state="detached", timeout=120_000)
+                page.wait_for_function(BUSY, timeout=120_000)
+                for path, title in PAGES.items():
+                    link = page.get_by_test_id("stSidebarNav").locator(f"a[href$='/{path}']")
+                    times.setdefault(f"page load: {path}", []).append(
+                        _timed(page, link.click, f"[data-testid=stMain] h1:has-text('{title}')"))
+                link = page.get_by_test_id("stSidebarNav").get_by_role("link").first
+                times.setdefault("page load: Chat (3 turns)", []).append(
+                    _timed(page, link.click, "[class*='st-key-citations-'] button"))
+            assert page.url.rstrip("/") == chat_url.rstrip("/")
+            browser.close()
+    finally:
+        app.terminate()
+        anchor.terminate()
+    print(f"first render, corpus not yet loaded by the server (once): {cold * 1000:.0f} ms")
+    anchors = {"first render": "anchor: first render", "page load": "anchor: first render",
+               "pill": "anchor: button rerun"}
+    for name, xs in times.items():
+        med = statistics.median(xs)
+        base = next((v for k, v in anchors.items() if name.startswith(k)), None)
+        ratio = f" = {med / statistics.median(times[base]):.1f}x {base}" if base else ""
+        print(f"{name:<32} median {med * 1000:6.0f} ms over {len(xs)} (min {min(xs) * 1000:.0f}, "
+              f"max {max(xs) * 1000:.0f}){ratio}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--old", type=Path, help="an older source tree to measure beside this one (fresh-process renders)")
+    ap.add_argument("--browser", action="store_true", help="also measure in chromium: first render, page loads, "
+                                                           "pill to panel, beside a bare Streamlit app")
+    ap.add_argument("--no-apptest", action="store_true", help="only the browser measurements")
+    ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process first renders")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}", flush=True)
-    fresh_process_renders({"new": ROOT} | ({"old": args.old.resolve()} if args.old else {}), args.runs)
+    if args.browser:
+        browser_speed(args.runs)
+        print(f"load average after the browser runs: {os.getloadavg()}", flush=True)
+    if args.no_apptest:
+        return
+    if not args.no_fresh:
+        fresh_process_renders({"new": ROOT} | ({"old": args.old.resolve()} if args.old else {}), args.runs)
     home = tempfile.mkdtemp(prefix="wb-app-speed-")
     os.environ["WORKBENCH_HOME"] = home
     os.environ["WORKBENCH_DB"] = str(Path(home) / "traces.duckdb")
@@ -96,11 +217,21 @@ def main() -> None:
             turns.append(time.perf_counter() - t)
             assert not at.exception, at.exception
         at.session_state["turns"] = []  # time one turn on an empty chat, not a growing history
+    for q in QUESTIONS[:3]:  # a click's server side: the whole chat redrawn, three turns in it
+        at.chat_input[0].set_value(q).run()
+    at.run()
+    reruns = []
+    for _ in range(args.runs * 3):
+        t = time.perf_counter()
+        at.run()
+        reruns.append(time.perf_counter() - t)
     print(f"first render, no index on disk: {cold * 1000:.0f} ms (1 run)")
     print(f"first render (index on disk):   median {statistics.median(firsts) * 1000:.0f} ms "
           f"over {len(firsts)} runs (max {max(firsts) * 1000:.0f} ms)")
     print(f"offline turn rendered:          median {statistics.median(turns) * 1000:.0f} ms "
           f"over {len(turns)} turns (max {max(turns) * 1000:.0f} ms)")
+    print(f"chat rerun, three turns (a click): median {statistics.median(reruns) * 1000:.0f} ms "
+          f"over {len(reruns)} (max {max(reruns) * 1000:.0f} ms)")
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -4,21 +4,22 @@ import streamlit as st
 
 st.set_page_config(page_title="Compare · Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.ui.compare import pick_configs, run_all, show  # noqa: E402
+from workbench.ui.compare import advance, pick_configs, show, start  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
 
 base = sidebar()
 st.title("Compare configurations")
-st.caption("Corpus and k come from the sidebar, and so do the sidebar provider's options (e.g. fault toggles) for "
-           "the columns that use it. Documents that not every column has are "
-           "highlighted as :violet-badge[differs].")
+st.caption("Every column starts from the sidebar's provider, retriever and mode. Corpus and k come from the sidebar, "
+           "and so do the sidebar provider's options (e.g. fault toggles) for the columns that use it. Columns run one "
+           "at a time, each with its progress; Cancel stops after the running one. Documents that not every column "
+           "has are highlighted as :violet-badge[differs].")
 count = st.segmented_control("Configurations", [2, 3, 4], default=2, key="cmp_count")
 configs = pick_configs(base, count or 2)
 with st.form("compare"):
     question = st.text_input("Question", value="How do I configure SSO?", key="cmp_question")
     submitted = st.form_submit_button("Run all", type="primary")
 if submitted and question.strip():
-    with st.spinner("Running every configuration…"):
-        st.session_state["cmp_turns"] = run_all(question.strip(), configs)
+    start(question.strip(), configs)
+advance()
 if st.session_state.get("cmp_turns"):
     show(st.session_state["cmp_turns"])

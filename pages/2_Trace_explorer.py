@@ -4,8 +4,8 @@ import streamlit as st
 
 st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.ui.queries import CANNED  # noqa: E402
-from workbench.ui.state import sidebar  # noqa: E402
+from workbench.ui.queries import canned, has_run_names  # noqa: E402
+from workbench.ui.state import default_db, sidebar  # noqa: E402
 from workbench.ui.tables import chart, on_submit, table  # noqa: E402
 from workbench.ui.usage import live_export_status  # noqa: E402
 
@@ -14,6 +14,7 @@ st.title("Trace explorer")
 st.caption("Read-only SQL over the trace database (DuckDB). Tables and views: docs/traces.md. "
            "Anything but SELECT is refused.")
 live_export_status()
+CANNED = canned(has_run_names(cfg.db or default_db()))
 
 
 def _load_canned():

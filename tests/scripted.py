@@ -14,6 +14,8 @@ takes them away again; nothing in the workbench knows their names.
   option that is not), and records every set of options it is built with, so a test can see what the
   turn and its re-runs were pinned to.
 - `FailsWithout` is `OnlyFrom` that fails (a provider error) whenever `sso-okta` is not among its hits.
+- `Slow` is `OnlyFrom` taking `delay` seconds (option, default 1) per model call: a slow local model, for
+  the progress and the Cancel button of the compare page.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from typing import Any
 
 from workbench.errors import ProviderError
@@ -113,7 +116,18 @@ class FailsWithout(OnlyFrom):
         return super().answer(hits, opened)
 
 
-PROVIDERS = (OnlyFrom, Copier, Random, Sampler, FailsWithout)
+class Slow(OnlyFrom):
+    name = "scripted-slow"
+    label = "scripted slow (test)"
+    options_schema = {"type": "object", "additionalProperties": False, "properties": {
+        "delay": {"type": "number", "minimum": 0.0, "default": 1.0, "title": "Delay per model call (s)"}}}
+
+    def complete(self, messages, tools):
+        time.sleep(float(self.options.get("delay", 1.0)))
+        return super().complete(messages, tools)
+
+
+PROVIDERS = (OnlyFrom, Copier, Random, Sampler, FailsWithout, Slow)
 
 
 def register() -> None:

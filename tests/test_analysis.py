@@ -286,3 +286,23 @@ def test_set_names_and_colours_live_in_one_place():
     for path in (ROOT / "workbench").rglob("*.py"):
         if path.name != "render.py":
             assert not re.search(colours, path.read_text(encoding="utf-8")), f"{path} repeats a set colour"
+
+
+def test_time_chart_of_a_single_bucket_gets_one_tick_and_a_visible_bar():
+    """Notebook 03's "Turns per minute" on a store seeded within one minute (issue 25 item 5): plotly alone
+    zooms into milliseconds around the one bucket and draws a bar 1 ms wide."""
+    import pandas as pd
+
+    from workbench.analysis import over_time_figure
+
+    t = pd.Timestamp("2026-12-01 19:07:00", tz="UTC")
+    df = pd.DataFrame({"minute": [t, t], "provider": ["offline", "ollama"], "turns": [9, 3]})
+    fig = over_time_figure(df, "minute", "turns", color="provider").to_plotly_json()
+    axis = fig["layout"]["xaxis"]
+    assert axis["ticktext"] == ["2026-12-01 19:07"] and len(axis["tickvals"]) == 1
+    low, high = (pd.Timestamp(v) for v in axis["range"])
+    assert high - low == pd.Timedelta(minutes=2)
+    assert [b["width"] for b in fig["data"]] == [48_000, 48_000], "each bar 0.8 of a minute wide (ms)"
+    days = pd.DataFrame({"day": [t.floor("D"), t.floor("D") + pd.Timedelta(days=1)], "turns": [1, 2]})
+    assert "tickvals" not in over_time_figure(days, "day", "turns").to_plotly_json()["layout"]["xaxis"], \
+        "several buckets keep plotly's own ticks"

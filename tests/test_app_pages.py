@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apptest import unescape
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,7 +50,8 @@ def test_trace_explorer_runs_canned_and_typed_queries_and_refuses_writes(db):
 
     at = page("2_Trace_explorer.py")
     df = at.dataframe[0].value
-    assert list(df.columns[:3]) == ["provider", "model", "turns"] and int(df["turns"].sum()) == 2
+    assert list(df.columns[:7]) == ["provider", "model", "retriever", "mode", "k", "tool_protocol", "turns"]
+    assert int(df["turns"].sum()) == 2
     assert at.get("plotly_chart"), "results are charted"
     at.selectbox(key="canned").set_value("Tool usage").run()
     assert "tool_calls" in at.text_area(key="sql").value
@@ -110,3 +113,195 @@ def test_every_page_is_in_the_apps_navigation():
     app = (ROOT / "app.py").read_text(encoding="utf-8")
     missing = [p.name for p in sorted((ROOT / "pages").glob("*.py")) if f'"pages/{p.name}"' not in app]
     assert not missing, missing
+
+
+# --- compare: readable at 59 documents, columns from the sidebar, progress (issue 25 item 4, issue 23 item 6) ---
+
+
+@pytest.fixture
+def scripted_providers():
+    import scripted
+
+    scripted.register()
+    yield scripted
+    scripted.unregister()
+
+
+@pytest.mark.parametrize("mode", ["agent", "excerpts"])
+def test_compare_columns_start_from_the_sidebars_mode(db, mode):
+    at = AppTest.from_file(str(ROOT / "pages" / "1_Compare.py"), default_timeout=60)
+    at.session_state["cfg_mode"] = mode
+    at.run()
+    assert not at.exception, at.exception
+    at.segmented_control(key="cmp_count").set_value(4).run()
+    assert [at.radio(key=f"cmp_mode_{i}").value for i in range(4)] == [mode] * 4
+
+
+def _run_compare(db, question: str, modes: list[str]) -> AppTest:
+    at = page("1_Compare.py")
+    for i, mode in enumerate(modes):
+        at.radio(key=f"cmp_mode_{i}").set_value(mode)
+    at.text_input(key="cmp_question").set_value(question)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_compare_lists_cited_and_consulted_first_and_ten_documents_before_show_all(db):
+    at = _run_compare(db, "Which articles do you have?", ["agent", "excerpts"])
+    listing = at.session_state["cmp_turns"][0].payload
+    assert len(listing["sets"]["retrieved"]) == 59, "the listing retrieves every title"
+    lists = [m.value for m in at.markdown if m.value.startswith(("**Retrieved**", "**Cited**", "**Consulted**"))]
+    heads = [v.split("**")[1] for v in lists]
+    assert heads == ["Cited", "Cited", "Consulted", "Consulted", "Retrieved", "Retrieved"], heads
+    retrieved = lists[4]
+    assert retrieved.startswith("**Retrieved** (59)")
+    shown = [line for line in retrieved.splitlines() if line.startswith("- ")]
+    assert len(shown) == 10, "the first ten, the rest behind Show all"
+    more = [e for e in at.expander if e.label == "Show all 59 retrieved"]
+    assert len(more) == 1
+    rest = [line for m in more[0].markdown for line in m.value.splitlines() if line.startswith("- ")]
+    titles = {d["doc_id"]: d["title"] for d in listing["documents"]}
+    assert len(shown) + len(rest) == 59
+    assert {unescape(x[2:].split(" :violet-badge")[0].removeprefix(":violet-background[").rstrip("]"))
+            for x in shown + rest} == {titles[d] for d in listing["sets"]["retrieved"]}
+    assert not any(e.label.startswith("Show all") and "retrieved" in e.label and e.label != more[0].label
+                   for e in at.expander), "the 5 retrieved of column B need no Show all"
+    heights = [b.proto.height_config.pixel_height for b in _blocks(at) if "-cmp-col-" in b.proto.id]
+    assert heights and all(0 < h <= 600 for h in heights), \
+        f"the 59-title listing answer scrolls in a box instead of pushing the lists down: {heights}"
+
+
+def _blocks(at: AppTest):
+    """Every block of the page (containers, columns, expanders), depth first."""
+    todo = list(at._tree.children.values())
+    while todo:
+        node = todo.pop()
+        if hasattr(node, "proto") and hasattr(node.proto, "height_config"):
+            yield node
+        todo.extend(getattr(node, "children", {}).values())
+
+
+def test_compare_chart_names_each_configuration_and_stays_readable_at_59_documents(db):
+    import json
+
+    at = _run_compare(db, "Which articles do you have?", ["agent", "excerpts"])
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = fig["data"]
+    assert {b["name"] for b in bars} == {"retrieved", "cited", "consulted"}
+    names = bars[0]["y"] if bars[0].get("orientation") == "h" else bars[0]["x"]
+    assert len(names) == 2 and names[0].startswith("A") and names[1].startswith("B")
+    assert "mode agent" in names[0] and "mode excerpts" in names[1], names
+    for b in bars:  # every bar carries its count: 59 and 2 both readable
+        counts = b["x"] if b.get("orientation") == "h" else b["y"]
+        assert [int(t) for t in b["text"]] == list(counts)
+    axis = fig["layout"]["xaxis" if bars[0].get("orientation") == "h" else "yaxis"]
+    most = max(max(b["x"] if b.get("orientation") == "h" else b["y"]) for b in bars)
+    assert most == 59
+    if "dtick" in axis:
+        assert most / float(axis["dtick"]) <= 12, f"{most / float(axis['dtick']):.0f} ticks on the count axis"
+
+
+def test_compare_shows_each_columns_progress(db, scripted_providers):
+    at = page("1_Compare.py")
+    at.segmented_control(key="cmp_count").set_value(3).run()
+    at.selectbox(key="cmp_provider_2").set_value("scripted-slow").run()
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    boxes = at.status
+    assert len(boxes) == 3, "one progress box per column"
+    assert [b.state for b in boxes] == ["complete"] * 3
+    assert unescape(boxes[2].label).startswith("C · scripted slow (test)") and "done in" in boxes[2].label
+    assert len(at.session_state["cmp_turns"]) == 3
+
+
+# --- trace explorer: comparisons by every configuration field, one measure per chart (issue 23 item 7,
+# issue 25 item 5) ---
+
+
+def _figure(at: AppTest, i: int = 0) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[i].proto.spec)
+
+
+def test_trace_explorer_compares_every_configuration_field_and_charts_one_measure(db, scripted_providers):
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?", provider="offline", k=5)
+    session.ask("How do I configure SSO?", provider="scripted-only-from", k=5)  # same retriever, mode and k
+    session.ask("How do I configure SSO?", provider="offline", k=7)  # same retriever and mode, another k
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Configuration comparison").run()
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    rows = sorted(zip(df["provider"], df["k"], df["turns"]))
+    assert rows == [("offline", 5, 1), ("offline", 7, 1), ("scripted-only-from", 5, 1)], rows
+    fig = _figure(at)
+    assert len(fig["data"]) == 1, "one measure per chart"
+    measure = at.selectbox(key="sql-chart-measure")
+    assert "k" not in measure.options and "runs" in measure.options and "turns" in measure.options
+    names = fig["data"][0]["x"]
+    assert sorted(names) == ["offline · k 5", "offline · k 7", "scripted-only-from · k 5"], names
+    assert "retriever bm25" not in " ".join(names) and "bm25" in fig["layout"]["title"]["text"]
+    measure.set_value("avg_retrieved").run()
+    fig = _figure(at)
+    assert len(fig["data"]) == 1 and fig["layout"]["yaxis"]["title"]["text"] == "avg_retrieved"
+    assert sorted(fig["data"][0]["y"]) == sorted(df["avg_retrieved"])
+
+
+def test_trace_explorer_compares_runs(db):
+    from workbench.session import Session
+
+    from workbench.trace import TraceReader
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?")
+    session.ask("How do I rotate an API key?", mode="excerpts")
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Run comparison").run()
+    df = at.dataframe[0].value
+    _, runs = TraceReader(db).rows("SELECT run_id, mode FROM runs ORDER BY created_at")
+    assert [tuple(r) for r in df[["run", "mode"]].itertuples(index=False)] == [tuple(r) for r in runs]
+
+
+def test_trace_explorer_compares_runs_by_name_where_the_database_has_run_names(db):
+    """Run names come with migration m011 (`runs.name`); here the column is added by hand, as m011 will."""
+    import duckdb
+
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?")
+    session.ask("How do I rotate an API key?", mode="excerpts")
+    with duckdb.connect(str(db)) as con:
+        if "name" not in {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns "
+                                                   "WHERE table_name = 'runs'").fetchall()}:
+            con.execute("ALTER TABLE runs ADD COLUMN name VARCHAR")
+        con.execute("UPDATE runs SET name = 'baseline' WHERE mode = 'agent'")
+        unnamed = con.execute("SELECT run_id FROM runs WHERE mode = 'excerpts'").fetchone()[0]
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Run comparison").run()
+    assert list(at.dataframe[0].value["run"]) == ["baseline", unnamed]
+
+
+def test_trace_explorer_time_chart_of_one_bucket_has_one_tick(db):
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?", faults=["corrupt_id"])
+    at = page("2_Trace_explorer.py")
+    at.selectbox(key="canned").set_value("Rejected citations over time").run()
+    df = at.dataframe[0].value
+    assert len(df) == 1, "one hour bucket"
+    axis = _figure(at)["layout"]["xaxis"]
+    assert len(axis["tickvals"]) == 1 and axis["ticktext"] == [df["hour"][0].strftime("%Y-%m-%d %H:%M")]
+    low, high = (pd_ts(v) for v in axis["range"])
+    assert (high - low).total_seconds() == 2 * 3600, "one bucket either side"
+
+
+def pd_ts(value):
+    import pandas as pd
+
+    return pd.Timestamp(value)

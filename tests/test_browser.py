@@ -60,7 +60,10 @@ def _free_port() -> int:
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     port = _free_port()
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb")}
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
+           # the scripted test providers (a slow one for the compare page's Cancel) as a plug-in
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])),
+           "WORKBENCH_PLUGINS": "scripted"}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
@@ -81,7 +84,7 @@ def server(tmp_path_factory):
     corpus.mkdir(parents=True)
     (corpus / "widget-calibration.md").write_text(EVIL_DOC)
     (corpus / "widget-reset.md").write_text(SAFE_DOC)
-    yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log"}
+    yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log", "db": tmp / "traces.duckdb"}
     proc.terminate()
     try:
         proc.wait(10)
@@ -108,7 +111,7 @@ def page(server, browser):
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     pg.set_default_timeout(20_000)
     pg.goto(server["url"])
-    pg.get_by_test_id("stChatInputTextArea").wait_for()
+    pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
     yield pg
     pg.close()
 
@@ -254,6 +257,43 @@ def test_compare_page_runs_two_configurations(page, server):
         if (ARTIFACTS / f"{name}.png").exists():
             with Image.open(ARTIFACTS / f"{name}.png") as img:
                 img.convert("RGB").quantize(colors=128).save(docs / f"{name}.png", optimize=True)
+
+
+def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_columns(page, server):
+    """Columns C and D use a slow provider (the sidebar's, which new columns start from); Cancel while C
+    runs stops the job after C: A, B and C are shown, D never runs (issue 23 item 6)."""
+    question = "How do I configure SSO? (cancel test)"
+    page.goto(server["url"] + "/Compare")
+    page.get_by_role("button", name="Run all").wait_for()
+    _settle(page)
+    page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
+    page.keyboard.type("scripted slow")
+    page.keyboard.press("Enter")
+    page.get_by_test_id("stSidebar").get_by_label("Delay per model call (s)").wait_for()
+    _settle(page)
+    page.get_by_test_id("stButtonGroup").get_by_text("4", exact=True).click()
+    page.get_by_text("Configuration D").wait_for()
+    _settle(page)
+    page.get_by_label("Question").fill(question)
+    page.get_by_role("button", name="Run all").click()
+    running = page.get_by_test_id("stExpander").filter(has_text="C · scripted slow (test)").filter(
+        has_text="running (3 of 4)")
+    running.wait_for(timeout=60_000)
+    assert page.get_by_test_id("stExpander").filter(has_text="A · offline").filter(has_text="done in").count() == 1
+    assert page.get_by_test_id("stExpander").filter(has_text="D · scripted slow (test)").filter(
+        has_text="waiting").count() == 1
+    page.get_by_role("button", name="Cancel").click()
+    page.get_by_text("Cancelled: 3 of 4 columns ran; not run: D.").wait_for(timeout=60_000)
+    _settle(page)
+    for i in range(3):
+        assert page.locator(f".st-key-cmp-col-{i}").count() == 1
+    assert page.locator(".st-key-cmp-col-3").count() == 0
+    import duckdb
+
+    with duckdb.connect(str(server["db"]), read_only=True) as con:
+        asked = con.execute("SELECT r.provider, count(*) FROM turns t JOIN runs r USING (run_id) "
+                            "WHERE t.question = ? GROUP BY ALL ORDER BY 1", [question]).fetchall()
+    assert asked == [("offline", 2), ("scripted-slow", 1)], asked
 
 
 # --- no outside request, no unvalidated link (issue 17, item 7) ----------------------------------

@@ -7,6 +7,7 @@ ignores the flag still gets a working lookup table for inline links (docs/design
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -211,6 +212,16 @@ def escape_markdown(text: str) -> str:
     """`text` as literal markdown: every ASCII punctuation escaped, line breaks kept as hard breaks,
     auto-links broken, control characters and bidi overrides visible (`terminal.neutralize`), lines longer
     than `MAX_LINE_CHARS` wrapped."""
+    return _escaped(text) if len(text) <= CACHED_ESCAPE_CHARS else highlighted_markdown(text, [])
+
+
+#: Strings up to this long are escaped once and kept (4,096 at most): the app redraws every turn's titles
+#: and reasons on every rerun (benchmarks/app_speed.py).
+CACHED_ESCAPE_CHARS = 2000
+
+
+@functools.lru_cache(maxsize=4096)
+def _escaped(text: str) -> str:
     return highlighted_markdown(text, [])
 
 

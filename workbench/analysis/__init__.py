@@ -16,7 +16,8 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 - `charts`: the plotly figures of all of the above.
 """
 
-from .charts import calibration_figure, set_sizes_figure, usage_figure
+from .charts import (calibration_figure, measure_figure, over_time_figure, set_sizes_figure, time_axis,
+                     usage_figure)
 from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
                           rows_figure, rows_table)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
@@ -32,8 +33,9 @@ __all__ = [
     "calibration_figure", "compare_runs", "configured_providers", "diff_table", "leaderboard_figure",
     "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
-    "load_questions", "never_retrieved", "notebook_db", "question_set", "rejected_table",
+    "load_questions", "measure_figure", "never_retrieved", "notebook_db", "over_time_figure", "question_set",
+    "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
-    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "tool_calls_table", "usage_figure",
+    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "time_axis", "tool_calls_table", "usage_figure",
     "usage_totals", "verdict_counts",
 ]

@@ -69,3 +69,88 @@ def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used doc
     fig.update_layout(barmode="group", title=title, xaxis_title="turns", height=max(320, 28 * len(df) + 120),
                       legend_title_text="", margin=dict(l=10, r=10, t=50, b=40))
     return fig
+
+
+# --- query results: one measure per chart, configurations named by every field that differs --------
+
+#: Columns that name a configuration or a run rather than measure something: a chart's labels, never its
+#: bars (`k` is a number, but a run parameter).
+CONFIG_COLUMNS = ("name", "run_name", "run_id", "kind", "provider", "model", "retriever", "mode", "k", "tool_protocol")
+#: A time bucket's width by the name `date_trunc` gives it (the column's name in the canned queries).
+BUCKETS = {"second": pd.Timedelta(seconds=1), "minute": pd.Timedelta(minutes=1), "hour": pd.Timedelta(hours=1),
+           "day": pd.Timedelta(days=1), "week": pd.Timedelta(days=7), "month": pd.Timedelta(days=31)}
+
+
+def split_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The columns that label (text, booleans, times, configuration fields) and those that measure (numbers)."""
+    labels, measures = [], []
+    for c in df.columns:
+        numeric = pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        (measures if numeric and str(c) not in CONFIG_COLUMNS else labels).append(str(c))
+    return labels, measures
+
+
+def row_labels(df: pd.DataFrame, columns: list[str]) -> tuple[list[str], str]:
+    """Each row named by the `columns` whose values differ between rows (all of them when none does), and
+    the parts every row shares, once. A number is named with its column (`k 5`), text by its value."""
+    def part(col: str, value) -> str:
+        return f"{col} {value}" if not isinstance(value, str) else value
+
+    varying = [c for c in columns if df[c].astype(str).nunique() > 1] or columns[:1]
+    shared = [part(c, df[c].iloc[0]) for c in columns if c not in varying and len(df)]
+    names = [" · ".join(part(c, v) for c, v in zip(varying, row)) for row in df[varying].itertuples(index=False)]
+    return names, " · ".join(shared)
+
+
+def time_axis(values: pd.Series, bucket: str | None = None) -> dict:
+    """Plotly x-axis settings for time buckets: a single bucket gets one tick naming it, over a range of one
+    bucket on either side (plotly alone zooms into milliseconds around it); more get plotly's own ticks."""
+    times = pd.to_datetime(values.dropna().unique())
+    if len(times) != 1:
+        return {}
+    width = BUCKETS.get((bucket or "").lower(), BUCKETS["hour"])
+    t = times[0]
+    fmt = "%Y-%m-%d" if width >= BUCKETS["day"] else "%Y-%m-%d %H:%M"
+    return {"range": [t - width, t + width], "tickvals": [t], "ticktext": [t.strftime(fmt)], "type": "date"}
+
+
+def measure_figure(df: pd.DataFrame, measure: str, height: int = 320):
+    """One chart of one measure: bars per row named by the labelling columns that differ (what the rows
+    share goes in the title), or, when the first column is a time, a line per series over time."""
+    import plotly.graph_objects as go
+
+    from ..render import plotly_text
+
+    labels, _ = split_columns(df)
+    first = str(df.columns[0])
+    fig = go.Figure()
+    if pd.api.types.is_datetime64_any_dtype(df[first]):
+        rest = [c for c in labels if c != first]
+        series = df.assign(_series=row_labels(df, rest)[0] if rest else measure)
+        for name, g in series.groupby("_series", sort=False):
+            fig.add_scatter(x=list(g[first]), y=list(g[measure]), mode="lines+markers", name=plotly_text(str(name)))
+        fig.update_xaxes(title=plotly_text(first), **time_axis(df[first], first))
+        title = measure
+    else:
+        names, shared = row_labels(df, labels) if labels else ([str(i) for i in range(len(df))], "")
+        values = list(df[measure])
+        fig.add_bar(x=[plotly_text(n) for n in names], y=values, name=plotly_text(measure),
+                    text=[f"{v:.3g}" if isinstance(v, float) else v for v in values], textposition="outside",
+                    cliponaxis=False)
+        title = f"{measure} · all: {shared}" if shared else measure
+    fig.update_layout(height=height, margin=dict(l=0, r=0, t=30, b=0), showlegend=len(fig.data) > 1,
+                      title=dict(text=plotly_text(title), font=dict(size=13)), yaxis_title=plotly_text(measure),
+                      legend_title_text="")
+    return fig
+
+
+def over_time_figure(df: pd.DataFrame, x: str, y: str, color: str | None = None, title: str | None = None):
+    """Bars of `y` per time bucket `x` (named as `date_trunc` names it: minute, hour, day, …), one colour per
+    `color`: each bar one bucket wide, and a single bucket with one tick naming it (`time_axis`)."""
+    import plotly.express as px
+
+    fig = px.bar(df, x=x, y=y, color=color, title=title)
+    width = BUCKETS.get(x.lower(), BUCKETS["hour"])
+    fig.update_traces(width=width.total_seconds() * 1000 * 0.8)  # a date axis measures bar widths in ms
+    fig.update_xaxes(**time_axis(df[x], x))
+    return fig

@@ -1,33 +1,55 @@
-"""The compare page's layout: 2–4 configurations answering one question, side by side."""
+"""The compare page's layout: 2–4 configurations answering one question, side by side.
+
+A run of the page is a *job* kept in the session: its question, its configurations and the turns finished
+so far. Columns run one at a time, each with its own progress box; between two columns the job checks
+its stop flag, so "Cancel" stops it after the column that is running (a provider call is never cut), and
+the finished columns stay. Any other click during a run (which makes Streamlit rerun the page) resumes
+the job where it was instead of losing it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
+from ..errors import WorkbenchError
 from ..providers import provider_names
-from ..render import SET_COLORS, SETS, display_text, escape_markdown
+from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
 from ..retrieval import retriever_names
-from .state import RunConfig, Turn, modes_for, protocol_picker, provider_display, provider_info, run
+from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
+
+#: The order the set lists are shown in: the short, telling sets first, the long retrieved set last.
+LIST_ORDER = ("cited", "consulted", "retrieved")
+#: Documents a set list shows before "show all".
+FIRST_SHOWN = 10
+JOB = "cmp_job"
+
+
+def letter(i: int) -> str:
+    return chr(65 + i)
 
 
 def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
-    """One row of provider × retriever × mode (× tool protocol) per column; corpus and k come from the
-    sidebar, and so do the sidebar provider's options, for the columns that use that provider."""
+    """One row of provider × retriever × mode (× tool protocol) per column; every column starts from the
+    sidebar's provider, retriever and mode; corpus and k come from the sidebar, and so do the sidebar
+    provider's options, for the columns that use that provider."""
     names, rnames = provider_names(), retriever_names()
     configs = []
     cols = st.columns(count)
     for i, col in enumerate(cols):
         with col:
-            st.markdown(f"**Configuration {chr(65 + i)}**")
+            st.markdown(f"**Configuration {letter(i)}**")
             st.session_state.setdefault(f"cmp_provider_{i}", base.provider)
             st.session_state.setdefault(f"cmp_retriever_{i}", base.retriever)
             provider = st.selectbox("Provider", names, key=f"cmp_provider_{i}", format_func=provider_display)
             modes = modes_for(provider)
             if st.session_state.get(f"cmp_mode_{i}") not in modes:
-                st.session_state[f"cmp_mode_{i}"] = modes[i % len(modes)]
+                st.session_state[f"cmp_mode_{i}"] = base.mode if base.mode in modes else modes[0]
             models = provider_info(provider)["models"]
             model = st.selectbox("Model", models, key=f"cmp_model_{i}_{provider}",
                                  format_func=display_text) if len(models) > 1 else None
@@ -40,44 +62,202 @@ def pick_configs(base: RunConfig, count: int) -> list[RunConfig]:
     return configs
 
 
-def run_all(question: str, configs: list[RunConfig]) -> list[Turn]:
-    return [run(question, cfg) for cfg in configs]
+# --- the job: one column at a time, with progress and a stop flag --------------------------------
+
+#: Runs the columns' turns, so that a rerun of the page (a click) never interrupts a turn half-way: the
+#: rerun finds the running turn's future in the job and waits on it again.
+_WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compare")
+#: How often a running column's progress box is refreshed (its elapsed time).
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Job:
+    question: str
+    configs: list[RunConfig]
+    turns: list[Turn] = field(default_factory=list)
+    cancelled: bool = False
+    running: Future | None = None  # the turn of column len(turns), while it runs
+    started: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return len(self.turns) == len(self.configs) or (self.cancelled and self.running is None)
+
+
+def start(question: str, configs: list[RunConfig]) -> None:
+    """A new job (replacing any other, whose running turn still finishes and is traced); `advance` runs it."""
+    st.session_state[JOB] = Job(question, list(configs))
+    st.session_state.pop("cmp_turns", None)
+
+
+def _cancel() -> None:
+    job = st.session_state.get(JOB)
+    if job is not None and not job.finished:
+        job.cancelled = True
+
+
+def _status_label(i: int, cfg: RunConfig, state: str) -> str:
+    return escape_markdown(f"{letter(i)} · {short_description(cfg)} · {state}")
+
+
+def _done_label(i: int, job: Job) -> str:
+    return _status_label(i, job.configs[i], f"done in {job.turns[i].elapsed_ms / 1000:.1f} s")
+
+
+def _submit(job: Job) -> None:
+    cfg = job.configs[len(job.turns)]
+    try:  # the session is resolved here, in the page's script thread (its cache and spinner need it)
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+    except (WorkbenchError, OSError):
+        session = None  # `run` meets the same error and makes it the column's `Turn.error`
+    job.running = _WORKERS.submit(run, job.question, cfg, session)
+    job.started = time.monotonic()
+
+
+def advance() -> None:
+    """Run the current job's remaining columns, one progress box per column, checking the stop flag
+    between columns; at the end (or on cancel) its finished turns become the page's result."""
+    job: Job | None = st.session_state.get(JOB)
+    if job is None:
+        return
+    if not job.finished:
+        control = st.empty()  # the Cancel button while the job runs, emptied when it ends
+        if job.cancelled:
+            control.info(f"Cancelling: column {letter(len(job.turns))} finishes first.", icon="⏹")
+        else:
+            control.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
+                           help="Stops after the column that is running; the finished columns are kept")
+        boxes = []
+        for i, (col, cfg) in enumerate(zip(st.columns(len(job.configs)), job.configs)):
+            with col:
+                if i < len(job.turns):
+                    boxes.append(st.status(_done_label(i, job), state="error" if job.turns[i].error else "complete"))
+                else:
+                    boxes.append(st.status(_status_label(i, cfg, "waiting"), state="running"))
+        while not job.finished:  # the flag is set by the Cancel button's callback, seen between columns
+            i = len(job.turns)
+            if job.running is None:
+                _submit(job)
+            while True:
+                try:
+                    turn = job.running.result(timeout=POLL_SECONDS)
+                    break
+                except FutureTimeout:  # a rerun (a click) may stop the script here: the turn runs on
+                    boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)}) "
+                                                        f"· {time.monotonic() - job.started:.0f} s"), state="running")
+            job.turns.append(turn)
+            job.running = None
+            boxes[i].update(label=_done_label(i, job), state="error" if turn.error else "complete")
+        control.empty()
+    st.session_state["cmp_turns"] = job.turns
+    if job.cancelled and len(job.turns) < len(job.configs):
+        skipped = ", ".join(letter(i) for i in range(len(job.turns), len(job.configs)))
+        st.warning(f"Cancelled: {len(job.turns)} of {len(job.configs)} columns ran; not run: {skipped}.", icon="⏹")
+
+
+# --- the result ----------------------------------------------------------------------------------
 
 
 def differences(turns: list[Turn]) -> dict[str, dict[str, set[str]]]:
     """Per set, the doc ids each column has that not every other column has (what to highlight)."""
     out: dict[str, dict[str, set[str]]] = {}
-    for name in SETS:
+    for name in LIST_ORDER:
         per = [set(t.payload.get("sets", {}).get(name, [])) for t in turns]
         common = set.intersection(*per) if per else set()
         out[name] = {t.turn_id: s - common for t, s in zip(turns, per)}
     return out
 
 
-def show(turns: list[Turn]) -> None:
+def _parts(turn_or_cfg: Turn | RunConfig) -> list[str]:
+    if isinstance(turn_or_cfg, Turn):
+        ran = turn_or_cfg.payload.get("config", {})
+        text = turn_or_cfg.config.describe(turn_or_cfg.provider_label, ran.get("model_label"),
+                                           ran.get("tool_protocol"))
+    else:
+        text = turn_or_cfg.describe()
+    return text.split(" · ")
+
+
+def short_description(cfg: RunConfig) -> str:
+    """Provider, model, retriever, mode and tool protocol: what a compare column chooses."""
+    return " · ".join(p for p in cfg.describe().split(" · ") if not p.startswith(("k ", "corpus ")))
+
+
+def labels(turns: list[Turn]) -> tuple[list[str], str]:
+    """Each column named by its description: the parts of it that not every column shares (all of it when
+    the columns are alike), after its letter; and the shared parts, once."""
+    parts = [_parts(t) for t in turns]
+    shared = [p for p in parts[0] if all(p in other for other in parts[1:])] if parts else []
+    names = []
+    for i, ps in enumerate(parts):
+        own = [p for p in ps if p not in shared] or [p for p in ps if not p.startswith(("k ", "corpus "))]
+        names.append(f"{letter(i)} · " + " · ".join(own))
+    return names, " · ".join(shared)
+
+
+def sizes_figure(turns: list[Turn]):
+    """Horizontal grouped bars, one group per configuration named by its description, each bar with its
+    count written on it (readable whether a set holds 1 document or 59)."""
     import plotly.graph_objects as go
 
-    diff = differences(turns)
+    names, shared = labels(turns)
+    names = [plotly_text(n) for n in names]
     fig = go.Figure()
-    labels = [f"{chr(65 + i)}" for i in range(len(turns))]
-    for name in SETS:
-        fig.add_bar(name=name, x=labels, y=[len(t.payload.get("sets", {}).get(name, [])) for t in turns],
-                    marker_color=SET_COLORS[name])
-    fig.update_layout(barmode="group", height=220, margin=dict(l=0, r=0, t=10, b=0), yaxis=dict(dtick=1))
-    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key="cmp-sizes")
+    most = 0
+    for name in reversed(LIST_ORDER):  # horizontal bars stack upwards: consulted drawn on top, then cited
+        counts = [len(t.payload.get("sets", {}).get(name, [])) for t in turns]
+        most = max([most, *counts])
+        fig.add_bar(name=name, y=names, x=counts, orientation="h", marker_color=SET_COLORS[name], text=counts,
+                    textposition="outside", cliponaxis=False)
+    fig.update_layout(barmode="group", height=90 + 75 * len(turns), margin=dict(l=0, r=30, t=30, b=0),
+                      title=dict(text=plotly_text(f"Set sizes · all: {shared}" if shared else "Set sizes"),
+                                 font=dict(size=13)),
+                      xaxis=dict(title="documents", rangemode="tozero", tickformat="d", nticks=8,
+                                 range=[0, max(most, 1) * 1.12]),
+                      yaxis=dict(autorange="reversed", automargin=True), legend=dict(traceorder="reversed"))
+    return fig
+
+
+def _doc_lines(turn: Turn, name: str, only: set[str]) -> list[str]:
+    docs = {d["doc_id"]: d for d in turn.payload.get("documents", [])}
+    lines = []
+    for doc_id in turn.payload.get("sets", {}).get(name, []):
+        title = escape_markdown(docs.get(doc_id, {}).get("title") or doc_id)
+        lines.append(f"- :violet-background[{title}] :violet-badge[differs]" if doc_id in only else f"- {title}")
+    return lines
+
+
+def set_list(col, turn: Turn, name: str, only: set[str]) -> None:
+    """A set's documents in a column: the first `FIRST_SHOWN`, the rest behind "Show all"."""
+    lines = _doc_lines(turn, name, only)
+    col.markdown(f"**{name.capitalize()}** ({len(lines)})  \n" + ("\n".join(lines[:FIRST_SHOWN]) or "_none_"))
+    if len(lines) > FIRST_SHOWN:
+        with col.expander(f"Show all {len(lines)} {name}"):
+            st.markdown("\n".join(lines[FIRST_SHOWN:]))
+
+
+#: An answer longer than this (lines or characters) scrolls in a box of `ANSWER_HEIGHT` px, every column's
+#: alike, so that a listing of 59 titles does not push the set lists below it thousands of pixels down.
+LONG_ANSWER = (20, 1500)
+ANSWER_HEIGHT = 480
+
+
+def answer_height(turns: list[Turn]) -> int | str:
+    long = any(len(a.splitlines()) > LONG_ANSWER[0] or len(a) > LONG_ANSWER[1]
+               for a in (t.payload.get("answer") or "" for t in turns))
+    return ANSWER_HEIGHT if long else "content"
+
+
+def show(turns: list[Turn]) -> None:
+    diff = differences(turns)
+    st.plotly_chart(sizes_figure(turns), width="stretch", config={"displayModeBar": False}, key="cmp-sizes")
     # One row per block, so answers and each of the three sets line up across the columns.
+    height = answer_height(turns)
     for i, (col, turn) in enumerate(zip(st.columns(len(turns)), turns)):
-        with col, st.container(key=f"cmp-col-{i}", border=True):
-            st.markdown(f"### {chr(65 + i)}")
+        with col, st.container(key=f"cmp-col-{i}", border=True, height=height):
+            st.markdown(f"### {letter(i)}")
             render_turn(turn, viewer=False, details=False)
-    for name in SETS:
+    for name in LIST_ORDER:
         for turn, col in zip(turns, st.columns(len(turns))):
-            docs = {d["doc_id"]: d for d in turn.payload.get("documents", [])}
-            ids = turn.payload.get("sets", {}).get(name, [])
-            only = diff[name].get(turn.turn_id, set())
-            lines = []
-            for doc_id in ids:
-                title = escape_markdown(docs.get(doc_id, {}).get("title") or doc_id)
-                lines.append(f"- :violet-background[{title}] :violet-badge[differs]" if doc_id in only
-                             else f"- {title}")
-            col.markdown(f"**{name.capitalize()}** ({len(ids)})  \n" + ("\n".join(lines) or "_none_"))
+            set_list(col, turn, name, diff[name].get(turn.turn_id, set()))

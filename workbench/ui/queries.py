@@ -1,31 +1,90 @@
-"""Canned read-only queries for the trace explorer, over the documented views of docs/traces.md."""
+"""Canned read-only queries for the trace explorer, over the tables and documented views of docs/traces.md.
+
+The comparisons group by every field of a run's configuration (provider, model, retriever, mode, k, tool
+protocol), so two providers with the same retriever, or one retriever at two values of k, are two rows;
+the run comparison groups by run, named by `runs.name` where the trace database has that column.
+"""
 
 from __future__ import annotations
 
-CANNED: dict[str, str] = {
-    "Set sizes by provider": """SELECT provider, model, count(*) AS turns,
-       round(avg(n_retrieved), 2) AS retrieved, round(avg(n_cited), 2) AS cited,
-       round(avg(n_consulted), 2) AS consulted
-FROM turn_sets
+import streamlit as st
+
+#: A run's configuration: what a comparison groups by.
+CONFIG = "r.provider, r.model, r.retriever, r.mode, r.k, r.tool_protocol"
+
+_MEASURES = """count(*) AS turns,
+       round(avg((t.status <> 'ok')::INTEGER), 3) AS error_rate,
+       round(median(t.latency_ms), 1) AS median_latency_ms,
+       round(avg(t.n_retrieved), 2) AS avg_retrieved, round(avg(t.n_cited), 2) AS avg_cited,
+       round(avg(t.n_consulted), 2) AS avg_consulted,
+       round(sum(t.n_consulted) / nullif(sum(t.n_retrieved), 0), 3) AS consulted_share,
+       round(avg((t.n_rejected > 0)::INTEGER), 3) AS rejected_turn_rate,
+       round(avg((t.n_consulted = 0)::INTEGER) FILTER (WHERE t.question_kind = 'substantive' AND t.status = 'ok'), 3)
+           AS gap_rate"""
+
+
+def canned(run_names: bool = False) -> dict[str, str]:
+    """The canned queries; `run_names` when the database's `runs` table has a `name` column."""
+    run = "coalesce(r.name, r.run_id)" if run_names else "r.run_id"
+    return {
+        "Set sizes by configuration": f"""SELECT {CONFIG}, count(*) AS turns,
+       round(avg(t.n_retrieved), 2) AS retrieved, round(avg(t.n_cited), 2) AS cited,
+       round(avg(t.n_consulted), 2) AS consulted
+FROM turns t JOIN runs r USING (run_id)
 GROUP BY ALL
 ORDER BY turns DESC""",
-    "Rejected citations over time": """SELECT date_trunc('hour', t.started_at) AS hour,
+        "Rejected citations over time": """SELECT date_trunc('hour', t.started_at) AS hour,
        count(*) FILTER (WHERE NOT c.valid AND c.reason = 'not_retrieved') AS not_retrieved,
        count(*) FILTER (WHERE NOT c.valid AND c.reason = 'out_of_range') AS out_of_range,
        count(*) FILTER (WHERE c.valid) AS valid
 FROM citations c JOIN turns t USING (turn_id)
 GROUP BY 1
 ORDER BY 1""",
-    "Tool usage": """SELECT name, exposure, count(*) AS calls, round(median(latency_ms), 3) AS median_ms,
+        "Tool usage": """SELECT name, exposure, count(*) AS calls, round(median(latency_ms), 3) AS median_ms,
        round(avg(n_results), 2) AS avg_results, count(error) AS errors
 FROM tool_calls
 GROUP BY ALL
 ORDER BY calls DESC""",
-    "Retriever comparison": "SELECT * FROM retriever_summary",
-    "Provider summary": "SELECT * FROM provider_summary",
-    "Latest turns": """SELECT started_at, provider, retriever, mode, question, status,
+        "Configuration comparison": f"""SELECT {CONFIG}, count(DISTINCT t.run_id) AS runs,
+       {_MEASURES}
+FROM turns t JOIN runs r USING (run_id)
+GROUP BY ALL
+ORDER BY turns DESC""",
+        "Run comparison": f"""SELECT {run} AS run, {CONFIG},
+       {_MEASURES}
+FROM turns t JOIN runs r USING (run_id)
+GROUP BY r.run_id, {run}, {CONFIG}
+ORDER BY min(t.started_at)""",
+        "Latest turns": """SELECT started_at, provider, retriever, mode, question, status,
        n_retrieved, n_cited, n_consulted, n_rejected
 FROM turn_sets
 ORDER BY started_at DESC
 LIMIT 50""",
-}
+    }
+
+
+#: The canned queries of a database without run names.
+CANNED = canned()
+
+
+def has_run_names(db: str) -> bool:
+    """Whether the trace database at `db` has run names (`runs.name`); False when there is none yet."""
+    from .tables import db_version
+
+    return _has_run_names(db, db_version(db))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _has_run_names(db: str, version: tuple) -> bool:
+    from ..errors import WorkbenchError
+    from ..trace import TraceReader
+
+    reader = TraceReader(db)
+    if not reader.path.exists():
+        return False
+    try:
+        _, rows = reader.rows("SELECT count(*) FROM information_schema.columns "
+                              "WHERE table_name = 'runs' AND column_name = 'name'")
+    except WorkbenchError:
+        return False
+    return bool(rows[0][0])

@@ -194,12 +194,14 @@ def warm(cfg: RunConfig) -> str | None:
     return None
 
 
-def run(question: str, cfg: RunConfig) -> Turn:
-    """Ask `question` with `cfg`; every failure becomes `Turn.error`, never an exception."""
+def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:
+    """Ask `question` with `cfg` (in `session`, else the cached one for `cfg`: a worker thread without the
+    page's script context gets its session from the page); every failure becomes `Turn.error`, never an
+    exception."""
     start = time.perf_counter()
     turn = Turn(question, cfg)
     try:
-        turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+        turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
         turn.answer = ask(turn.session, question, cfg)
         payload = turn.answer.payload
         if payload.get("status") not in (None, "ok"):

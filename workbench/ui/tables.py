@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import display_text, display_value, escape_markdown, plotly_text
+from ..render import display_text, display_value, escape_markdown
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,39 @@ class QueryResult:
             getattr(st, self.level)(escape_markdown(self.message), icon=self.icon)
 
 
+def db_version(path: str | Path) -> tuple:
+    """Changes whenever the trace database at `path` is written: size and modification time of the file and
+    of its write-ahead log (a write may reach only the log until the next checkpoint)."""
+    out = []
+    for p in (Path(path), Path(f"{path}.wal")):
+        try:
+            st_ = p.stat()
+            out.append((st_.st_size, st_.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def query(db: str | None, sql: str, *, user: bool) -> QueryResult:
-    """Run `sql` read-only on the trace database; a message (never a traceback) when it fails."""
+    """Run `sql` read-only on the trace database; a message (never a traceback) when it fails. A result is
+    reused while the database is unchanged (`db_version`, and at most `QUERY_CACHE_SECONDS`), so a page
+    opened again does not query it again."""
     from ..config import default_db_path
+
+    path = str(db or default_db_path())
+    return _query(path, sql, user, db_version(path))
+
+
+#: Longest a query result is reused for an unchanged trace database.
+QUERY_CACHE_SECONDS = 60
+
+
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
+def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
     from ..errors import ReadOnlyQueryError
     from ..trace import TraceReader
 
-    reader = TraceReader(db or default_db_path())
+    reader = TraceReader(path)
     if not reader.path.exists():
         return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
                                          "(every turn is traced) or run `workbench ask …`.")
@@ -63,29 +90,19 @@ def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_resu
 
 
 def chart(df: pd.DataFrame, key: str) -> None:
-    """A plotly chart of the first column against the numeric ones (line for time, bars otherwise)."""
-    import plotly.express as px
+    """A plotly chart of one measure (a numeric column, picked when there are several) per row, the rows
+    named by every labelling column that differs between them (a line over time when the first column is
+    a time)."""
+    from ..analysis.charts import measure_figure, split_columns
 
     if df.empty or df.shape[1] < 2:
         return
-    x = df.columns[0]
-    numeric = [c for c in df.columns[1:] if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    if not numeric:
+    _, measures = split_columns(df)
+    if not measures:
         return
-    data = df.copy()
-    if not pd.api.types.is_datetime64_any_dtype(data[x]):
-        data[x] = data[x].astype(str)
-        if df.shape[1] > 2 and not pd.api.types.is_numeric_dtype(df[df.columns[1]]):
-            data[x] = df[df.columns[0]].astype(str) + " · " + df[df.columns[1]].astype(str)
-        data[x] = data[x].map(plotly_text)
-    data = data.rename(columns=lambda c: plotly_text(str(c)))
-    x, numeric = plotly_text(str(x)), [plotly_text(str(c)) for c in numeric]
-    if not pd.api.types.is_datetime64_any_dtype(data[x]):
-        fig = px.bar(data, x=x, y=numeric[:6], barmode="group")
-    else:
-        fig = px.line(data, x=x, y=numeric[:6], markers=True)
-    fig.update_layout(height=320, margin=dict(l=0, r=0, t=10, b=0), legend_title_text="")
-    st.plotly_chart(fig, width="stretch", key=key)
+    measure = (st.selectbox("Chart", measures, key=f"{key}-measure", help="One measure per chart: its own axis")
+               if len(measures) > 1 else measures[0])
+    st.plotly_chart(measure_figure(df, measure if measure in measures else measures[0]), width="stretch", key=key)
 
 
 def shown(df: pd.DataFrame) -> pd.DataFrame:

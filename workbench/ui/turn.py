@@ -6,6 +6,7 @@ All text from the corpus or the model goes through `render.escape_markdown` / `r
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import streamlit as st
@@ -132,8 +133,6 @@ def _call_name(payload: dict[str, Any], idx: int | None) -> str:
 
 def provenance_sets(payload: dict[str, Any]) -> None:
     """Retrieved | cited | consulted side by side, each document with why it is (not) consulted."""
-    import plotly.graph_objects as go
-
     docs = {d["doc_id"]: d for d in payload.get("documents", [])}
     sets = payload.get("sets", {})
     cols = st.columns(3)
@@ -157,14 +156,22 @@ def provenance_sets(payload: dict[str, Any]) -> None:
                     lines.append(f"- :orange-badge[⚠ rejected] {escape_markdown(str(r.get('target')))}  \n"
                                  f"  {escape_markdown(rejection_text(r))}")
             st.markdown("\n".join(lines) if lines else "_none_")
-    sizes = [len(sets.get(n, [])) for n in SETS] + [len(payload.get("rejected_citations", []))]
+    sizes = tuple(len(sets.get(n, [])) for n in SETS) + (len(payload.get("rejected_citations", [])),)
+    st.plotly_chart(_sizes_figure(sizes), width="stretch", config={"displayModeBar": False},
+                    key=f"sets-{payload.get('turn_id')}")
+
+
+@functools.lru_cache(maxsize=256)
+def _sizes_figure(sizes: tuple[int, ...]):
+    """The sizes bar chart, built once per set of sizes: every rerun redraws every turn (benchmarks/app_speed.py)."""
+    import plotly.graph_objects as go
+
     names = list(SETS) + ["rejected"]
-    fig = go.Figure(go.Bar(x=sizes, y=names, orientation="h", text=sizes,
+    fig = go.Figure(go.Bar(x=list(sizes), y=names, orientation="h", text=list(sizes),
                            marker_color=[SET_COLORS.get(n, REJECTED_COLOR) for n in names]))
     fig.update_layout(height=170, margin=dict(l=0, r=10, t=10, b=0), yaxis=dict(autorange="reversed"),
                       xaxis=dict(dtick=1))
-    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False},
-                    key=f"sets-{payload.get('turn_id')}")
+    return fig
 
 
 def tool_calls(payload: dict[str, Any]) -> None:
