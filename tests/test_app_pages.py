@@ -266,24 +266,21 @@ def test_trace_explorer_compares_runs(db):
     assert [tuple(r) for r in df[["run", "mode"]].itertuples(index=False)] == [tuple(r) for r in runs]
 
 
-def test_trace_explorer_compares_runs_by_name_where_the_database_has_run_names(db):
-    """Run names come with migration m011 (`runs.name`); here the column is added by hand, as m011 will."""
-    import duckdb
-
+def test_trace_explorer_compares_runs_by_name_where_the_database_has_run_names(db, tmp_path, capsys):
+    """A run named by `eval --name` (table `experiments`, m011) is shown by its name; an unnamed run by its id."""
+    from workbench.trace import TraceReader
+    from workbench.cli import main
     from workbench.session import Session
 
-    session = Session.open(trace_db=db)
-    session.ask("How do I configure SSO?")
-    session.ask("How do I rotate an API key?", mode="excerpts")
-    with duckdb.connect(str(db)) as con:
-        if "name" not in {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns "
-                                                   "WHERE table_name = 'runs'").fetchall()}:
-            con.execute("ALTER TABLE runs ADD COLUMN name VARCHAR")
-        con.execute("UPDATE runs SET name = 'baseline' WHERE mode = 'agent'")
-        unnamed = con.execute("SELECT run_id FROM runs WHERE mode = 'excerpts'").fetchone()[0]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "How do I configure SSO?", "expected": ["sso-saml-setup"]}\n')
+    assert main(["eval", str(questions), "--name", "baseline", "--db", str(db)]) == 0, capsys.readouterr().err
+    Session.open(trace_db=db).ask("How do I rotate an API key?", mode="excerpts")
+    _, runs = TraceReader(db).rows("SELECT run_id, mode FROM runs ORDER BY created_at")
+    assert [mode for _, mode in runs] == ["agent", "excerpts"]
     at = page("2_Trace_explorer.py")
     at.selectbox(key="canned").set_value("Run comparison").run()
-    assert list(at.dataframe[0].value["run"]) == ["baseline", unnamed]
+    assert list(at.dataframe[0].value["run"]) == ["baseline", runs[1][0]]
 
 
 def test_trace_explorer_time_chart_of_one_bucket_has_one_tick(db):

@@ -2,7 +2,8 @@
 
 The comparisons group by every field of a run's configuration (provider, model, retriever, mode, k, tool
 protocol), so two providers with the same retriever, or one retriever at two values of k, are two rows;
-the run comparison groups by run, named by `runs.name` where the trace database has that column.
+the run comparison groups by run, named by its experiment name (`eval --name`, table `experiments` of
+migration m011) where the trace database has one.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ _MEASURES = """count(*) AS turns,
 
 
 def canned(run_names: bool = False) -> dict[str, str]:
-    """The canned queries; `run_names` when the database's `runs` table has a `name` column."""
-    run = "coalesce(r.name, r.run_id)" if run_names else "r.run_id"
+    """The canned queries; `run_names` when the database has the `experiments` table (run names)."""
+    run = "coalesce(e.name, r.run_id)" if run_names else "r.run_id"
+    names = "\nLEFT JOIN experiments e USING (run_id)" if run_names else ""
     return {
         "Set sizes by configuration": f"""SELECT {CONFIG}, count(*) AS turns,
        round(avg(t.n_retrieved), 2) AS retrieved, round(avg(t.n_cited), 2) AS cited,
@@ -52,7 +54,7 @@ GROUP BY ALL
 ORDER BY turns DESC""",
         "Run comparison": f"""SELECT {run} AS run, {CONFIG},
        {_MEASURES}
-FROM turns t JOIN runs r USING (run_id)
+FROM turns t JOIN runs r USING (run_id){names}
 GROUP BY r.run_id, {run}, {CONFIG}
 ORDER BY min(t.started_at)""",
         "Latest turns": """SELECT started_at, provider, retriever, mode, question, status,
@@ -68,7 +70,7 @@ CANNED = canned()
 
 
 def has_run_names(db: str) -> bool:
-    """Whether the trace database at `db` has run names (`runs.name`); False when there is none yet."""
+    """Whether the trace database at `db` has run names (the `experiments` table); False when there is none yet."""
     from .tables import db_version
 
     return _has_run_names(db, db_version(db))
@@ -83,8 +85,7 @@ def _has_run_names(db: str, version: tuple) -> bool:
     if not reader.path.exists():
         return False
     try:
-        _, rows = reader.rows("SELECT count(*) FROM information_schema.columns "
-                              "WHERE table_name = 'runs' AND column_name = 'name'")
+        _, rows = reader.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'experiments'")
     except WorkbenchError:
         return False
     return bool(rows[0][0])
