@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from ..trace import TraceReader
 
     query = sys.stdin.read() if args.query == "-" else args.query
-    columns, rows = TraceReader(db_path(args), query_timeout=args.timeout).user_query(query)
-    emit(columns, rows, args.fmt)
+    result = TraceReader(db_path(args), query_timeout=args.timeout).user_query(query)
+    emit(result.columns, result.rows, args.fmt)
+    if result.cut:
+        print(f"note: {result.cut}", file=sys.stderr)
     return 0
