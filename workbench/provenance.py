@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -300,6 +301,9 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
         if doc_id is None and "%" in c.target:  # caf%C3%A9 and café name the same document (RFC 3986)
             decoded = unquote(c.target)
             doc_id = table.get(decoded) or table.get(normalize_url(decoded))
+        if doc_id is None and not c.target.isascii():  # ids are NFC: "café" typed in NFD is the same id
+            composed = unicodedata.normalize("NFC", unquote(c.target))
+            doc_id = table.get(composed) or table.get(normalize_url(composed))
         if doc_id is not None:
             out.append(_replace(c, doc_id=doc_id, valid=True))
             continue

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import CorpusError
+from .config import MAX_QUESTION_CHARS
+from .errors import CorpusError, WorkbenchError
 from .jsonl import json_objects
 
 STRUCTURAL, SUBSTANTIVE = "structural", "substantive"
@@ -75,6 +76,13 @@ class Question:
     kind: str | None = None
 
 
+def check_question_length(text: str) -> None:
+    """Refuse a question longer than `MAX_QUESTION_CHARS` (docs/security.md), before anything runs."""
+    if len(text) > MAX_QUESTION_CHARS:
+        raise WorkbenchError(f"the question is {len(text):,} characters long; a question may have at most "
+                             f"{MAX_QUESTION_CHARS:,} (ask about one thing at a time, or quote less)")
+
+
 def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]:
     """Every question of a JSONL file of `{"question": …}` lines; any problem raises `CorpusError`
     naming the file and line. `need_id` also requires an `"id"` on every line (`retrieve`)."""
@@ -92,6 +100,10 @@ def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]
             raise CorpusError('each line needs a non-empty string field "question"', name, i)
         if need_id and obj.get("id") is None:
             raise CorpusError('each line needs an "id"', name, i)
+        try:
+            check_question_length(text)
+        except WorkbenchError as exc:
+            raise CorpusError(str(exc), name, i) from None
         expected = obj.get("expected") or []
         if not isinstance(expected, list) or not all(isinstance(e, str) for e in expected):
             raise CorpusError('"expected" must be a list of document ids (strings)', name, i)

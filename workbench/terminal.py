@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import re
 
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# bidi marks, embeddings, overrides and isolates, and the Unicode line and paragraph separators
+_SPOOFING = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_SPOOFING}]")
+_ANY_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_SPOOFING}]")  # tab and newline too
 
 
 def _visible(m: re.Match) -> str:
     code = ord(m.group())
     return {0x0D: "\\r"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def all_visible(text: str) -> str:
+    """`text` with every control character, tab and newline included, as a visible escape: a document id
+    (corpus.py) is one line of printable text wherever it is shown, linked or stored."""
+    return _ANY_CONTROL.sub(_visible, text)
 
 
 def neutralize(text: str) -> str:
