@@ -16,7 +16,9 @@ def register(sub) -> None:
                                    "This is the operator's local analyst tool: a query can read any file your user "
                                    "can (read_csv('…'), read_text('…')), like the DuckDB shell. The app's Trace "
                                    "explorer, which visitors use, refuses every file but the trace database "
-                                   "(docs/security.md).")
+                                   "(docs/security.md). A query runs in its own process with bounded memory and "
+                                   "returns a bounded number of rows (a note on stderr says when rows were cut); use "
+                                   "`workbench export` for whole tables.")
     p.add_argument("query", help='the query, e.g. "SELECT * FROM turn_sets LIMIT 10" (or - for stdin)')
     add_db_option(p)
     add_format_options(p)

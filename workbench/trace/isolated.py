@@ -8,7 +8,8 @@ whatever the query does, the app or CLI process is never the one that grows, and
 bound ends with a message naming it. Inside the child DuckDB gets `QUERY_MEMORY_LIMIT`, spills to a
 private temporary folder capped at `QUERY_TEMP_LIMIT` and removed after the query, and at most
 `MAX_QUERY_ROWS` rows (`MAX_RESULT_BYTES` of them) come back, with a note saying the result was cut.
-Starting the child costs ~0.5 s per query (mostly importing DuckDB), paid only by typed queries.
+Starting the child costs ~0.3 s per query (mostly importing DuckDB; measured 0.32 s against 0.04 s
+for the same query in-process), paid only by typed queries.
 """
 
 from __future__ import annotations
