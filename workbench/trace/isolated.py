@@ -116,12 +116,15 @@ def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, qu
 
 def child() -> None:
     """The child process: read the request on stdin, write the pickled outcome on stdout."""
-    import resource
-
     result = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything DuckDB prints (its progress bar) goes to stderr, not into the result
     request = json.loads(sys.stdin.buffer.read())
-    resource.setrlimit(resource.RLIMIT_AS, (QUERY_ADDRESS_SPACE, QUERY_ADDRESS_SPACE))
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (QUERY_ADDRESS_SPACE, QUERY_ADDRESS_SPACE))
+    except (ImportError, ValueError, OSError):  # no RLIMIT_AS here (Windows, some macOS): DuckDB's limits remain
+        pass
     from .reader import TraceReader
 
     try:
