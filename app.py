@@ -10,6 +10,7 @@ import streamlit as st
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
 from workbench.render import display_text  # noqa: E402
+from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import run, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui.turn import document_panel, render_turn  # noqa: E402
 
@@ -26,7 +27,7 @@ def chat() -> None:
 
     # The side panel takes room only while a cited document is open.
     chat_area, panel = st.columns([3, 2], gap="medium") if st.session_state.get("open_doc") else (st.container(), None)
-    question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”")
+    question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”", max_chars=MAX_QUESTION_CHARS)
     if question:
         with st.spinner("Answering…"):
             turns.append(run(question, cfg))

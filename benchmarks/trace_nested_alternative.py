@@ -23,12 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import duckdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from trace_write import make_turn  # noqa: E402
 from workbench.provenance import build_payload  # noqa: E402
-from workbench.trace.connect import _WRITER_CONFIG  # noqa: E402
+from workbench.trace.connect import _WRITER_CONFIG, duckdb_connect  # noqa: E402
 from workbench.trace.rows import turn_rows  # noqa: E402
 from workbench.trace.tables import SCHEMAS  # noqa: E402
 from workbench.trace.writer import TraceWriter  # noqa: E402
@@ -62,7 +61,7 @@ def write_cost(n: int) -> None:
     payloads = [build_payload(t) for t in turns]
     w = TraceWriter(tmp / "tables.duckdb")
     run_id = w.run_for(turns[0].config)
-    nested = duckdb.connect(str(tmp / "nested.duckdb"), config=_WRITER_CONFIG)
+    nested = duckdb_connect(tmp / "nested.duckdb", config=_WRITER_CONFIG)
     empty = pa.Table.from_batches([], schema=NESTED)  # noqa: F841 (scanned by DuckDB)
     nested.execute("CREATE TABLE turn_log AS SELECT * FROM empty")
     tables_ms, nested_ms = [], []
@@ -88,7 +87,7 @@ def write_cost(n: int) -> None:
 def read_cost(db: Path) -> None:
     scratch = Path(tempfile.mkdtemp()) / "copy.duckdb"
     shutil.copy(db, scratch)
-    con = duckdb.connect(str(scratch))
+    con = duckdb_connect(scratch)
     t0 = time.perf_counter()
     con.execute("""CREATE TABLE turn_nested AS
         SELECT turn_id, list(struct_pack(doc_id := doc_id, title := title, retrieved := retrieved, cited := cited,

@@ -20,8 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import duckdb  # noqa: E402
-
+from workbench.trace.connect import duckdb_connect  # noqa: E402
 from workbench.trace.migrate import migrate  # noqa: E402
 from workbench.trace.reader import TraceReader  # noqa: E402
 from workbench.trace.schema import M004_VIEWS  # noqa: E402
@@ -153,7 +152,7 @@ def main() -> None:
 
     for suffix in ("", ".wal"):
         Path(args.db + suffix).unlink(missing_ok=True)
-    con = duckdb.connect(args.db)
+    con = duckdb_connect(args.db)
     migrate(con)
     t0 = time.perf_counter()
     con.execute("BEGIN")
@@ -170,7 +169,7 @@ def main() -> None:
     print(f"generated {total:,} rows in {gen_s:.1f} s: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()))
     print(f"database size: {size / 1e6:.0f} MB ({size / 1e6 / (args.turns / 1e6):.0f} MB per 1M turns)")
 
-    con = duckdb.connect(args.db, read_only=True)
+    con = duckdb_connect(args.db, read_only=True)
     print(f"\n{'query':36} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
     reader = TraceReader(args.db)
     for name, sql in QUERIES.items():

@@ -31,9 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.provenance import build_payload  # noqa: E402
-import duckdb  # noqa: E402
 
-from workbench.trace.connect import open_connection, write_connection  # noqa: E402
+from workbench.trace.connect import duckdb_connect, open_connection, write_connection  # noqa: E402
 from workbench.trace.rows import TURN_TABLES, rows_to_table, turn_rows  # noqa: E402
 from workbench.trace.writer import TraceWriter, _rollback, _values_sql  # noqa: E402
 from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord  # noqa: E402
@@ -194,7 +193,7 @@ def main() -> None:
     for other in (w_old, w_before, w_floor, w_reg, w_ins):
         with other.connect():
             pass  # created and migrated
-    old = duckdb.connect(str(w_old.path), config={"threads": 1, "preserve_insertion_order": False})
+    old = duckdb_connect(w_old.path, config={"threads": 1, "preserve_insertion_order": False})
     new_ms, cpu_ms, old_ms, before_ms, floor_ms = [], [], [], [], []
     alternatives = {"register": (register_write, []), "insert_into": (insert_into_write, [])}
     with (w.connect() as con, w_floor.connect() as floor, w_before.connect() as before, w_reg.connect() as reg,

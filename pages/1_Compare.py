@@ -4,6 +4,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Compare · Provenance Workbench", page_icon="🔎", layout="wide")
 
+from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.compare import advance, pick_configs, show, start  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
 
@@ -16,7 +17,7 @@ st.caption("Every column starts from the sidebar's provider, retriever and mode.
 count = st.segmented_control("Configurations", [2, 3, 4], default=2, key="cmp_count")
 configs = pick_configs(base, count or 2)
 with st.form("compare"):
-    question = st.text_input("Question", value="How do I configure SSO?", key="cmp_question")
+    question = st.text_input("Question", value="How do I configure SSO?", key="cmp_question", max_chars=MAX_QUESTION_CHARS)
     submitted = st.form_submit_button("Run all", type="primary")
 if submitted and question.strip():
     start(question.strip(), configs)

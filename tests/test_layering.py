@@ -110,6 +110,7 @@ def test_requirements_list_what_the_code_imports():
     # distribution name → the module it provides, where they differ
     module = {"llama-index-core": "llama_index", "llama-index-retrievers-bm25": "llama_index.retrievers.bm25",
               "google-genai": "google.genai", "pyyaml": "yaml", "pypdf": "pypdf", "PyStemmer": "Stemmer",
+              "markdown-it-py": "markdown_it",
               "opentelemetry-sdk": "opentelemetry.sdk",
               "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
               "jupyterlab": None}

@@ -12,6 +12,10 @@ BENCHMARK_DATA_ENV = "WORKBENCH_BENCHMARK_DATA"
 #: Largest k (results per search / excerpts) a turn accepts: far above any useful value, far below
 #: what the trace store's INTEGER columns hold, and refused before a turn runs (never after).
 MAX_K = 1000
+#: Longest question a turn accepts, in characters (the app's chat box, `ask`, question files, `Session.ask`):
+#: a question is sent to the model, searched, judged and stored whole with every turn, so it is bounded
+#: before anything runs (a 10 MB question took 18 s and 468 MB per ask).
+MAX_QUESTION_CHARS = 8000
 
 
 def workbench_home() -> Path:

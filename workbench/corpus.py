@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,6 +23,7 @@ import yaml
 from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
+from .terminal import all_visible
 from .types import Document
 
 #: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
@@ -60,10 +62,14 @@ class Corpus:
         return len(self.documents)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._by_id
+        return isinstance(doc_id, str) and self.get(doc_id) is not None
 
     def get(self, doc_id: str) -> Document | None:
-        return self._by_id.get(doc_id)
+        """The document with `doc_id`, in either Unicode normalisation form (ids are NFC)."""
+        found = self._by_id.get(doc_id)
+        if found is None and isinstance(doc_id, str) and not doc_id.isascii():
+            found = self._by_id.get(unicodedata.normalize("NFC", doc_id))
+        return found
 
     def categories(self) -> dict[str, int]:
         """Category path → number of documents, sorted by path."""
@@ -168,7 +174,7 @@ def _paged_document(f: Path, root: Path, pages: tuple[str, ...], title: str | No
     first_line = next(line.strip() for line in text.splitlines() if line.strip())
     rel = f.relative_to(root)
     return Document(
-        doc_id=rel.with_suffix("").as_posix(),
+        doc_id=clean_id(rel.with_suffix("").as_posix()),
         title=(title or first_line.lstrip("# ")[:200]).strip(),
         text=text,
         category="/".join(rel.parts[:-1]),
@@ -320,12 +326,19 @@ def _scalar(value: Any, name: str, path: str, line: int) -> str | None:
     return str(value)
 
 
+def clean_id(doc_id: str) -> str:
+    """A document id in Unicode NFC ("café" typed either way is one id), each control character (a newline
+    from a file name, a tab, U+202E …) renamed to its visible escape (`\\x0a`, `\\u202e`): ids are shown,
+    linked and cited, so they are one line of printable text (docs/security.md)."""
+    return all_visible(unicodedata.normalize("NFC", doc_id))
+
+
 def _make_document(meta: dict, text: Any, path: str, line: int, *, default_category: str,
                    default_section: str | None, default_title: str | None) -> Document:
     doc_id = _scalar(meta.get("id"), "id", path, line)
     if doc_id is None or not doc_id.strip():
         raise CorpusError("missing required field 'id'", path, line)
-    doc_id = doc_id.strip()
+    doc_id = clean_id(doc_id.strip())
     if not isinstance(text, str):
         raise CorpusError("field 'text' must be a string", path, line)
     fields = {k: _scalar(meta.get(k), k, path, line) for k in OPTIONAL_FIELDS}
@@ -354,6 +367,6 @@ def _make_document(meta: dict, text: Any, path: str, line: int, *, default_categ
         section=section,
         kind=kind,
         artifact_kind=fields["artifact_kind"],
-        derived_from=tuple(str(x) for x in derived),
+        derived_from=tuple(clean_id(str(x)) for x in derived),
         path=path,
     )

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from markdown_it import MarkdownIt
+from markdown_it.rules_inline import autolink, backtick, escape, html_inline, link
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
@@ -36,16 +40,9 @@ from .types import EXPOSURE_RANK, Excerpt, TurnRecord, artifact_label
 
 SCHEMA_VERSION = 1
 
-# [text](target) or [text](<target> "title"), not images; text may hold one level of brackets.
-_MD_LINK = re.compile(
-    r"(?<!!)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"  # [text], one level of nested brackets allowed
-    r"\(\s*(?:<([^<>\n]*)>|<?([^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)>?)"  # (<target with spaces>) or (target)
-    r"(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)"  # optional "title"
-)
-_AUTOLINK = re.compile(r"<(https?://[^\s<>]+)>")
-# [3], [1, 2], [1][2], [2-4] — but not a markdown link's text ([1](url)).
+# [3], [1, 2], [1][2], [2-4] in the answer's text (never in code, links or raw HTML), not a link's text ([1](url)).
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*(?:,|;|-|–)\s*\d{1,4})*)\](?!\()")
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+_WEB = re.compile(r"(?i)https?://")  # autolinks that may cite: `<https://…>`, not `<mailto:…>`
 
 
 # --- URL and id matching -----------------------------------------------------------------------
@@ -148,23 +145,126 @@ def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
     return table
 
 
+# --- finding citations: a CommonMark parser (markdown-it-py) decides what is a link ---------------
+#
+# The parser says which `[text](target)`, `[text][ref]` and `<https://…>` are links; code (fences of
+# backticks or tildes, indented blocks, code spans of any length), escaped brackets and raw HTML never
+# are, because the parser never makes links there. markdown-it's tokens carry no character offsets, so
+# its inline rules are wrapped to record where each link, code span, escape and HTML tag starts and
+# ends in its block's text; each block's text is then located in the answer line by line.
+
+
+def _recording(rule, kind: str):
+    def wrapped(state, silent: bool) -> bool:
+        start, n = state.pos, len(state.tokens)
+        ok = rule(state, silent)
+        if ok and not silent:
+            target = None
+            if kind in ("link", "autolink"):  # its first token (pending text is pushed before it)
+                opened = next((t for t in state.tokens[n:] if t.type == "link_open"), None)
+                target = None if opened is None else _link_target(state, start, opened) if kind == "link" \
+                    else state.src[start + 1:state.pos - 1]
+            state.env["_spans"].append((id(state.tokens), kind, start, state.pos, target))
+        return ok
+    return wrapped
+
+
+def _link_target(state, start: int, token) -> tuple[str, str]:
+    """(link text, target as written) of the link the parser found at `start` (`normalizeLink` is off, so
+    the token's href is the destination as written, backslash escapes and entities resolved)."""
+    label_end = state.md.helpers.parseLinkLabel(state, start, True)
+    return (state.src[start + 1:label_end] if label_end > start else ""), token.attrs.get("href", "")
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark")
+    md.validateLink = lambda url: True  # `javascript:` stays a link here, to be rejected as a citation
+    md.normalizeLink = lambda url: url  # targets as written (validate() matches URL forms), and 3× faster
+    for name, rule, kind in (("link", link, "link"), ("autolink", autolink, "autolink"), ("backticks", backtick, "code"),
+                             ("escape", escape, "escape"), ("html_inline", html_inline, "html")):
+        md.inline.ruler.at(name, _recording(rule, kind))
+    md.core.ruler.disable("text_join")  # it replaces each block's token list, which the spans are keyed by
+    md.parse("")  # builds the rule chains once, before threads share the parser
+    return md
+
+
+_MD = _parser()
+
+
+def _block_offsets(answer: str, line_starts: list[int], token) -> tuple[list[int], list[int]]:
+    """Where each line of an inline block's text starts in `answer`, and where it starts in the text."""
+    lines = token.content.split("\n")
+    first = token.map[0] if token.map else 0
+    at_answer, at_text, pos = [], [], 0
+    for i, line in enumerate(lines):
+        row = min(first + i, len(line_starts) - 1)
+        begin = line_starts[row]
+        end = line_starts[row + 1] - 1 if row + 1 < len(line_starts) else len(answer)
+        found = answer.rfind(line, begin, end) if line else -1
+        at_answer.append(found if found >= 0 else max(begin, end - len(line)))
+        at_text.append(pos)
+        pos += len(line) + 1
+    return at_answer, at_text
+
+
+def _parse(answer: str) -> list[tuple[str, int, int, Any]]:
+    """(kind, start, end, target) of every link, autolink, code span, escape and inline HTML the parser
+    found, as offsets into `answer`, plus ("text", start, end, None) for each block's inline text."""
+    # markdown-it turns \r\n, \r and NUL into \n and U+FFFD; these replacements keep every offset.
+    src = answer.replace("\r\n", " \n").replace("\r", "\n").replace("\0", "\ufffd")
+    env: dict[str, Any] = {"_spans": []}
+    tokens = _MD.parse(src, env)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", src)]
+    by_block: dict[int, list] = {}
+    for rec in env["_spans"]:
+        by_block.setdefault(rec[0], []).append(rec[1:])
+    out: list[tuple[str, int, int, Any]] = []
+    for token in tokens:
+        if token.type != "inline":
+            continue
+        at_answer, at_text = _block_offsets(src, line_starts, token)
+
+        def where(p: int) -> int:
+            i = bisect_right(at_text, p) - 1
+            return at_answer[i] + p - at_text[i]
+
+        for i, line in enumerate(token.content.split("\n")):
+            out.append(("text", at_answer[i], at_answer[i] + len(line), (token.content, at_text[i])))
+        for kind, start, end, target in by_block.get(id(token.children), ()):  # image alt text is not here
+            out.append((kind, where(start), where(end - 1) + 1, target))
+    return out
+
+
 def extract_citations(answer: str, mode: str) -> list[Citation]:
-    """Every citation in `answer`, in order: markdown links (both modes) and `[n]` (excerpt mode)."""
-    masked = _CODE.sub(lambda m: " " * len(m.group(0)), answer)  # links inside code are not citations
+    """Every citation in `answer`, in order: links (both modes) and `[n]` (excerpt mode), as a CommonMark
+    parser reads the answer: nothing inside code, escaped brackets or raw HTML is a citation."""
     found: list[Citation] = []
-    for m in _MD_LINK.finditer(masked):
-        target = (m.group(2) if m.group(2) is not None else m.group(3)).strip()
-        if target and not target.startswith("#"):  # in-answer anchors are not documents
-            found.append(Citation(target, m.start(), m.end(), text=m.group(1)))
-    for m in _AUTOLINK.finditer(masked):
-        found.append(Citation(m.group(1), m.start(), m.end()))
+    if "[" not in answer and "<" not in answer:  # no link, autolink or marker can start anywhere
+        return found
+    skip: list[tuple[int, int]] = []  # where a `[n]` is not text: links, code spans, escapes, inline HTML
+    texts = []
+    for kind, start, end, extra in _parse(answer):
+        if kind == "text":
+            texts.append((start, end))
+            continue
+        skip.append((start, end))
+        if kind == "link" and extra is not None:
+            text, target = extra
+            target = target.strip()
+            if target and not target.startswith("#"):  # in-answer anchors are not documents
+                found.append(Citation(target, start, end, text=text))
+        elif kind == "autolink" and extra and _WEB.match(extra):
+            found.append(Citation(extra, start, end))
     if mode == "excerpts":
-        link_spans = [(c.start, c.end) for c in found]
-        for m in _MARKER.finditer(masked):
-            if any(s <= m.start() < e for s, e in link_spans):
-                continue
-            for n in _marker_numbers(m.group(1)):
-                found.append(Citation(f"[{n}]", m.start(), m.end(), n=n))
+        skip.sort()
+        starts = [s for s, _ in skip]
+        for t_start, t_end in texts:
+            for m in _MARKER.finditer(answer, t_start, t_end):
+                k = bisect_right(starts, m.end() - 1) - 1
+                if any(s < m.end() and m.start() < e for s, e in skip[max(0, k - 8):k + 1]):
+                    continue
+                for n in _marker_numbers(m.group(1)):
+                    found.append(Citation(f"[{n}]", m.start(), m.end(), n=n))
     found.sort(key=lambda c: (c.start, c.n or 0))
     return found
 
@@ -201,6 +301,9 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
         if doc_id is None and "%" in c.target:  # caf%C3%A9 and café name the same document (RFC 3986)
             decoded = unquote(c.target)
             doc_id = table.get(decoded) or table.get(normalize_url(decoded))
+        if doc_id is None and not c.target.isascii():  # ids are NFC: "café" typed in NFD is the same id
+            composed = unicodedata.normalize("NFC", unquote(c.target))
+            doc_id = table.get(composed) or table.get(normalize_url(composed))
         if doc_id is not None:
             out.append(_replace(c, doc_id=doc_id, valid=True))
             continue

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CorpusError
+from .config import MAX_QUESTION_CHARS
+from .errors import CorpusError, WorkbenchError
 from .jsonl import json_objects
 
 STRUCTURAL, SUBSTANTIVE = "structural", "substantive"
@@ -121,6 +122,10 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
         raise CorpusError('each line needs a non-empty string field "question"', name, i)
     if need_id and obj.get("id") is None:
         raise CorpusError('each line needs an "id"', name, i)
+    try:
+        check_question_length(text)
+    except WorkbenchError as exc:
+        raise CorpusError(str(exc), name, i) from None
     if obj.get("expected") in ("", 0, False):  # the reader has always taken these for "none"
         obj = {**obj, "expected": None}
     expected = _ids(obj, "expected", name, i)
@@ -144,6 +149,13 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
         raise CorpusError(f'{", ".join(both)} is in both "must_cite" and "must_not_cite"', name, i)
     return Question(text, i, obj.get("id"), expected, kind, no_sources, must_cite, must_not, tuple(tags or ()),
                     {k: v for k, v in obj.items() if k not in FIELDS})
+
+
+def check_question_length(text: str) -> None:
+    """Refuse a question longer than `MAX_QUESTION_CHARS` (docs/security.md), before anything runs."""
+    if len(text) > MAX_QUESTION_CHARS:
+        raise WorkbenchError(f"the question is {len(text):,} characters long; a question may have at most "
+                             f"{MAX_QUESTION_CHARS:,} (ask about one thing at a time, or quote less)")
 
 
 def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]:

@@ -39,17 +39,26 @@ def load(text: str) -> Any:
     if size > MAX_BYTES:
         raise YamlLimitError(f"front matter is larger than {MAX_BYTES // 1024} KB ({size:,} bytes); "
                              "keep metadata in front matter and text in the body")
-    depth = 0
     # The event stream is what the composer would build the value from: checking it first means an
-    # alias is refused before a single node is constructed.
+    # alias is refused before a single node is constructed. `open_` holds, for each open collection, the
+    # keys seen so far and whether a key comes next (a mapping), or None (a sequence).
+    open_: list[list | None] = []
     for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, yaml.AliasEvent):
             raise YamlLimitError(f"YAML aliases (*{event.anchor}) are not allowed in front matter: "
                                  "write the value out", event.start_mark.line)
+        if isinstance(event, yaml.NodeEvent) and open_ and open_[-1] is not None:
+            keys, key_next = open_[-1]
+            if key_next and isinstance(event, yaml.ScalarEvent):
+                if event.value in keys:  # PyYAML would silently keep the last value
+                    raise YamlLimitError(f"duplicate key {event.value!r} in front matter: give each key once",
+                                         event.start_mark.line)
+                keys.add(event.value)
+            open_[-1][1] = not key_next
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
+            open_.append([set(), True] if isinstance(event, yaml.MappingStartEvent) else None)
+            if len(open_) > MAX_DEPTH:
                 raise YamlLimitError(f"front matter is nested deeper than {MAX_DEPTH} levels", event.start_mark.line)
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            depth -= 1
+            open_.pop()
     return yaml.load(text, Loader=_LOADER)

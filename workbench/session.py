@@ -13,6 +13,7 @@ from typing import Any
 
 from .agent import run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path
+from .questions import check_question_length
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import declared, get_provider
@@ -176,6 +177,7 @@ def _check_inputs(question: Any, k: Any) -> None:
         raise WorkbenchError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
     if not isinstance(question, str):
         raise WorkbenchError(f"the question must be text, not {type(question).__name__}")
+    check_question_length(question)
     try:
         question.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# bidi marks, embeddings, overrides and isolates, and the Unicode line and paragraph separators
+_SPOOFING = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_SPOOFING}]")
+_ANY_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_SPOOFING}]")  # tab and newline too
 
 
 def _visible(code: int) -> str:
@@ -23,6 +26,12 @@ def _visible(code: int) -> str:
 #: Each character `_CONTROLS` matches → its visible escape: one `str.translate`, linear and in C (a
 #: `re.sub` callback per character took seconds on a 200,000-character run of overrides).
 _ESCAPES = {code: _visible(code) for code in range(0x2070) if _CONTROLS.match(chr(code))}
+
+
+def all_visible(text: str) -> str:
+    """`text` with every control character, tab and newline included, as a visible escape: a document id
+    (corpus.py) is one line of printable text wherever it is shown, linked or stored."""
+    return _ANY_CONTROL.sub(lambda m: _visible(ord(m.group())), text)
 
 
 def neutralize(text: str) -> str:

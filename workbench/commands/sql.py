@@ -16,7 +16,9 @@ def register(sub) -> None:
                                    "This is the operator's local analyst tool: a query can read any file your user "
                                    "can (read_csv('…'), read_text('…')), like the DuckDB shell. The app's Trace "
                                    "explorer, which visitors use, refuses every file but the trace database "
-                                   "(docs/security.md).")
+                                   "(docs/security.md). A query runs in its own process with bounded memory and "
+                                   "returns a bounded number of rows (a note on stderr says when rows were cut); use "
+                                   "`workbench export` for whole tables.")
     p.add_argument("query", help='the query, e.g. "SELECT * FROM turn_sets LIMIT 10" (or - for stdin)')
     add_db_option(p)
     add_format_options(p)
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from ..trace import TraceReader
 
     query = sys.stdin.read() if args.query == "-" else args.query
-    columns, rows = TraceReader(db_path(args), query_timeout=args.timeout).user_query(query)
-    emit(columns, rows, args.fmt)
+    result = TraceReader(db_path(args), query_timeout=args.timeout).user_query(query)
+    emit(result.columns, result.rows, args.fmt)
+    if result.cut:
+        print(f"note: {result.cut}", file=sys.stderr)
     return 0

@@ -46,6 +46,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
 YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyway
 _MARKER_FRESH_S = 1.0
+_HEADER_MAGIC_AT, _HEADER_MAGIC = 8, b"DUCK"  # every DuckDB database file: an 8-byte checksum, then "DUCK"
 # The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
 # their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT *`
 # from Arrow has nothing to optimise, and the optimizer's passes cost ~0.25 ms a statement: ~15% of a
@@ -55,11 +56,19 @@ _WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optim
 # "unique file handle conflict": this process has the file open through another DuckDB instance
 # (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration", "unique file handle conflict")
-#: Queries typed by a user never download or load extensions (no network at run time): a query
-#: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet.
+#: No connection the project opens downloads or loads an extension (no network at run time): a query
+#: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet, and a
+#: SQLite file given as a trace database is refused instead of fetching `sqlite_scanner`. Every connection
+#: goes through `duckdb_connect`, which sets these whatever else it is given.
 NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 #: The app's trace explorer also reads nothing but the trace database (no `read_text('/etc/…')`).
 TRACE_FILE_ONLY = {**NO_DOWNLOADS, "enable_external_access": False}
+
+
+def duckdb_connect(path: str | Path = ":memory:", *, read_only: bool = False, config: dict | None = None):
+    """The one place the project opens a DuckDB database (trace files, the writer's in-memory host, the
+    schema docs, the benchmarks): `NO_DOWNLOADS` always, on top of `config`."""
+    return duckdb.connect(str(path), read_only=read_only, config={**(config or {}), **NO_DOWNLOADS})
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -97,21 +106,37 @@ def _check_path(path: str, read_only: bool) -> None:
     if read_only and not os.path.exists(path):
         raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
                               "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
+    _check_format(path)
     if not read_only:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _check_format(path: str) -> None:
+    """Refuse a file that is not a DuckDB database before DuckDB sees it: DuckDB would open a SQLite file
+    through its `sqlite_scanner` extension (which it is not allowed to fetch), and a trace database is
+    never anything but DuckDB. A new (missing or empty) file passes; the file is only read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:  # missing (a writer creates it), a folder, unreadable: DuckDB says which
+        return
+    if head and head[_HEADER_MAGIC_AT:_HEADER_MAGIC_AT + len(_HEADER_MAGIC)] != _HEADER_MAGIC:
+        kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
+        raise TraceStoreError(f"{path} is not a trace database ({kind}); it was left as it is — pick another "
+                              "file with --db / WORKBENCH_DB")
 
 
 def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
                     config: dict | None = None):
     """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`.
 
-    `config` (read-only connections) adds DuckDB settings such as `NO_DOWNLOADS`. Prefer
+    `config` (read-only connections) adds DuckDB settings such as `TRACE_FILE_ONLY`. Prefer
     `connection` / `write_connection`, which also take turns with this process's other connections."""
     path = str(path)
     _check_path(path, read_only)
     cfg = dict(config or {}) if read_only else _WRITER_CONFIG
     return _retrying(path, read_only=read_only, timeout=timeout,
-                     attempt=lambda: duckdb.connect(path, read_only=read_only, config=cfg))
+                     attempt=lambda: duckdb_connect(path, read_only=read_only, config=cfg))
 
 
 def _marker(path: str) -> Path:
@@ -184,7 +209,7 @@ _HOST: list = []  # [(pid, in-memory DuckDB connection)]: the writes' host, one 
 def _host():
     with _PATH_LOCKS_GUARD:
         if not _HOST or _HOST[0][0] != os.getpid():  # a forked child builds its own
-            _HOST[:] = [(os.getpid(), duckdb.connect(":memory:", config=_WRITER_CONFIG))]
+            _HOST[:] = [(os.getpid(), duckdb_connect(":memory:", config=_WRITER_CONFIG))]
         return _HOST[0][1]
 
 

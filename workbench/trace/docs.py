@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
-
 from ..config import PROJECT_ROOT
+from .connect import duckdb_connect
 from .migrate import migrate
 from .schema import MIGRATIONS
 
@@ -30,7 +29,7 @@ out). `turn_id` is the sources payload's `turn_id` and keys every table.
 
 def schema_markdown() -> str:
     """The reference section: every table and view with its columns, types and comments."""
-    con = duckdb.connect(":memory:")
+    con = duckdb_connect()
     migrate(con)
     out = ["## Tables", ""]
     tables = con.execute("SELECT table_name, comment FROM duckdb_tables() WHERE NOT internal "

@@ -18,6 +18,7 @@ import duckdb
 from ..errors import ReadOnlyQueryError, TraceStoreError
 from ..config import lock_timeout, query_timeout
 from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
+from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
 from .schema import MIGRATIONS
 
@@ -113,8 +114,12 @@ class TraceReader:
                 rel = con.sql(sql, params=params or None)
                 return rel.df() if fetch == "df" else rel.to_arrow_table()
             rel = con.execute(sql, params or [])
+            if fetch == "capped":
+                return fetch_capped(rel)
             columns = [d[0] for d in rel.description or []]
             return columns, rel.fetchall()
+        except duckdb.OutOfMemoryException as exc:
+            raise TraceStoreError(f"{memory_message()} ({str(exc).splitlines()[0]})") from None
         except duckdb.InterruptException:
             raise TraceStoreError(
                 f"query stopped after {limit:g} s, the limit for one query (a query holds the trace file and "
@@ -134,12 +139,23 @@ class TraceReader:
     def arrow(self, sql: str, params: list[Any] | None = None):
         return self._run(sql, params, "arrow")
 
-    def user_query(self, sql: str, *, files: bool = True) -> tuple[list[str], list[tuple]]:
+    def user_query(self, sql: str, *, files: bool = True) -> UserRows:
         """A query typed by a user: refused unless it only reads, then run read-only, never downloading
         an extension. `files=False` (the app's explorer, which anyone reaching the app can use) also
-        refuses every file but the trace database: no `read_text`, `read_csv`, `glob` or URLs."""
+        refuses every file but the trace database: no `read_text`, `read_csv`, `glob` or URLs.
+
+        It runs in a child process with bounded memory and returns at most `MAX_QUERY_ROWS` rows
+        (`UserRows.cut` says why rows are missing): see isolated.py and docs/security.md."""
         check_read_only(sql)
-        return self._run(sql, None, "rows", NO_DOWNLOADS if files else TRACE_FILE_ONLY)
+        limit = self.query_timeout if self.query_timeout is not None else query_timeout()
+        return run_user_query(self.path, sql, files=files, lock_timeout=self.timeout, query_timeout=limit)
+
+    def run_bounded(self, sql: str, *, files: bool, temp_directory: str) -> UserRows:
+        """`user_query`'s work inside its child process (isolated.py): DuckDB's memory and spilling bounded,
+        the rows capped."""
+        check_read_only(sql)
+        return self._run(sql, None, "capped", {**(NO_DOWNLOADS if files else TRACE_FILE_ONLY),
+                                               **duckdb_limits(temp_directory)})
 
     def gaps(self, run_ids: list[str] | None = None, providers: list[str] | None = None,
              corpus_ids: list[str] | None = None) -> tuple[list[str], list[tuple]]:

@@ -63,12 +63,12 @@ def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
         return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
                                          "(every turn is traced) or run `workbench ask …`.")
     try:
-        columns, rows = reader.user_query(sql, files=False) if user else reader.rows(sql)
+        columns, rows, cut = reader.user_query(sql, files=False) if user else (*reader.rows(sql), None)
     except ReadOnlyQueryError as exc:
         return QueryResult(None, "error", str(exc), "🛑")
     except WorkbenchError as exc:
         return QueryResult(None, "error", str(exc), "⚠️")
-    return QueryResult(pd.DataFrame(rows, columns=columns))
+    return QueryResult(pd.DataFrame(rows, columns=columns), *(("warning", cut, "✂️") if cut else ()))
 
 
 def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
