@@ -10,12 +10,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..batch import EvalResult, run_eval
+from ..batch import EvalResult, Stop, run_eval
 from ..render import VERDICT_LABELS
 from ..questions import read_questions
 from ..terminal import neutralize
 from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
                        provider_options, warn_skipped)
+from ._signals import exit_code, stop_on_signals
 from ._table import print_table
 
 
@@ -68,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     warn_skipped(session.corpus)
-    result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                      options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                      tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
-                      verify_budget=args.verify_budget)
+    stop = Stop()
+    with stop_on_signals(stop):  # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
+        result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
+                          options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
+                          tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
+                          verify_budget=args.verify_budget, stop=stop)
     if result.concurrency < args.concurrency:
         print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
               f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
@@ -84,4 +87,16 @@ def run(args: argparse.Namespace) -> int:
         print(neutralize(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
                          f"({result.trace_error}); they count as failed — run the same command again to ask them "
                          "again (the run resumes)"), file=sys.stderr)
+    if result.interrupted:
+        print(neutralize(interrupted_message(result, len(questions))), file=sys.stderr)
+        return exit_code(result.interrupted)
     return 1 if result.failed or result.stopped else 0
+
+
+def interrupted_message(result: EvalResult, total: int) -> str:
+    kept = result.kept
+    before = f" ({result.skipped} more from before)" if result.skipped else ""
+    lost = f"; {result.unwritten} could not be written" if result.unwritten else ""
+    return (f"interrupted by {result.interrupted}: kept {kept} finished turn{'s' if kept != 1 else ''}{before} of "
+            f"{total} in run {result.run_id}{lost}; the turns in progress were dropped — run the same command "
+            f"again to resume")
