@@ -83,7 +83,7 @@ def check_machinery(answer, provider: str, protocol: str | None) -> None:
     assert record.model_calls, "no model call was recorded"
     for call in record.model_calls:
         assert call.provider == provider and call.latency_ms > 0 and call.tokens_in > 0
-        assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls")
+        assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls", "repetition")
         assert call.model_version == Path(default_gguf()).name  # what llama.cpp says answered
     retrieved = set(payload["sets"]["retrieved"])
     for c in payload["citations"]:
@@ -230,6 +230,19 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
     assert record.status == "truncated" and "max_tokens" in record.error
     assert record.model_calls[-1].finish_reason == "length" and record.model_calls[-1].tokens_out == 3
     schema_validator("payload.schema.json").validate(answer.payload)
+
+
+def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
+    """Before the fix a looping answer ran to the token budget (1024 by default: minutes on 2 busy cores)."""
+    from workbench.providers.llamacpp import LlamaCppProvider, repetition_cut
+
+    loop = [{"role": "user", "content": "Write the word password fifty times."}]  # SmolLM2-135M loops on it
+    step = LlamaCppProvider(max_tokens=300, cache_prompt=False).complete(loop, [])
+    assert step.call.finish_reason == "repetition" and 0 < step.call.tokens_out < 300 and step.call.tokens_in > 0
+    assert step.text and repetition_cut(step.text) is None, "one copy of the loop is kept"
+    unguarded = LlamaCppProvider(max_tokens=300, cache_prompt=False, repeat_guard=False).complete(loop, [])
+    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == 300
+    assert unguarded.text.startswith(step.text), "greedy output is the same up to the cut"
 
 
 # --- the CLI, end to end, in a fresh process --------------------------------------------------------

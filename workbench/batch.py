@@ -22,7 +22,7 @@ only then is it written as a failed turn, and the run goes on either way. A prov
 Slow providers (a local model: minutes a turn): every turn runs in a worker thread (one with
 `concurrency=1`), so this thread stays free to write and to listen. A finished turn reaches the trace
 store within about a second (`TraceWriter.flush_if_due` while the next turn runs), not at the next
-flush. `progress` shows each turn's steps as the agent loop reports them (`agent.StepEvent`: the
+flush (with N workers, once the turns before it in question order are done). `progress` shows each turn's steps as the agent loop reports them (`agent.StepEvent`: the
 question, model call n or the tool called, the tokens so far) on stderr: one line rewritten on a
 terminal, one line per event in a log. A `Stop` (the CLI's SIGTERM and Ctrl-C handlers request one)
 ends the batch at once: the finished turns are written (with N workers also those finished behind a
