@@ -21,10 +21,10 @@ only then is it written as a failed turn, and the run goes on either way. A prov
 
 Slow providers (a local model: minutes a turn): every turn runs in a worker thread (one with
 `concurrency=1`), so this thread stays free to write and to listen. A finished turn reaches the trace
-store within about a second (`TraceWriter.flush_if_due` while the next turn runs), not at the next
-flush (with N workers, once the turns before it in question order are done). `progress` shows each turn's steps as the agent loop reports them (`agent.StepEvent`: the
-question, model call n or the tool called, the tokens so far) on stderr: one line rewritten on a
-terminal, one line per event in a log. A `Stop` (the CLI's SIGTERM and Ctrl-C handlers request one)
+store within about `POLL_S` seconds and its write (`TraceWriter.flush_if_due` while the next turn runs), not
+at the next flush (with N workers, once the turns before it in question order are done). `progress` shows each
+turn's steps as the agent loop reports them (`agent.StepEvent`: the question, model call n or the tool
+called, the tokens so far) on stderr: one line rewritten on a terminal, one line per event in a log. A `Stop` (the CLI's SIGTERM and Ctrl-C handlers request one)
 ends the batch at once: the finished turns are written (with N workers also those finished behind a
 turn still running), the turns in progress are dropped (their workers are daemon threads: nobody
 waits for a slow model call), and `EvalResult.interrupted` says why. A plain `KeyboardInterrupt` does the
@@ -268,9 +268,9 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
             shown.done(n, answer.record, answer.payload["status"])
 
     def idle() -> bool:
-        """While a turn runs: write the finished ones that waited long enough; True when asked to stop."""
+        """While a turn has run `POLL_S` seconds and more: write the finished ones; True when asked to stop."""
         try:
-            tracer.flush_if_due()
+            tracer.flush_if_due(0)
         except Exception as exc:  # noqa: BLE001 - kept queued and retried; reported like a failed flush
             result.trace_error = result.trace_error or str(exc)
         return stop is not None and stop.requested
@@ -287,7 +287,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
                         result.stopped = (f"stopped after {result.asked} of {len(todo)} questions: "
                                           f"{MAX_UNWRITTEN} turns are waiting for the trace database")
                         break
-                if stop is not None and stop.requested:
+                if stop is not None and stop.requested and result.asked < len(todo):
                     result.interrupted = stop.reason
                     for (n, _), answer in runner.finished():  # finished behind a turn still running (N workers)
                         write(n, answer)
