@@ -5,12 +5,19 @@ SIGINT or SIGTERM. The first such signal only records itself in a `batch.Stop` (
 every fraction of a second, writes its finished turns and returns); the handler writes nothing and
 takes no lock, so it cannot break a write it interrupts. A second signal gets the default behaviour
 (Ctrl-C: `KeyboardInterrupt`; SIGTERM: the process ends) for a user who will not wait for the write.
+
+An interrupted command then ends with `exit_now`, not by returning: the turn in progress is still
+running in a worker thread, possibly inside a native call (llama.cpp generating), and Python's shutdown
+would stop that thread under the C++ code — measured with the `llamacpp` provider: the process aborted
+("FATAL: exception not rethrown", exit -6) after writing everything. Everything worth keeping is written
+by then; `exit_now` flushes stdout and stderr and leaves at once with the signal's exit code.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -21,6 +28,16 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def exit_code(name: str) -> int:
     """The shell's code for a command ended by signal `name` (128 + its number: 130 for SIGINT, 143 SIGTERM)."""
     return 128 + int(signal.Signals[name])
+
+
+def exit_now(code: int) -> None:
+    """Flush stdout and stderr and end the process with `code` at once, without Python's shutdown (see above)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 @contextmanager

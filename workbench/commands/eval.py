@@ -16,7 +16,7 @@ from ..questions import read_questions
 from ..terminal import neutralize
 from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
                        provider_options, warn_skipped)
-from ._signals import exit_code, stop_on_signals
+from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
 
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                          "again (the run resumes)"), file=sys.stderr)
     if result.interrupted:
         print(neutralize(interrupted_message(result, len(questions))), file=sys.stderr)
-        return exit_code(result.interrupted)
+        exit_now(exit_code(result.interrupted))
     return 1 if result.failed or result.stopped else 0
 
 
