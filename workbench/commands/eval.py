@@ -28,7 +28,7 @@ def register(sub) -> None:
     add_verify_options(p)
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
                    help="questions answered at once (default 1); for real providers, which wait on the network. "
                         "Turns are still written in question order and a run resumes the same way")
