@@ -196,3 +196,34 @@ def test_the_status_line_is_rewritten_on_a_terminal_and_one_line_an_update_elsew
     assert tty.getvalue() == ("\r\x1b[Keval 1/2 'a\\x1b]52;c;bad\\x07' · model call 1\r\x1b[Keval 1/2 · tool call search"
                               "\r\x1b[K"), "rewritten in place; the question's escape sequence made visible"
     assert log.getvalue() == "eval 1/2 'a\\x1b]52;c;bad\\x07' · model call 1\neval 1/2 · tool call search\n"
+
+
+def test_a_stopped_concurrent_batch_also_writes_the_turns_finished_behind_a_running_one(tmp_path, monkeypatch):
+    """Two workers: turn 2 runs on while turns 1 and 3 finish. Stopped then, the batch writes 1 and 3 (3 is
+    finished, only waiting for 2 to be written in question order) and drops 2 and 4; the resume asks those."""
+    from workbench.batch import Stop, run_eval
+    from workbench.session import Session
+
+    questions = QUESTIONS + ["What articles do you have?"]
+    stop, release = Stop(), threading.Event()
+    real_ask = Session.ask
+
+    def ask(self, question, **kw):
+        if question == questions[3]:  # taken by the worker that finished turn 3: turn 3's answer is ready
+            stop.request("SIGTERM")
+        if question in (questions[1], questions[3]):
+            release.wait(DEADLINE_S)
+        return real_ask(self, question, **kw)
+
+    db = tmp_path / "t.duckdb"
+    monkeypatch.setattr(Session, "ask", ask)
+    try:
+        result = run_eval(Session.open(trace_db=db), questions, progress=False, concurrency=2, stop=stop)
+    finally:
+        release.set()
+    assert result.interrupted == "SIGTERM" and result.kept == 2
+    assert [q for _, q, _ in turns(db)] == [questions[0], questions[2]]
+    monkeypatch.setattr(Session, "ask", real_ask)
+    again = run_eval(Session.open(trace_db=db), questions, progress=False, concurrency=2)
+    assert again.resumed and again.skipped == 2 and again.asked == 2 and again.interrupted is None
+    assert sorted(q for _, q, _ in turns(db)) == sorted(questions)
