@@ -5,7 +5,9 @@ time. This server plays a deterministic agent over the real Ollama wire format (
 the question → `search` for it; a search result → `fetch_document` of the first hit (or "nothing
 found"); a fetched document → an answer linking its URL. Every request can wait `delay` seconds
 (a model's latency); the first `rate_limit_first` requests, and every `rate_limit_every`-th one, answer
-429 (a provider's rate limit).
+429 (a provider's rate limit). `hold` (a question) makes every request of that question's turn wait
+until `release()` (a turn that takes as long as a test needs: a slow model, without a fixed sleep);
+`held` is set when the first such request arrives.
 Used by the concurrency tests and `benchmarks/eval_concurrency.py`.
 """
 
@@ -41,8 +43,12 @@ def agent_reply(messages: list[dict[str, Any]]) -> Reply:
 
 
 class AgentServer(LoopbackServer):
-    def __init__(self, delay: float = 0.0, rate_limit_every: int = 0, rate_limit_first: int = 0):
+    def __init__(self, delay: float = 0.0, rate_limit_every: int = 0, rate_limit_first: int = 0,
+                 hold: str | None = None):
         self.delay = delay
+        self.hold = hold
+        self.held = threading.Event()
+        self._released = threading.Event()
         self.rate_limit_every = rate_limit_every
         self.rate_limit_first = rate_limit_first
         self.posts = 0
@@ -73,6 +79,11 @@ class AgentServer(LoopbackServer):
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                 try:
+                    messages = body.get("messages") or []
+                    if server.hold is not None and any(m.get("role") == "user" and m.get("content") == server.hold
+                                                       for m in messages):
+                        server.held.set()
+                        server._released.wait(120)  # bounded: a test that never releases still ends
                     if server.delay:
                         time.sleep(server.delay)
                     if n <= server.rate_limit_first or (server.rate_limit_every and n % server.rate_limit_every == 0):
@@ -86,3 +97,7 @@ class AgentServer(LoopbackServer):
                         server._in_flight -= 1
 
         self._serve(Handler)
+
+    def release(self) -> None:
+        """Let the held turn's requests through."""
+        self._released.set()

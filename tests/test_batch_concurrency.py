@@ -87,7 +87,7 @@ def test_a_question_rate_limited_every_time_is_written_as_failed_and_the_run_goe
     assert [r[1] for r in written(db, result.run_id)] == ["rate_limited"] * 3
 
 
-def test_interrupted_concurrent_run_resumes_where_the_written_prefix_ends(ollama_env, tmp_path, monkeypatch):
+def test_interrupted_concurrent_run_resumes_where_the_written_turns_end(ollama_env, tmp_path, monkeypatch):
     db = tmp_path / "t.duckdb"
     real_ask = Session.ask
 
@@ -104,10 +104,14 @@ def test_interrupted_concurrent_run_resumes_where_the_written_prefix_ends(ollama
         monkeypatch.setattr(Session, "ask", real_ask)
         with duckdb.connect(str(db), read_only=True) as con:
             (run_id,) = con.execute("SELECT run_id FROM runs").fetchone()
-        assert [r[0] for r in written(db, run_id)] == QUESTIONS[:5], "written in order, up to the interruption"
+        kept = [r[0] for r in written(db, run_id)]
+        assert kept[:5] == QUESTIONS[:5], "written in order, up to the interruption"
+        # then every turn that had finished behind the interrupted one (issue 23: no finished turn is lost)
+        assert QUESTIONS[5] not in kept and kept[5:] == [q for q in QUESTIONS[6:] if q in kept[5:]]
         resumed = run_eval(Session.open(trace_db=db), QUESTIONS, provider="ollama", progress=False, concurrency=4)
-    assert resumed.resumed and resumed.run_id == run_id and resumed.skipped == 5 and resumed.asked == 5
-    assert [r[0] for r in written(db, run_id)] == QUESTIONS
+    assert resumed.resumed and resumed.run_id == run_id and resumed.skipped == len(kept)
+    assert resumed.asked == len(QUESTIONS) - len(kept)
+    assert sorted(r[0] for r in written(db, run_id)) == sorted(QUESTIONS)
 
 
 def test_session_ask_from_many_threads_with_a_buffered_writer(tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,7 +84,7 @@ def check_machinery(answer, provider: str, protocol: str | None) -> None:
     assert record.model_calls, "no model call was recorded"
     for call in record.model_calls:
         assert call.provider == provider and call.latency_ms > 0 and call.tokens_in > 0
-        assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls")
+        assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls", "repetition")
         assert call.model_version == Path(default_gguf()).name  # what llama.cpp says answered
     retrieved = set(payload["sets"]["retrieved"])
     for c in payload["citations"]:
@@ -232,6 +233,21 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
     schema_validator("payload.schema.json").validate(answer.payload)
 
 
+def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
+    """Before the fix a looping answer ran to the token budget (1024 by default: minutes on 2 busy cores)."""
+    from workbench.providers.llamacpp import LlamaCppProvider
+
+    loop = [{"role": "user", "content": "Write the word password fifty times."}]  # SmolLM2-135M loops on it
+    step = LlamaCppProvider(max_tokens=300, cache_prompt=False).complete(loop, [])
+    assert step.call.finish_reason == "repetition" and 0 < step.call.tokens_out < 300 and step.call.tokens_in > 0
+    from workbench.providers.llamacpp import repetition_cut
+
+    assert step.text and repetition_cut(step.text) is None, "one copy of the loop is kept"
+    unguarded = LlamaCppProvider(max_tokens=300, cache_prompt=False, repeat_guard=False).complete(loop, [])
+    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == 300
+    assert unguarded.text.startswith(step.text), "greedy output is the same up to the cut"
+
+
 # --- the CLI, end to end, in a fresh process --------------------------------------------------------
 
 def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_path):
@@ -247,6 +263,32 @@ def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_p
     assert "(default model)" in last
     log = (tmp_path / "logs" / "llamacpp.log").read_text(encoding="utf-8", errors="replace")
     assert "load_model" in log and "print_timing" in log
+
+
+def test_sigterm_during_a_local_model_eval_keeps_the_finished_turn_and_exits_143(corpus, tmp_path):
+    """Before the fix a SIGTERM lost the run and its finished first turn. With the model generating in a worker
+    thread, Python's own shutdown then aborted the process (exit -6, "FATAL: exception not rethrown")."""
+    import duckdb
+
+    qfile, db = tmp_path / "q.jsonl", tmp_path / "t.duckdb"
+    qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in (QUESTION, "How do I download invoices?")))
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "eval", str(qfile), "--corpus", str(corpus), "--provider",
+                             "llamacpp", "--mode", "excerpts", "-k", "1", "-o", "max_tokens=32", "--db", str(db)],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # progress: one line per event (not a terminal); turn 2's first model call starts
+            if line.startswith("eval 2/2"):
+                proc.send_signal(signal.SIGTERM)
+                break
+        err = proc.stderr.read()
+        assert proc.wait(120) == 143, err
+    finally:
+        proc.kill()
+    assert "interrupted by SIGTERM: kept 1 finished turn of 2" in err and "Traceback" not in err, err
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT question, status FROM turns").fetchall() == [(QUESTION, "ok")]
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
 
 
 # --- the app, with the model this process already holds ---------------------------------------------

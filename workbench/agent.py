@@ -2,6 +2,11 @@
 
 The loop owns recording: every tool call's explicit return value goes into the record, and any
 provider failure ends the turn with a status and a message instead of an exception.
+
+Progress: `run_turn(observe=…)` is called with a `StepEvent` as each model call and each tool call
+starts, and as each model call ends (with the turn's tokens so far). It reports what the loop really
+does (a batch over a slow local model shows it, `batch.run_eval`); it never changes the turn, and an
+observer that fails is ignored (a progress display must not cost the answer).
 """
 
 from __future__ import annotations
@@ -9,9 +14,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
@@ -23,15 +28,32 @@ from .types import MODES, Excerpt, ModelCall, ToolCall, TurnRecord
 MAX_STEPS = 8
 
 
+@dataclass(frozen=True)
+class StepEvent:
+    """What a turn is doing now: `kind` is `model_call` (model call number `step` starts), `model_done`
+    (it ended) or `tool_call` (tool `tool`, asked for by model call `step`, starts). `tokens_in` and
+    `tokens_out` are the turn's tokens so far (the model calls that ended, as their providers counted)."""
+
+    kind: str
+    step: int
+    tool: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+Observer = Callable[[StepEvent], None]
+
+
 def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = 5,
              max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
-             tool_protocol: str | None = None) -> TurnRecord:
+             tool_protocol: str | None = None, observe: Observer | None = None) -> TurnRecord:
     """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did.
 
     `tool_protocol` ("native" or "json-steps", default: the provider's `default_tool_protocol`) is how
     an agent turn's model calls tools (`providers/steps.py`); it is recorded in the configuration and
     nowhere else. Excerpt mode offers no tools, so its `tool_protocol` is None. A protocol the provider
-    does not support is refused (`CapabilityError`) before the turn starts.
+    does not support is refused (`CapabilityError`) before the turn starts. `observe` gets a `StepEvent`
+    at each step (see the module docstring).
     """
     if mode not in MODES:
         raise UnknownNameError("mode", mode, list(MODES))
@@ -46,7 +68,7 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     cfg = {"provider": provider.name, "model": provider.model, "retriever": getattr(toolbox.retriever, "name", None),
            "mode": mode, "tool_protocol": protocol, "k": k, "prompt_version": prompt_version,
            "corpus_id": toolbox.corpus.corpus_id, "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
-    state = _Turn()
+    state = _Turn(observe)
     try:
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
             if mode == "agent":
@@ -69,13 +91,29 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
 
 
 class _Turn:
-    def __init__(self):
+    def __init__(self, observe: Observer | None = None):
+        self.observe = observe
         self.answer = ""
         self.status = "ok"
         self.error: str | None = None
         self.tool_calls: list[ToolCall] = []
         self.excerpts: list[Excerpt] = []
         self.model_calls: list[ModelCall] = []
+
+    def emit(self, kind: str, tool: str | None = None) -> None:
+        if self.observe is None:
+            return
+        calls = self.model_calls
+        step = len(calls) + (kind == "model_call")
+        try:
+            self.observe(StepEvent(kind, step, tool, sum(c.tokens_in or 0 for c in calls),
+                                   sum(c.tokens_out or 0 for c in calls)))
+        except Exception:  # noqa: BLE001 - a failing progress display (e.g. a closed stderr) must not end the turn
+            pass
+
+    def add_call(self, call: ModelCall) -> None:
+        self.model_calls.append(call)
+        self.emit("model_done")
 
 
 def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn) -> None:
@@ -85,15 +123,17 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
     ]
     specs = toolbox.specs()
     for _ in range(max_steps):
+        state.emit("model_call")
         step = provider.complete(messages, specs)
         # how many tool calls this step asked for: what places each call among the tool calls (trace spans)
-        state.model_calls.append(replace(step.call, n_tool_calls=len(step.tool_calls)))
+        state.add_call(replace(step.call, n_tool_calls=len(step.tool_calls)))
         if not step.tool_calls:
             state.answer = step.text or ""
             return
         messages.append({"role": "assistant", "content": step.text or "",
                          "tool_calls": [{"id": r.id, "name": r.name, "args": r.args or {}} for r in step.tool_calls]})
         for req in step.tool_calls:
+            state.emit("tool_call", req.name)
             if req.args is None:
                 output = toolbox.call(req.name, req.raw_args if req.raw_args is not None else "", req.id)
             else:
@@ -130,6 +170,7 @@ def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, s
         {"role": "system", "content": PROMPTS[EXCERPTS_PROMPT_VERSION]},
         {"role": "user", "content": excerpt_message(question, state.excerpts)},
     ]
+    state.emit("model_call")
     step = provider.complete(messages, [])
-    state.model_calls.append(step.call)
+    state.add_call(step.call)
     state.answer = step.text or ""

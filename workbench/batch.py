@@ -19,6 +19,17 @@ only then is it written as a failed turn, and the run goes on either way. A prov
 `max_concurrent_turns` (the in-process `llamacpp` model: 1) gets at most that many workers, and
 `EvalResult.concurrency` says how many ran.
 
+Slow providers (a local model: minutes a turn): every turn runs in a worker thread (one with
+`concurrency=1`), so this thread stays free to write and to listen. A finished turn reaches the trace
+store within about `POLL_S` seconds and its write (`TraceWriter.flush_if_due` while the next turn runs), not
+at the next flush (with N workers, once the turns before it in question order are done). `progress` shows each
+turn's steps as the agent loop reports them (`agent.StepEvent`: the question, model call n or the tool
+called, the tokens so far) on stderr: one line rewritten on a terminal, one line per event in a log. A `Stop` (the CLI's SIGTERM and Ctrl-C handlers request one)
+ends the batch at once: the finished turns are written (with N workers also those finished behind a
+turn still running), the turns in progress are dropped (their workers are daemon threads: nobody
+waits for a slow model call), and `EvalResult.interrupted` says why. A plain `KeyboardInterrupt` does the
+same and is raised again after the write. A resume asks the dropped turns again.
+
 Nothing is lost silently: a flush that fails (e.g. another process kept the file locked) keeps
 its turns and retries them; turns still unwritten at the end count as failed (`unwritten`,
 `trace_error`), and because they are not in the store the resume asks those questions again.
@@ -30,16 +41,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import threading
 import time
 from collections import Counter, deque
-from contextlib import closing
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import islice
+from queue import SimpleQueue
 from typing import Any, Callable, Iterator
 
+from .agent import StepEvent
 from .errors import WorkbenchError
+from .terminal import StatusLine
 from .verify import DEFAULT_BUDGET
 
 
@@ -61,12 +74,75 @@ class EvalResult:
     trace_error: str | None = None
     #: Why the batch stopped before its last question, if it did.
     stopped: str | None = None
+    #: What interrupted the batch (`Stop.reason`: "SIGTERM", "SIGINT"), if anything did; its finished turns
+    #: were written, the turns in progress dropped.
+    interrupted: str | None = None
+
+    @property
+    def kept(self) -> int:
+        """Turns this batch asked and wrote to the trace store."""
+        return self.asked - self.unwritten
 
 
 RATE_LIMIT_RETRIES = 6  # a question is re-asked at most this often after rate limits, then written as failed
 #: Queued turns a batch lets wait for a trace store that keeps refusing them before it stops asking.
 MAX_UNWRITTEN = 1000
 FINAL_FLUSH_TRIES = 3
+#: Seconds between looks at the trace store's queue (and at a `Stop`) while a turn runs.
+POLL_S = 0.2
+
+
+class Stop:
+    """A request to stop a running batch, safe to make from a signal handler: it only sets attributes
+    (no lock a handler could deadlock on), and the batch looks at it every `POLL_S` seconds."""
+
+    def __init__(self):
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+    @property
+    def requested(self) -> bool:
+        return self.reason is not None
+
+
+class _Progress:
+    """Each turn's steps as the agent loop reports them, on a `terminal.StatusLine` (stderr)."""
+
+    QUESTION_CHARS = 60
+
+    def __init__(self, total: int, line: StatusLine | None = None):
+        self.total = total
+        self.line = line or StatusLine()
+        self.kept = 0
+
+    def _head(self, n: int, question: str) -> str:
+        q = question if len(question) <= self.QUESTION_CHARS else question[: self.QUESTION_CHARS - 1] + "…"
+        return f"eval {n}/{self.total} {q!r}"
+
+    def observer(self, n: int, question: str) -> Callable[[StepEvent], None]:
+        head = self._head(n, question)
+
+        def observe(event: StepEvent) -> None:
+            if event.kind == "model_call":
+                step = f"model call {event.step}"
+            elif event.kind == "tool_call":
+                step = f"tool call {event.tool}"
+            else:
+                step = f"model call {event.step} done"
+            self.line.show(f"{head} · {step} · {event.tokens_in + event.tokens_out:,} tokens so far")
+        return observe
+
+    def done(self, n: int, record, status: str) -> None:
+        self.kept += 1
+        tokens = sum((c.tokens_in or 0) + (c.tokens_out or 0) for c in record.model_calls)
+        self.line.show(f"{self._head(n, record.question)} · {status} in {record.latency_ms / 1000:.1f} s · "
+                       f"{len(record.model_calls)} model call(s) · {tokens:,} tokens · {self.kept} of {self.total} done")
+
+    def close(self) -> None:
+        self.line.clear()
 
 
 class _Pause:
@@ -100,7 +176,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
              mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
              new_run: bool = False, progress: bool = True, tool_protocol: str | None = None,
              concurrency: int = 1, backoff: float | None = None, verify: bool = False,
-             verify_budget: int = DEFAULT_BUDGET) -> EvalResult:
+             verify_budget: int = DEFAULT_BUDGET, stop: Stop | None = None) -> EvalResult:
     """Ask every question into one run of `session`'s trace store; skip those already answered in it.
 
     `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
@@ -108,7 +184,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     `concurrency` turns run at once (see the module docstring); `backoff` is the first rate-limit pause in
     seconds (default: `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s). `verify` verifies every answer by
     ablation (`Session.verify`, at most `verify_budget` re-runs each, in the worker that asked it) over
-    the session's one loaded index; a verifying batch is its own run."""
+    the session's one loaded index; a verifying batch is its own run. `progress` shows each turn's steps on
+    stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring)."""
     options = dict(options or {})
     from .providers import declared
     from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, setting
@@ -153,23 +230,22 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
             todo.append(q)
 
     session.toolbox  # build or load the index before the clock starts
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc="eval", unit="turn", file=sys.stderr, leave=False)
+    tracer.prepare()  # and create or migrate the store: a finished turn's flush is then only its write
+    shown = _Progress(len(todo)) if progress and todo else None
     # a provider that answers one turn at a time (an in-process model) gets at most that many workers
     limit = declared(provider, "max_concurrent_turns")
     concurrency = result.concurrency = min(concurrency, limit) if limit else concurrency
     pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
     counter = threading.Lock()
 
-    def ask(q: str):
+    def ask(item: tuple[int, str]):
         """One question, asked again (after a shared pause) while the provider rate-limits it."""
+        n, q = item
+        observe = shown.observer(n, q) if shown else None
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             pause.wait()
             answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, tool_protocol=tool_protocol,
-                                 verify=verify, verify_budget=verify_budget, log=False, **options)
+                                 verify=verify, verify_budget=verify_budget, log=False, observe=observe, **options)
             if answer.payload["status"] != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
                 return answer
             pause.extend(attempt)
@@ -178,30 +254,57 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
 
     t0 = time.perf_counter()
     failed: set[str] = set()
+    unwritten: list[str] = []
+
+    def write(n: int, answer) -> None:
+        answer = session.log(answer, run_id=result.run_id)
+        result.payloads.append(answer.payload)
+        result.asked += 1
+        if answer.payload["status"] != "ok":
+            failed.add(answer.payload["turn_id"])
+        if answer.trace_error and result.trace_error is None:
+            result.trace_error = answer.trace_error
+        if shown is not None:
+            shown.done(n, answer.record, answer.payload["status"])
+
+    def idle() -> bool:
+        """While a turn has run `POLL_S` seconds and more: write the finished ones; True when asked to stop."""
+        try:
+            tracer.flush_if_due(0)
+        except Exception as exc:  # noqa: BLE001 - kept queued and retried; reported like a failed flush
+            result.trace_error = result.trace_error or str(exc)
+        return stop is not None and stop.requested
+
+    runner = _InOrder(ask, list(enumerate(todo, start=1)), concurrency)
     try:
-        with tracer.buffered(), closing(_in_order(ask, todo, concurrency)) as answers:
-            for answer in answers:
-                answer = session.log(answer, run_id=result.run_id)
-                result.payloads.append(answer.payload)
-                result.asked += 1
-                if answer.payload["status"] != "ok":
-                    failed.add(answer.payload["turn_id"])
-                if answer.trace_error and result.trace_error is None:
-                    result.trace_error = answer.trace_error
-                if bar is not None:
-                    bar.update(1)
-                if len(tracer.pending_turn_ids()) >= MAX_UNWRITTEN:
-                    result.stopped = (f"stopped after {result.asked} of {len(todo)} questions: "
-                                      f"{MAX_UNWRITTEN} turns are waiting for the trace database")
-                    break
-            answers.close()  # no worker asks on while the last flush waits (an early stop drops their answers)
-            unwritten = _final_flush(tracer, result)
+        with tracer.buffered():
+            try:
+                for (n, _), answer in runner.answers(idle):
+                    write(n, answer)
+                    if stop is not None and stop.requested:
+                        break
+                    if len(tracer.pending_turn_ids()) >= MAX_UNWRITTEN:
+                        result.stopped = (f"stopped after {result.asked} of {len(todo)} questions: "
+                                          f"{MAX_UNWRITTEN} turns are waiting for the trace database")
+                        break
+                if stop is not None and stop.requested and result.asked < len(todo):
+                    result.interrupted = stop.reason
+                    for (n, _), answer in runner.finished():  # finished behind a turn still running (N workers)
+                        write(n, answer)
+            except KeyboardInterrupt:
+                result.interrupted = "SIGINT"
+                for (n, _), answer in runner.finished():
+                    write(n, answer)
+                raise
+            finally:
+                runner.close()  # no worker asks on (their turns in progress are dropped, a resume asks them)
+                unwritten = _final_flush(tracer, result)
     finally:
-        if bar is not None:
-            bar.close()
+        if shown is not None:
+            shown.close()
         result.seconds = time.perf_counter() - t0
-    result.unwritten = len(unwritten)
-    result.failed = len(failed | set(unwritten))
+        result.unwritten = len(unwritten)
+        result.failed = len(failed | set(unwritten))
     return result
 
 
@@ -220,27 +323,66 @@ def _final_flush(tracer, result: EvalResult) -> list[str]:
     return tracer.take_unflushed()
 
 
-def _in_order(ask: Callable[[str], Any], questions: list[str], concurrency: int) -> Iterator[Any]:
-    """`ask(q)` for every question, `concurrency` at a time, yielded in question order.
+class _InOrder:
+    """`ask(item)` for every item on `concurrency` worker threads, the answers taken in item order.
 
-    At most 2 × `concurrency` questions are in flight, so answers waiting behind a slow one stay few.
-    On an early exit (an interruption, an error) queued questions are cancelled and the running ones
-    finish in the background; their answers are dropped (a resumed run asks them again)."""
-    if concurrency == 1:
-        for q in questions:
-            yield ask(q)
-        return
-    from concurrent.futures import ThreadPoolExecutor  # only batches with workers pay for the import
+    At most 2 × `concurrency` items are queued or running, so answers waiting behind a slow one stay few.
+    The workers are daemon threads: a batch that stops (an interruption, an error) cancels the queued
+    items and does not wait for the running ones — their answers are dropped (a resumed run asks them
+    again), and a process that exits is not held up by a model call still in progress."""
 
-    pool = ThreadPoolExecutor(concurrency, thread_name_prefix="eval")
-    pending = iter(questions)
-    window = deque(pool.submit(ask, q) for q in islice(pending, 2 * concurrency))
-    try:
-        while window:
-            answer = window.popleft().result()
-            for q in pending:  # refill one
-                window.append(pool.submit(ask, q))
+    def __init__(self, ask: Callable[[Any], Any], items: list[Any], concurrency: int):
+        self._ask = ask
+        self._pending = iter(items)
+        self._jobs: SimpleQueue = SimpleQueue()
+        self._window: deque[tuple[Any, Future]] = deque()
+        self._workers = concurrency
+        for _ in range(concurrency):
+            threading.Thread(target=self._work, name="eval", daemon=True).start()
+        for item in islice(self._pending, 2 * concurrency):
+            self._submit(item)
+
+    def _submit(self, item: Any) -> None:
+        future: Future = Future()
+        self._window.append((item, future))
+        self._jobs.put((item, future))
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            item, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._ask(item))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the thread that takes the answer
+                future.set_exception(exc)
+
+    def answers(self, idle: Callable[[], bool]) -> Iterator[tuple[Any, Any]]:
+        """(item, answer) in item order; while the next answer is not ready, `idle()` every `POLL_S`
+        seconds, and the iteration ends when it returns True."""
+        while self._window:
+            item, future = self._window[0]
+            while True:
+                try:
+                    answer = future.result(timeout=POLL_S)
+                    break
+                except TimeoutError:
+                    if idle():
+                        return
+            self._window.popleft()
+            for nxt in self._pending:  # refill one
+                self._submit(nxt)
                 break
-            yield answer
-    finally:
-        pool.shutdown(wait=not window, cancel_futures=True)
+            yield item, answer
+
+    def finished(self) -> list[tuple[Any, Any]]:
+        """(item, answer) of every answer ready but not yet taken (behind one still running), in order."""
+        return [(item, f.result()) for item, f in self._window
+                if f.done() and not f.cancelled() and f.exception() is None]
+
+    def close(self) -> None:
+        for _, future in self._window:
+            future.cancel()
+        self._window.clear()
+        for _ in range(self._workers):
+            self._jobs.put(None)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .agent import run_turn
+from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path
 from .questions import check_question_length
 from .corpus import Corpus, load_corpus
@@ -81,7 +81,7 @@ class Session:
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
-            log: bool = True, **provider_options: Any) -> Answer:
+            log: bool = True, observe: Observer | None = None, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -95,7 +95,8 @@ class Session:
         options that make the provider reproducible (`verify.pinned_options`: temperature 0, a fixed seed,
         …), as its re-runs are, so that its control can reproduce it. `log=False` returns the answer
         unwritten, for `log()` to write later: a concurrent batch answers in several threads and writes in
-        question order. Safe to call from several threads at once.
+        question order. `observe` gets the agent loop's `StepEvent`s as the turn goes (progress displays,
+        `agent.run_turn`). Safe to call from several threads at once.
         """
         _check_inputs(question, k)
         if verify:
@@ -104,7 +105,7 @@ class Session:
         p = get_provider(provider, model=model, **provider_options)
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol,
                           config={"provider_label": p.label, "model_label": p.model_label,
-                                  "options": recorded(p.options_schema, provider_options)})
+                                  "options": recorded(p.options_schema, provider_options)}, observe=observe)
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

