@@ -7,15 +7,13 @@ import streamlit as st
 from ..analysis.usage import as_frame
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
-from .tables import chart, table
-from .usage import run_labels, trace_db
+from .tables import QUERY_CACHE_SECONDS, chart, db_version, table
+from .usage import run_labels, runs_of, trace_db
 
 
 def _filters(db) -> tuple[list[str], list[str], list[str]]:
     """Three multiselects (none picked: no restriction) over the database's runs, providers and corpora."""
-    from ..trace.experiments import all_runs
-
-    runs = all_runs(db)
+    runs = runs_of(db)
     c1, c2, c3 = st.columns(3)
     providers = c1.multiselect("Providers", sorted({r["provider"] for r in runs if r["provider"]}),
                                key="gaps_providers", format_func=display_text)
@@ -26,15 +24,20 @@ def _filters(db) -> tuple[list[str], list[str], list[str]]:
     return picked, providers, corpora
 
 
-def show(db: str | None) -> None:
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
+def _gaps(path: str, run_ids: tuple, providers: tuple, corpora: tuple, version: tuple):
     from ..trace import TraceReader
 
+    return TraceReader(path).gaps(list(run_ids), list(providers), list(corpora))
+
+
+def show(db: str | None) -> None:
     path = trace_db(db)
     if path is None:
         return
     try:
         run_ids, providers, corpora = _filters(path)
-        df = as_frame(TraceReader(path).gaps(run_ids, providers, corpora))
+        df = as_frame(_gaps(str(path), tuple(run_ids), tuple(providers), tuple(corpora), db_version(path)))
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
         return

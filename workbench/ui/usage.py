@@ -13,15 +13,29 @@ from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
 from ..trace.usage import Rows
 from .state import app_corpus
-from .tables import table
+from .tables import QUERY_CACHE_SECONDS, table
 
 
-def run_labels(db: Path, corpus_id: str | None = None) -> dict[str, str]:
+def runs_of(db: Path | str) -> list[dict]:
+    """`trace.experiments.all_runs` of the database, reused while it is unchanged (`tables.db_version`)."""
+    from .tables import db_version
+
+    return _all_runs(str(db), db_version(db))
+
+
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
+def _all_runs(path: str, version: tuple) -> list[dict]:
+    from ..trace.experiments import all_runs
+
+    return all_runs(path)
+
+
+def run_labels(db: Path | str, corpus_id: str | None = None) -> dict[str, str]:
     """run_id → a run picker's label (name, corpus, dataset: `trace.experiments.run_label`, then kind and turns),
     newest first; only the runs on `corpus_id` when given."""
-    from ..trace.experiments import all_runs, run_label
+    from ..trace.experiments import run_label
 
-    return {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in all_runs(db)
+    return {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in runs_of(db)
             if corpus_id is None or r["corpus"] == corpus_id}
 
 
