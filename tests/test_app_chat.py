@@ -45,7 +45,9 @@ def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app
 def test_a_question_renders_answer_citations_sources_and_provenance(app):
     at = ask(app, "How do I configure SSO?")
     md = texts(at)
-    assert "](<https://help.orbitly.example/articles/sso-saml-setup>) :blue-badge[1]" in md
+    turn_id = at.session_state["turns"][0].turn_id  # the inline citation opens the side panel (a `#` link)
+    assert f"From [Configure SAML single sign-on \\(SSO\\)](<#wb-cite-{turn_id}-0>) :blue-badge[1]" in md
+    assert "https://help.orbitly.example" not in md, "no link leaves the chat for a new tab"
     assert "**Sources** :green-badge[" in md
     assert "**Retrieved** (" in md and "**Cited** (" in md and "**Consulted** (" in md
     assert any("offline (no LLM)" in c and "retriever bm25" in c for c in captions(at)), \
@@ -68,7 +70,7 @@ def test_clicking_a_citation_opens_the_document_with_the_evidence_highlighted(ap
 def test_listing_answer_has_links_and_no_sources_row(app):
     at = ask(app, "Which articles do you have?")
     md = texts(at)
-    assert md.count("](<https://help.orbitly.example/articles/") > 20
+    assert md.count("](<#wb-cite-") > 20
     assert "**Sources**" not in md
     assert any("No sources: nothing was read" in c for c in captions(at))
     assert not [e.label for e in at.expander if e.label.startswith("Claims")], "titles are not factual claims"

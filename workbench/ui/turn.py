@@ -6,18 +6,107 @@ All text from the corpus or the model goes through `render.escape_markdown` / `r
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import streamlit as st
 
-from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, escape_markdown,
-                      evidence_passages, highlight_spans, highlighted_markdown, rejection_text, safe_url, source_chips,
+from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, document_markdown,
+                      escape_markdown, evidence_passages, highlight_spans, rejection_text, safe_url, source_chips,
                       verdicts)
 from . import verify as verification
 from .state import Turn
 
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
 MAX_INLINE_PILLS = 8
+
+# --- inline citations open the side panel ------------------------------------------------------
+#
+# Streamlit opens every markdown link in a new tab (a new session: the conversation is gone), except a
+# `#…` link. So in the chat an inline citation links to `#wb-cite-<turn id>-<i>` (its i-th citation
+# entry), and this script-only component, mounted once on the page, catches clicks on such links and
+# hands the target to Python as a trigger, which opens the panel like the citation's pill does. The
+# script is ours and fixed; it reads only the `href` of a link the app built, and the target is looked
+# up among the session's turns, never trusted. The document's own URL is the panel's "Open original".
+#
+# Opening or closing the panel narrows or widens the chat, so its text reflows and what was clicked would
+# drift off screen: the script keeps the clicked citation (link, pill or the open pill when ✕ closes the
+# panel) where it was on screen until the rerun has settled, or the reader scrolls.
+LINK_PREFIX = "wb-cite-"
+LINKS_KEY = "wb-inline-citations"
+_LINKS_JS = """
+export default function(component) {
+  const { setTriggerValue } = component;
+  const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
+    || document.scrollingElement;
+  let anchor = null;
+  const keep = (el) => { if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now() }; };
+  const restore = () => {
+    if (!anchor) return;
+    if (Date.now() - anchor.since > 15000 || !anchor.el.isConnected) { anchor = null; return; }
+    const drift = anchor.el.getBoundingClientRect().top - anchor.top;
+    if (Math.abs(drift) > 1) scroller().scrollTop += drift;
+    // the rerun is over (no status widget) and its elements are drawn: the reader has the page back
+    if (Date.now() - anchor.since > 1500 && !document.querySelector('[data-testid="stStatusWidget"]')) anchor = null;
+  };
+  const onClick = (event) => {
+    anchor = null;
+    const el = event.target instanceof Element ? event.target : null;
+    if (!el) return;
+    const link = el.closest('a[href^="#%s"]');
+    if (link) {
+      event.preventDefault();
+      keep(link);
+      setTriggerValue('open', link.getAttribute('href').slice(1));
+    } else if (el.closest('[class*="st-key-citations-"] button')) {
+      keep(el.closest('button'));
+    } else if (el.closest('.st-key-close-doc')) {
+      keep(document.querySelector('[class*="st-key-citations-"] [aria-checked="true"]'));
+    }
+  };
+  const stop = () => { anchor = null; };
+  const observer = new MutationObserver(restore);
+  observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
+  document.addEventListener('click', onClick, true);
+  ['wheel', 'touchstart', 'keydown'].forEach((name) => document.addEventListener(name, stop, true));
+  return () => {
+    observer.disconnect();
+    document.removeEventListener('click', onClick, true);
+    ['wheel', 'touchstart', 'keydown'].forEach((name) => document.removeEventListener(name, stop, true));
+  };
+}
+""" % LINK_PREFIX
+_links_component = None
+
+
+def inline_citation_links(turns: list[Turn]) -> None:
+    """Mount the component that makes the answers' inline citations open the side panel (once per page)."""
+    global _links_component
+    if _links_component is None:  # registered once per process: a second registration only warns
+        _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS)
+    _links_component(key=LINKS_KEY, on_open_change=partial(_on_inline_citation, turns), height=0)
+
+
+def panel_targets(turn: Turn) -> dict[str, str]:
+    """Citation key → the `#` link that opens it in the side panel."""
+    return {e["key"]: f"#{LINK_PREFIX}{turn.turn_id}-{i}" for i, e in enumerate(citation_entries(turn.payload))}
+
+
+def _on_inline_citation(turns: list[Turn]) -> None:
+    state = st.session_state.get(LINKS_KEY)
+    target = (state.get("open") if isinstance(state, dict) else getattr(state, "open", None)) or ""
+    for turn in turns:
+        for key, href in panel_targets(turn).items():
+            if href == f"#{target}":
+                open_citation(turn, key)
+                return
+
+
+def open_citation(turn: Turn, key: str) -> None:
+    """Show citation `key` of `turn` in the side panel, its pill selected and every other turn's cleared."""
+    widget = _open_key(turn)
+    st.session_state[widget] = key
+    _on_cite(widget, turn.turn_id)
 
 
 def config_caption(turn: Turn) -> None:
@@ -39,7 +128,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
     if trace_error:
         st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
     if payload.get("answer"):
-        st.markdown(answer_markdown(payload))
+        st.markdown(answer_markdown(payload, panel_targets(turn) if viewer else None))
     elif not turn.error:
         st.info("The provider returned an empty answer.")
     if not payload:
@@ -229,4 +318,4 @@ def document_panel(turns: list[Turn]) -> None:
         spans = highlight_spans(doc.text, passages)
         st.caption(":orange-background[quoted in the answer] · :blue-background[passage the model was shown]")
         with st.container(height=560, key="doc-text"):
-            st.markdown(highlighted_markdown(doc.text, spans))
+            st.markdown(document_markdown(doc.text, spans))
