@@ -11,9 +11,9 @@ from typing import Any
 
 import streamlit as st
 
-from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, document_markdown,
-                      escape_markdown, evidence_passages, highlight_spans, rejection_text, safe_url, source_chips,
-                      verdicts)
+from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
+                      document_markdown, escape_markdown, evidence_passages, highlight_spans, plotly_text, rejection_text,
+                      safe_url, source_chips, timeline, verdicts)
 from . import verify as verification
 from .state import Turn
 
@@ -144,6 +144,8 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
             verification.explain(payload)
         with st.expander(f"Tool calls ({len(payload.get('tool_calls', []))})", expanded=False):
             tool_calls(payload)
+            if turn.answer is not None:
+                call_timeline(turn)
         claims(turn)
 
 
@@ -261,11 +263,33 @@ def tool_calls(payload: dict[str, Any]) -> None:
         return
     for i, c in enumerate(calls):
         latency = f"{c['latency_ms']:.1f} ms" if c.get("latency_ms") is not None else "—"
-        st.markdown(f"**{i + 1}. {escape_markdown(c['name'])}** · `{c.get('exposure')}` · {latency} · "
-                    f"{len(c.get('doc_ids', []))} documents")
+        st.markdown(f"**{i + 1}.** {escape_markdown(call_signature(c['name'], c.get('args')))} · "
+                    f"`{c.get('exposure')}` · {latency} · {len(c.get('doc_ids', []))} documents")
         st.json({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}, expanded=False)
         if c.get("error"):
             st.warning(escape_markdown(f"error: {c['error']}"), icon="⚠️")
+
+
+#: The timeline's bar colour per kind of call.
+CALL_COLORS = {"model": "#7f5fbf", "tool": "#f28e2b", "retrieval": SET_COLORS["retrieved"]}
+
+
+def call_timeline(turn: Turn) -> None:
+    """Model calls and tool calls on one time axis with their latencies: the span view of Phoenix or Langfuse."""
+    import plotly.graph_objects as go
+
+    rows = timeline(turn.answer.record)
+    if not rows:
+        return
+    fig = go.Figure(go.Bar(
+        y=[plotly_text(r["label"]) for r in rows], x=[r["ms"] for r in rows], base=[r["start_ms"] for r in rows],
+        orientation="h", marker_color=[CALL_COLORS[r["kind"]] for r in rows],
+        text=[f"{r['ms']:.1f} ms" for r in rows], textposition="outside", cliponaxis=False,
+        hovertext=[plotly_text(r["detail"] or r["label"]) for r in rows], hoverinfo="text+x"))
+    fig.update_layout(height=60 + 26 * len(rows), margin=dict(l=0, r=40, t=24, b=0), showlegend=False,
+                      title=dict(text="Timeline (ms from the turn's start)", font=dict(size=13)),
+                      yaxis=dict(autorange="reversed", type="category"), xaxis=dict(rangemode="tozero"))
+    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key=f"timeline-{turn.turn_id}")
 
 
 def claims(turn: Turn) -> None:
