@@ -175,6 +175,7 @@ def test_inline_citation_opens_the_side_panel_in_this_tab(page):
     original = panel.get_by_role("link", name="Open original")
     assert original.get_attribute("href") == "https://help.orbitly.example/articles/sso-saml-setup"
     text = panel.locator(".st-key-doc-text")
+    text.get_by_text("Copy the two values shown").wait_for()  # the document is drawn
     assert text.locator("strong").filter(has_text="SAML 2.0").count() >= 1, "**SAML 2.0** is bold"
     assert text.locator("li").filter(has_text="Copy the two values shown").count() == 1, "lists are lists"
     assert "**" not in text.inner_text() and "](" not in text.inner_text(), "no raw markdown"
@@ -207,6 +208,37 @@ def test_opening_a_document_keeps_the_open_expanders_and_the_scroll(page):
     page.locator(".st-key-doc-panel").wait_for(state="detached")
     _settle(page)
     assert retrieved.is_visible(), "closing the panel keeps it open too"
+
+
+def test_the_chat_is_usable_at_1024_px(page):
+    """Issue 25, item 9: at 1024 px, with the side panel open, the three sets squeezed into ~70 px columns
+    broke their names mid-word ("Consulte|d")."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        msg = page.get_by_test_id("stChatMessage").last
+        msg.locator("[class*='st-key-citations-'] button").first.click()
+        panel = page.locator(".st-key-doc-panel")
+        panel.wait_for()
+        _settle(page)
+        provenance = msg.get_by_test_id("stExpander").filter(has_text="Retrieved (")
+        if not msg.get_by_text("Retrieved (", exact=False).first.is_visible():
+            msg.get_by_text("Provenance", exact=True).click()
+            _settle(page)
+        names = provenance.locator("strong").filter(has_text="Consulted")
+        names.first.wait_for()
+        for name in ("Retrieved", "Cited", "Consulted"):  # one line box each: no word broken
+            rects = provenance.locator("strong").filter(has_text=name).first.evaluate("e => e.getClientRects().length")
+            assert rects == 1, f"{name} is broken over {rects} lines"
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "nothing sticks out"
+        chat, side = msg.bounding_box(), panel.bounding_box()
+        assert chat["x"] + chat["width"] <= side["x"], f"the chat and the panel overlap: {chat} {side}"
+        assert side["x"] + side["width"] <= 1024, f"the panel is cut: {side}"
+        _shot(page, "chat-1024")
+        page.locator(".st-key-close-doc button").first.click()
+        page.locator(".st-key-doc-panel").wait_for(state="detached")
+        _settle(page)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def test_verify_sources_puts_each_verdict_on_its_chip(page):

@@ -30,8 +30,8 @@ MAX_INLINE_PILLS = 8
 # up among the session's turns, never trusted. The document's own URL is the panel's "Open original".
 #
 # Opening or closing the panel narrows or widens the chat, so its text reflows and what was clicked would
-# drift off screen: the script keeps the clicked citation (link, pill or the open pill when ✕ closes the
-# panel) where it was on screen until the rerun has settled, or the reader scrolls.
+# drift off screen: the script keeps the clicked citation (link or pill) where it was on screen until the
+# rerun has settled, or the reader scrolls.
 LINK_PREFIX = "wb-cite-"
 LINKS_KEY = "wb-inline-citations"
 _LINKS_JS = """
@@ -40,17 +40,25 @@ export default function(component) {
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
   let anchor = null;
-  const keep = (el) => { if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now() }; };
+  let ours = null;  // the scroll position this script set last
+  const keep = (el) => {
+    if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now(), busy: false };
+  };
   const restore = () => {
     if (!anchor) return;
     if (Date.now() - anchor.since > 15000 || !anchor.el.isConnected) { anchor = null; return; }
     const drift = anchor.el.getBoundingClientRect().top - anchor.top;
-    if (Math.abs(drift) > 1) scroller().scrollTop += drift;
-    // the rerun is over (no status widget) and its elements are drawn: the reader has the page back
-    if (Date.now() - anchor.since > 1500 && !document.querySelector('[data-testid="stStatusWidget"]')) anchor = null;
+    if (Math.abs(drift) > 1) { scroller().scrollTop += drift; ours = scroller().scrollTop; }
+    // the rerun is over (its status widget came and went, or never came): the reader has the page back
+    if (document.querySelector('[data-testid="stStatusWidget"]')) anchor.busy = true;
+    else if (anchor.busy || Date.now() - anchor.since > 1500) anchor = null;
+  };
+  const onScroll = () => {  // a scroll this script did not make is the reader's (or the browser's own anchoring)
+    if (anchor && ours !== null && Math.abs(scroller().scrollTop - ours) > 2) anchor = null;
   };
   const onClick = (event) => {
     anchor = null;
+    ours = null;
     const el = event.target instanceof Element ? event.target : null;
     if (!el) return;
     const link = el.closest('a[href^="#%s"]');
@@ -60,19 +68,21 @@ export default function(component) {
       setTriggerValue('open', link.getAttribute('href').slice(1));
     } else if (el.closest('[class*="st-key-citations-"] button')) {
       keep(el.closest('button'));
-    } else if (el.closest('.st-key-close-doc')) {
-      keep(document.querySelector('[class*="st-key-citations-"] [aria-checked="true"]'));
     }
   };
   const stop = () => { anchor = null; };
+  document.addEventListener('scroll', onScroll, true);
   const observer = new MutationObserver(restore);
   observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
   document.addEventListener('click', onClick, true);
   ['wheel', 'touchstart', 'keydown'].forEach((name) => document.addEventListener(name, stop, true));
+  window.addEventListener('resize', stop);
   return () => {
     observer.disconnect();
+    document.removeEventListener('scroll', onScroll, true);
     document.removeEventListener('click', onClick, true);
     ['wheel', 'touchstart', 'keydown'].forEach((name) => document.removeEventListener(name, stop, true));
+    window.removeEventListener('resize', stop);
   };
 }
 """ % LINK_PREFIX
@@ -225,7 +235,9 @@ def provenance_sets(payload: dict[str, Any]) -> None:
 
     docs = {d["doc_id"]: d for d in payload.get("documents", [])}
     sets = payload.get("sets", {})
-    cols = st.columns(3)
+    # Beside an open side panel the chat is too narrow for three columns (at 1024 px a column is ~70 px and
+    # words break mid-word): the sets then stand one under another.
+    cols = [st.container() for _ in SETS] if st.session_state.get(OPEN_DOC) else st.columns(3)
     for col, name in zip(cols, SETS):
         ids = sets.get(name, [])
         with col:
