@@ -123,6 +123,12 @@ def _settle(page):
     page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=45_000)
 
 
+def _center(locator):
+    """`locator` scrolled to the middle of the screen (at an edge, Streamlit's header or the chat input covers it)."""
+    locator.evaluate("e => e.scrollIntoView({block: 'center'})")
+    return locator
+
+
 def _shot(page, name: str, locator=None):
     target = locator or page
     target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
@@ -193,7 +199,7 @@ def test_opening_a_document_keeps_the_open_expanders_and_the_scroll(page):
     retrieved = msg.get_by_text("Retrieved (", exact=False).first
     retrieved.wait_for()
     pill = msg.locator("[class*='st-key-citations-'] button").first
-    pill.scroll_into_view_if_needed()
+    _center(pill)
     assert page.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop") > 0, "scrolled down"
     page.evaluate("""() => document.addEventListener('click', (e) => {
         window.__clickedTop = e.target.closest('button').getBoundingClientRect().top; }, {capture: true, once: true})""")
@@ -210,13 +216,25 @@ def test_opening_a_document_keeps_the_open_expanders_and_the_scroll(page):
     assert retrieved.is_visible(), "closing the panel keeps it open too"
 
 
+def test_verify_sources_puts_each_verdict_on_its_chip(page):
+    msg = page.get_by_test_id("stChatMessage").nth(1)  # the answer to "How do I configure SSO?"
+    msg.get_by_role("button", name="Verify sources").click()
+    msg.locator("[class*='st-key-sources-']").filter(has_text="load-bearing").wait_for()
+    _settle(page)
+    chips = msg.locator("[class*='st-key-sources-']").inner_text()
+    assert "Configure SAML single sign-on (SSO) · load-bearing" in chips
+    assert "Set up SSO with Microsoft Entra ID (Azure AD) · decorative" in chips
+    assert msg.get_by_role("button", name="Verify sources").count() == 0
+    _shot(page, "verified", msg)
+
+
 def test_the_chat_is_usable_at_1024_px(page):
     """Issue 25, item 9: at 1024 px, with the side panel open, the three sets squeezed into ~70 px columns
     broke their names mid-word ("Consulte|d")."""
     page.set_viewport_size({"width": 1024, "height": 900})
     try:
         msg = page.get_by_test_id("stChatMessage").last
-        msg.locator("[class*='st-key-citations-'] button").first.click()
+        _center(msg.locator("[class*='st-key-citations-'] button").first).click()
         panel = page.locator(".st-key-doc-panel")
         panel.wait_for()
         _settle(page)
@@ -233,24 +251,14 @@ def test_the_chat_is_usable_at_1024_px(page):
         chat, side = msg.bounding_box(), panel.bounding_box()
         assert chat["x"] + chat["width"] <= side["x"], f"the chat and the panel overlap: {chat} {side}"
         assert side["x"] + side["width"] <= 1024, f"the panel is cut: {side}"
+        close = page.locator(".st-key-close-doc button").first
+        assert close.evaluate("e => e.scrollWidth <= e.clientWidth && e.clientWidth >= 32"), "the ✕ is cut"
         _shot(page, "chat-1024")
-        page.locator(".st-key-close-doc button").first.click()
+        _center(close).click()
         page.locator(".st-key-doc-panel").wait_for(state="detached")
         _settle(page)
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
-
-
-def test_verify_sources_puts_each_verdict_on_its_chip(page):
-    msg = page.get_by_test_id("stChatMessage").nth(1)  # the answer to "How do I configure SSO?"
-    msg.get_by_role("button", name="Verify sources").click()
-    msg.locator("[class*='st-key-sources-']").filter(has_text="load-bearing").wait_for()
-    _settle(page)
-    chips = msg.locator("[class*='st-key-sources-']").inner_text()
-    assert "Configure SAML single sign-on (SSO) · load-bearing" in chips
-    assert "Set up SSO with Microsoft Entra ID (Azure AD) · decorative" in chips
-    assert msg.get_by_role("button", name="Verify sources").count() == 0
-    _shot(page, "verified", msg)
 
 
 def test_listing_answer_shows_links_and_no_source_chips(page):

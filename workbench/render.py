@@ -388,6 +388,7 @@ class _DocumentWriter:
     def __init__(self, text: str, spans: list[tuple[int, int, str]], colors: dict[str, str]):
         self.text, self.spans, self.colors = text, spans, colors
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)] + [len(text) + 1]
+        self.in_table = False
 
     def blocks(self, nodes, tight: bool = False) -> list[str]:
         out: list[str] = []
@@ -427,8 +428,10 @@ class _DocumentWriter:
             return ["***"]
         if kind == "table":
             rows = [r for part in node.children for r in part.children]
+            self.in_table = True  # a `|` in a cell's code must not end the cell
             cells = [[self.inline(c.children[0]).replace("\n", " ") if c.children else "" for c in r.children]
                      for r in rows]
+            self.in_table = False
             if not cells:
                 return []
             width = max(len(r) for r in cells)
@@ -461,7 +464,7 @@ class _DocumentWriter:
                 inner = self.runs(n.children)
                 out.append(f"{mark}{inner}{mark}" if inner.strip() else inner)
             elif kind == "code_inline":
-                fence, code = _fenced(n.content, 1)
+                fence, code = _fenced(n.content.replace("|", "\\|") if self.in_table else n.content, 1)
                 pad = " " if code.startswith("`") or code.endswith("`") or not code.strip() else ""
                 out.append(f"{fence}{pad}{code}{pad}{fence}" if code else "")
             elif kind == "image":  # never fetched: its description as text

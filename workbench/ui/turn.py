@@ -31,7 +31,7 @@ MAX_INLINE_PILLS = 8
 #
 # Opening or closing the panel narrows or widens the chat, so its text reflows and what was clicked would
 # drift off screen: the script keeps the clicked citation (link or pill) where it was on screen until the
-# rerun has settled, or the reader scrolls.
+# rerun has settled, or the reader scrolls or moves the pointer away.
 LINK_PREFIX = "wb-cite-"
 LINKS_KEY = "wb-inline-citations"
 _LINKS_JS = """
@@ -40,47 +40,48 @@ export default function(component) {
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
   let anchor = null;
-  let ours = null;  // the scroll position this script set last
-  const keep = (el) => {
-    if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now(), busy: false };
+  const keep = (el, event) => {
+    if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now(), busy: false,
+                       x: event.clientX, y: event.clientY };
   };
   const restore = () => {
     if (!anchor) return;
     if (Date.now() - anchor.since > 15000 || !anchor.el.isConnected) { anchor = null; return; }
     const drift = anchor.el.getBoundingClientRect().top - anchor.top;
-    if (Math.abs(drift) > 1) { scroller().scrollTop += drift; ours = scroller().scrollTop; }
-    // the rerun is over (its status widget came and went, or never came): the reader has the page back
+    if (Math.abs(drift) > 1) scroller().scrollTop += drift;
+    // the rerun is over when its status widget has come and gone (or never came within 8 s)
     if (document.querySelector('[data-testid="stStatusWidget"]')) anchor.busy = true;
-    else if (anchor.busy || Date.now() - anchor.since > 1500) anchor = null;
+    else if (anchor.busy || Date.now() - anchor.since > 8000) anchor = null;
   };
-  const onScroll = () => {  // a scroll this script did not make is the reader's (or the browser's own anchoring)
-    if (anchor && ours !== null && Math.abs(scroller().scrollTop - ours) > 2) anchor = null;
+  const onMove = (event) => {  // the pointer left what was clicked: the reader moved on, the page is theirs
+    if (anchor && Math.hypot(event.clientX - anchor.x, event.clientY - anchor.y) > 24) anchor = null;
   };
   const onClick = (event) => {
     anchor = null;
-    ours = null;
     const el = event.target instanceof Element ? event.target : null;
     if (!el) return;
     const link = el.closest('a[href^="#%s"]');
     if (link) {
       event.preventDefault();
-      keep(link);
+      keep(link, event);
       setTriggerValue('open', link.getAttribute('href').slice(1));
     } else if (el.closest('[class*="st-key-citations-"] button')) {
-      keep(el.closest('button'));
+      keep(el.closest('button'), event);
     }
   };
   const stop = () => { anchor = null; };
-  document.addEventListener('scroll', onScroll, true);
   const observer = new MutationObserver(restore);
   observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
+  document.addEventListener('scroll', restore, true);  // Streamlit's stick-to-bottom scrolls after the reflow
   document.addEventListener('click', onClick, true);
+  document.addEventListener('mousemove', onMove, true);
   ['wheel', 'touchstart', 'keydown'].forEach((name) => document.addEventListener(name, stop, true));
   window.addEventListener('resize', stop);
   return () => {
     observer.disconnect();
-    document.removeEventListener('scroll', onScroll, true);
+    document.removeEventListener('scroll', restore, true);
     document.removeEventListener('click', onClick, true);
+    document.removeEventListener('mousemove', onMove, true);
     ['wheel', 'touchstart', 'keydown'].forEach((name) => document.removeEventListener(name, stop, true));
     window.removeEventListener('resize', stop);
   };
@@ -334,9 +335,10 @@ def document_panel(turns: list[Turn]) -> None:
         return
     doc = turn.session.corpus.get(entry["doc_id"])
     with st.container(key="doc-panel", border=True):
-        head, close = st.columns([5, 1])
-        head.markdown(f"#### {escape_markdown(entry['title'])}")
-        close.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),))
+        with st.container(horizontal=True, vertical_alignment="top"):  # ✕ keeps its width in a narrow panel
+            st.markdown(f"#### {escape_markdown(entry['title'])}", width="stretch")
+            st.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),),
+                      width="content")
         meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
         if entry.get("n") is not None:
             meta.append(f"excerpt [{entry['n']}]")
