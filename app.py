@@ -11,8 +11,8 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 
 from workbench.render import display_text  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
-from workbench.ui.state import run, sidebar, warm  # noqa: E402  (after set_page_config)
-from workbench.ui.turn import document_panel, render_turn  # noqa: E402
+from workbench.ui.state import example_question, run, sidebar, warm  # noqa: E402  (after set_page_config)
+from workbench.ui.turn import document_panel, inline_citation_links, render_turn  # noqa: E402
 
 
 def chat() -> None:
@@ -25,17 +25,23 @@ def chat() -> None:
     st.title("Provenance Workbench")
     st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
 
-    # The side panel takes room only while a cited document is open.
-    chat_area, panel = st.columns([3, 2], gap="medium") if st.session_state.get("open_doc") else (st.container(), None)
-    question = st.chat_input("Ask the knowledge base, e.g. “How do I configure SSO?”", max_chars=MAX_QUESTION_CHARS)
+    # The side panel takes room only while a cited document is open. The chat is the first column either
+    # way: the same place in the page, so opening or closing the panel keeps its expanders and scroll.
+    opened = bool(st.session_state.get("open_doc"))
+    columns = st.columns([3, 2] if opened else [1], gap="medium")
+    chat_area, panel = columns[0], (columns[1] if opened else None)
+    example = example_question(cfg)  # from the loaded corpus's titles
+    question = st.chat_input(f"Ask the knowledge base, e.g. “{example}”" if example else "Ask the knowledge base",
+                             key="question", max_chars=MAX_QUESTION_CHARS)  # one input, whichever corpus names its placeholder
     if question:
         with st.spinner("Answering…"):
             turns.append(run(question, cfg))
+    inline_citation_links(turns)
 
     with chat_area:
         if not turns:
-            st.info("Try “How do I configure SSO?” (an answer with sources) or “Which articles do you have?” "
-                    "(a listing: working links, no sources row).")
+            st.info((f"Try “{example}” (an answer with sources) or " if example else "Try ")
+                    + "“Which articles do you have?” (a listing: working links, no sources row).")
         for turn in turns:
             with st.chat_message("user"):
                 st.text(display_text(turn.question))

@@ -45,7 +45,9 @@ def test_first_render_shows_sidebar_with_registered_providers_and_retrievers(app
 def test_a_question_renders_answer_citations_sources_and_provenance(app):
     at = ask(app, "How do I configure SSO?")
     md = texts(at)
-    assert "](<https://help.orbitly.example/articles/sso-saml-setup>) :blue-badge[1]" in md
+    turn_id = at.session_state["turns"][0].turn_id  # the inline citation opens the side panel (a `#` link)
+    assert f"From [Configure SAML single sign-on \\(SSO\\)](<#wb-cite-{turn_id}-0>) :blue-badge[1]" in md
+    assert "https://help.orbitly.example" not in md, "no link leaves the chat for a new tab"
     assert "**Sources** :green-badge[" in md
     assert "**Retrieved** (" in md and "**Cited** (" in md and "**Consulted** (" in md
     assert any("offline (no LLM)" in c and "retriever bm25" in c for c in captions(at)), \
@@ -68,7 +70,7 @@ def test_clicking_a_citation_opens_the_document_with_the_evidence_highlighted(ap
 def test_listing_answer_has_links_and_no_sources_row(app):
     at = ask(app, "Which articles do you have?")
     md = texts(at)
-    assert md.count("](<https://help.orbitly.example/articles/") > 20
+    assert md.count("](<#wb-cite-") > 20
     assert "**Sources**" not in md
     assert any("No sources: nothing was read" in c for c in captions(at))
     assert not [e.label for e in at.expander if e.label.startswith("Claims")], "titles are not factual claims"
@@ -131,3 +133,53 @@ def test_local_model_and_openai_appear_with_labels_default_model_and_tool_protoc
     assert at.sidebar.text_input(key="cfg_opt_openai_base_url").label == "Base URL"
     at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
     assert not [r for r in at.sidebar.radio if r.key == "cfg_protocol_offline"]  # no JSON-schema output: no choice
+
+
+# --- issue 25: tool calls at a glance, the placeholder, "Verify sources" --------------------------
+
+
+def _plotly(at: AppTest, key_prefix: str) -> dict:
+    import json
+
+    charts = [c for c in at.get("plotly_chart") if json.loads(c.proto.spec).get("data")]
+    found = [json.loads(c.proto.spec) for c in charts if key_prefix in c.proto.id]
+    assert found, f"no chart {key_prefix}"
+    return found[-1]
+
+
+def test_tool_calls_show_their_arguments_and_a_timeline(app):
+    at = ask(app, "How do I configure SSO?")
+    md = unescape(texts(at))
+    assert '**1.** search(query="How do I configure SSO?", k=5) · `snippet`' in md, "arguments at a glance"
+    assert '**2.** fetch_document(doc_id="sso-saml-setup") · `full`' in md
+    bars = _plotly(at, "timeline-")["data"][0]
+    assert bars["y"] == ["model call 1", "#1 search", "model call 2", "#2 fetch_document", "model call 3"]
+    record = at.session_state["turns"][0].answer.record
+    latencies = [record.model_calls[0].latency_ms, record.tool_calls[0].latency_ms, record.model_calls[1].latency_ms,
+                 record.tool_calls[1].latency_ms, record.model_calls[2].latency_ms]
+    assert bars["x"] == latencies, "each bar is as long as the call took"
+    assert bars["base"] == [sum(latencies[:i]) for i in range(5)], "end to end on one time axis"
+
+
+def test_the_placeholder_comes_from_the_loaded_corpus(app, tmp_path, monkeypatch):
+    assert "How do I configure SSO" not in app.chat_input[0].proto.placeholder
+    assert app.chat_input[0].proto.placeholder == "Ask the knowledge base, e.g. “How do I turn on two-factor authentication?”"
+    corpus = tmp_path / "boards"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("---\nid: a\ntitle: Upload a sketch to the board\n---\nOpen the IDE and press Upload.\n")
+    (corpus / "b.md").write_text("---\nid: b\ntitle: Board overview\n---\nThe board has pins.\n")
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(tmp_path))
+    app.sidebar.radio(key="cfg_corpus_source").set_value("Folder or JSONL path").run()
+    app.sidebar.text_input(key="cfg_corpus_path").input(str(corpus)).run()
+    assert not app.exception
+    assert app.chat_input[0].proto.placeholder == "Ask the knowledge base, e.g. “How do I upload a sketch to the board?”"
+    assert "How do I upload a sketch to the board?" in app.info[0].value
+
+
+def test_verify_sources_is_offered_only_on_an_answer_that_consulted_something(app):
+    at = ask(app, "Which articles do you have?")
+    assert "Verify sources" not in [b.label for b in at.button], "a listing read nothing: nothing to verify"
+    at = ask(at, "How do I bake a sourdough loaf?")
+    assert "Verify sources" not in [b.label for b in at.button], "an answer that found nothing"
+    at = ask(at, "How do I configure SSO?")
+    assert [b.label for b in at.button].count("Verify sources") == 1

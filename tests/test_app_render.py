@@ -134,3 +134,62 @@ def test_escaped_and_safe_markdown_never_auto_link(parts):
         assert not _GFM_AUTOLINK.search(unescape(md)), md
     if text.strip():  # the reader sees the same characters (the word joiner is invisible), controls as escapes
         assert unescape(escape_markdown(text)).replace("\u2060", "") == neutralize(text.lstrip(" \t"))
+
+
+# --- a document's own markdown in the side panel (issue 25, item 1) -------------------------------
+
+
+def _html(md: str) -> str:
+    """What a CommonMark renderer with raw HTML allowed makes of `md` (Streamlit's renderer allows less)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(md)
+
+
+HOSTILE_MD = """# Title <img src=x onerror=alert(1)>
+
+Text with **bold**, *em*, `code`, [a link](http://evil.example/x) and ![img](http://evil.example/i.png).
+<script>alert(1)</script> <a href="javascript:alert(2)">a</a> :red[directive] $x^2$ www.evil.example
+
+[ref]: http://evil.example/ref
+See [the ref][ref] and <http://evil.example/angle> and mail@evil.example.
+
+<div onclick="alert(3)">
+block html
+</div>
+
+| a | b |
+|---|---|
+| `x\\|y` | **z** |
+
+```sh
+echo ```` not closed
+```
+"""
+
+
+def test_document_markdown_keeps_formatting_and_nothing_else():
+    from workbench.render import document_markdown
+
+    html = _html(document_markdown(HOSTILE_MD))
+    for tag in ("<a ", "<img", "<script", "<div", "<style"):
+        assert tag not in html, f"{tag} formed: {html}"
+    assert "<strong>bold</strong>" in html and "<em>em</em>" in html and "<code>code</code>" in html
+    assert "<h4>" in html, "the document's # heading sits below the panel's own title"
+    assert "<table>" in html and "<strong>z</strong>" in html and "<code>x|y</code>" in html
+    assert "a link" in html and "evil.example/x" not in html, "a link keeps its text, not its target"
+    assert "[image: img]" in html and "i.png" not in html, "an image is never fetched"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;div onclick" in html, "HTML is shown as text"
+    assert "www\u2060.evil" in html and "mail\u2060@evil" in html, "auto-links are broken"
+    assert "echo ```` not closed" in html, "code stays literal inside a longer fence"
+
+
+def test_document_markdown_highlights_spans_inside_formatting():
+    from workbench.render import document_markdown
+
+    text = "Orbitly supports SSO with any provider that speaks **SAML 2.0**. Then more.\n"
+    spans = highlight_spans(text, [("quoted", "Orbitly supports SSO with any provider that speaks **SAML 2.0**.")])
+    md = document_markdown(text, spans)
+    assert ":orange-background[Orbitly supports SSO with any provider that speaks ]" in md
+    assert "**:orange-background[SAML 2\\.0]**" in md
+    assert "Then more" in md and ":orange-background[ Then" not in md

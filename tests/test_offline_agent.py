@@ -98,3 +98,30 @@ def test_offline_is_labelled_no_llm(demo_session):
 def test_corrupt_changes_exactly_one_character():
     assert corrupt("https://x.example/articles/4412377144338") == "https://x.example/articles/4412377144339"
     assert corrupt("sso-setup") == "sso-setuq"
+
+
+def _quoted(answer: str) -> str:
+    """The passage an extractive answer quotes: between "From [title](url):" and a "See also" line."""
+    return answer.split("\n\n")[1]
+
+
+def test_a_quote_never_stops_at_an_introduction(demo_session):
+    """Issue 25: "Within about a minute Orbitly:" ended the answer; the steps it introduces follow."""
+    quote = _quoted(ask(demo_session, "Deprovision users and handle leavers")["answer"])
+    assert quote.endswith("Records a `member.deactivated` event with the actor `scim` in the audit log."), quote
+    steps = [line for line in quote.splitlines() if line[:2] in ("1.", "2.", "3.", "4.")]
+    assert len(steps) == 4 and steps[0].startswith("1. **Deactivates** the member. They can no longer sign in")
+    dangling = {}
+    for doc in demo_session.corpus.documents:  # every article asked by its title
+        answer = ask(demo_session, doc.title)["answer"]
+        if answer.startswith("From ") and _quoted(answer).rstrip().endswith(":"):
+            dangling[doc.title] = _quoted(answer)[-80:]
+    assert dangling == {}
+
+
+def test_an_introduction_without_its_list_in_reach_is_left_out():
+    from workbench.providers.offline import MAX_QUOTE_CHARS, _complete
+
+    units = ["Intro sentence.", "Second sentence.", "Follow these steps:", "1. " + "x" * MAX_QUOTE_CHARS]
+    assert _complete(units, 0, 3) == ["Intro sentence.", "Second sentence."]
+    assert _complete(units[:3] + ["1. Open it.", "2. Close it.", "After."], 0, 3)[-2:] == ["1. Open it.", "2. Close it."]

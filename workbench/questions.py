@@ -69,6 +69,26 @@ def question_kind(question: str) -> str:
 #: `Question.extra`, never rejected.
 FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags")
 
+#: Verbs that open task titles ("Configure SAML …", "Track your order"): such a title reads as "How do I …?".
+_TASK_VERBS = frozenset("""activate add change cancel configure connect create delete deprovision disable download
+    enable export find fix import install invite link make manage migrate move provision receive recover remove reset
+    restore revoke rotate require set share sign switch track transfer turn update upgrade downgrade upload use verify
+    view""".split())
+_QUESTION_WORDS = ("how", "what", "why", "when", "where", "which", "who", "can", "do", "does", "is", "are")
+
+
+def example_question(titles: list[str]) -> str | None:
+    """A question a corpus can answer, made from its document titles (the app's chat placeholder): the first
+    task title of 3–10 words as "How do I …?", else the first such title asked about; None without one."""
+    fits = [" ".join(t.split()) for t in titles if 3 <= len(t.split()) <= 10]
+    for title in fits:
+        first = title.split()[0].lower()
+        if first in _QUESTION_WORDS:
+            return title if title.endswith("?") else f"{title}?"
+        if first in _TASK_VERBS:
+            return f"How do I {title[0].lower()}{title[1:]}?"
+    return f"Tell me about “{fits[0]}”" if fits else None
+
 
 @dataclass(frozen=True)
 class Question:

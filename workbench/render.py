@@ -298,10 +298,13 @@ def _link_text(span: str, target: str) -> str:
     return span[1:cut] if cut > 0 else target
 
 
-def answer_markdown(payload: dict[str, Any]) -> str:
+def answer_markdown(payload: dict[str, Any], targets: dict[str, str] | None = None) -> str:
     """The answer as safe markdown: valid citations become links (http(s) only) with a numbered
     badge matching `citation_entries`; rejected ones become plain text with a warning badge and
-    the reason. Everything else is the model's text through `safe_markdown`."""
+    the reason. Everything else is the model's text through `safe_markdown`.
+
+    `targets` (citation key → link target, e.g. the app's `#…` links that open its side panel) replaces
+    the documents' URLs; then every valid citation is a link, an excerpt's `[n]` badge too."""
     answer = payload.get("answer") or ""
     markers = {e["key"]: e for e in citation_entries(payload)}
     groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
@@ -318,7 +321,9 @@ def answer_markdown(payload: dict[str, Any]) -> str:
             parts = []
             for c in cs:
                 if c.get("valid"):
-                    parts.append(_badge("blue", markers[f"[{c['n']}]"]["marker"]))
+                    badge = _badge("blue", markers[f"[{c['n']}]"]["marker"])
+                    href = (targets or {}).get(f"[{c['n']}]")
+                    parts.append(f"[{badge}](<{href}>)" if href and not re.search(r"[\s<>]", href) else badge)
                 else:
                     parts.append(_badge("orange", f"⚠ [{c['n']}] rejected: {rejection_text(c)}"))
             out.append(" ".join(parts))
@@ -327,7 +332,7 @@ def answer_markdown(payload: dict[str, Any]) -> str:
             text = safe_markdown(_link_text(span, c["target"]))
             entry = markers.get(c.get("doc_id") or "") if c.get("valid") else None
             if entry is not None:
-                url = entry["url"]
+                url = entry["url"] if targets is None else targets.get(entry["key"])
                 link = f"[{text}](<{url}>)" if url and not re.search(r"[\s<>]", url) else text
                 out.append(f"{link} {_badge('blue', entry['marker'])}")
             else:
@@ -396,6 +401,10 @@ def highlight_spans(text: str, passages: list[tuple[str, str]]) -> list[tuple[in
     return sorted(taken)
 
 
+#: The background of each kind of evidence passage (the panel's legend names them).
+HIGHLIGHT_COLORS = {"quoted": "orange", "excerpt": "blue", "snippet": "blue"}
+
+
 def highlighted_markdown(text: str, spans: list[tuple[int, int, str]],
                          colors: dict[str, str] | None = None) -> str:
     """`text` as literal markdown (see `escape_markdown`) with each span on a coloured background.
@@ -403,22 +412,223 @@ def highlighted_markdown(text: str, spans: list[tuple[int, int, str]],
     Works line by line because a directive cannot span a line break; leading blanks are dropped
     so no line turns into an indented code block.
     """
-    colors = colors or {"quoted": "orange", "excerpt": "blue", "snippet": "blue"}
+    colors = colors or HIGHLIGHT_COLORS
     text = text.replace("\r\n", "\n")
     out_lines: list[str] = []
     for lo, hi in display_lines(text):  # long lines wrapped (`MAX_LINE_CHARS`)
         line = text[lo:hi]
-        lead = len(line) - len(line.lstrip(" \t"))
-        lo += lead
-        pieces: list[str] = []
-        pos = lo
-        for s, e, kind in spans:
-            s, e = max(s, lo), min(e, hi)
-            if s >= e or s < pos:
-                continue
-            pieces.append(_escape_all(text[pos:s]))
-            pieces.append(f":{colors.get(kind, 'orange')}-background[{_escape_all(text[s:e])}]")
-            pos = e
-        pieces.append(_escape_all(text[pos:hi]))
-        out_lines.append("".join(pieces) if text[lo:hi].strip() else "")
+        lo += len(line) - len(line.lstrip(" \t"))
+        out_lines.append(_marked(text, lo, hi, spans, colors) if text[lo:hi].strip() else "")
     return _no_autolinks("  \n".join(out_lines))
+
+
+# --- a document's own markdown, made safe (the side panel) --------------------------------------
+#
+# A document is shown with its formatting (headings, emphasis, lists, tables, code), not as escaped
+# source with literal `**`. It is parsed as CommonMark (markdown-it-py) and written out again as
+# markdown that can only format: its text escaped like `escape_markdown`, links reduced to their text,
+# images to "[image: alt]", raw HTML shown as text, code in fences longer than any backtick run inside.
+
+#: Heading levels are lowered by this much: a document's `#` title must not outshout the panel's own.
+HEADING_SHIFT = 3
+
+
+def _marked(text: str, lo: int, hi: int, spans: list[tuple[int, int, str]], colors: dict[str, str]) -> str:
+    """`text[lo:hi]` as literal markdown with the parts inside `spans` on a coloured background."""
+    pieces: list[str] = []
+    pos = lo
+    for s, e, kind in spans:
+        s, e = max(s, lo), min(e, hi)
+        if s >= e or s < pos:
+            continue
+        pieces.append(_escape_all(text[pos:s]))
+        pieces.append(f":{colors.get(kind, 'orange')}-background[{_escape_all(text[s:e])}]")
+        pos = e
+    pieces.append(_escape_all(text[pos:hi]))
+    return "".join(pieces)
+
+
+def _fenced(code: str, ticks: int) -> tuple[str, str]:
+    run = max((len(r) for r in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(ticks, run + 1)
+    return fence, code
+
+
+class _DocumentWriter:
+    def __init__(self, text: str, spans: list[tuple[int, int, str]], colors: dict[str, str]):
+        self.text, self.spans, self.colors = text, spans, colors
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)] + [len(text) + 1]
+        self.in_table = False
+
+    def blocks(self, nodes, tight: bool = False) -> list[str]:
+        out: list[str] = []
+        for node in nodes:
+            lines = self.block(node)
+            if not lines:
+                continue
+            if out and not tight:
+                out.append("")
+            out += lines
+        return out
+
+    def block(self, node) -> list[str]:
+        kind = node.type
+        if kind == "paragraph":
+            return self.inline(node.children[0]).split("\n") if node.children else []
+        if kind == "heading":
+            level = min(6, int(node.tag[1]) + HEADING_SHIFT)
+            return ["#" * level + " " + self.inline(node.children[0]).replace("\n", " ")]
+        if kind in ("bullet_list", "ordered_list"):
+            start = int(node.attrs.get("start", 1)) if kind == "ordered_list" else 1
+            tight = all(c.hidden for item in node.children for c in item.children if c.type == "paragraph")
+            out: list[str] = []
+            for i, item in enumerate(node.children):
+                marker = "- " if kind == "bullet_list" else f"{start + i}. "
+                inner = self.blocks(item.children, tight) or [""]
+                if out and not tight:
+                    out.append("")
+                out += [marker + inner[0]] + [(" " * len(marker) + x) if x else "" for x in inner[1:]]
+            return out
+        if kind == "blockquote":
+            return [f"> {x}" if x else ">" for x in self.blocks(node.children)]
+        if kind in ("fence", "code_block"):
+            fence, code = _fenced(node.content.rstrip("\n"), 3)
+            return [fence, *code.split("\n"), fence]
+        if kind == "hr":
+            return ["***"]
+        if kind == "table":
+            rows = [r for part in node.children for r in part.children]
+            self.in_table = True  # a `|` in a cell's code must not end the cell
+            cells = [[self.inline(c.children[0]).replace("\n", " ") if c.children else "" for c in r.children]
+                     for r in rows]
+            self.in_table = False
+            if not cells:
+                return []
+            width = max(len(r) for r in cells)
+            lines = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in cells]
+            return [lines[0], "|" + "---|" * width, *lines[1:]]
+        if kind == "html_block":  # shown as text, line by line
+            return [_no_autolinks(_escape_all(x)) + "  " for x in node.content.rstrip("\n").split("\n") if x.strip()]
+        return self.blocks(node.children) if node.children else []
+
+    def inline(self, node) -> str:
+        lo, hi = 0, len(self.text)
+        if node.map:
+            lo = self.line_starts[node.map[0]]
+            hi = min(len(self.text), self.line_starts[min(node.map[1], len(self.line_starts) - 1)])
+        self.cursor, self.limit = lo, hi
+        return self.runs(node.children)
+
+    def runs(self, nodes) -> str:
+        out: list[str] = []
+        for n in nodes:
+            kind = n.type
+            if kind == "text":
+                out.append(self.literal(n.content))
+            elif kind == "softbreak":
+                out.append("\n")
+            elif kind == "hardbreak":
+                out.append("  \n")
+            elif kind in ("strong", "em", "s"):
+                mark = {"strong": "**", "em": "*", "s": "~~"}[kind]
+                inner = self.runs(n.children)
+                out.append(f"{mark}{inner}{mark}" if inner.strip() else inner)
+            elif kind == "code_inline":
+                fence, code = _fenced(n.content.replace("|", "\\|") if self.in_table else n.content, 1)
+                pad = " " if code.startswith("`") or code.endswith("`") or not code.strip() else ""
+                out.append(f"{fence}{pad}{code}{pad}{fence}" if code else "")
+            elif kind == "image":  # never fetched: its description as text
+                out.append(_escape_all("[image: ") + self.runs(n.children) + _escape_all("]"))
+            elif kind == "html_inline":
+                out.append(self.literal(n.content))
+            else:  # a link's text, without its target; anything else by its children
+                out.append(self.runs(n.children))
+        return "".join(out)
+
+    def literal(self, content: str) -> str:
+        """`content` escaped, highlighted where the spans cover its place in the source."""
+        at = self.text.find(content, self.cursor, self.limit) if content else -1
+        if at < 0:  # an entity or escape changed it: shown without highlight
+            return _no_autolinks(_escape_all(content))
+        self.cursor = at + len(content)
+        return _no_autolinks(_marked(self.text, at, at + len(content), self.spans, self.colors))
+
+
+def _wrapped_source(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` with a line break inserted wherever `display_lines` wraps a long line, and `spans` moved with the
+    text: in a paragraph the break renders as a space, and no line of the panel is longer than `MAX_LINE_CHARS`
+    (a 200,000-character line froze a browser tab)."""
+    from bisect import bisect_left, bisect_right
+
+    cuts = [lo for lo, _ in display_lines(text) if lo > 0 and text[lo - 1] != "\n"]
+    if not cuts:
+        return text, spans
+    bounds = [0, *cuts, len(text)]
+    wrapped = "\n".join(text[a:b] for a, b in zip(bounds, bounds[1:]))
+    return wrapped, [(s + bisect_right(cuts, s), e + bisect_left(cuts, e), k) for s, e, k in spans]
+
+
+def document_markdown(text: str, spans: list[tuple[int, int, str]] = (),
+                      colors: dict[str, str] | None = None) -> str:
+    """A document's markdown, formatted but inert (see the section comment), with each span of `text`
+    (from `highlight_spans`) on a coloured background."""
+    from markdown_it import MarkdownIt
+    from markdown_it.tree import SyntaxTreeNode
+
+    text, spans = _wrapped_source(text.replace("\r\n", "\n"), list(spans))
+    parser = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    writer = _DocumentWriter(text, sorted(spans), colors or HIGHLIGHT_COLORS)
+    return "\n".join(writer.blocks(SyntaxTreeNode(parser.parse(text)).children))
+
+
+# --- a turn's calls on one time axis (the app's tool-call timeline) ----------------------------------
+
+#: Longest argument value shown in a tool call's one-line signature; a longer one ends in "…".
+MAX_ARG_CHARS = 120
+
+
+def call_signature(name: str, args: dict[str, Any] | None) -> str:
+    """A tool call as one line, its arguments visible: `search(query="How do I configure SSO?", k=5)`.
+    Plain text (escape it for markdown, `plotly_text` it for a chart)."""
+    import json
+
+    def shown(value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= MAX_ARG_CHARS else text[:MAX_ARG_CHARS - 1] + "…"
+
+    return f"{name}(" + ", ".join(f"{k}={shown(v)}" for k, v in (args or {}).items()) + ")"
+
+
+def timeline(record: Any) -> list[dict[str, Any]]:
+    """A turn's model and tool calls on one time axis from the turn's start, in the order the agent loop ran
+    them (model call 1, the tool calls it asked for, model call 2, …; excerpt mode: the retrieval of the
+    excerpts, then the model call), each as long as its recorded latency — the layout of the trace's spans
+    (workbench/trace/spans.py). Rows: `kind` (model | tool | retrieval), `label`, `detail`, `start_ms`, `ms`."""
+    rows: list[dict[str, Any]] = []
+    clock = 0.0
+
+    def add(kind: str, label: str, ms: float | None, detail: str = "") -> None:
+        nonlocal clock
+        ms = max(0.0, ms or 0.0)
+        rows.append({"kind": kind, "label": label, "detail": detail, "start_ms": clock, "ms": ms})
+        clock += ms
+
+    models = list(record.model_calls)
+    if record.excerpts:
+        add("retrieval", f"retrieve {len(record.excerpts)} excerpts",
+            (record.latency_ms or 0) - sum(c.latency_ms or 0 for c in models))
+    tools = iter(enumerate(record.tool_calls, start=1))
+
+    def tool(n: int, call: Any) -> None:
+        add("tool", f"#{n} {call.name}", call.latency_ms, call_signature(call.name, call.args))
+
+    for i, call in enumerate(models, start=1):
+        add("model", f"model call {i}", call.latency_ms, " · ".join(
+            x for x in (call.model, call.finish_reason and f"finish {call.finish_reason}") if x))
+        for _ in range(call.n_tool_calls or 0):
+            nxt = next(tools, None)
+            if nxt is not None:
+                tool(*nxt)
+    for nxt in tools:  # a record without per-call tool counts: the tool calls end to end
+        tool(*nxt)
+    return rows

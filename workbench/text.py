@@ -62,11 +62,17 @@ def plain(markdown: str) -> str:
     return _HTML_TAG.sub(" ", text)
 
 
-def sentences(text: str) -> list[str]:
-    """Split prose into sentences; list items and headings each count as one."""
+LIST_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s")
+
+
+def sentences(text: str, *, whole_items: bool = False) -> list[str]:
+    """Split prose into sentences; each block (paragraph, list item, heading) starts a new one. With
+    `whole_items`, a list item stays one unit, its number and all its sentences ("1. Open it. Then …")."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)])\s)|\n(?=#)", text):
         block = " ".join(block.split())
-        if block:
+        if whole_items and LIST_ITEM.match(block):
+            out.append(block)
+        elif block:
             out.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
     return out

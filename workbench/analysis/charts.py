@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 
 from ..render import SET_COLORS, SETS
-from .sets import ROW_LABELS
 
 def _config_label(df: pd.DataFrame) -> pd.Series:
     return df["retriever"] + " · " + df["provider"] + " · " + df["mode"]

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from ..questions import is_structural
-from ..text import content_terms, plain, sentences
+from ..text import LIST_ITEM, content_terms, plain, sentences
 from ..types import ModelCall
 from .base import ModelStep, Provider, ToolRequest
 
@@ -154,7 +154,7 @@ class OfflineProvider(Provider):
         return self._extractive_answer(question, terms, opened, ranked, hits, listed), []
 
     def _extractive_answer(self, question, terms, opened, ranked, hits, listed) -> str:
-        units = [u for u in sentences(plain(opened["text"])) if not u.startswith(("#", "|", "---"))]
+        units = [u for u in sentences(plain(opened["text"]), whole_items=True) if not u.startswith(("#", "|", "---"))]
         units = [re.sub(r"^>\s*(\[!\w+\]\s*)?", "", u) for u in units]
         units = [u for u in units if u]
         best, best_score = 0, -1
@@ -163,7 +163,7 @@ class OfflineProvider(Provider):
             score = len(terms & window_terms)
             if score > best_score:
                 best, best_score = i, score
-        passage = self._cap(_join(units[best:best + WINDOW]))
+        passage = self._cap(_join(_complete(units, best, best + WINDOW)))
         target = opened.get("url") or opened["doc_id"]
         if "corrupt_id" in self.faults:
             target = corrupt(target)
@@ -245,10 +245,27 @@ def _mentioned_category(question: str, categories: list[str]) -> str | None:
     return best
 
 
+def _complete(units: list[str], start: int, end: int) -> list[str]:
+    """`units[start:end]`, never ending on an introduction ("Follow these steps:"): the list it introduces
+    follows, item by item while the quote stays within MAX_QUOTE_CHARS; without one, the window ends on the
+    sentence before it."""
+    window = units[start:end]
+    end = start + len(window)
+    if not window or not window[-1].endswith(":"):
+        return window
+    while end < len(units) and LIST_ITEM.match(units[end]) and len(_join(units[start:end + 1])) <= MAX_QUOTE_CHARS:
+        end += 1
+    if end > start + len(window):
+        return units[start:end]
+    while len(window) > 1 and window[-1].endswith(":"):
+        window.pop()
+    return window
+
+
 def _join(units: list[str]) -> str:
     out: list[str] = []
     for u in units:
-        if re.match(r"^([-*+]|\d+[.)])\s", u) and out:
+        if LIST_ITEM.match(u) and out:
             out.append("\n" + u)
         else:
             out.append((" " if out else "") + u)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
+from .. import questions
 from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness, steps
@@ -192,6 +193,16 @@ def warm(cfg: RunConfig) -> str | None:
     for line in session.corpus.skipped:
         st.warning(escape_markdown(line), icon="⚠️")
     return None
+
+
+def example_question(cfg: RunConfig) -> str | None:
+    """A question the loaded corpus can answer, from its source documents' titles (`questions.example_question`);
+    None when it cannot be loaded or has no fitting title."""
+    try:
+        corpus = get_session(cfg.corpus, cfg.retriever, cfg.db).corpus
+    except (WorkbenchError, OSError):
+        return None
+    return questions.example_question([d.title for d in corpus.documents if d.kind != "generated"])
 
 
 def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:

@@ -7,18 +7,118 @@ All text from the corpus or the model goes through `render.escape_markdown` / `r
 from __future__ import annotations
 
 import functools
+from functools import partial
 from typing import Any
 
 import streamlit as st
 
-from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, citation_entries, display_value,
-                      escape_markdown, evidence_passages, highlight_spans, highlighted_markdown, rejection_text,
-                      safe_url, source_chips, verdicts)
+from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
+                      display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
+                      plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
 from . import verify as verification
 from .state import Turn
 
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
 MAX_INLINE_PILLS = 8
+
+# --- inline citations open the side panel ------------------------------------------------------
+#
+# Streamlit opens every markdown link in a new tab (a new session: the conversation is gone), except a
+# `#…` link. So in the chat an inline citation links to `#wb-cite-<turn id>-<i>` (its i-th citation
+# entry), and this script-only component, mounted once on the page, catches clicks on such links and
+# hands the target to Python as a trigger, which opens the panel like the citation's pill does. The
+# script is ours and fixed; it reads only the `href` of a link the app built, and the target is looked
+# up among the session's turns, never trusted. The document's own URL is the panel's "Open original".
+#
+# Opening or closing the panel narrows or widens the chat, so its text reflows and what was clicked would
+# drift off screen: the script keeps the clicked citation (link or pill) where it was on screen until the
+# rerun has settled, or the reader scrolls or moves the pointer away.
+LINK_PREFIX = "wb-cite-"
+LINKS_KEY = "wb-inline-citations"
+_LINKS_JS = """
+export default function(component) {
+  const { setTriggerValue } = component;
+  const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
+    || document.scrollingElement;
+  let anchor = null;
+  const keep = (el, event) => {
+    if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now(), busy: false,
+                       x: event.clientX, y: event.clientY };
+  };
+  const restore = () => {
+    if (!anchor) return;
+    if (Date.now() - anchor.since > 15000 || !anchor.el.isConnected) { anchor = null; return; }
+    const drift = anchor.el.getBoundingClientRect().top - anchor.top;
+    if (Math.abs(drift) > 1) scroller().scrollTop += drift;
+    // the rerun is over when its status widget has come and gone (or never came within 8 s)
+    if (document.querySelector('[data-testid="stStatusWidget"]')) anchor.busy = true;
+    else if (anchor.busy || Date.now() - anchor.since > 8000) anchor = null;
+  };
+  const onMove = (event) => {  // the pointer left what was clicked: the reader moved on, the page is theirs
+    if (anchor && Math.hypot(event.clientX - anchor.x, event.clientY - anchor.y) > 24) anchor = null;
+  };
+  const onClick = (event) => {
+    anchor = null;
+    const el = event.target instanceof Element ? event.target : null;
+    if (!el) return;
+    const link = el.closest('a[href^="#%s"]');
+    if (link) {
+      event.preventDefault();
+      keep(link, event);
+      setTriggerValue('open', link.getAttribute('href').slice(1));
+    } else if (el.closest('[class*="st-key-citations-"] button')) {
+      keep(el.closest('button'), event);
+    }
+  };
+  const stop = () => { anchor = null; };
+  const observer = new MutationObserver(restore);
+  observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
+  document.addEventListener('scroll', restore, true);  // Streamlit's stick-to-bottom scrolls after the reflow
+  document.addEventListener('click', onClick, true);
+  document.addEventListener('mousemove', onMove, true);
+  ['wheel', 'touchstart', 'keydown'].forEach((name) => document.addEventListener(name, stop, true));
+  window.addEventListener('resize', stop);
+  return () => {
+    observer.disconnect();
+    document.removeEventListener('scroll', restore, true);
+    document.removeEventListener('click', onClick, true);
+    document.removeEventListener('mousemove', onMove, true);
+    ['wheel', 'touchstart', 'keydown'].forEach((name) => document.removeEventListener(name, stop, true));
+    window.removeEventListener('resize', stop);
+  };
+}
+""" % LINK_PREFIX
+_links_component = None
+
+
+def inline_citation_links(turns: list[Turn]) -> None:
+    """Mount the component that makes the answers' inline citations open the side panel (once per page)."""
+    global _links_component
+    if _links_component is None:  # registered once per process: a second registration only warns
+        _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS)
+    _links_component(key=LINKS_KEY, on_open_change=partial(_on_inline_citation, turns), height=0)
+
+
+def panel_targets(turn: Turn) -> dict[str, str]:
+    """Citation key → the `#` link that opens it in the side panel."""
+    return {e["key"]: f"#{LINK_PREFIX}{turn.turn_id}-{i}" for i, e in enumerate(citation_entries(turn.payload))}
+
+
+def _on_inline_citation(turns: list[Turn]) -> None:
+    state = st.session_state.get(LINKS_KEY)
+    target = (state.get("open") if isinstance(state, dict) else getattr(state, "open", None)) or ""
+    for turn in turns:
+        for key, href in panel_targets(turn).items():
+            if href == f"#{target}":
+                open_citation(turn, key)
+                return
+
+
+def open_citation(turn: Turn, key: str) -> None:
+    """Show citation `key` of `turn` in the side panel, its pill selected and every other turn's cleared."""
+    widget = _open_key(turn)
+    st.session_state[widget] = key
+    _on_cite(widget, turn.turn_id)
 
 
 def config_caption(turn: Turn) -> None:
@@ -40,7 +140,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
     if trace_error:
         st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
     if payload.get("answer"):
-        st.markdown(answer_markdown(payload))
+        st.markdown(answer_markdown(payload, panel_targets(turn) if viewer else None))
     elif not turn.error:
         st.info("The provider returned an empty answer.")
     if not payload:
@@ -56,6 +156,8 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
             verification.explain(payload)
         with st.expander(f"Tool calls ({len(payload.get('tool_calls', []))})", expanded=False):
             tool_calls(payload)
+            if turn.answer is not None:
+                call_timeline(turn)
         claims(turn)
 
 
@@ -135,7 +237,9 @@ def provenance_sets(payload: dict[str, Any]) -> None:
     """Retrieved | cited | consulted side by side, each document with why it is (not) consulted."""
     docs = {d["doc_id"]: d for d in payload.get("documents", [])}
     sets = payload.get("sets", {})
-    cols = st.columns(3)
+    # Beside an open side panel the chat is too narrow for three columns (at 1024 px a column is ~70 px and
+    # words break mid-word): the sets then stand one under another.
+    cols = [st.container() for _ in SETS] if st.session_state.get(OPEN_DOC) else st.columns(3)
     for col, name in zip(cols, SETS):
         ids = sets.get(name, [])
         with col:
@@ -181,11 +285,33 @@ def tool_calls(payload: dict[str, Any]) -> None:
         return
     for i, c in enumerate(calls):
         latency = f"{c['latency_ms']:.1f} ms" if c.get("latency_ms") is not None else "—"
-        st.markdown(f"**{i + 1}. {escape_markdown(c['name'])}** · `{c.get('exposure')}` · {latency} · "
-                    f"{len(c.get('doc_ids', []))} documents")
+        st.markdown(f"**{i + 1}.** {escape_markdown(call_signature(c['name'], c.get('args')))} · "
+                    f"`{c.get('exposure')}` · {latency} · {len(c.get('doc_ids', []))} documents")
         st.json(display_value({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}), expanded=False)
         if c.get("error"):
             st.warning(escape_markdown(f"error: {c['error']}"), icon="⚠️")
+
+
+#: The timeline's bar colour per kind of call.
+CALL_COLORS = {"model": "#7f5fbf", "tool": "#f28e2b", "retrieval": SET_COLORS["retrieved"]}
+
+
+def call_timeline(turn: Turn) -> None:
+    """Model calls and tool calls on one time axis with their latencies: the span view of Phoenix or Langfuse."""
+    import plotly.graph_objects as go
+
+    rows = timeline(turn.answer.record)
+    if not rows:
+        return
+    fig = go.Figure(go.Bar(
+        y=[plotly_text(r["label"]) for r in rows], x=[r["ms"] for r in rows], base=[r["start_ms"] for r in rows],
+        orientation="h", marker_color=[CALL_COLORS[r["kind"]] for r in rows],
+        text=[f"{r['ms']:.1f} ms" for r in rows], textposition="outside", cliponaxis=False,
+        hovertext=[plotly_text(r["detail"] or r["label"]) for r in rows], hoverinfo="text+x"))
+    fig.update_layout(height=60 + 26 * len(rows), margin=dict(l=0, r=40, t=24, b=0), showlegend=False,
+                      title=dict(text="Timeline (ms from the turn's start)", font=dict(size=13)),
+                      yaxis=dict(autorange="reversed", type="category"), xaxis=dict(rangemode="tozero"))
+    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key=f"timeline-{turn.turn_id}")
 
 
 def claims(turn: Turn) -> None:
@@ -210,9 +336,10 @@ def document_panel(turns: list[Turn]) -> None:
         return
     doc = turn.session.corpus.get(entry["doc_id"])
     with st.container(key="doc-panel", border=True):
-        head, close = st.columns([5, 1])
-        head.markdown(f"#### {escape_markdown(entry['title'])}")
-        close.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),))
+        with st.container(horizontal=True, vertical_alignment="top"):  # ✕ keeps its width in a narrow panel
+            st.markdown(f"#### {escape_markdown(entry['title'])}", width="stretch")
+            st.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),),
+                      width="content")
         meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
         if entry.get("n") is not None:
             meta.append(f"excerpt [{entry['n']}]")
@@ -230,4 +357,4 @@ def document_panel(turns: list[Turn]) -> None:
         spans = highlight_spans(doc.text, passages)
         st.caption(":orange-background[quoted in the answer] · :blue-background[passage the model was shown]")
         with st.container(height=560, key="doc-text"):
-            st.markdown(highlighted_markdown(doc.text, spans))
+            st.markdown(document_markdown(doc.text, spans))
