@@ -298,20 +298,28 @@ CALL_COLORS = {"model": "#7f5fbf", "tool": "#f28e2b", "retrieval": SET_COLORS["r
 
 def call_timeline(turn: Turn) -> None:
     """Model calls and tool calls on one time axis with their latencies: the span view of Phoenix or Langfuse."""
-    import plotly.graph_objects as go
-
     rows = timeline(turn.answer.record)
     if not rows:
         return
+    fig = _timeline_figure(tuple((r["kind"], r["label"], r["detail"], r["start_ms"], r["ms"]) for r in rows))
+    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key=f"timeline-{turn.turn_id}")
+
+
+@functools.lru_cache(maxsize=256)
+def _timeline_figure(rows: tuple[tuple[str, str, str, float, float], ...]):
+    """The timeline's figure, built once per set of rows (every click reruns the page; figures are dear)."""
+    import plotly.graph_objects as go
+
     fig = go.Figure(go.Bar(
-        y=[plotly_text(r["label"]) for r in rows], x=[r["ms"] for r in rows], base=[r["start_ms"] for r in rows],
-        orientation="h", marker_color=[CALL_COLORS[r["kind"]] for r in rows],
-        text=[f"{r['ms']:.1f} ms" for r in rows], textposition="outside", cliponaxis=False,
-        hovertext=[plotly_text(r["detail"] or r["label"]) for r in rows], hoverinfo="text+x"))
+        y=[plotly_text(label) for _, label, _, _, _ in rows], x=[ms for *_, ms in rows],
+        base=[start for _, _, _, start, _ in rows], orientation="h",
+        marker_color=[CALL_COLORS[kind] for kind, *_ in rows],
+        text=[f"{ms:.1f} ms" for *_, ms in rows], textposition="outside", cliponaxis=False,
+        hovertext=[plotly_text(detail or label) for _, label, detail, _, _ in rows], hoverinfo="text+x"))
     fig.update_layout(height=60 + 26 * len(rows), margin=dict(l=0, r=40, t=24, b=0), showlegend=False,
                       title=dict(text="Timeline (ms from the turn's start)", font=dict(size=13)),
                       yaxis=dict(autorange="reversed", type="category"), xaxis=dict(rangemode="tozero"))
-    st.plotly_chart(fig, width="stretch", config={"displayModeBar": False}, key=f"timeline-{turn.turn_id}")
+    return fig
 
 
 def claims(turn: Turn) -> None:
