@@ -160,7 +160,7 @@ def test_navigation_names_the_chat_page_chat(page):
     nav = page.get_by_test_id("stSidebarNav")
     nav.wait_for()
     links = [t.strip().splitlines()[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # icon, title
-    assert links == ["Chat", "Compare", "Trace explorer", "Doc gaps", "Document usage"], links
+    assert links == ["Chat", "Compare", "Trace explorer", "Doc gaps", "Document usage", "Experiments"], links
 
 
 def test_citation_click_opens_the_side_panel(page):

@@ -525,8 +525,8 @@ class _DocumentWriter:
             kind = n.type
             if kind == "text":
                 out.append(self.literal(n.content))
-            elif kind == "softbreak":
-                out.append("\n")
+            elif kind == "softbreak":  # a line break of the source stays one, as everywhere else the app shows
+                out.append("  \n")  # text (and a wrapped long line, `_wrapped_source`, breaks where it was cut)
             elif kind == "hardbreak":
                 out.append("  \n")
             elif kind in ("strong", "em", "s"):
