@@ -46,7 +46,9 @@ def test_the_app_shows_the_answer_and_a_warning_on_a_damaged_trace_database(good
     assert not at.exception, at.exception
     turn = at.session_state["turns"][-1]
     assert turn.error is None and turn.payload["sets"]["consulted"]
-    assert any("sso-saml-setup" in m.value for m in at.markdown), "the answer is shown"
+    # the answer is shown: its text, and its inline citation that opens the side panel (`#wb-cite-…`)
+    assert any("Configure SAML single sign" in m.value and "#wb-cite-" in m.value for m in at.markdown), \
+        "the answer is shown"
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("This turn was not traced") for w in warnings), warnings
     assert not any("_duckdb" in w for w in warnings)
