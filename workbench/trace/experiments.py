@@ -93,7 +93,8 @@ def _reader(db: str | Path | TraceReader) -> TraceReader:
     return db if isinstance(db, TraceReader) else TraceReader(db)
 
 
-def _has_experiments(reader: TraceReader) -> bool:
+def has_experiments(reader: TraceReader) -> bool:
+    """Whether the trace database has the experiment tables (migration m011); False when it does not exist yet."""
     if not reader.path.exists():
         return False
     reader.check()
@@ -103,7 +104,7 @@ def _has_experiments(reader: TraceReader) -> bool:
 def named_run(db: str | Path | TraceReader, name: str) -> str | None:
     """The run that holds `name`, or None (also when the database or its experiments table does not exist yet)."""
     reader = _reader(db)
-    if not _has_experiments(reader):
+    if not has_experiments(reader):
         return None
     _, rows = reader.rows("SELECT run_id FROM experiments WHERE name = ?", [name])
     return rows[0][0] if rows else None
@@ -147,7 +148,7 @@ def _run_dict(columns: list[str], row: tuple) -> dict[str, Any]:
 def list_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every run recorded as an experiment, newest first, with its corpus, dataset, tags and configuration."""
     reader = _reader(db)
-    if not _has_experiments(reader):
+    if not has_experiments(reader):
         return []
     columns, rows = reader.rows(RUNS_SQL + " ORDER BY r.created_at DESC")
     return [_run_dict(columns, r) for r in rows]
@@ -156,7 +157,7 @@ def list_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
 def find_run(db: str | Path | TraceReader, ref: str) -> dict[str, Any]:
     """The experiment run named `ref` (or whose run id is `ref`); `ExperimentError` listing the names otherwise."""
     reader = _reader(db)
-    if _has_experiments(reader):
+    if has_experiments(reader):
         columns, rows = reader.rows(RUNS_SQL + " WHERE e.name = ? OR e.run_id = ? ORDER BY e.name NULLS LAST",
                                     [ref, ref])
         if rows:
@@ -206,7 +207,7 @@ def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every run, newest first, for run pickers: its configuration, corpus, number of turns and, for an experiment
     run, its name and dataset (NULL otherwise, and on a database written before experiments existed)."""
     reader = _reader(db)
-    known = _has_experiments(reader)
+    known = has_experiments(reader)
     columns, rows = reader.rows(
         "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "
         "r.corpus_id AS corpus, " + ("e.name, d.name AS dataset, " if known else "NULL AS name, NULL AS dataset, ")

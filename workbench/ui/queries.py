@@ -80,12 +80,9 @@ def has_run_names(db: str) -> bool:
 def _has_run_names(db: str, version: tuple) -> bool:
     from ..errors import WorkbenchError
     from ..trace import TraceReader
+    from ..trace.experiments import has_experiments
 
-    reader = TraceReader(db)
-    if not reader.path.exists():
-        return False
     try:
-        _, rows = reader.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'experiments'")
-    except WorkbenchError:
+        return has_experiments(TraceReader(db))
+    except WorkbenchError:  # a damaged file: the page says so when it queries it
         return False
-    return bool(rows[0][0])
