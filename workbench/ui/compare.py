@@ -179,9 +179,14 @@ def _parts(turn_or_cfg: Turn | RunConfig) -> list[str]:
     return text.split(" · ")
 
 
+def _chosen(part: str) -> bool:
+    """Whether a part of a description is one a compare column chooses (not the sidebar's k or corpus)."""
+    return not part.startswith(("k ", "corpus "))
+
+
 def short_description(cfg: RunConfig) -> str:
     """Provider, model, retriever, mode and tool protocol: what a compare column chooses."""
-    return " · ".join(p for p in cfg.describe().split(" · ") if not p.startswith(("k ", "corpus ")))
+    return " · ".join(p for p in cfg.describe().split(" · ") if _chosen(p))
 
 
 def labels(turns: list[Turn]) -> tuple[list[str], str]:
@@ -191,7 +196,7 @@ def labels(turns: list[Turn]) -> tuple[list[str], str]:
     shared = [p for p in parts[0] if all(p in other for other in parts[1:])] if parts else []
     names = []
     for i, ps in enumerate(parts):
-        own = [p for p in ps if p not in shared] or [p for p in ps if not p.startswith(("k ", "corpus "))]
+        own = [p for p in ps if p not in shared] or [p for p in ps if _chosen(p)]
         names.append(f"{letter(i)} · " + " · ".join(own))
     return names, " · ".join(shared)
 
