@@ -23,7 +23,7 @@ from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, exc
 from .providers import steps
 from .providers.base import Provider, scrub_secrets, turn_clock
 from .tools import Toolbox
-from .types import MODES, Excerpt, ModelCall, ToolCall, TurnRecord
+from .types import MODES, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8
 
@@ -46,7 +46,9 @@ Observer = Callable[[StepEvent], None]
 
 def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = 5,
              max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
-             tool_protocol: str | None = None, observe: Observer | None = None) -> TurnRecord:
+             tool_protocol: str | None = None, observe: Observer | None = None,
+             history: tuple[HistoryTurn, ...] = (), conversation_id: str | None = None,
+             position: int | None = None) -> TurnRecord:
     """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did.
 
     `tool_protocol` ("native" or "json-steps", default: the provider's `default_tool_protocol`) is how
@@ -54,6 +56,10 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     nowhere else. Excerpt mode offers no tools, so its `tool_protocol` is None. A protocol the provider
     does not support is refused (`CapabilityError`) before the turn starts. `observe` gets a `StepEvent`
     at each step (see the module docstring).
+
+    `history` (docs/design.md §11) is the earlier turns of a conversation in their context states
+    (`conversation.history_for`); the model receives them as chat messages before the question
+    (`history_messages`), and the record keeps them with `conversation_id` and `position`.
     """
     if mode not in MODES:
         raise UnknownNameError("mode", mode, list(MODES))
@@ -73,9 +79,9 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
             if mode == "agent":
                 driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
-                _agent_loop(question, driver, toolbox, max_steps, state)
+                _agent_loop(question, driver, toolbox, max_steps, state, history)
             else:
-                _excerpt_turn(question, provider, toolbox, k, state)
+                _excerpt_turn(question, provider, toolbox, k, state, history)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
         if exc.call is not None:  # the failed call's latency and retries
@@ -86,7 +92,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
         question=question, answer=state.answer, mode=mode, tool_calls=tuple(state.tool_calls),
         excerpts=tuple(state.excerpts), turn_id=uuid.uuid4().hex, status=state.status, error=state.error,
         model_calls=tuple(state.model_calls), config=cfg, started_at=started,
-        latency_ms=round((time.perf_counter() - t0) * 1000, 3),
+        latency_ms=round((time.perf_counter() - t0) * 1000, 3), history=tuple(history),
+        conversation_id=conversation_id, position=position,
     )
 
 
@@ -116,9 +123,37 @@ class _Turn:
         self.emit("model_done")
 
 
-def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn) -> None:
+def history_messages(history: tuple[HistoryTurn, ...], toolbox: Toolbox) -> list[dict[str, Any]]:
+    """The earlier turns of a conversation as provider-neutral chat messages (docs/design.md §11): each
+    turn not `dropped` gives its question and answer; a `full` turn also gives its tool calls, whose results
+    are the tools' output again (so a toolbox that withholds a document carries "not found" for it), or,
+    in excerpt mode, the excerpts it was given."""
+    out: list[dict[str, Any]] = []
+    for h in history:
+        if h.context == "dropped":
+            continue
+        full = h.context == "full"
+        if full and h.mode == "excerpts":
+            out.append({"role": "user", "content": excerpt_message(h.question, list(h.excerpts))})
+        else:
+            out.append({"role": "user", "content": h.question})
+        if full and h.tool_calls:
+            ids = [c.call_id or f"h{h.position}-{i}" for i, c in enumerate(h.tool_calls)]
+            out.append({"role": "assistant", "content": "",
+                        "tool_calls": [{"id": i, "name": c.name, "args": dict(c.args)} for i, c in zip(ids, h.tool_calls)]})
+            for i, c in zip(ids, h.tool_calls):
+                content = {"error": c.error} if c.error else toolbox.call(c.name, dict(c.args), i).content
+                out.append({"role": "tool", "tool_call_id": i, "name": c.name,
+                            "content": json.dumps(content, ensure_ascii=False)})
+        out.append({"role": "assistant", "content": h.answer})
+    return out
+
+
+def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn,
+                history: tuple[HistoryTurn, ...] = ()) -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": PROMPTS[AGENT_PROMPT_VERSION]},
+        *history_messages(history, toolbox),
         {"role": "user", "content": question},
     ]
     specs = toolbox.specs()
@@ -145,11 +180,11 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
     state.error = f"the model was still calling tools after {max_steps} steps; the turn was stopped"
 
 
-def build_excerpts(toolbox: Toolbox, question: str, k: int) -> list[Excerpt]:
-    """The top-`k` chunks as numbered excerpts; every one is retrieved with exposure `snippet`."""
+def build_excerpts(toolbox: Toolbox, question: str, k: int, first: int = 1) -> list[Excerpt]:
+    """The top-`k` chunks as excerpts numbered from `first`; every one is retrieved with exposure `snippet`."""
     retrieval = toolbox.retriever.retrieve(question, k)
     out = []
-    for n, hit in enumerate(retrieval.hits, start=1):
+    for n, hit in enumerate(retrieval.hits, start=first):
         doc = toolbox.corpus.get(hit.chunk.doc_id)
         out.append(Excerpt(n=n, doc_id=doc.doc_id, chunk_index=hit.chunk.chunk_index, page=hit.chunk.page,
                            score=round(hit.score, 4), text=hit.chunk.text, chunk_type=hit.chunk.chunk_type,
@@ -164,10 +199,14 @@ def excerpt_message(question: str, excerpts: list[Excerpt]) -> str:
     return f"Question: {question}\n\nExcerpts:\n\n{body}"
 
 
-def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn) -> None:
-    state.excerpts = build_excerpts(toolbox, question, k)
+def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn,
+                  history: tuple[HistoryTurn, ...] = ()) -> None:
+    # excerpt numbers are unique within a conversation: this turn continues after the last one issued
+    first = 1 + max((e.n for h in history for e in h.excerpts), default=0)
+    state.excerpts = build_excerpts(toolbox, question, k, first)
     messages = [
         {"role": "system", "content": PROMPTS[EXCERPTS_PROMPT_VERSION]},
+        *history_messages(history, toolbox),
         {"role": "user", "content": excerpt_message(question, state.excerpts)},
     ]
     state.emit("model_call")

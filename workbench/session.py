@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path
@@ -22,7 +22,8 @@ from .retrieval import get_retriever, retriever_names
 from .errors import TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
-from .types import TurnRecord
+from .conversation import history_for
+from .types import ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
 
@@ -81,7 +82,9 @@ class Session:
     def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
             k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
-            log: bool = True, observe: Observer | None = None, **provider_options: Any) -> Answer:
+            log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
+            conversation_id: str | None = None, context: ContextPolicy | None = None,
+            **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -97,15 +100,26 @@ class Session:
         unwritten, for `log()` to write later: a concurrent batch answers in several threads and writes in
         question order. `observe` gets the agent loop's `StepEvent`s as the turn goes (progress displays,
         `agent.run_turn`). Safe to call from several threads at once.
+
+        A follow-up (docs/design.md §11) passes the conversation's earlier turns' records, oldest first, as
+        `history`, with its `conversation_id`; `context` is the policy that decides what of them the model
+        still has (default `ContextPolicy()`), recorded in the turn's configuration.
         """
         _check_inputs(question, k)
         if verify:
             check_budget(verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
         p = get_provider(provider, model=model, **provider_options)
-        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol,
-                          config={"provider_label": p.label, "model_label": p.model_label,
-                                  "options": recorded(p.options_schema, provider_options)}, observe=observe)
+        config = {"provider_label": p.label, "model_label": p.model_label,
+                  "options": recorded(p.options_schema, provider_options)}
+        position = None
+        if conversation_id is not None or history:
+            policy = context or ContextPolicy()
+            config["context"] = policy.to_dict()
+            position = len(history) + 1
+        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
+                          observe=observe, history=history_for(history, policy) if history else (),
+                          conversation_id=conversation_id, position=position)
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

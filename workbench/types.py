@@ -11,6 +11,10 @@ from typing import Any, Literal, get_args
 
 Exposure = Literal["full", "snippet", "title"]
 Mode = Literal["agent", "excerpts"]
+#: How much of an earlier turn a conversation's model still had (docs/design.md §11): `full` (question,
+#: answer and tool results), `answer` (question and answer only), `dropped` (nothing).
+ContextState = Literal["full", "answer", "dropped"]
+CONTEXT_STATES: tuple[str, ...] = get_args(ContextState)
 #: The two ways of asking (docs/design.md §3), in the order pickers offer them; stated once, as `Mode`.
 MODES: tuple[str, ...] = get_args(Mode)
 
@@ -129,6 +133,38 @@ class ModelCall:
 
 
 @dataclass(frozen=True)
+class HistoryTurn:
+    """One earlier turn of a conversation as turn t's context held it (docs/design.md §11), oldest first.
+
+    It keeps its own tool calls and excerpts whatever its `context` state: provenance needs them to know
+    which of its links were accepted and which exposures the context policy dropped (`not_in_context`)."""
+
+    question: str
+    answer: str
+    context: ContextState
+    turn_id: str | None = None
+    position: int | None = None
+    mode: Mode = "agent"
+    tool_calls: tuple[ToolCall, ...] = ()
+    excerpts: tuple[Excerpt, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """What of the earlier turns stays in the model's context (docs/design.md §11), recorded with every turn.
+
+    The latest `turns` earlier turns keep their tool results (`full`); older ones keep question and answer
+    (`answer`). Within `token_budget` (estimated tokens of the history; None: derived from the model's
+    context) the oldest turns are dropped first (`answer`, then `dropped`)."""
+
+    turns: int = 2
+    token_budget: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class TurnRecord:
     """Everything one turn did (docs/design.md §4); the input of provenance and what gets traced."""
 
@@ -144,9 +180,20 @@ class TurnRecord:
     config: dict[str, Any] = field(default_factory=dict)
     started_at: str | None = None
     latency_ms: float | None = None
+    #: docs/design.md §11: the earlier turns of its conversation, oldest first (empty: a single turn).
+    history: tuple[HistoryTurn, ...] = ()
+    conversation_id: str | None = None
+    position: int | None = None  # 1-based place in its conversation
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
+        out = asdict(self)
+        if not self.history:
+            del out["history"]
+        for key in ("conversation_id", "position"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
