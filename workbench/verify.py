@@ -45,6 +45,16 @@ withholding the second hit behind its "See also" link only drops or swaps that l
 0.89-0.98); a dropped line of a 59-link listing leaves 0.99. A change of the metric or the threshold
 is a new `METHOD` version: verdicts are comparable only within one.
 
+In a conversation (docs/design.md §11) a follow-up's control and re-runs send the turn's own history
+(`record.history`, in the context states it was asked with, same conversation id and position). The
+earlier turns' tool calls are carried by running them again through the re-run's toolbox
+(`agent.history_messages`), so a withheld document is withheld from the carried tool results too (a
+carried `fetch_document` of it answers "not found", a carried search leaves it out). Candidates follow
+the payload, which names carried documents with `carried_from`: a carried document the answer cites is
+a candidate like one this turn opened. The method's stated limit: earlier *answers* stay as they were,
+so an earlier answer that quoted or paraphrased the withheld document still carries its words, and a
+follow-up can keep them without the document (its verdict can then read decorative).
+
 Cost is explicit: every re-run is recorded with its model calls, tokens and time, and the whole
 verification with its wall time.
 """
@@ -321,8 +331,11 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
 
     def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
         withheld = [cand.doc_id] if cand else []
+        # A follow-up's re-run sends the same history; `agent.history_messages` re-runs its carried tool calls
+        # through the withholding toolbox, so a withheld document is "not found" there too (§11.6).
         new = run_turn(record.question, provider, toolbox.withholding(withheld), mode=record.mode, k=k,
-                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld})
+                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld},
+                       history=record.history, conversation_id=record.conversation_id, position=record.position)
         calls = new.model_calls
         cost = {"calls": len(calls), "tokens_in": _sum([c.tokens_in for c in calls]),
                 "tokens_out": _sum([c.tokens_out for c in calls]), "latency_ms": new.latency_ms,

@@ -21,12 +21,15 @@ results after it are this turn's, the ones before it are carried. Two rules, bot
   (`FOLLOW_UP_OPENERS`: "and", "but", "also", "what about", "how about", "what if"), or has at most
   `ELLIPTICAL_MAX_TERMS` content word ("Why?", "On mobile?"), or has a referring word
   (`REFERRING`: it, that, this, they, them, there, …) and at most `REFERRING_MAX_TERMS` content
-  words ("How long does that take?"). Its passage is chosen by its own words first (`FOCUS_WEIGHT`).
+  words ("How long does that take?"). Its passage is chosen by its own words first (each occurrence of one counts `FOCUS_WEIGHT`).
 - *Answer from the carried document* (`carried_document`): when that follow-up has a referring
   word, the document just opened — the last document opened by the latest earlier turn whose tool
   calls are in the context (carried in full, not "not found") — contains every one of the
   question's own content words (at least one), it is answered from that document, linking it, with
-  no new tool call. Otherwise it searches as above.
+  no new tool call; like a first answer it may add "See also" for the next hit of that turn's search
+  (when it covers `MIN_COVERAGE` of the question's own words). Otherwise it searches as above, and
+  then prefers the hit that covers most of its own words and never "sees also" a document an earlier
+  turn opened.
 
 A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
 document without sentence breaks never becomes a 1 MB answer.
@@ -166,9 +169,13 @@ class OfflineProvider(Provider):
         query = search_query(question, talk.earlier_questions)
         own = set(content_terms(question))
         if not names:
-            carried = carried_document(talk)
+            carried, carried_hits = carried_document(talk)
             if carried is not None and query != question and refers_back(question) and own <= set(content_terms(carried["text"])):
-                return self._extractive_answer(question, own, own, carried, [], [], []), []
+                # "See also" as in a first answer, from that turn's search, about the question's own words
+                top = next((h for h in carried_hits if h["doc_id"] == carried["doc_id"]), {})
+                others = [h for h in carried_hits if h["doc_id"] != carried["doc_id"]
+                          and coverage(own, f"{h['title']} {h['snippet']}") >= MIN_COVERAGE]
+                return self._extractive_answer(question, own, own, carried, [top, *others], carried_hits, []), []
             return ask("search", query=query, k=5)
         hits = history[0][2].get("results", [])
         terms = set(content_terms(query))
@@ -198,7 +205,7 @@ class OfflineProvider(Provider):
         if "error" in opened:
             return f"I could not open the best matching article: {opened['error']}", []
         listed = next((h[2]["articles"] for h in history if h[0] == "list_articles" and "articles" in h[2]), [])
-        return self._extractive_answer(question, terms, own, opened, ranked, hits, listed), []
+        return self._extractive_answer(question, terms, own if follow_up else set(), opened, ranked, hits, listed), []
 
     def _extractive_answer(self, question, terms, own, opened, ranked, hits, listed) -> str:
         units = [u for u in sentences(plain(opened["text"]), whole_items=True) if not u.startswith(("#", "|", "---"))]
@@ -206,8 +213,9 @@ class OfflineProvider(Provider):
         units = [u for u in units if u]
         best, best_score = 0, -1
         for i in range(max(1, len(units) - WINDOW + 1)):
-            window_terms = set(content_terms(" ".join(units[i:i + WINDOW])))
-            score = FOCUS_WEIGHT * len(own & window_terms) + len(terms & window_terms)
+            window = content_terms(" ".join(units[i:i + WINDOW]))
+            # a follow-up's own words count FOCUS_WEIGHT times each time they occur
+            score = FOCUS_WEIGHT * sum(t in own for t in window) + len(terms & set(window))
             if score > best_score:
                 best, best_score = i, score
         passage = self._cap(_join(_complete(units, best, best + WINDOW)))
@@ -366,13 +374,17 @@ def search_query(question: str, earlier: list[str]) -> str:
     return query if query is not None else question
 
 
-def carried_document(talk: _Talk) -> dict[str, Any] | None:
-    """The document just opened: the last `fetch_document` result of the latest earlier turn whose tool calls are
-    in the context (carried in full), if it opened one that was found; else None."""
+def carried_document(talk: _Talk) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the document just opened, the search hits of the turn that opened it): the last `fetch_document` result of
+    the latest earlier turn whose tool calls are in the context (carried in full), if it opened one that was found;
+    else (None, [])."""
     latest = next((e for e in reversed(talk.earlier) if e.calls), None)
-    opened = [r for name, _, r in (latest.calls if latest else ()) if name == "fetch_document"]
+    calls = latest.calls if latest else ()
+    opened = [r for name, _, r in calls if name == "fetch_document"]
     doc = opened[-1] if opened else None
-    return doc if doc and "error" not in doc and isinstance(doc.get("text"), str) and doc.get("doc_id") else None
+    if not (doc and "error" not in doc and isinstance(doc.get("text"), str) and doc.get("doc_id")):
+        return None, []
+    return doc, [h for name, _, r in calls if name == "search" for h in r.get("results") or () if isinstance(h, dict)]
 
 
 def _question_of(content: Any) -> str:
