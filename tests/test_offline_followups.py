@@ -13,7 +13,8 @@ import pytest
 from workbench.agent import run_turn
 from workbench.conversation import history_for
 from workbench.provenance import build_payload
-from workbench.providers.offline import OfflineProvider, follows_up, search_query
+from workbench.providers import offline
+from workbench.providers.offline import OfflineProvider
 from workbench.questions import read_dataset
 from workbench.types import ContextPolicy, HistoryTurn, ResultItem, ToolCall, TurnRecord
 from workbench.verify import verify as verify_turn
@@ -52,25 +53,25 @@ def test_a_follow_up_answers_the_current_question_not_the_first(demo_session):
                                       "What if I lose my phone?", "Also for guests?", "Why?", "On mobile?",
                                       "How long does that take?", "Can I download them as PDF?"])
 def test_what_counts_as_a_follow_up(question):
-    assert follows_up(question)
+    assert offline.follows_up(question)
 
 
 @pytest.mark.parametrize("question", ["How do I reset my password?", "Which plans include SAML single sign-on?",
                                       "Is there a way to export every task of a project to Excel?",
                                       "Android app crashes when opening docs"])
 def test_a_question_that_stands_on_its_own_is_no_follow_up(question):
-    assert not follows_up(question)
+    assert not offline.follows_up(question)
 
 
 def test_the_search_query_of_a_chain_of_follow_ups_keeps_the_topic():
-    assert search_query("And with Okta?", ["How do I configure SSO?"]) == "And with Okta? How do I configure SSO?"
-    assert search_query("How long does that take?", ["How do I configure SSO?", "And with Okta?"]) == \
+    assert offline.search_query("And with Okta?", ["How do I configure SSO?"]) == "And with Okta? How do I configure SSO?"
+    assert offline.search_query("How long does that take?", ["How do I configure SSO?", "And with Okta?"]) == \
         "How long does that take? And with Okta? How do I configure SSO?"
     # a question that stands alone starts a new topic; a listing is no topic to lean on
-    assert search_query("Why?", ["How do I configure SSO?", "How do I reset my password?"]) == \
+    assert offline.search_query("Why?", ["How do I configure SSO?", "How do I reset my password?"]) == \
         "Why? How do I reset my password?"
-    assert search_query("And billing?", ["What articles do you have?"]) == "And billing?"
-    assert search_query("And with Okta?", []) == "And with Okta?"
+    assert offline.search_query("And billing?", ["What articles do you have?"]) == "And billing?"
+    assert offline.search_query("And with Okta?", []) == "And with Okta?"
 
 
 def test_and_with_okta_is_searched_with_the_sso_question(demo_session):
