@@ -89,6 +89,13 @@ def test_a_follow_up_opens_the_hit_about_its_own_words(demo_session):
     assert second.payload["sets"]["consulted"] == ["api-pagination"]
 
 
+def test_a_follow_up_opens_a_new_document_before_one_already_read(demo_session):
+    # The SSO article (opened in turn 1) and the Entra ID article both cover "Entra ID"; the user has the first.
+    *_, third = converse(demo_session, "How do I configure SSO?", "And with Okta?", "What about Entra ID?")
+    assert third.record.tool_calls[1].args == {"doc_id": "sso-azure-ad"}
+    assert "sso-saml-setup" not in third.payload["sets"]["cited"]  # nor is it "seen also" again
+
+
 def test_a_follow_up_whose_previous_turn_was_dropped_searches_alone(demo_session):
     first = demo_session.ask("How do I configure SSO?")
     # the history as the policy left it: the SSO turn dropped, so "And with Okta?" leans on nothing

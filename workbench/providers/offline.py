@@ -28,8 +28,8 @@ results after it are this turn's, the ones before it are carried. Two rules, bot
   question's own content words (at least one), it is answered from that document, linking it, with
   no new tool call; like a first answer it may add "See also" for the next hit of that turn's search
   (when it covers `MIN_COVERAGE` of the question's own words). Otherwise it searches as above, and
-  then prefers the hit that covers most of its own words and never "sees also" a document an earlier
-  turn opened.
+  then opens the hit that covers most of its own words (before one an earlier turn opened) and never
+  "sees also" a document an earlier turn opened.
 
 A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
 document without sentence breaks never becomes a 1 MB answer.
@@ -190,11 +190,18 @@ class OfflineProvider(Provider):
         if not relevant:
             return ("I could not find anything about this in the knowledge base, so I cannot answer it "
                     "from the documentation."), []
-        # Prefer source text over generated artifacts (overviews are retrieval aids, not evidence).
-        # A follow-up then prefers the hit whose two coverages add up highest (ties: search order).
-        ranked = sorted(relevant, key=lambda h: (h.get("kind") == "generated", -sum(fit(h)) if follow_up else 0))
-        if follow_up:  # its "See also" must be about its own words too, and not a document an earlier turn opened
-            read = {r.get("doc_id") for e in talk.earlier for name, _, r in e.calls if name == "fetch_document"}
+        # Prefer source text over generated artifacts (overviews are retrieval aids, not evidence). A follow-up then
+        # prefers the hit that covers most of its own words, then one no earlier turn opened (the user has that one),
+        # then the most of the query's words (ties: search order); its "See also" must be about its own words too,
+        # and never a document an earlier turn opened.
+        read = {r.get("doc_id") for e in talk.earlier for name, _, r in e.calls if name == "fetch_document"}
+
+        def rank(h: dict[str, Any]) -> tuple:
+            query_fit, own_fit = fit(h)
+            return (h.get("kind") == "generated", *((-own_fit, h["doc_id"] in read, -query_fit) if follow_up else ()))
+
+        ranked = sorted(relevant, key=rank)
+        if follow_up:
             ranked = ranked[:1] + [h for h in ranked[1:] if fit(h)[1] >= MIN_COVERAGE and h["doc_id"] not in read]
         top = ranked[0]
         if len(names) == 1:
