@@ -64,7 +64,8 @@ def test_a_question_that_stands_on_its_own_is_no_follow_up(question):
 
 
 def test_the_search_query_of_a_chain_of_follow_ups_keeps_the_topic():
-    assert offline.search_query("And with Okta?", ["How do I configure SSO?"]) == "And with Okta? How do I configure SSO?"
+    assert offline.search_query("And with Okta?", ["How do I configure SSO?"]) == \
+        "And with Okta? How do I configure SSO?"
     assert offline.search_query("How long does that take?", ["How do I configure SSO?", "And with Okta?"]) == \
         "How long does that take? And with Okta? How do I configure SSO?"
     # a question that stands alone starts a new topic; a listing is no topic to lean on

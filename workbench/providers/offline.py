@@ -13,23 +13,27 @@ It is the default for the app, notebooks, tests and CI. Policy (issue #2):
 In a conversation (docs/design.md §11) the messages hold the earlier turns before the current
 question (`agent.history_messages`: each turn's question, then, for a turn carried in full, its tool
 calls and their results, then its answer). The question is the **last** user message; the tool
-results after it are this turn's, the ones before it are carried. Two rules, both deterministic:
-- *Follow-up search* (`follows_up`): a question that leans on the one before it is searched with
-  the terms of that question too (`search_query`: the question, then the previous question's own
-  search query, so a chain of follow-ups keeps its topic). A question leans on the previous one
-  when there is an earlier (not structural) question and it opens with a continuation
-  (`FOLLOW_UP_OPENERS`: "and", "but", "also", "what about", "how about", "what if"), or has at most
-  `ELLIPTICAL_MAX_TERMS` content word ("Why?", "On mobile?"), or has a referring word
-  (`REFERRING`: it, that, this, they, them, there, …) and at most `REFERRING_MAX_TERMS` content
-  words ("How long does that take?"). Its passage is chosen by its own words first (each occurrence of one counts `FOCUS_WEIGHT`).
-- *Answer from the carried document* (`carried_document`): when that follow-up has a referring
-  word, the document just opened — the last document opened by the latest earlier turn whose tool
-  calls are in the context (carried in full, not "not found") — contains every one of the
-  question's own content words (at least one), it is answered from that document, linking it, with
-  no new tool call; like a first answer it may add "See also" for the next hit of that turn's search
-  (when it covers `MIN_COVERAGE` of the question's own words). Otherwise it searches as above, and
-  then opens the hit that covers most of its own words (before one an earlier turn opened) and never
-  "sees also" a document an earlier turn opened.
+results after it are this turn's, the ones before it are carried. The rules, all deterministic:
+- *Follow-up search* (`follows_up`, `search_query`): a question that leans on the one before it is
+  searched with the question followed by the previous question's own search query, so a chain of
+  follow-ups keeps its topic. A question leans on the previous one when there is an earlier question
+  that is not structural and it opens with a continuation (`FOLLOW_UP_OPENERS`: "and", "but",
+  "also", "what about", "how about", "what if"), or has at most `ELLIPTICAL_MAX_TERMS` content word
+  ("Why?", "On mobile?"), or refers back (`refers_back`: a `REFERRING` word such as it, that, them,
+  there, and at most `REFERRING_MAX_TERMS` content words: "How long does that take?").
+- *Which hit*: a hit is relevant when it covers `MIN_COVERAGE` of the query's content words or of
+  the follow-up's own; the follow-up opens the one that covers most of its own words, then one no
+  earlier turn opened, then the most of the query's words (ties: search order). Its "See also" must
+  cover `MIN_COVERAGE` of its own words and is never a document an earlier turn opened. The quoted
+  passage is chosen by its own words first (each occurrence of one counts `FOCUS_WEIGHT` times).
+- *Answer from the carried document* (`carried_document`): when the follow-up refers back and the
+  document just opened — the last document opened (and found) by the latest earlier turn whose tool
+  calls are in the context — contains every one of its own content words (at least one), it is
+  answered from that document, linking it, with no new tool call; like a first answer it may add
+  "See also" for another hit of that turn's search that covers `MIN_COVERAGE` of its own words and
+  scores `SECOND_SCORE_RATIO` of the document's. Otherwise it searches as above.
+- In excerpt mode the excerpts are scored with the follow-up's search query; a follow-up's excerpts
+  are numbered after the earlier turns' (§11), and they are read from whatever number they start at.
 
 A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
 document without sentence breaks never becomes a 1 MB answer.
@@ -170,7 +174,8 @@ class OfflineProvider(Provider):
         own = set(content_terms(question))
         if not names:
             carried, carried_hits = carried_document(talk)
-            if carried is not None and query != question and refers_back(question) and own <= set(content_terms(carried["text"])):
+            if (carried is not None and query != question and refers_back(question)
+                    and own <= set(content_terms(carried["text"]))):
                 # "See also" as in a first answer, from that turn's search, about the question's own words
                 top = next((h for h in carried_hits if h["doc_id"] == carried["doc_id"]), {})
                 others = [h for h in carried_hits if h["doc_id"] != carried["doc_id"]
@@ -274,7 +279,8 @@ class OfflineProvider(Provider):
 
     def _excerpt_answer(self, prompt: str, talk: "_Talk") -> str:
         heads: list[re.Match] = []
-        for m in _EXCERPT_HEAD.finditer(prompt):  # numbered n, n+1, n+2 … in order (a follow-up continues the numbers)
+        # numbered n, n+1, n+2 … in order: a follow-up continues the numbers of the earlier turns
+        for m in _EXCERPT_HEAD.finditer(prompt):
             if not heads or int(m.group(1)) == int(heads[-1].group(1)) + 1:
                 heads.append(m)
         excerpts: list[tuple[int, str]] = []
@@ -336,12 +342,11 @@ def _join(units: list[str]) -> str:
 
 @dataclass(frozen=True)
 class _Earlier:
-    """An earlier turn as the messages carry it: its question, its tool calls' (name, args, result) when it is
-    carried in full (else none), and its answer."""
+    """An earlier turn as the messages carry it: its question, and its tool calls' (name, args, result) when it is
+    carried in full (else none)."""
 
     question: str
     calls: tuple[tuple[str, dict, dict], ...]
-    answer: str
 
 
 @dataclass(frozen=True)
@@ -413,10 +418,7 @@ def _read(messages: list[dict[str, Any]]) -> _Talk:
             turns[-1].append(m)
     if not turns:
         return _Talk("", [])
-    earlier = tuple(_Earlier(_question_of(t[0]["content"]), tuple(_results(t[1:])),
-                             next((m.get("content") or "" for m in reversed(t) if m.get("role") == "assistant"
-                                   and not m.get("tool_calls")), ""))
-                    for t in turns[:-1])
+    earlier = tuple(_Earlier(_question_of(t[0]["content"]), tuple(_results(t[1:]))) for t in turns[:-1])
     return _Talk(_question_of(turns[-1][0]["content"]), _results(turns[-1][1:]), earlier)
 
 
