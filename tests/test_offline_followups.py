@@ -249,3 +249,22 @@ def test_a_carried_document_the_follow_up_only_links_is_decorative(demo_session)
     assert "See also [Create an API key](https://help.orbitly.example/articles/api-keys-create)" in second.record.answer
     checked = demo_session.verify(second)
     assert checked.verification.verdicts["api-keys-create"] == "decorative"
+
+
+def test_cited_carried_documents_are_candidates():
+    """The agreed §11 payload shape: a carried document has `carried_from`; cited, it is a candidate like this turn's
+    own (consulted first, in sources order), and a carried one not cited is a hidden-influence candidate."""
+    from workbench.verify import candidates
+
+    payload = {
+        "tool_calls": [{"name": "search", "doc_ids": ["b", "c"]}],
+        "documents": [
+            {"doc_id": "a", "cited": True, "consulted": True, "exposure": "full", "carried_from": "t-1"},
+            {"doc_id": "b", "cited": True, "consulted": True, "exposure": "snippet"},
+            {"doc_id": "c", "cited": False, "consulted": False, "exposure": "snippet"},
+            {"doc_id": "d", "cited": False, "consulted": False, "exposure": "full", "carried_from": "t-1",
+             "reason": "read in turn 1, not cited here"},
+        ],
+        "sources": [{"doc_id": "a", "carried_from": "t-1"}, {"doc_id": "b"}],
+    }
+    assert [(c.doc_id, c.used) for c in candidates(payload)] == [("a", True), ("b", True), ("d", False), ("c", False)]
