@@ -73,6 +73,12 @@ def test_the_search_query_of_a_chain_of_follow_ups_keeps_the_topic():
         "Why? How do I reset my password?"
     assert offline.search_query("And billing?", ["What articles do you have?"]) == "And billing?"
     assert offline.search_query("And with Okta?", []) == "And with Okta?"
+    # a chain of long follow-ups stays within the bound of one question (docs/security.md)
+    from workbench.config import MAX_QUESTION_CHARS
+
+    long_ones = [f"And {'very ' * 1500}long question {i}?" for i in range(10)]
+    query = offline.search_query(long_ones[-1], ["How do I configure SSO?", *long_ones[:-1]])
+    assert len(query) == MAX_QUESTION_CHARS and query.startswith(long_ones[-1])
 
 
 def test_and_with_okta_is_searched_with_the_sso_question(demo_session):

@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import MAX_QUESTION_CHARS
 from ..questions import is_structural
 from ..text import LIST_ITEM, content_terms, plain, sentences, words
 from ..types import ModelCall
@@ -378,11 +379,12 @@ def search_query(question: str, earlier: list[str]) -> str:
     """What the offline agent searches for `question` after the `earlier` questions of its conversation (oldest
     first): the question itself, or, for a follow-up (`follows_up`) of a question that is not structural, the
     question followed by the previous question's own search query (so "How long does that take?" after "And with
-    Okta?" after "How do I configure SSO?" searches all three)."""
+    Okta?" after "How do I configure SSO?" searches all three), at most `MAX_QUESTION_CHARS` long."""
     query: str | None = None
     for q in [*earlier, question]:
         lean = query is not None and follows_up(q)
-        query = None if is_structural(q) else f"{q} {query}" if lean else q
+        # bounded like a question: a long chain of follow-ups loses its oldest words, never grows without end
+        query = None if is_structural(q) else f"{q} {query}"[:MAX_QUESTION_CHARS] if lean else q
     return query if query is not None else question
 
 
