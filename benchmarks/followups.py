@@ -69,7 +69,7 @@ def main() -> int:
     report("alone (anchor)", *rows["alone"])
     r_first, r_follow = (sum(rows[n][1]) / len(rows[n][1]) for n in ("first", "follow-up"))
     print(f"follow-ups minus first questions: precision {follow - first:+.3f}  recall {r_follow - r_first:+.3f}  "
-          f"(goal: within 0.05)")
+          f"(goal: follow-ups no more than 0.05 below first questions)")
     return 0
 
 
