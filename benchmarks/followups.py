@@ -6,7 +6,7 @@ help center, and each turn's consulted set is compared with its `expected` docum
 `consulted_precision.py` does for single questions: precision = |consulted ∩ expected| / |consulted| over the
 turns with a non-empty row (an empty row is counted apart, and as 0 in the strict figure), recall =
 |consulted ∩ expected| / |expected|. First questions (position 1) and follow-ups (position > 1) are reported
-side by side; the goal is follow-ups within 0.05 of first questions.
+side by side; the goal is follow-ups no more than 0.05 below first questions.
 
 Anchor, same run: the follow-ups asked on their own (no history), which is what every turn was before
 conversations: "And with Okta?" searched as the literal words.
