@@ -168,7 +168,7 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
         raise CorpusError(f'"tags" must be a list of strings, not {_shown(tags)}', name, i)
     conversation = obj.get("conversation")
     if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
-        raise CorpusError(f'"conversation" must be a non-empty string (the conversation\'s id), not '
+        raise CorpusError(f'"conversation" must be non-empty text (the conversation\'s id), not '
                           f'{_shown(conversation)}', name, i)
     if no_sources and (expected or must_cite):
         raise CorpusError('"expect_no_sources" is true but "expected" or "must_cite" names documents: a turn '
