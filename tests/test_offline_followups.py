@@ -274,3 +274,28 @@ def test_cited_carried_documents_are_candidates():
         "sources": [{"doc_id": "a", "carried_from": "t-1"}, {"doc_id": "b"}],
     }
     assert [(c.doc_id, c.used) for c in candidates(payload)] == [("a", True), ("b", True), ("d", False), ("c", False)]
+
+
+def test_an_excerpt_mode_follow_up_re_run_leaves_out_the_withheld_documents_carried_excerpts(demo_session):
+    # Before: carried excerpts were sent again as stored, so a document withheld from the re-run still reached the
+    # model through the earlier turn's excerpts.
+    first, second = converse(demo_session, "How do I configure SSO?", "And with Okta?", mode="excerpts")
+    provider = Recording()
+    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=second.payload, budget=8)
+    assert len(provider.seen) == checked.extra_turns  # one call per excerpt-mode re-run
+    runs = dict(zip([a.doc_id for a in checked.ablations if a.reran], provider.seen))
+    carried_docs = {e.doc_id for e in first.record.excerpts}
+    withheld_carried = [d for d in runs if d in carried_docs]
+    assert withheld_carried  # some candidate was among the first turn's excerpts
+
+    def carried_message(messages):
+        return next(m["content"] for m in messages if m["role"] == "user")
+
+    def header(e):
+        return f"[{e.n}] {e.file_name}, page "
+
+    assert all(header(e) in carried_message(runs[None]) for e in first.record.excerpts)  # the control has them all
+    for doc_id in withheld_carried:
+        shown = carried_message(runs[doc_id])
+        assert not any(header(e) in shown for e in first.record.excerpts if e.doc_id == doc_id)
+        assert all(header(e) in shown for e in first.record.excerpts if e.doc_id != doc_id)  # numbers kept
