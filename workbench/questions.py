@@ -67,7 +67,8 @@ def question_kind(question: str) -> str:
 
 #: The fields of a questions file line the workbench reads (docs/experiments.md); any other field is kept in
 #: `Question.extra`, never rejected.
-FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags")
+FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags",
+          "conversation")
 
 #: Verbs that open task titles ("Configure SAML …", "Track your order"): such a title reads as "How do I …?".
 _TASK_VERBS = frozenset("""activate add change cancel configure connect create delete deprovision disable download
@@ -93,7 +94,8 @@ def example_question(titles: list[str]) -> str | None:
 @dataclass(frozen=True)
 class Question:
     """One line of a questions file: `{"question": …}` plus the optional `id`, `kind` and expectations
-    (docs/experiments.md): `expected`, `expect_no_sources`, `must_cite`, `must_not_cite`, `tags`."""
+    (docs/experiments.md): `expected`, `expect_no_sources`, `must_cite`, `must_not_cite`, `tags`, and the
+    `conversation` it is a turn of."""
 
     text: str
     line: int
@@ -109,6 +111,9 @@ class Question:
     #: Documents the answer must neither cite nor consult.
     must_not_cite: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: The conversation the line is a turn of: lines with the same id form one conversation, in file order
+    #: (docs/design.md §11); None for a question asked on its own.
+    conversation: str | None = None
     #: Fields of the line the workbench does not read, kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -161,6 +166,10 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
     tags = obj.get("tags")
     if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
         raise CorpusError(f'"tags" must be a list of strings, not {_shown(tags)}', name, i)
+    conversation = obj.get("conversation")
+    if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
+        raise CorpusError(f'"conversation" must be non-empty text (the conversation\'s id), not '
+                          f'{_shown(conversation)}', name, i)
     if no_sources and (expected or must_cite):
         raise CorpusError('"expect_no_sources" is true but "expected" or "must_cite" names documents: a turn '
                           'cannot consult nothing and consult or cite those', name, i)
@@ -168,7 +177,7 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
     if both:
         raise CorpusError(f'{", ".join(both)} is in both "must_cite" and "must_not_cite"', name, i)
     return Question(text, i, obj.get("id"), expected, kind, no_sources, must_cite, must_not, tuple(tags or ()),
-                    {k: v for k, v in obj.items() if k not in FIELDS})
+                    conversation, {k: v for k, v in obj.items() if k not in FIELDS})
 
 
 def check_question_length(text: str) -> None:

@@ -45,6 +45,17 @@ withholding the second hit behind its "See also" link only drops or swaps that l
 0.89-0.98); a dropped line of a 59-link listing leaves 0.99. A change of the metric or the threshold
 is a new `METHOD` version: verdicts are comparable only within one.
 
+In a conversation (docs/design.md §11) a follow-up's control and re-runs send the turn's own history
+(`record.history`, in the context states it was asked with, same conversation id and position). The
+earlier turns' tool calls are carried by running them again through the re-run's toolbox
+(`agent.history_messages`), so a withheld document is withheld from the carried tool results too (a
+carried `fetch_document` of it answers "not found", a carried search leaves it out), and an excerpt-mode
+turn's carried excerpts of it are left out (`withheld_history`). Candidates follow
+the payload, which names carried documents with `carried_from`: a carried document the answer cites is
+a candidate like one this turn opened. The method's stated limit: earlier *answers* stay as they were,
+so an earlier answer that quoted or paraphrased the withheld document still carries its words, and a
+follow-up can keep them without the document (its verdict can then read decorative).
+
 Cost is explicit: every re-run is recorded with its model calls, tokens and time, and the whole
 verification with its wall time.
 """
@@ -54,7 +65,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -68,7 +79,7 @@ from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
 from .text import content_terms
 from .tools import Toolbox
-from .types import EXPOSURE_RANK, TurnRecord
+from .types import EXPOSURE_RANK, HistoryTurn, TurnRecord
 
 METHOD = "ablation-v1"
 #: Below this answer similarity (`answer_similarity`) a re-run's answer counts as changed.
@@ -321,8 +332,12 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
 
     def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
         withheld = [cand.doc_id] if cand else []
+        # A follow-up's re-run sends the same history; `agent.history_messages` re-runs its carried tool calls
+        # through the withholding toolbox, so a withheld document is "not found" there too (§11.6).
         new = run_turn(record.question, provider, toolbox.withholding(withheld), mode=record.mode, k=k,
-                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld})
+                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld},
+                       history=withheld_history(record.history, withheld), conversation_id=record.conversation_id,
+                       position=record.position)
         calls = new.model_calls
         cost = {"calls": len(calls), "tokens_in": _sum([c.tokens_in for c in calls]),
                 "tokens_out": _sum([c.tokens_out for c in calls]), "latency_ms": new.latency_ms,
@@ -366,6 +381,16 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                  for seq, c in enumerate(skipped, start=len(to_run) + 1)]
     return Verification(turn_id, stable, tuple(rows), budget, j.name, j.version, dict(sampling or {}),
                         round((time.perf_counter() - started) * 1000, 3))
+
+
+def withheld_history(history: Sequence[HistoryTurn], withheld: Sequence[str]) -> tuple[HistoryTurn, ...]:
+    """The history a re-run sends with `withheld` documents withheld: the same turns, minus the carried excerpts of
+    a withheld document (as a re-run's own excerpts are rebuilt without it; the other excerpts keep their numbers).
+    Carried tool calls need nothing here: `agent.history_messages` runs them again through the withholding toolbox."""
+    gone = set(withheld)
+    if not gone:
+        return tuple(history)
+    return tuple(replace(h, excerpts=tuple(e for e in h.excerpts if e.doc_id not in gone)) for h in history)
 
 
 def _reason(verdict: str, change: str) -> str:
