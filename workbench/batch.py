@@ -160,7 +160,7 @@ class _Pause:
     def extend(self, attempt: int) -> None:
         import random
 
-        from .providers.base import backoff_delay
+        from .providers.http import backoff_delay
 
         delay = backoff_delay(self.backoff, attempt) * random.uniform(0.8, 1.2)
         with self._lock:
@@ -188,8 +188,9 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring)."""
     options = dict(options or {})
     from .providers import declared
-    from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, setting
-    from .providers.options import recorded
+    from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS
+    from .providers.options import setting
+    from .redact import recorded
     from .trace import TraceReader
 
     if concurrency < 1:
@@ -208,13 +209,13 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
     if run_id is not None and existing is None:
-        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
+        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; give no run id to start a new run")
     if existing is not None:
         for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
                 (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
             if existing[name] != settings[name]:
                 raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
-                                     f"{settings[name]!r}; use the same settings to resume it, or --new-run")
+                                     f"{settings[name]!r}; use the same settings to resume it, or start a new run")
         tracer.resume_run(existing["run_id"])
         result = EvalResult(existing["run_id"], True)
         done = Counter(reader.answered_counts(result.run_id))

@@ -22,11 +22,11 @@ the first to ask for a judge: none of them may see a half-filled registry).
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import threading
 from typing import Callable, Generic, TypeVar
 
+from .config import env
 from .errors import PluginError, UnknownNameError
 
 F = TypeVar("F", bound=Callable)
@@ -41,7 +41,7 @@ _LOADING = threading.RLock()
 def load_plugins() -> None:
     """Import every module named in `$WORKBENCH_PLUGINS` not imported yet; each registers what it brings."""
     with _LOADING:
-        for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
+        for module in (m.strip() for m in env(PLUGINS_ENV, "").split(",")):
             if not module or module in _imported_plugins:
                 continue
             try:

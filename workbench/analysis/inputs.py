@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, workbench_home
+from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, env, environment, workbench_home
 
 def notebook_db(name: str) -> Path:
     """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
-    db = os.environ.get("WORKBENCH_DB")
+    db = env("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "notebooks" / f"{name}.duckdb"
 
 
@@ -54,8 +53,8 @@ def configured_providers(env: dict[str, str] | None = None) -> list[str]:
     out; name them explicitly, as notebook 02 does on a few questions."""
     from ..providers import declared, provider_names, readiness
 
-    env = os.environ if env is None else env
-    return [name for name in provider_names() if declared(name, "batch_by_default") and readiness(name, env)]
+    return [name for name in provider_names() if declared(name, "batch_by_default")
+            and readiness(name, environment() if env is None else env)]
 
 
 def setup_notebook() -> str:

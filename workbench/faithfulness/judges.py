@@ -343,7 +343,7 @@ class LLMJudge(Judge):
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
         from ..errors import ProviderError
         from ..providers import get_provider
-        from ..providers.base import scrub_secrets
+        from ..redact import scrub_secrets
 
         try:
             if self._provider is None:

@@ -37,7 +37,7 @@ class ExportError(WorkbenchError):
     """The collector refused the spans or could not be reached."""
 
 
-def traces_endpoint(url: str, what: str = "--endpoint") -> str:
+def traces_endpoint(url: str, what: str = "the endpoint") -> str:
     """The OTLP/HTTP traces URL for `url`: a bare `http://host:port` gets the default `/v1/traces` path.
     `what` names where the URL came from, for the error."""
     parts = urlsplit(url.strip())

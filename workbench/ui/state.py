@@ -15,7 +15,8 @@ from .. import questions
 from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness, steps
-from ..providers.options import input_kind, properties, recorded
+from ..providers.options import input_kind, properties
+from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
