@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from collections import Counter, deque
@@ -51,7 +52,11 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator
 
 from .agent import StepEvent
-from .errors import WorkbenchError
+from .errors import TraceStoreError, WorkbenchError
+from .providers import declared
+from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
+from .providers.options import setting
+from .redact import recorded
 from .terminal import StatusLine
 from .verify import DEFAULT_BUDGET
 
@@ -158,10 +163,6 @@ class _Pause:
             time.sleep(left)
 
     def extend(self, attempt: int) -> None:
-        import random
-
-        from .providers.http import backoff_delay
-
         delay = backoff_delay(self.backoff, attempt) * random.uniform(0.8, 1.2)
         with self._lock:
             self._until = max(self._until, time.monotonic() + delay)
@@ -187,10 +188,6 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     the session's one loaded index; a verifying batch is its own run. `progress` shows each turn's steps on
     stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring)."""
     options = dict(options or {})
-    from .providers import declared
-    from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS
-    from .providers.options import setting
-    from .redact import recorded
     from .trace import TraceReader
 
     if concurrency < 1:
@@ -311,7 +308,6 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
 
 def _final_flush(tracer, result: EvalResult) -> list[str]:
     """Write what is still queued (a few tries, each waiting for the file lock); return the ids it could not."""
-    from .errors import TraceStoreError
 
     for attempt in range(FINAL_FLUSH_TRIES):
         try:

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from .errors import WorkbenchError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
 #: Optional third-party benchmark data (not part of the project) is looked for here when set.
@@ -86,8 +88,6 @@ def seconds_setting(name: str, default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        from .errors import WorkbenchError
-
         raise WorkbenchError(f"{name}={raw!r} is not a number of seconds") from None
     return value if value > 0 else default
 

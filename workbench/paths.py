@@ -26,6 +26,7 @@ import os
 import posixpath
 import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from .config import DEMO_CORPUS, default_db_path, env, uploads_dir, workbench_home
 from .errors import PathNotAllowedError
@@ -82,7 +83,6 @@ def confine_db(text: str) -> Path:
 
 def _server(url: str) -> tuple[str, str, int | None, str] | None:
     """(scheme, host, port, path) of an http(s) URL, without userinfo, lower-cased; None when not one."""
-    from urllib.parse import unquote, urlsplit
 
     if re.search(r"[\s\\\x00-\x1f\x7f]", url.strip()):  # parsers disagree on these: never a server here
         return None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from importlib.metadata import entry_points
 from typing import Callable, Generic, TypeVar
 
 from .config import env
@@ -86,7 +87,6 @@ class Registry(Generic[F]):
         with _LOADING:
             if self._entry_points_loaded:
                 return
-            from importlib.metadata import entry_points
 
             for ep in entry_points(group=self.entry_point_group):
                 try:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from ..providers.steps import TOOL_PROTOCOLS
+from ..config import default_db_path, MAX_K
+from ..providers import declared, provider_names
+from ..providers.options import check_options, parse_option
+from ..providers.steps import NATIVE, TOOL_PROTOCOLS
+from ..retrieval import retriever_names
+from ..terminal import neutralize
 from ..types import MODES
 
 
@@ -35,7 +42,6 @@ class LazyHelp:
 
 def provider_help() -> str:
     """The providers, each with its label and default model, from the registry (built-ins and plug-ins)."""
-    from ..providers import declared, provider_names
 
     def one(name: str) -> str:
         label, model = declared(name, "label"), declared(name, "default_model")
@@ -47,16 +53,12 @@ def provider_help() -> str:
 
 
 def retriever_help() -> str:
-    from ..retrieval import retriever_names
-
     return ("retriever (default %(default)s): " + ", ".join(retriever_names())
             + " (the -minilm ones need requirements-minilm.txt); plug-ins register more (docs/plugins.md)")
 
 
 def tool_protocol_help() -> str:
     """How agent mode calls tools, with each provider's default protocol read from what it declares."""
-    from ..providers import declared, provider_names
-    from ..providers.steps import NATIVE
 
     by_protocol: dict[str, list[str]] = {}
     for name in provider_names():
@@ -70,7 +72,6 @@ def tool_protocol_help() -> str:
 
 def fault_help() -> str:
     """`--fault` is an alias of `--option faults=NAME`, for the providers that declare a `faults` option."""
-    from ..providers import declared, provider_names
 
     takers = {n: declared(n, "options_schema").get("properties", {}).get("faults") for n in provider_names()}
     takers = {n: prop for n, prop in takers.items() if prop}
@@ -120,18 +121,12 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
 
 def db_path(args: argparse.Namespace):
     """The trace database chosen by --db, else the default (config.default_db_path)."""
-    from pathlib import Path
-
-    from ..config import default_db_path
 
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
 def warn_skipped(corpus) -> None:
     """Say which files of a corpus folder were not read (symlinks leaving it): nothing is left out silently."""
-    import sys
-
-    from ..terminal import neutralize
 
     for line in corpus.skipped:
         print(neutralize(f"warning: {line}"), file=sys.stderr)
@@ -140,8 +135,6 @@ def warn_skipped(corpus) -> None:
 def provider_options(args: argparse.Namespace) -> dict:
     """The provider options given by `--option NAME=VALUE` and `--fault`, converted and checked against the
     chosen provider's `options_schema` (so `--fault` with a provider that has no faults is an error)."""
-    from ..providers import declared
-    from ..providers.options import check_options, parse_option
 
     schema = declared(args.provider, "options_schema")
     options: dict = {}
@@ -178,7 +171,6 @@ def positive_int(text: str) -> int:
 
 def k_value(text: str) -> int:
     """argparse type for -k: 1 to MAX_K, refused before anything runs (the trace store holds no more)."""
-    from ..config import MAX_K
 
     n = positive_int(text)
     if n > MAX_K:

@@ -61,6 +61,7 @@ import ctypes
 import importlib.util
 import os
 import secrets
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -222,7 +223,6 @@ def trained_context(path: Path) -> int | None:
     """The context length the GGUF at `path` was trained for (`<architecture>.context_length` in its header),
     or None when the header does not say within its first keys. Reads a few KB: the keys come before the
     tokenizer's."""
-    import struct
 
     def read(fmt: str):
         size = struct.calcsize(fmt)

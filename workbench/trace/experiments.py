@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import WorkbenchError
+from ..providers import declared
 from ..questions import Dataset
+from ..redact import recorded, redact_config
 from .reader import TraceReader
-from ..redact import redact_config
 from .rows import to_json
 
 
@@ -83,8 +84,6 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
 def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
     """A run's whole configuration for its `experiments` row: `fields` (retriever, mode, k, …) plus the provider
     and the options worth recording (`redact.recorded`: secret options never are)."""
-    from ..providers import declared
-    from ..redact import recorded
 
     return {"provider": provider, "options": recorded(declared(provider, "options_schema"), dict(options or {})),
             **fields}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OTLP_ENDPOINT_ENV, env, seconds_setting
-from .spans import DEFAULT_PROJECT, StoredTurn
+from .spans import DEFAULT_PROJECT, StoredTurn, turn_spans
 
 ENDPOINT_ENV, PROJECT_ENV, TIMEOUT_ENV = OTLP_ENDPOINT_ENV, "WORKBENCH_OTLP_PROJECT", "WORKBENCH_OTLP_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
@@ -115,8 +115,6 @@ class LiveExporter:
                     self._queue.task_done()
 
     def _spans(self, db: str, rows: dict[str, list[tuple]]):
-        from .spans import turn_spans
-
         run = rows.get("runs")
         (run_id,) = {r[1] for r in rows["turns"]}
         run_row = self._run_row(db, run_id, run[0] if run else None)

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import __version__
 from ..errors import WorkbenchError
 from .spans import DEFAULT_PROJECT, PROJECT_NAME, SpanSpec, StoredTurn, turn_spans
 
@@ -119,8 +120,6 @@ class SpanSender:
 
     def __init__(self, endpoint: str, *, project: str = DEFAULT_PROJECT, timeout: float = DEFAULT_TIMEOUT_S,
                  headers: dict[str, str] | None = None):
-        from .. import __version__
-
         self.endpoint = traces_endpoint(endpoint)
         self.project = project or DEFAULT_PROJECT
         sdk = _sdk()

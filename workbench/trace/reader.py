@@ -15,11 +15,11 @@ from typing import Any, Iterator
 
 import duckdb
 
+from ..config import default_db_path, lock_timeout, query_timeout
 from ..errors import ReadOnlyQueryError, TraceStoreError
-from ..config import lock_timeout, query_timeout
 from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
-from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .history import Schema
+from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
@@ -183,7 +183,6 @@ class TraceReader:
 
 def query_df(sql: str, db: str | Path | None = None):
     """Notebook helper: run a read-only query on the trace store (default database) into a DataFrame."""
-    from ..config import default_db_path
 
     check_read_only(sql)
     return TraceReader(db or default_db_path())._run(sql, None, "df", NO_DOWNLOADS)

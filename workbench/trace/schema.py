@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..questions import question_kind
 from .schema_m009 import M009_ABLATIONS
 from .schema_m010 import M010_USAGE_PER_CORPUS
 from .schema_m011 import M011_EXPERIMENTS
@@ -357,8 +358,6 @@ def _backfill_question_kind(con) -> None:
     questions = [q for (q,) in con.execute("SELECT DISTINCT question FROM turns WHERE question_kind IS NULL").fetchall()]
     if questions:
         import pyarrow as pa  # loads only when a backfill needs it
-
-        from ..questions import question_kind
 
         con.register("question_kinds", pa.table({"question": questions,
                                                  "kind": [question_kind(q) for q in questions]}))

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import TraceStoreError
 from .history import Schema
 
 # OpenInference semantic conventions (openinference-semantic-conventions, `SpanAttributes`): the exact names.
@@ -326,7 +327,6 @@ def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | 
     A reader: the database is never migrated (`TraceReader.check`); an older one is read as it is."""
     import duckdb
 
-    from ..errors import TraceStoreError
     from .reader import TraceReader
 
     reader = TraceReader(db, timeout=timeout)
