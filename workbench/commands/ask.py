@@ -7,10 +7,12 @@ import json
 import sys
 
 from ..errors import WorkbenchError
+from ..prompts import excerpt_header
 from ..questions import read_questions
 from ..render import sources_row, summary_line, verification_lines
 from ..session import Session
 from ..terminal import neutralize
+from ..types import artifact_label
 from ._options import (add_json_option, add_run_options, add_trace_options, add_verify_options, db_path,
                        provider_options, warn_skipped)
 
@@ -28,8 +30,6 @@ def register(sub) -> None:
 
 def excerpt_lines(record, payload) -> str:
     """Excerpt mode: each `[n]` as the model saw it, labelled Source text / Generated …, and whether cited."""
-    from ..prompts import excerpt_header
-    from ..types import artifact_label
 
     cited = {c["n"] for c in payload.get("citations", []) if c.get("valid") and c.get("n") is not None}
     lines = ["Excerpts:"]
