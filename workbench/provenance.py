@@ -40,9 +40,9 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
+from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry
 from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
-SCHEMA_VERSION = 1
 
 # [3], [1, 2], [1][2], [2-4] in the answer's text (never in code, links or raw HTML), not a link's text ([1](url)).
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*(?:,|;|-|–)\s*\d{1,4})*)\](?!\()")
@@ -483,6 +483,11 @@ def turn_id_of(record: TurnRecord) -> str:
 
 
 def build_payload(record: TurnRecord) -> dict[str, Any]:
+    """The sources payload of docs/design.md §2 for one turn as JSON data (`sources_payload(record).to_json()`)."""
+    return sources_payload(record).to_json()
+
+
+def sources_payload(record: TurnRecord) -> Payload:
     """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail); for a
     turn of a conversation, by the rules of docs/design.md §11 (a record with no history gives exactly §2)."""
     retrieved = collect_retrieved(record)
@@ -506,89 +511,75 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
 
     documents = []
     for r in allow.values():
-        doc = {"doc_id": r.doc_id, "title": r.title, "url": r.url, "retrieved": True, "cited": r.doc_id in cited}
+        is_cited = r.doc_id in cited
         c = carried.get(r.doc_id)
         own = retrieved.get(r.doc_id)
         if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
             exposure = r.exposure  # this turn's exposure is the strongest: docs/design.md §1 as it stands
-            is_consulted, reason = consulted_reason(exposure, doc["cited"])
+            is_consulted, reason = consulted_reason(exposure, is_cited)
         else:
             exposure = c.exposure  # the strongest exposure is carried: rules (b)-(d) of §11
             k = _history_position(record, c.turn)
             if exposure == "title":
-                is_consulted, reason = consulted_reason(exposure, doc["cited"])
-            elif doc["cited"]:
+                is_consulted, reason = consulted_reason(exposure, is_cited)
+            elif is_cited:
                 is_consulted, reason = True, f"read in turn {k}, cited here"
             else:
                 is_consulted, reason = False, f"read in turn {k}, not cited here"
-        doc.update({"consulted": is_consulted, "exposure": exposure, "reason": reason, "kind": r.kind,
-                    "artifact_kind": r.artifact_kind, "label": artifact_label(r.kind, r.artifact_kind),
-                    "tool_call": r.tool_call, "tool_calls": list(r.tool_calls), "excerpts": list(r.excerpt_ns)})
+        excerpt_ns, carried_from, carried_position = r.excerpt_ns, None, None
         if c is not None:
-            doc["excerpts"] += [n for n in c.excerpt_ns if n not in doc["excerpts"]]
+            excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
             if own is None:  # carried_from only when this turn did not expose it
-                doc["carried_from"] = record.history[c.turn].turn_id
-                doc["carried_position"] = _history_position(record, c.turn)
-        documents.append(doc)
-    by_id = {d["doc_id"]: d for d in documents}
-    order = cited_order + [d["doc_id"] for d in documents if d["consulted"] and d["doc_id"] not in cited]
-    keys = ("doc_id", "title", "url", "cited", "consulted", "exposure", "reason", "kind", "artifact_kind", "label",
-            "carried_from", "carried_position")
-    sources = [{k: by_id[i][k] for k in keys if k in by_id[i]} for i in order]
+                carried_from, carried_position = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        documents.append(Document(r.doc_id, r.title, r.url, is_cited, is_consulted, exposure, reason, r.kind,
+                                  r.artifact_kind, artifact_label(r.kind, r.artifact_kind), r.tool_call,
+                                  tuple(r.tool_calls), tuple(excerpt_ns), carried_from, carried_position))
+    by_id = {d.doc_id: d for d in documents}
+    order = cited_order + [d.doc_id for d in documents if d.consulted and d.doc_id not in cited]
+    sources = tuple(Source(d.doc_id, d.cited, d.title, d.url, d.consulted, d.exposure, d.reason, d.kind, d.artifact_kind,
+                           d.label, d.carried_from, d.carried_position) for d in (by_id[i] for i in order))
 
     rejected, seen_targets = [], set()
     for c in citations:
         if not c.valid and c.target not in seen_targets:
             seen_targets.add(c.target)
-            rejected.append({"target": c.target, "reason": c.reason, "nearest_doc_id": c.nearest_doc_id,
-                             "edit_distance": c.edit_distance, **_turn_named(record, c)})
+            rejected.append(Rejection(c.target, c.reason, c.nearest_doc_id, c.edit_distance, *_turn_named(record, c)))
 
-    payload: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "turn_id": turn_id_of(record)}
-    if record.conversation_id is not None:
-        payload["conversation_id"] = record.conversation_id
-    if record.position is not None:
-        payload["position"] = record.position
-    payload.update({
-        "question": record.question,
-        "answer": record.answer,
-        "mode": record.mode,
-        "status": record.status,
-        "error": record.error,
-        "sources": sources,
-        "sets": {
-            "retrieved": list(allow),
-            "cited": cited_order,
-            "consulted": [i for i in order if by_id[i]["consulted"]],
-        },
-        "rejected_citations": rejected,
-        "citations": [_citation_json(c, excerpts_by_n) | _turn_named(record, c) for c in citations],
-        "documents": documents,
-        "tool_calls": [
-            {"seq": i, "name": t.name, "exposure": t.exposure, "args": dict(t.args),
-             "doc_ids": [r.doc_id for r in t.results], "latency_ms": t.latency_ms, "error": t.error}
-            for i, t in enumerate(record.tool_calls)
-        ],
-        "config": dict(record.config),
-    })
-    return payload
+    return Payload(
+        answer=record.answer,
+        sources=sources,
+        sets=Sets(tuple(allow), tuple(cited_order), tuple(i for i in order if by_id[i].consulted)),
+        rejected_citations=tuple(rejected),
+        turn_id=turn_id_of(record),
+        question=record.question,
+        mode=record.mode,
+        status=record.status,
+        error=record.error,
+        citations=tuple(_citation_entry(record, c, excerpts_by_n) for c in citations),
+        documents=tuple(documents),
+        tool_calls=tuple(ToolCallEntry(i, t.name, t.exposure, dict(t.args), tuple(r.doc_id for r in t.results),
+                                       t.latency_ms, t.error) for i, t in enumerate(record.tool_calls)),
+        config=dict(record.config),
+        conversation_id=record.conversation_id,
+        position=record.position,
+    )
 
 
-def _turn_named(record: TurnRecord, c: Citation) -> dict[str, Any]:
-    """The earlier turn a `not_in_context` rejection names: its id and position (nothing for other outcomes)."""
+def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None]:
+    """The earlier turn a `not_in_context` rejection names: its id and position ((None, None) otherwise)."""
     if c.turn is None:
-        return {}
-    return {"turn_id": record.history[c.turn].turn_id, "position": _history_position(record, c.turn)}
+        return None, None
+    return record.history[c.turn].turn_id, _history_position(record, c.turn)
 
 
-def _citation_json(c: Citation, excerpts_by_n: dict[int, Excerpt]) -> dict[str, Any]:
-    out = {"target": c.target, "doc_id": c.doc_id, "valid": c.valid, "reason": c.reason,
-           "nearest_doc_id": c.nearest_doc_id, "edit_distance": c.edit_distance, "start": c.start, "end": c.end}
+def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Excerpt]) -> CitationEntry:
+    excerpt = None
     if c.n is not None:
-        out["n"] = c.n
         e = excerpts_by_n.get(c.n)  # None for a number that names no single excerpt (`out_of_range`)
         if e is not None:  # the citation record of docs/design.md §3
-            out.update({"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
-                        "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
-                        "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
-                        "label": artifact_label(e.chunk_type, e.artifact_kind)})
-    return out
+            excerpt = {"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
+                       "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
+                       "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
+                       "label": artifact_label(e.chunk_type, e.artifact_kind)}
+    return CitationEntry(c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance, c.start, c.end, c.n,
+                         excerpt, *_turn_named(record, c))
