@@ -101,15 +101,15 @@ def test_a_turn_shows_its_answers_own_claims_however_it_was_built():
     """`ui.state.Turn` keeps no copy of the answer's faithfulness: a turn built around an answer (a reopened or
     verified turn, not only one `run` produced) shows exactly the answer's verdicts, and none without one."""
     from workbench.faithfulness import assess_turn
-    from workbench.provenance import build_payload
+    from workbench.provenance import sources_payload
     from workbench.session import Answer
     from workbench.types import ResultItem, ToolCall, TurnRecord
     from workbench.ui.state import RunConfig, Turn
 
     record = TurnRecord("q", "Use Settings [S](sso).", tool_calls=(ToolCall("fetch_document", "full", {},
                                                                              (ResultItem("sso", "SSO"),)),))
-    payload = build_payload(record)
+    payload = sources_payload(record)
     faith = assess_turn(record, payload, None)
-    turn = Turn("q", RunConfig(), answer=Answer(record, payload, faith))
+    turn = Turn("q", RunConfig(), answer=Answer(record, payload.to_json(), faith))
     assert turn.faithfulness is faith and turn.faithfulness.claims
     assert Turn("q", RunConfig()).faithfulness is None
