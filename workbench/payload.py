@@ -33,7 +33,7 @@ def _carried_json(carried_from: str | None, carried_position: int | None) -> dic
     return {} if carried_position is None else {"carried_from": carried_from, "carried_position": carried_position}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Source:
     """One entry of the sources row's lookup table: a cited or consulted document (docs/design.md §2)."""
 
@@ -64,7 +64,7 @@ class Source:
         return out | _carried_json(self.carried_from, self.carried_position)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Document:
     """One retrieved document with its three-set membership and why (`documents[]` of the payload)."""
 
@@ -98,7 +98,7 @@ class Document:
                 **_carried_json(self.carried_from, self.carried_position)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sets:
     """The three sets of docs/design.md §1, each in the payload's order."""
 
@@ -110,7 +110,7 @@ class Sets:
         return {"retrieved": list(self.retrieved), "cited": list(self.cited), "consulted": list(self.consulted)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rejection:
     """A rejected citation (docs/design.md §1, §11): never auto-corrected, the nearest allowed id reported."""
 
@@ -137,7 +137,7 @@ EXCERPT_FIELDS = ("file_name", "chunk_index", "page", "score", "snippet", "chunk
                   "artifact_kind", "label")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CitationEntry:
     """One citation occurrence in the answer and its validation outcome (`citations[]`)."""
 
@@ -171,7 +171,7 @@ class CitationEntry:
         return out if self.position is None else out | {"turn_id": self.turn_id, "position": self.position}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallEntry:
     """What one tool call of the turn returned (`tool_calls[]`)."""
 
@@ -193,7 +193,7 @@ class ToolCallEntry:
                 "doc_ids": list(self.doc_ids), "latency_ms": self.latency_ms, "error": self.error}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Payload:
     """The sources payload of one turn (docs/design.md §2), with the conversation fields of §11."""
 
