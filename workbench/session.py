@@ -103,7 +103,8 @@ class Session:
 
         A follow-up (docs/design.md §11) passes the conversation's earlier turns' records, oldest first, as
         `history`, with its `conversation_id`; `context` is the policy that decides what of them the model
-        still has (default `ContextPolicy()`), recorded in the turn's configuration.
+        still has (default `ContextPolicy()`: the turns, then the token budget, `agent.run_turn`), recorded in
+        the turn's configuration with the budget and context it worked with.
         """
         _check_inputs(question, k)
         if verify:
@@ -112,14 +113,13 @@ class Session:
         p = get_provider(provider, model=model, **provider_options)
         config = {"provider_label": p.label, "model_label": p.model_label,
                   "options": recorded(p.options_schema, provider_options)}
-        position = None
+        position = policy = None
         if conversation_id is not None or history:
             policy = context or ContextPolicy()
-            config["context"] = policy.to_dict()
             position = len(history) + 1
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
                           observe=observe, history=history_for(history, policy) if history else (),
-                          conversation_id=conversation_id, position=position)
+                          conversation_id=conversation_id, position=position, context=policy)
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

@@ -83,8 +83,12 @@ class Provider(ABC):
       limit). `eval --concurrency N` runs at most this many workers (`batch.run_eval`). 1 for a model
       held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
       other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
+    - `context_tokens`: the model's context in tokens, as far as the provider can state it without asking
+      (None: unknown, or no model at all). `context_window()` derives the real one where the provider can
+      (`llamacpp`: the context it loads the model with); a conversation's history budget is a share of it
+      (`conversation.token_budget`, docs/providers.md "Conversations").
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches, a model name (not a file), no concurrency limit, calls that cost.
+    in batches, a model name (not a file), no concurrency limit, calls that cost, an unknown context.
     """
 
     name: str = "base"
@@ -98,6 +102,7 @@ class Provider(ABC):
     free_calls: ClassVar[bool] = False
     model_is_path: ClassVar[bool] = False
     max_concurrent_turns: ClassVar[int | None] = None
+    context_tokens: ClassVar[int | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -124,6 +129,10 @@ class Provider(ABC):
         Implemented by providers that declare `supports_json_schema`; the json-steps protocol calls it.
         """
         raise NotImplementedError(f"provider {self.name!r} cannot constrain its output to a JSON schema")
+
+    def context_window(self) -> int | None:
+        """The model's context in tokens (default: the declared `context_tokens`); may load the model."""
+        return self.context_tokens
 
     @property
     def model_label(self) -> str | None:
@@ -431,6 +440,15 @@ def redirect_refused(where: str, code: int | None, exc: BaseException, setting: 
     to = f" to {location}" if location else ""
     return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "
                                 f"nothing was sent there: set {setting} to the server that answers itself")
+
+
+def is_context_overflow(kind: str, message: str) -> bool:
+    """The prompt does not fit the model's context, by the server's error (llama.cpp `exceed_context_size_error`,
+    OpenAI `context_length_exceeded`, Gemini's "input token count … exceeds the maximum number of tokens")."""
+    text = f"{kind} {message}".lower()
+    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "exceeds the available context",
+                                   "maximum context length", "exceeds the maximum number of tokens",
+                                   "exceeds the context length"))
 
 
 def exception_kind(exc: BaseException) -> str | None:

@@ -26,12 +26,16 @@ from typing import Any
 from ..paths import NO_REDIRECTS
 from ..types import ModelCall
 from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure_of,
-                   network_options_schema, network_settings, redirect_refused, split_userinfo, with_retries)
+                   is_context_overflow, network_options_schema, network_settings, redirect_refused, split_userinfo,
+                   with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
 KEY_ENV = "OLLAMA_API_KEY"
+#: The context a conversation's budget assumes: Ollama's default `num_ctx` (a Modelfile may raise it). Ollama
+#: cuts a longer prompt from the front without an error, so the budget is what keeps a history whole.
+CONTEXT_TOKENS = 4096
 
 
 class OllamaProvider(Provider):
@@ -40,6 +44,7 @@ class OllamaProvider(Provider):
     supports_tools = True
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
+    context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         host={"type": "string", "format": "uri", "title": "Server",
               "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"})
@@ -131,6 +136,9 @@ class OllamaProvider(Provider):
         if code == 400 and "does not support tools" in detail:
             return "tools_unsupported", (f"model {self.model!r} does not support tool calling: pick a model that "
                                          f"does (e.g. {DEFAULT_MODEL}, qwen2.5) or use --mode excerpts")
+        if code is not None and is_context_overflow("", detail):
+            return "context_overflow", (f"the conversation does not fit model {self.model!r}'s context ({detail}); "
+                                        f"lower -k, start a new conversation, or raise the model's num_ctx")
         if code is not None:
             return "provider_error", f"Ollama at {self.where} rejected the request ({code}): {detail}"
         kind = exception_kind(exc)
