@@ -144,6 +144,15 @@ class Provider(ABC):
         return []
 
 
+def this_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of the turn being answered: those after its question, the last `user` message. A
+    conversation's earlier turns come before it (docs/design.md §11): a provider that reads the steps of its
+    turn from `messages` (json-steps; the offline agent) reads them from here, and its question is
+    `messages[-len(this_turn(messages)) - 1]`."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    return messages[last + 1:]
+
+
 ProviderFactory = Callable[..., Provider]
 #: Built-ins in `providers/builtins.py`; plug-ins through $WORKBENCH_PLUGINS or the entry-point group.
 _PROVIDERS: Registry[ProviderFactory] = Registry("provider", f"{__package__}.builtins", "workbench.providers")

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..errors import CapabilityError, ProviderError, UnknownNameError
 from ..types import MODES
-from .base import ModelStep, Provider, ToolRequest, declared
+from .base import ModelStep, Provider, ToolRequest, declared, this_turn
 
 NATIVE, JSON_STEPS = "native", "json-steps"
 TOOL_PROTOCOLS = (NATIVE, JSON_STEPS)
@@ -134,13 +134,6 @@ def _not_repeating(specs: list[dict[str, Any]], messages: list[dict[str, Any]]) 
         elif params.get("properties"):
             out.append({**spec, "parameters": {**params, "required": list(params["properties"])}})
     return out
-
-
-def this_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages of the turn being answered: those after its question, the last `user` message (earlier
-    turns of a conversation come before it, docs/design.md §11)."""
-    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
-    return messages[last + 1:]
 
 
 def instructions(specs: list[dict[str, Any]]) -> str:
