@@ -307,3 +307,15 @@ def test_a_budget_from_each_providers_context():
     assert get_provider("offline").context_window() is None
     assert token_budget(ContextPolicy(), 4096) == 2048 and token_budget(ContextPolicy(), None) is None
     assert token_budget(ContextPolicy(token_budget=300), 4096) == 300
+
+
+def test_the_offline_agent_reads_a_follow_ups_messages_without_failing(demo_session):
+    """The offline agent's follow-up logic is its own (workbench/providers/offline.py); here only that a history in
+    its messages ends the turn cleanly, with the earlier turn recorded as the context held it."""
+    first = demo_session.ask(Q1, conversation_id="c-4")
+    second = demo_session.ask(Q2, history=[first.record], conversation_id="c-4")
+    assert second.record.status == "ok" and second.record.answer, second.record.error
+    assert [(h.turn_id, h.context) for h in second.record.history] == [(first.record.turn_id, "full")]
+    assert second.record.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": None,
+                                               "context_tokens": None}
+    schema_validator("payload.schema.json").validate(second.payload)
