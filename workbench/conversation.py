@@ -3,7 +3,9 @@
 Pure functions over `TurnRecord`s. The context policy (`types.ContextPolicy`) puts each earlier turn in
 one of three states — `full` (question, answer and tool results), `answer` (question and answer), `dropped`
 (nothing) — and the resulting `HistoryTurn`s go into the follow-up's own record, so provenance knows
-exactly what was carried and what the policy took away.
+exactly what was carried and what the policy took away. First the policy's `turns` (`history_for`), then its
+token budget (`token_budget`, `fit_history`: the oldest turns lose their place first; docs/providers.md,
+"Conversations").
 """
 
 from __future__ import annotations
