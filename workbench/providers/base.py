@@ -453,11 +453,12 @@ def redirect_refused(where: str, code: int | None, exc: BaseException, setting: 
 
 def is_context_overflow(kind: str, message: str) -> bool:
     """The prompt does not fit the model's context, by the server's error (llama.cpp `exceed_context_size_error`,
-    OpenAI `context_length_exceeded`, Gemini's "input token count … exceeds the maximum number of tokens")."""
+    OpenAI `context_length_exceeded`, Gemini's "input token count … exceeds the maximum number of tokens", Ollama's
+    "the input length exceeds the context length")."""
     text = f"{kind} {message}".lower()
     return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "exceeds the available context",
                                    "maximum context length", "exceeds the maximum number of tokens",
-                                   "exceeds the context length"))
+                                   "exceeds the context length", "exceeds context length"))
 
 
 def exception_kind(exc: BaseException) -> str | None:
