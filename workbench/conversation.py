@@ -10,6 +10,7 @@ token budget (`token_budget`, `fit_history`: the oldest turns lose their place f
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -51,8 +52,6 @@ def estimate_tokens(text: str) -> int:
 
 def messages_tokens(messages: Sequence[dict]) -> int:
     """Tokens chat `messages` count as: each one's text and tool calls, plus `MESSAGE_TOKENS`."""
-    import json
-
     return sum(MESSAGE_TOKENS + estimate_tokens(str(m.get("content") or "")) +
                (estimate_tokens(json.dumps(m["tool_calls"], ensure_ascii=False)) if m.get("tool_calls") else 0)
                for m in messages)

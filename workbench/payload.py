@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import schemas
+
 SCHEMA_VERSION = 1
 
 
@@ -247,8 +249,6 @@ def validate_json(data: dict[str, Any]) -> dict[str, Any]:
     """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `ValueError` naming the first
     problem (used at the edges that print or serve payloads, and by the tests)."""
     import jsonschema
-
-    from . import schemas
 
     error = jsonschema.exceptions.best_match(_validator(jsonschema, schemas).iter_errors(data))
     if error is not None:
