@@ -149,4 +149,4 @@ def test_analysis_counts_follow_ups_citing_carried_documents_and_which(traced):
     assert set(docs) == {"sso-saml-setup", read}
     assert docs["sso-saml-setup"]["follow_ups"] == 1 and docs["sso-saml-setup"]["consulted"] == 0
     assert docs[read]["consulted"] == 1 and docs[read]["median_turns_back"] == 1
-    assert list(analysis.conversations(db)["conversation_id"]) == ["c-b", "c-a"]  # latest first
+    assert list(analysis.conversation_table(db)["conversation_id"]) == ["c-b", "c-a"]  # latest first

@@ -4,8 +4,34 @@ which (views `conversation_turns` and `conversations`, migration m013; docs/desi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+
+#: Demo conversations for the notebook (questions on the demo help center; a follow-up leans on the turn before).
+DEMO_CONVERSATIONS = {
+    "demo-sso": ("How do I configure SSO?", "And with Okta?", "How long does that take?"),
+    "demo-api-keys": ("How do I rotate API keys?", "What happens to the old key?"),
+}
+
+
+def seed_demo_conversations(db: str | Path, *, corpus: Any = None, retriever: str = "bm25",
+                            provider: str = "offline", mode: str = "agent") -> pd.DataFrame:
+    """Something to analyse: each demo conversation asked turn by turn, each follow-up with the earlier
+    turns as history (docs/design.md §11). A conversation already in the database is not asked again."""
+    from ..session import Session
+    from ..trace.conversations import list_conversations
+
+    done = {c["conversation_id"] for c in list_conversations(db)}
+    session = Session.open(corpus, retriever, trace_db=db)
+    for conversation_id, questions in DEMO_CONVERSATIONS.items():
+        if conversation_id in done:
+            continue
+        asked: list = []
+        for q in questions:
+            asked.append(session.ask(q, provider=provider, mode=mode, history=asked,
+                                     conversation_id=conversation_id).record)
+    return conversation_table(db)
 
 
 def _df(db: str | Path, sql: str) -> pd.DataFrame:
@@ -14,7 +40,7 @@ def _df(db: str | Path, sql: str) -> pd.DataFrame:
     return TraceReader(db).df(sql)
 
 
-def conversations(db: str | Path) -> pd.DataFrame:
+def conversation_table(db: str | Path) -> pd.DataFrame:
     """One row per conversation: turns, follow-ups, how many of those cite carried documents, the questions."""
     return _df(db, "SELECT conversation_id, turns, follow_ups, follow_ups_citing_carried, questions, started_at "
                    "FROM conversations")
