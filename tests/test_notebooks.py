@@ -154,6 +154,13 @@ def test_trace_analysis_accounts_for_document_usage(tmp_path_factory):
     assert "consulted_turns" in text and "documents_consulted" in text and "retrieved_turns" in text
 
 
+def test_trace_analysis_shows_conversations_and_carried_citations(tmp_path_factory):
+    """Issue 22, item 9: the conversation section (views `conversations`, `conversation_turns`)."""
+    text = _text(executed("03_trace_analysis", tmp_path_factory)[1])
+    assert "demo-sso" in text and "demo-api-keys" in text and "And with Okta?" in text
+    assert "share_citing_carried" in text and "citing_only_their_own" in text and "median_turns_back" in text
+
+
 def test_trace_analysis_exports_parquet(tmp_path_factory):
     home, _ = executed("03_trace_analysis", tmp_path_factory)
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))

@@ -270,6 +270,30 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
         assert turn_spans(StoredTurn.from_rows(rows, runs[turn[1]])) == replay[a.payload["turn_id"]]
 
 
+def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run(tmp_path):
+    """session.id is the conversation id for a conversation's turns (live and replayed alike), else the run id."""
+    db = tmp_path / "conv.duckdb"
+    s = Session.open(trace_db=db)
+    seen = []
+    s.tracer.listeners.append(seen.append)
+    first = s.ask("How do I configure SSO?", conversation_id="c-9")
+    second = s.ask("And with Okta?", history=[first.record], conversation_id="c-9")
+    single = s.ask("How do I configure SSO?")
+    replay = spans_by_turn(db)
+    for rows, answer in zip(seen, (first, second, single)):
+        (turn,) = rows["turns"]
+        live_root = turn_spans(StoredTurn.from_rows(rows))[0]
+        root = replay[answer.payload["turn_id"]][0]
+        assert root.attributes["session.id"] == live_root.attributes["session.id"]
+        meta = json.loads(root.attributes["metadata"])
+        if answer is single:
+            assert root.attributes["session.id"] == turn[1] and "conversation_id" not in meta  # its run id
+        else:
+            assert root.attributes["session.id"] == "c-9"
+            assert (meta["conversation_id"], meta["position"]) == ("c-9", answer.record.position)
+    assert [a.record.position for a in (first, second)] == [1, 2]
+
+
 # --- OTLP over loopback -------------------------------------------------------------------------
 
 

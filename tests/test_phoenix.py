@@ -23,7 +23,7 @@ from loopback import OLLAMA, ScriptedServer
 from workbench.cli import main
 from workbench.session import Session
 from workbench.trace import live
-from workbench.trace.spans import SpanSpec, stored_turns, turn_spans
+from workbench.trace.spans import SpanSpec, stored_turns, trace_id_of, turn_spans
 
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
 JSON_ATTRIBUTES = ("metadata", "tool.parameters")  # and every `….document.metadata`
@@ -211,6 +211,49 @@ def test_live_export_reaches_phoenix_as_the_replay_would(phoenix, tmp_path, monk
     assert {f"{x.span_id:016x}" for x in expected} == set(got)
     for spec in expected:
         assert got[f"{spec.span_id:016x}"]["attributes"] == as_phoenix_stores(spec)
+
+
+SESSIONS_QUERY = """query ($name: String!) { projects(filter: {col: name, value: $name}) { edges { node { name
+  sessions(first: 20) { edges { node { sessionId numTraces
+    traces(first: 20) { edges { node { traceId rootSpan { input { value } output { value } } } } } } } } } } } }"""
+
+
+def sessions_of(base: str, project: str, expect: int, timeout: float = 60.0) -> dict[str, list[dict]]:
+    """Phoenix's sessions of `project` through its GraphQL API (what its Sessions view shows): session id → its
+    traces in time order, once at least `expect` traces are in sessions (Phoenix inserts asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = httpx.post(f"{base}/graphql", json={"query": SESSIONS_QUERY, "variables": {"name": project}}, timeout=10)
+        r.raise_for_status()
+        body = r.json()
+        assert "errors" not in body, body["errors"]
+        projects = [e["node"] for e in body["data"]["projects"]["edges"] if e["node"]["name"] == project]
+        got = {e["node"]["sessionId"]: [t["node"] for t in e["node"]["traces"]["edges"]]
+               for p in projects for e in p["sessions"]["edges"]}
+        if sum(map(len, got.values())) >= expect or time.monotonic() > deadline:
+            return got
+        time.sleep(0.25)
+
+
+def test_a_conversation_is_one_session_in_phoenix_with_its_turns_in_order(phoenix, tmp_path):
+    """Issue 22, item 5: `session.id` is the conversation id, so Phoenix's Sessions view shows the conversation;
+    a single turn's session stays its run."""
+    db = tmp_path / "conversation.duckdb"
+    s = Session.open(trace_db=db)
+    asked = []
+    for q in ("How do I configure SSO?", "And with Okta?", "How do I rotate API keys?"):
+        asked.append(s.ask(q, history=asked, conversation_id="conv-7").record)
+    single = s.ask("Which articles do you have?")
+    export(db, phoenix, "sessions")
+    got = sessions_of(phoenix, "sessions", 4)
+    conversation = got["conv-7"]
+    assert [t["traceId"] for t in conversation] == [f"{trace_id_of(r.turn_id, 'sessions'):032x}" for r in asked]
+    assert [t["rootSpan"]["input"]["value"] for t in conversation] == [r.question for r in asked]
+    assert [t["rootSpan"]["output"]["value"] for t in conversation] == [r.answer for r in asked]
+    with duckdb.connect(str(db), read_only=True) as con:
+        (run_id,) = con.execute("SELECT run_id FROM turns WHERE turn_id = ?", [single.payload["turn_id"]]).fetchone()
+    assert set(got) == {"conv-7", run_id}
+    assert [t["traceId"] for t in got[run_id]] == [f"{trace_id_of(single.payload['turn_id'], 'sessions'):032x}"]
 
 
 def test_attribute_names_are_openinference_semantic_conventions(traced):

@@ -12,12 +12,15 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 - `faithfulness`: a judged run, and the judges against ExpertQA's expert labels;
 - `experiments`: runs scored against their questions' expectations (`workbench.trace.scoring`): the
   leaderboard with 95 % intervals, the per-question diff and rows, error-bar charts;
+- `conversations`: conversations in the trace store, how often follow-ups cite carried documents, and which;
 - `usage`: document usage over runs (retrieved, cited, consulted turns per document and category);
 - `charts`: the plotly figures of all of the above.
 """
 
 from .charts import (calibration_figure, measure_figure, over_time_figure, set_sizes_figure, time_axis,
                      usage_figure)
+from .conversations import (carried_citation_rate, carried_documents, conversation_table,
+                            seed_demo_conversations)
 from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
                           rows_figure, rows_table)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
@@ -30,12 +33,14 @@ from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_con
 
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
-    "calibration_figure", "compare_runs", "configured_providers", "diff_table", "leaderboard_figure",
+    "calibration_figure", "carried_citation_rate", "carried_documents", "compare_runs", "conversation_table",
+    "configured_providers", "diff_table", "leaderboard_figure",
     "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
     "load_questions", "measure_figure", "never_retrieved", "notebook_db", "over_time_figure", "question_set",
     "rejected_table",
-    "retrieved_not_consulted", "run_question_set", "seed_demo_traces", "set_sizes", "set_sizes_figure",
+    "retrieved_not_consulted", "run_question_set", "seed_demo_conversations", "seed_demo_traces", "set_sizes",
+    "set_sizes_figure",
     "setup_notebook", "sources_table", "style_three_sets", "three_sets", "time_axis", "tool_calls_table", "usage_figure",
     "usage_totals", "verdict_counts",
 ]

@@ -16,6 +16,7 @@ from .schema_m009 import M009_ABLATIONS
 from .schema_m010 import M010_USAGE_PER_CORPUS
 from .schema_m011 import M011_EXPERIMENTS
 from .schema_m012 import M012_CONVERSATIONS
+from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
 
 
@@ -493,5 +494,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m010_usage_per_corpus", M010_USAGE_PER_CORPUS),
     Migration("m011_experiments", M011_EXPERIMENTS),
     Migration("m012_conversations", M012_CONVERSATIONS),
+    Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
 )

@@ -3,8 +3,11 @@
 The DuckDB trace store stays the source of truth; this module reads a turn's rows (from the database,
 or the very rows the writer just committed, for live export) and lays them out as spans:
 
-- a root `CHAIN` span per turn: `input.value` = question, `output.value` = answer, `session.id` = run id,
-  `metadata` = the three sets, the rejected citations, status and the run's configuration;
+- a root `CHAIN` span per turn: `input.value` = question, `output.value` = answer, `session.id` = the
+  conversation id for a turn of a conversation (so a viewer's sessions view shows the conversation, turn
+  after turn), else the run id (a single turn's session stays its run, as before conversations);
+  `metadata` = the three sets, the rejected citations, status, the conversation and position (when in
+  one) and the run's configuration;
 - an `LLM` span per model call (`llm.model_name`, `llm.token_count.*`);
 - a `TOOL` span per tool call (`tool.name`, `tool.parameters` = the arguments the model passed, as
   Phoenix's own GenAI conversion fills it; `input.value` the same JSON, `output.value` the returned
@@ -156,6 +159,12 @@ def rejected_citations(citations: Iterable[dict[str, Any]]) -> list[dict[str, An
     return out
 
 
+def session_id(turn: dict[str, Any]) -> str:
+    """The root span's `session.id`: the turn's conversation, else its run (a single turn)."""
+    conversation = turn.get("conversation_id")
+    return conversation if conversation is not None else turn["run_id"]
+
+
 def _run_config(run: dict[str, Any] | None) -> dict[str, Any]:
     if not run:
         return {}
@@ -276,8 +285,10 @@ def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
             "rejected_citations": rejected_citations(t.citations), "run": _run_config(t.run)}
     if turn.get("error"):
         meta["error"] = turn["error"]
+    if turn.get("conversation_id") is not None:
+        meta["conversation_id"], meta["position"] = turn["conversation_id"], turn.get("position")
     root_attrs = {INPUT_VALUE: turn["question"], INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: turn.get("answer") or "",
-                  OUTPUT_MIME: TEXT_MIME, SESSION_ID: turn["run_id"], METADATA: _json(meta)}
+                  OUTPUT_MIME: TEXT_MIME, SESSION_ID: session_id(turn), METADATA: _json(meta)}
     end = max([start + _ms_ns(turn.get("latency_ms"))] + [s.end_ns for s in spans])
     root = SpanSpec("turn", "CHAIN", trace, root_id, None, start, end, {SPAN_KIND: "CHAIN", **root_attrs},
                     None if turn["status"] == "ok" else (turn.get("error") or turn["status"]))

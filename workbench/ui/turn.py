@@ -30,64 +30,111 @@ MAX_INLINE_PILLS = 8
 # script is ours and fixed; it reads only the `href` of a link the app built, and the target is looked
 # up among the session's turns, never trusted. The document's own URL is the panel's "Open original".
 #
-# Opening or closing the panel narrows or widens the chat, so its text reflows and what was clicked would
-# drift off screen: the script keeps the clicked citation (link or pill) where it was on screen until the
-# rerun has settled, or the reader scrolls or moves the pointer away.
+# Opening or closing the panel narrows or widens the chat, so its text reflows and what the reader was
+# looking at would drift off screen; and Streamlit's own stick-to-bottom scroll follows the chat down
+# whenever it grows while the reader is at its end. So the script pins what was clicked (the citation
+# link or pill; for the panel's ✕, the open citation's pill, else the chat message in view) to where it
+# was on screen, frame by frame, until the rerun the click started is over and nothing has moved for
+# QUIET_MS, or the reader scrolls, clicks elsewhere, types or resizes the window. It waits for the rerun
+# itself (Streamlit's `data-test-script-state` going to `running` and back), not for a time: on a loaded
+# machine the rerun starts seconds late. If Streamlit re-renders the pinned element, it is found again
+# (pill: its turn's container and index; link: its href; message: its index).
 LINK_PREFIX = "wb-cite-"
 LINKS_KEY = "wb-inline-citations"
 _LINKS_JS = """
 export default function(component) {
   const { setTriggerValue } = component;
+  const QUIET_MS = 800, LIMIT_MS = 120000;
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
-  let anchor = null;
-  const keep = (el, event) => {
-    if (el) anchor = { el, top: el.getBoundingClientRect().top, since: Date.now(), busy: false,
-                       x: event.clientX, y: event.clientY };
+  const runState = () => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state');
+  const PILLS = '[class*="st-key-citations-"]';
+  const MESSAGES = '[data-testid="stChatMessage"]';
+  let anchor = null, frame = 0;
+  const pinned = (el, find) => {
+    const now = performance.now();
+    anchor = { el, find, top: el.getBoundingClientRect().top, since: now, ran: false, quiet: now };
+    if (!frame) frame = requestAnimationFrame(loop);
+  };
+  const pill = (button) => {  // found again by its turn's container and its place in it
+    const box = button.closest(PILLS);
+    const key = [...box.classList].find((c) => c.startsWith('st-key-citations-'));
+    const i = [...box.querySelectorAll('button')].indexOf(button);
+    return () => document.querySelector('.' + CSS.escape(key))?.querySelectorAll('button')[i] || null;
+  };
+  const link = (a) => {
+    const href = a.getAttribute('href');
+    return () => [...document.querySelectorAll('a[href^="#%s"]')].find((x) => x.getAttribute('href') === href) || null;
+  };
+  const inView = (el) => { const r = el.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; };
+  const message = () => {  // the chat message the reader is looking at, found again by its index
+    const all = [...document.querySelectorAll(MESSAGES)];
+    const i = all.findIndex((m) => m.getBoundingClientRect().bottom > window.innerHeight / 3);
+    return i < 0 ? null : [all[i], () => document.querySelectorAll(MESSAGES)[i] || null];
   };
   const restore = () => {
     if (!anchor) return;
-    if (Date.now() - anchor.since > 15000 || !anchor.el.isConnected) { anchor = null; return; }
+    const now = performance.now();
+    if (!anchor.el.isConnected) anchor.el = anchor.find();
+    if (!anchor.el || now - anchor.since > LIMIT_MS) { anchor = null; return; }
+    const state = runState();
+    if (state === 'running' || state === 'rerunRequested') { anchor.ran = true; anchor.quiet = now; }
     const drift = anchor.el.getBoundingClientRect().top - anchor.top;
-    if (Math.abs(drift) > 1) scroller().scrollTop += drift;
-    // the rerun is over when its status widget has come and gone (or never came within 8 s)
-    if (document.querySelector('[data-testid="stStatusWidget"]')) anchor.busy = true;
-    else if (anchor.busy || Date.now() - anchor.since > 8000) anchor = null;
+    if (Math.abs(drift) > 1) { scroller().scrollTop += drift; anchor.quiet = now; }
+    if (anchor.ran && now - anchor.quiet > QUIET_MS) anchor = null;  // the rerun is over and all is still
   };
-  const onMove = (event) => {  // the pointer left what was clicked: the reader moved on, the page is theirs
-    if (anchor && Math.hypot(event.clientX - anchor.x, event.clientY - anchor.y) > 24) anchor = null;
+  const loop = () => { frame = 0; restore(); if (anchor) frame = requestAnimationFrame(loop); };
+  const onMutations = (records) => {
+    if (!anchor) return;
+    // a rerun that started and ended between two frames still counts
+    if (records.some((r) => r.attributeName === 'data-test-script-state' && r.oldValue === 'running')) anchor.ran = true;
+    restore();
   };
   const onClick = (event) => {
     anchor = null;
     const el = event.target instanceof Element ? event.target : null;
     if (!el) return;
-    const link = el.closest('a[href^="#%s"]');
-    if (link) {
+    const a = el.closest('a[href^="#%s"]');
+    if (a) {
       event.preventDefault();
-      keep(link, event);
-      setTriggerValue('open', link.getAttribute('href').slice(1));
-    } else if (el.closest('[class*="st-key-citations-"] button')) {
-      keep(el.closest('button'), event);
+      pinned(a, link(a));
+      setTriggerValue('open', a.getAttribute('href').slice(1));
+    } else if (el.closest(PILLS + ' button')) {
+      pinned(el.closest('button'), pill(el.closest('button')));
+    } else if (el.closest('.st-key-close-doc button')) {
+      const open = document.querySelector(PILLS + ' [aria-checked="true"]');
+      const button = open && (open.closest('button') || open);
+      const found = button && inView(button) ? [button, pill(button)] : message();
+      if (found) pinned(...found);
     }
   };
   const stop = () => { anchor = null; };
-  const observer = new MutationObserver(restore);
-  observer.observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
+  const STOPS = ['wheel', 'touchstart', 'keydown', 'pointerdown'];  // the reader takes the page back
+  const observer = new MutationObserver(onMutations);
+  observer.observe(document.body, { childList: true, subtree: true, attributes: true, attributeOldValue: true,
+                                    characterData: true });
   document.addEventListener('scroll', restore, true);  // Streamlit's stick-to-bottom scrolls after the reflow
   document.addEventListener('click', onClick, true);
-  document.addEventListener('mousemove', onMove, true);
-  ['wheel', 'touchstart', 'keydown'].forEach((name) => document.addEventListener(name, stop, true));
+  STOPS.forEach((name) => document.addEventListener(name, stop, true));
   window.addEventListener('resize', stop);
   return () => {
     observer.disconnect();
+    if (frame) cancelAnimationFrame(frame);
     document.removeEventListener('scroll', restore, true);
     document.removeEventListener('click', onClick, true);
-    document.removeEventListener('mousemove', onMove, true);
-    ['wheel', 'touchstart', 'keydown'].forEach((name) => document.removeEventListener(name, stop, true));
+    STOPS.forEach((name) => document.removeEventListener(name, stop, true));
     window.removeEventListener('resize', stop);
   };
 }
-""" % LINK_PREFIX
+""" % (LINK_PREFIX, LINK_PREFIX)
+# The side panel sits at the top of its column: when the reader is further down the chat, it would open out
+# of sight. Sticky, it stays in view as the chat scrolls (within its column, under Streamlit's header).
+_PANEL_CSS = """
+[data-testid="stLayoutWrapper"]:has(> .st-key-doc-panel) {
+  position: sticky;
+  top: 4rem;
+}
+"""  # several lines: Streamlit takes a one-line css= for a file path
 _links_component = None
 
 
@@ -95,7 +142,8 @@ def inline_citation_links(turns: list[Turn]) -> None:
     """Mount the component that makes the answers' inline citations open the side panel (once per page)."""
     global _links_component
     if _links_component is None:  # registered once per process: a second registration only warns
-        _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS)
+        _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS, css=_PANEL_CSS,
+                                                      isolate_styles=False)  # the CSS is for the page
     _links_component(key=LINKS_KEY, on_open_change=partial(_on_inline_citation, turns), height=0)
 
 
