@@ -63,7 +63,7 @@ def main() -> int:
     for q in rows:
         expected = set(q["expected"])
         payload = session.ask(q["question"], mode=args.mode).payload
-        consulted, naive = payload["sets"]["consulted"], payload["sets"]["retrieved"]
+        consulted, naive = list(payload.sets.consulted), list(payload.sets.retrieved)
         p, r = prf(consulted, expected)
         cp.append(p), cr.append(r)
         p2, r2 = prf(naive, expected)

@@ -58,7 +58,7 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
                 calls.append((srv.posts - before) / len(questions))
                 assert result.asked == len(questions) and result.failed == 0, result
-                consulted = [p["sets"]["consulted"] for p in result.payloads]
+                consulted = [list(p.sets.consulted) for p in result.payloads]
                 reference = reference or consulted
                 same = same and consulted == reference
             wall = statistics.median(times)

@@ -54,7 +54,7 @@ def main() -> int:
         if len(history) > 1 and not answer.record.tool_calls:
             carried_answers += 1
         for name, payload in kinds:
-            consulted = payload["sets"]["consulted"]
+            consulted = list(payload.sets.consulted)
             p, r = prf(consulted, expected)
             precisions, recalls, sizes = rows[name]
             precisions.append(p), recalls.append(r), sizes.append(len(consulted))

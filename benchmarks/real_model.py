@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench.agent import run_turn  # noqa: E402
 from workbench.config import benchmark_data_dir  # noqa: E402
-from workbench.provenance import build_payload  # noqa: E402
+from workbench.provenance import sources_payload  # noqa: E402
 from workbench.providers import get_provider  # noqa: E402
 from workbench.providers import llamacpp  # noqa: E402
 from workbench.providers.openai_format import json_request  # noqa: E402
@@ -77,19 +77,19 @@ def run_config(label: str, provider_name: str, options: dict, toolbox, questions
         start = time.perf_counter()
         record = run_turn(q["question"], provider, toolbox, mode=args.mode, k=args.k)
         latencies.append((time.perf_counter() - start) * 1000)
-        payload = build_payload(record)
+        payload = sources_payload(record)
         steps.append(len(record.model_calls))
         statuses[record.status] = statuses.get(record.status, 0) + 1
-        n_cit = len(payload["citations"])
-        n_rej = sum(1 for c in payload["citations"] if not c["valid"])
+        n_cit = len(payload.citations)
+        n_rej = sum(1 for c in payload.citations if not c.valid)
         citations, rejected, turns_rejected = citations + n_cit, rejected + n_rej, turns_rejected + (n_rej > 0)
         gold = set(q.get("expected") or [])
         if gold and q.get("kind", "substantive") == "substantive":
-            consulted.append((payload["sets"]["consulted"], gold))
-            naive.append((payload["sets"]["retrieved"], gold))
+            consulted.append((list(payload.sets.consulted), gold))
+            naive.append((list(payload.sets.retrieved), gold))
         if args.verbose:
             print(f"    {record.status:<16} {latencies[-1]:8.0f} ms  steps {steps[-1]}  "
-                  f"tools {[t.name for t in record.tool_calls]}  consulted {payload['sets']['consulted']}")
+                  f"tools {[t.name for t in record.tool_calls]}  consulted {list(payload.sets.consulted)}")
     timings = getattr(provider, "timings", []) or []
     prompt_n = sum(t.get("prompt_n", 0) for t in timings)
     prompt_ms = sum(t.get("prompt_ms", 0.0) for t in timings)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa  # noqa: E402
 
 from trace_write import make_turn  # noqa: E402
-from workbench.provenance import build_payload  # noqa: E402
+from workbench.provenance import sources_payload  # noqa: E402
 from workbench.trace.connect import _WRITER_CONFIG, duckdb_connect  # noqa: E402
 from workbench.trace.rows import turn_rows  # noqa: E402
 from workbench.trace.tables import SCHEMAS  # noqa: E402
@@ -58,7 +58,7 @@ def med(xs: list[float]) -> float:
 def write_cost(n: int) -> None:
     tmp = Path(tempfile.mkdtemp())
     turns = [make_turn(i) for i in range(n)]
-    payloads = [build_payload(t) for t in turns]
+    payloads = [sources_payload(t) for t in turns]
     w = TraceWriter(tmp / "tables.duckdb")
     run_id = w.run_for(turns[0].config)
     nested = duckdb_connect(tmp / "nested.duckdb", config=_WRITER_CONFIG)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.provenance import build_payload  # noqa: E402
+from workbench.provenance import sources_payload  # noqa: E402
 
 from workbench.trace.connect import duckdb_connect, open_connection, write_connection  # noqa: E402
 from workbench.trace.rows import TURN_TABLES, rows_to_table, turn_rows  # noqa: E402
@@ -183,7 +183,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     ref_start = reference_loop_ms()
     turns = [make_turn(i) for i in range(args.turns)]
-    payloads = [build_payload(t) for t in turns]
+    payloads = [sources_payload(t) for t in turns]
     assert sum(len(c.results) for c in turns[0].tool_calls) == 51  # 50 search items + the fetch
 
     # (1), (1a), (1b), (1r), (1i) and (1f), interleaved turn by turn (rotating which goes first), one file each
@@ -267,7 +267,7 @@ def main() -> None:
     with w3.connect():
         pass  # create and migrate outside the timing
     fresh = [make_turn(i) for i in range(args.turns)]
-    fresh_payloads = [build_payload(t) for t in fresh]
+    fresh_payloads = [sources_payload(t) for t in fresh]
     t0 = time.perf_counter()
     with w3.buffered(max_turns=50, max_age_s=60):
         for t, p in zip(fresh, fresh_payloads):

@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 
 from workbench import session as session_module  # noqa: E402
 from workbench.batch import run_eval  # noqa: E402
-from workbench.payload import Payload  # noqa: E402
 from workbench.providers import get_provider  # noqa: E402
 from workbench.retrieval import bm25  # noqa: E402
 from workbench.session import Session  # noqa: E402
@@ -78,9 +77,9 @@ def precision(name: str, args, options: dict) -> None:
         answer = session.ask(q["question"], provider=args.provider, mode=args.mode, k=args.k,
                              verify=True, verify_budget=args.budget, **options)
         payload = answer.payload
-        statuses[payload["status"]] += 1
+        statuses[payload.status] += 1
         gold = set(q["expected"])
-        consulted = payload["sets"]["consulted"]
+        consulted = list(payload.sets.consulted)
         v = answer.verification
         judged = v.verdicts if v else {}
         consulted_rows.append((consulted, gold))
@@ -128,7 +127,7 @@ def speed(runs: int) -> None:
         t0 = time.perf_counter()
         answer = session.ask(question)
         t1 = time.perf_counter()
-        v = verify(answer.record, session.toolbox, provider, payload=Payload.from_json(answer.payload))
+        v = verify(answer.record, session.toolbox, provider, payload=answer.payload)
         t2 = time.perf_counter()
         turn_ms.append((t1 - t0) * 1000)
         verify_ms.append((t2 - t1) * 1000)
@@ -160,8 +159,8 @@ def batch() -> None:
             start = time.perf_counter()
             result = run_eval(session, questions, verify=True, progress=False)
             seconds = time.perf_counter() - start
-            checked = sum(bool(p.get("verification")) for p in result.payloads)
-            reruns = sum(p["verification"]["extra_turns"] for p in result.payloads if p.get("verification"))
+            checked = sum(bool(p.verification) for p in result.payloads)
+            reruns = sum(p.verification["extra_turns"] for p in result.payloads if p.verification)
     finally:
         session_module.get_retriever, bm25.load_bm25 = factory, loader
     print(f"\n## batch · eval --verify · demo gold · {result.asked} turns ({checked} verified, {reruns} re-runs) "

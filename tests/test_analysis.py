@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from workbench import analysis as A
 from workbench.config import DEMO_CORPUS
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
 from conftest import ROOT
@@ -33,7 +34,7 @@ def _record() -> TurnRecord:
 
 @pytest.fixture(scope="module")
 def payload():
-    return build_payload(_record())
+    return sources_payload(_record())
 
 
 def test_three_sets_follow_the_consulted_rules(payload):
@@ -51,7 +52,7 @@ def test_three_sets_follow_the_consulted_rules(payload):
 def test_sources_table_shows_chips_unless_consulted_is_false(payload):
     s = A.sources_table(payload).set_index("doc_id")
     assert s.loc["d", "chip shown"] == False and s.loc["a", "chip shown"] == True  # noqa: E712
-    old_server = {"sources": [{k: v for k, v in e.items() if k != "consulted"} for e in payload["sources"]]}
+    old_server = replace(payload, sources=tuple(replace(e, consulted=None) for e in payload.sources))  # no flag sent
     assert A.sources_table(old_server)["chip shown"].all()  # no flag: show everything
 
 
@@ -59,7 +60,7 @@ def test_rejected_and_tool_call_tables(payload):
     r = A.rejected_table(payload)
     assert r.to_dict("records") == [{"target": URL + "cc", "reason": "not_retrieved", "nearest_doc_id": "c",
                                      "edit_distance": 1}]
-    assert A.rejected_table({"rejected_citations": []}).empty
+    assert A.rejected_table(replace(payload, rejected_citations=())).empty
     tc = A.tool_calls_table(payload)
     assert tc["tool"].tolist() == ["search", "fetch_document", "list_articles"]
     assert tc["n_results"].tolist() == [2, 1, 1] and tc.loc[0, "doc_ids"] == "a, b"
@@ -136,10 +137,10 @@ def test_scored_rows_match_the_payloads(batch):
     assert len(rows) == len(questions)
     session = Session.open(DEMO_CORPUS, "bm25", trace=False)
     for q in questions:
-        sets = session.ask(q["question"]).payload["sets"]
+        sets = session.ask(q["question"]).payload.sets
         got = rows.loc[q["question"]]
-        assert list(got["retrieved"]) == sets["retrieved"] and list(got["consulted"]) == sets["consulted"]
-        for row, docs in (("retrieved", sets["retrieved"]), ("consulted", sets["consulted"])):
+        assert tuple(got["retrieved"]) == sets.retrieved and tuple(got["consulted"]) == sets.consulted
+        for row, docs in (("retrieved", sets.retrieved), ("consulted", sets.consulted)):
             hits = len(set(docs) & set(q["expected"]))
             if not q["expected"]:
                 assert pd.isna(got[f"{row}_precision"]) and pd.isna(got[f"{row}_recall"])

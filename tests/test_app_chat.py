@@ -60,7 +60,7 @@ def test_a_question_renders_answer_citations_sources_and_provenance(app):
 def test_clicking_a_citation_opens_the_document_with_the_evidence_highlighted(app):
     at = ask(app, "How do I configure SSO?")
     pills = at.get("button_group")[0]
-    pills.set_value(at.session_state["turns"][0].payload["citations"][0]["doc_id"]).run()
+    pills.set_value(at.session_state["turns"][0].payload.citations[0].doc_id).run()
     assert not at.exception
     md = texts(at)
     assert "#### Configure SAML single sign\\-on \\(SSO\\)" in md
@@ -93,7 +93,7 @@ def test_switching_retriever_and_mode_changes_the_turn(app):
         app.sidebar.selectbox(key="cfg_retriever").set_value(other[0])
     at = ask(app.run(), "How do I configure SSO?")
     turn = at.session_state["turns"][-1]
-    assert turn.payload["mode"] == "excerpts"
+    assert turn.payload.mode == "excerpts"
     assert turn.config.retriever == (other[0] if other else "bm25")
     assert ":blue-badge[" in texts(at)
     assert any("mode excerpts" in c for c in captions(at))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from apptest import APP, ask, texts, unescape
 from workbench.providers.base import ModelStep, Provider, ToolRequest, register_provider
+from workbench.payload import Payload
 from workbench.render import (MAX_LINE_CHARS, answer_markdown, display_text, display_value, escape_markdown,
                               highlighted_markdown, plotly_text, safe_markdown)
 from workbench.types import ModelCall
@@ -55,9 +56,8 @@ def test_long_lines_are_wrapped_at_every_chokepoint_and_nothing_is_lost():
 
 
 def test_answer_headings_are_demoted_to_text():
-    payload = {"answer": "# Sources\n\nok\n\n## Sources\nSources\n---\nSources\n===\n- an item\n**Sources** x\n"
-                         "- # Sources\n1. ## Sources\n   ### Sources",
-               "citations": []}
+    payload = Payload(answer="# Sources\n\nok\n\n## Sources\nSources\n---\nSources\n===\n- an item\n**Sources** x\n"
+                             "- # Sources\n1. ## Sources\n   ### Sources")
     md = answer_markdown(payload)
     assert not re.search(r"(?m)^[ \t]*(?:(?:[-*+]|\d+[.)])[ \t]+)*(#{1,6}(?=\s|$)|=+\s*$|-+\s*$)", md), md
     assert "- an item" in md and "**Sources** x" in md, "lists and emphasis stay formatting"
@@ -114,7 +114,7 @@ def test_no_bidi_control_reaches_the_page_and_no_line_is_longer_than_the_cut(app
     _use_corpus(app, corpus)
     at = ask(app, "How do I calibrate the overflow widget?" + RLO + "fdp.exe")
     turn = at.session_state["turns"][0]
-    assert "overflow-widget" in turn.payload["sets"]["consulted"], turn.payload["sets"]
+    assert "overflow-widget" in turn.payload.sets.consulted, turn.payload.sets
     at.get("button_group")[0].set_value("overflow-widget").run()  # open it in the side panel
     assert not at.exception, at.exception
     panel = next(m.value for m in at.markdown if "endmarker" in m.value)
@@ -160,7 +160,7 @@ def test_an_answer_cannot_draw_the_sources_row(app):
     app.sidebar.selectbox(key="cfg_provider").set_value("spoof-test").run()
     at = ask(app, "How do I configure SSO?")
     turn = at.session_state["turns"][0]
-    assert turn.error is None and turn.payload["sets"]["consulted"], turn.payload
+    assert turn.error is None and turn.payload.sets.consulted, turn.payload
     answer = next(m.value for m in at.markdown if "Official" in m.value)
     # the model's headings are text, not headings; its links to documents are not a row of chips
     assert not re.search(r"(?m)^ {0,3}(#{1,6}(?=\s|$)|=+\s*$|-+\s*$)", answer), answer

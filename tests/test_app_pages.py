@@ -34,10 +34,10 @@ def test_compare_runs_two_configurations_side_by_side_and_marks_differences(db):
     at.button[0].click().run()
     assert not at.exception, at.exception
     turns = at.session_state["cmp_turns"]
-    assert [t.payload["mode"] for t in turns] == ["agent", "excerpts"]
+    assert [t.payload.mode for t in turns] == ["agent", "excerpts"]
     md = "\n".join(m.value for m in at.markdown)
     assert md.count("**Consulted** (") == 2
-    retrieved = [set(t.payload["sets"]["retrieved"]) for t in turns]
+    retrieved = [set(t.payload.sets.retrieved) for t in turns]
     if retrieved[0] != retrieved[1]:
         assert ":violet-badge[differs]" in md
 
@@ -150,7 +150,7 @@ def _run_compare(db, question: str, modes: list[str]) -> AppTest:
 def test_compare_lists_cited_and_consulted_first_and_ten_documents_before_show_all(db):
     at = _run_compare(db, "Which articles do you have?", ["agent", "excerpts"])
     listing = at.session_state["cmp_turns"][0].payload
-    assert len(listing["sets"]["retrieved"]) == 59, "the listing retrieves every title"
+    assert len(listing.sets.retrieved) == 59, "the listing retrieves every title"
     lists = [m.value for m in at.markdown if m.value.startswith(("**Retrieved**", "**Cited**", "**Consulted**"))]
     heads = [v.split("**")[1] for v in lists]
     assert heads == ["Cited", "Cited", "Consulted", "Consulted", "Retrieved", "Retrieved"], heads
@@ -161,10 +161,10 @@ def test_compare_lists_cited_and_consulted_first_and_ten_documents_before_show_a
     more = [e for e in at.expander if e.label == "Show all 59 retrieved"]
     assert len(more) == 1
     rest = [line for m in more[0].markdown for line in m.value.splitlines() if line.startswith("- ")]
-    titles = {d["doc_id"]: d["title"] for d in listing["documents"]}
+    titles = {d.doc_id: d.title for d in listing.documents}
     assert len(shown) + len(rest) == 59
     assert {unescape(x[2:].split(" :violet-badge")[0].removeprefix(":violet-background[").rstrip("]"))
-            for x in shown + rest} == {titles[d] for d in listing["sets"]["retrieved"]}
+            for x in shown + rest} == {titles[d] for d in listing.sets.retrieved}
     assert not any(e.label.startswith("Show all") and "retrieved" in e.label and e.label != more[0].label
                    for e in at.expander), "the 5 retrieved of column B need no Show all"
     heights = [b.proto.height_config.pixel_height for b in _blocks(at) if "-cmp-col-" in b.proto.id]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apptest import unescape
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.render import (answer_markdown, citation_entries, escape_markdown, evidence_passages,
                               highlight_spans, highlighted_markdown, safe_markdown)
 from workbench.terminal import neutralize
@@ -64,7 +64,7 @@ def test_valid_citation_becomes_a_safe_link_with_a_badge_and_unsafe_urls_lose_th
         ResultItem("evil", "Evil [doc]", "javascript:alert(1)", snippet="beta"),
     ))]
     answer = "See [Good](https://help.example/good) and [Evil](javascript:alert(1)) and [x](evil)."
-    payload = build_payload(_record(answer, calls))
+    payload = sources_payload(_record(answer, calls))
     md = answer_markdown(payload)
     assert "[Good](<https://help.example/good>) :blue-badge[1]" in md
     assert "javascript" not in md.replace("javascript\\:", "")  # only as escaped text, never a target
@@ -77,7 +77,7 @@ def test_valid_citation_becomes_a_safe_link_with_a_badge_and_unsafe_urls_lose_th
 def test_rejected_citations_are_plain_text_with_warning_and_reason():
     calls = [ToolCall("fetch_document", "full", {"doc_id": "sso-setup"},
                       (ResultItem("sso-setup", "SSO", "https://h.example/sso-setup"),))]
-    payload = build_payload(_record("Read [SSO](https://h.example/sso-setuq).", calls))
+    payload = sources_payload(_record("Read [SSO](https://h.example/sso-setuq).", calls))
     md = answer_markdown(payload)
     assert "](" not in md
     assert ":orange-badge[⚠ rejected citation\\: not retrieved \\(nearest retrieved\\: sso\\-setup\\, " \
@@ -87,7 +87,7 @@ def test_rejected_citations_are_plain_text_with_warning_and_reason():
 
 def test_excerpt_markers_badge_valid_and_flag_out_of_range():
     ex = [Excerpt(1, "a", 0, text="alpha beta gamma", title="A"), Excerpt(2, "b", 0, text="delta", title="B")]
-    payload = build_payload(_record("Alpha [1]. Delta [2, 7].", excerpts=ex, mode="excerpts"))
+    payload = sources_payload(_record("Alpha [1]. Delta [2, 7].", excerpts=ex, mode="excerpts"))
     md = answer_markdown(payload)
     assert md.startswith("Alpha :blue-badge[1]. Delta :blue-badge[2] :orange-badge[⚠ \\[7\\] rejected")
     assert "out of range" in md
@@ -109,7 +109,7 @@ def test_highlight_finds_reflowed_passages_and_quoted_wins():
 
 def test_evidence_passages_of_a_real_turn_highlight_the_opened_document(demo_session):
     answer = demo_session.ask("How do I configure SSO?")
-    doc_id = answer.payload["sets"]["consulted"][0]
+    doc_id = answer.payload.sets.consulted[0]
     doc = demo_session.corpus.get(doc_id)
     spans = highlight_spans(doc.text, evidence_passages(answer.record, doc_id))
     assert any(k == "quoted" for _, _, k in spans), "the passage the answer quotes is highlighted"

@@ -106,7 +106,7 @@ def test_a_second_session_cannot_load_the_first_sessions_upload(app):
     at = ask(app, "How do I rotate the payroll key?")
     turn = at.session_state["turns"][0]
     mine = Path(turn.config.corpus)
-    assert "payroll-secrets" in turn.payload["sets"]["consulted"], "session A answers from its upload"
+    assert "payroll-secrets" in turn.payload.sets.consulted, "session A answers from its upload"
 
     other = AppTest.from_file(APP, default_timeout=60).run()  # another browser session, same server
     for typed in (str(mine), str(mine.parent), str(uploads_dir())):
@@ -117,7 +117,7 @@ def test_a_second_session_cannot_load_the_first_sessions_upload(app):
         ask(other, "How do I rotate the payroll key?")
         last = other.session_state["turns"][-1]
         assert last.config.corpus_label == "demo", "the demo corpus stays in use"
-        assert "payroll-secrets" not in last.payload.get("sets", {}).get("retrieved", [])
+        assert "payroll-secrets" not in last.payload.sets.retrieved
     other.sidebar.text_input(key="cfg_db").set_value(str(mine.parent / "deep" / "t.duckdb")).run()
     assert any("trace database" in e.value and "uploads" in e.value for e in other.sidebar.error)
     ask(other, "How do I rotate the payroll key?")

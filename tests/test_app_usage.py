@@ -71,7 +71,7 @@ def test_untrusted_titles_are_never_html_or_links(db, tmp_path, monkeypatch):
                                   "guide explains every widget option.\n")
     (kb / "other.md").write_text("---\nid: other\ntitle: Other\n---\nSomething else entirely.\n")
     answer = Session.open(kb, trace_db=db).ask("How do I set up the widget?")
-    assert "widget-setup" in answer.payload["sets"]["consulted"]
+    assert "widget-setup" in answer.payload.sets.consulted
 
     at = page(cfg_corpus_source="Folder or JSONL path", cfg_corpus_path=str(kb))
     assert EVIL in set(at.dataframe[0].value["title"])  # data cells are text, shown as text
@@ -132,7 +132,7 @@ def test_the_usage_page_counts_the_sidebars_corpus_only_and_listed_links_apart(d
     consulted = {d for d, (n, _, _) in want.items() if n}
     assert [m.value for m in at.metric] == [str(len(want)), str(len(consulted)), str(len(want) - len(consulted))]
     top, noisy, never, totals = (d.value for d in at.dataframe)
-    assert set(top["doc_id"]) == consulted == set(sso["sets"]["consulted"])
+    assert set(top["doc_id"]) == consulted == set(sso.sets.consulted)
     assert {r.doc_id: (r.consulted_turns, r.cited_read_turns, r.listed_link_turns)
             for r in top.itertuples()} == {d: want[d] for d in consulted}
     assert "(not in this corpus)" not in set(totals["category"])

@@ -41,7 +41,7 @@ def written(db, run_id: str) -> list[tuple]:
 
 
 def consulted(result) -> list[list[str]]:
-    return [p["sets"]["consulted"] for p in result.payloads]
+    return [list(p.sets.consulted) for p in result.payloads]
 
 
 def test_four_workers_give_the_same_turns_in_the_same_order_as_one(ollama_env, tmp_path):
@@ -54,7 +54,7 @@ def test_four_workers_give_the_same_turns_in_the_same_order_as_one(ollama_env, t
         assert srv.max_in_flight == 4, "four turns really were waiting on the server at once"
     assert one.asked == four.asked == len(QUESTIONS) and one.failed == four.failed == 0 and four.concurrency == 4
     assert consulted(one) == consulted(four) and any(consulted(one))
-    assert [p["question"] for p in four.payloads] == QUESTIONS
+    assert [p.question for p in four.payloads] == QUESTIONS
     rows_one, rows_four = written(tmp_path / "one.duckdb", one.run_id), written(tmp_path / "four.duckdb", four.run_id)
     assert [r[0] for r in rows_four] == QUESTIONS and rows_four == rows_one
 
@@ -121,7 +121,7 @@ def test_interrupted_concurrent_run_resumes_where_the_written_turns_end(ollama_e
 def test_session_ask_from_many_threads_with_a_buffered_writer(tmp_path):
     """One Session (one retriever, one trace writer) shared by eight threads logging into one buffer."""
     questions = QUESTIONS[:6] + ["What articles do you have?", "What is the capital of Mongolia?"]
-    reference = {q: Session.open(trace=False).ask(q).payload["sets"] for q in questions}
+    reference = {q: Session.open(trace=False).ask(q).payload.sets for q in questions}
     db = tmp_path / "t.duckdb"
     session = Session.open(trace_db=db)
     session.toolbox
@@ -147,13 +147,13 @@ def test_session_ask_from_many_threads_with_a_buffered_writer(tmp_path):
     assert not errors and len(answers) == 40 and not any(a.trace_error for a in answers)
     for a in answers:
         if a.record.mode == "agent":
-            assert a.payload["sets"] == reference[a.payload["question"]]
+            assert a.payload.sets == reference[a.payload.question]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*), count(DISTINCT turn_id) FROM turns").fetchone() == (40, 40)
         mismatched = con.execute("SELECT count(*) FROM turns t WHERE n_retrieved <> "
                                  "(SELECT count(*) FROM sources s WHERE s.turn_id = t.turn_id)").fetchone()[0]
         assert mismatched == 0
-    assert {a.payload["turn_id"] for a in answers} == {r[0] for r in duckdb.connect(str(db), read_only=True)
+    assert {a.payload.turn_id for a in answers} == {r[0] for r in duckdb.connect(str(db), read_only=True)
                                                        .execute("SELECT turn_id FROM turns").fetchall()}
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from workbench.provenance import build_payload, extract_citations
+from workbench.provenance import sources_payload, extract_citations
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
 
 BASE = "https://help.example.com/articles/"
@@ -36,17 +36,17 @@ def snippet_turn(answer: str, mode: str = "agent", excerpts=()) -> TurnRecord:
 
 @pytest.mark.parametrize("answer", IN_CODE.values(), ids=IN_CODE.keys())
 def test_a_link_in_code_or_behind_an_escape_does_not_make_a_snippet_consulted(answer):
-    p = build_payload(snippet_turn(answer))
-    assert p["citations"] == [] and p["sets"]["cited"] == [] and p["sets"]["consulted"] == []
+    p = sources_payload(snippet_turn(answer))
+    assert p.citations == () and p.sets.cited == () and p.sets.consulted == ()
 
 
 @pytest.mark.parametrize("answer", IN_CODE.values(), ids=IN_CODE.keys())
 def test_the_same_link_in_prose_next_to_it_still_counts(answer):
     full = answer + f"\n\nSee [B]({BASE}b)."
-    p = build_payload(snippet_turn(full))
-    assert p["sets"]["cited"] == ["b"] and p["sets"]["consulted"] == ["b"]
-    [c] = p["citations"]
-    assert full[c["start"]:c["end"]] == f"[B]({BASE}b)" and c["target"] == BASE + "b"
+    p = sources_payload(snippet_turn(full))
+    assert p.sets.cited == ("b",) and p.sets.consulted == ("b",)
+    [c] = p.citations
+    assert full[c.start:c.end] == f"[B]({BASE}b)" and c.target == BASE + "b"
 
 
 MARKERS_IN_CODE = {
@@ -62,10 +62,10 @@ MARKERS_IN_CODE = {
 @pytest.mark.parametrize("answer", MARKERS_IN_CODE.values(), ids=MARKERS_IN_CODE.keys())
 def test_excerpt_markers_in_code_are_not_citations(answer):
     excerpts = (Excerpt(n=1, doc_id="a", chunk_index=0, score=1.0, text="text a", title="A", file_name="a.md"),)
-    p = build_payload(snippet_turn(answer, "excerpts", excerpts))
-    assert p["citations"] == [] and p["sets"]["consulted"] == []
-    p = build_payload(snippet_turn(answer + "\n\nDone [1].", "excerpts", excerpts))
-    assert [c["n"] for c in p["citations"]] == [1] and p["sets"]["consulted"] == ["a"]
+    p = sources_payload(snippet_turn(answer, "excerpts", excerpts))
+    assert p.citations == () and p.sets.consulted == ()
+    p = sources_payload(snippet_turn(answer + "\n\nDone [1].", "excerpts", excerpts))
+    assert [c.n for c in p.citations] == [1] and p.sets.consulted == ("a",)
 
 
 def test_reference_links_and_links_across_lines_are_citations():

@@ -131,15 +131,15 @@ def test_provenance_rejects_unknown_result_kinds_and_exposures():
 
 
 def test_the_provenance_core_never_validates_an_excerpt_number_outside_1_to_k():
-    from workbench.provenance import build_payload
+    from workbench.provenance import sources_payload
     from workbench.types import Excerpt, TurnRecord
 
     rec = TurnRecord("q", "Zero [0], one [1], two [2], minus [3].", mode="excerpts",
                      excerpts=(Excerpt(0, "z", text="z"), Excerpt(1, "a", text="a"), Excerpt(1, "b", text="b")))
-    by_target = {c["target"]: c for c in build_payload(rec)["citations"]}
-    assert not by_target["[0]"]["valid"] and by_target["[0]"]["reason"] == "out_of_range"
-    assert not by_target["[1]"]["valid"], "an ambiguous number (two excerpts [1]) names no excerpt"
-    assert not by_target["[3]"]["valid"]
+    by_target = {c.target: c for c in sources_payload(rec).citations}
+    assert not by_target["[0]"].valid and by_target["[0]"].reason == "out_of_range"
+    assert not by_target["[1]"].valid, "an ambiguous number (two excerpts [1]) names no excerpt"
+    assert not by_target["[3]"].valid
     # a number that names no single excerpt carries no excerpt's details either (it showed [0]'s and the
     # first [1]'s snippet and title beside "out_of_range")
-    assert not {"snippet", "title", "file_name"} & (by_target["[0]"].keys() | by_target["[1]"].keys())
+    assert by_target["[0]"].excerpt is None and by_target["[1]"].excerpt is None

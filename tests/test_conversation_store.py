@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from workbench.conversation import history_for
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.session import Session
 from workbench.trace.conversations import list_conversations, load_conversation, next_position
 from workbench.types import ContextPolicy
@@ -75,7 +75,7 @@ def test_a_failed_turn_is_not_history_but_keeps_its_position(tmp_path):
     first = session.ask(QUESTIONS[0], conversation_id="c-3")
     failed = replace(first.record, turn_id="failed-2", question=QUESTIONS[1], answer="", status="provider_error",
                      error="the server closed the connection", position=2, tool_calls=())
-    session.tracer.log_turn(failed, build_payload(failed))
+    session.tracer.log_turn(failed, sources_payload(failed))
     loaded = load_conversation(db, "c-3", session.corpus)
     assert [r.turn_id for r in loaded] == [first.record.turn_id]
     assert next_position(db, "c-3") == 3

@@ -17,6 +17,7 @@ from test_doc_gaps import Guesser
 from workbench.providers.base import _PROVIDERS, register_provider
 
 from workbench.analysis import conversations as analysis
+from workbench.payload import Payload
 from workbench.session import Session
 from workbench.trace import TraceReader
 from workbench.trace.writer import TraceWriter
@@ -54,8 +55,9 @@ def traced(tmp_path_factory):
     def ask(conv: str | None, question: str, history: list, change=None, provider: str = "offline"):
         answer = session.ask(question, history=history, conversation_id=conv, context=ContextPolicy(turns=1),
                              judge=False, provider=provider) if conv else session.ask(question, judge=False)
-        payload = change(answer.payload) if change else answer.payload
-        writer.log_turn(answer.record, payload)
+        # the expectations below read the payloads as JSON: a `change` edits that JSON (a carried citation)
+        payload = change(answer.payload.to_json()) if change else answer.payload.to_json()
+        writer.log_turn(answer.record, Payload.from_json(payload))
         if conv:
             history.append(answer.record)
             written.setdefault(conv, []).append(payload)

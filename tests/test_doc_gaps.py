@@ -44,12 +44,12 @@ def traced(tmp_path_factory, demo):
     try:
         on_demo = Session.open(demo, trace_db=db)
         for _ in range(2):
-            assert on_demo.ask(SSO).payload["sets"]["consulted"], "the knowledge base answers it"
-        assert not on_demo.ask(BREAD).payload["sets"]["consulted"]
-        assert on_demo.ask(SSO, provider=Guesser.name).payload["status"] == "ok"  # a miss, not a gap
+            assert on_demo.ask(SSO).payload.sets.consulted, "the knowledge base answers it"
+        assert not on_demo.ask(BREAD).payload.sets.consulted
+        assert on_demo.ask(SSO, provider=Guesser.name).payload.status == "ok"  # a miss, not a gap
         on_demo.ask(CAPITAL, provider=Guesser.name)
         failed = on_demo.ask(KOMBUCHA, provider="ollama", model="m", host="http://127.0.0.1:9", retries=0)
-        assert failed.payload["status"] != "ok"
+        assert failed.payload.status != "ok"
         Session.open(load_corpus(other_corpus(root)), trace_db=db).ask(SSO, provider=Guesser.name)
     finally:
         _PROVIDERS.unregister(Guesser.name)

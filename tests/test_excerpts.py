@@ -51,20 +51,20 @@ def test_every_marker_resolves_to_an_excerpt(demo_session, question):
     markers = [int(n) for n in re.findall(r"\[(\d+)\]", record.answer)]
     assert markers, record.answer
     assert all(1 <= n <= len(record.excerpts) for n in markers)
-    assert payload["rejected_citations"] == []
-    cited = [c for c in payload["citations"] if c.get("n") is not None]
-    assert sorted(c["n"] for c in cited) == sorted(markers)
+    assert payload.rejected_citations == ()
+    cited = [c for c in payload.citations if c.n is not None]
+    assert sorted(c.n for c in cited) == sorted(markers)
     by_n = {e.n: e for e in record.excerpts}
     for c in cited:
-        assert c["valid"] and CITATION_FIELDS <= set(c)
-        e = by_n[c["n"]]
-        assert (c["doc_id"], c["chunk_index"], c["snippet"], c["file_name"]) == (e.doc_id, e.chunk_index, e.text,
-                                                                               e.file_name)
-        assert c["generated"] == (e.chunk_type == "generated")
+        assert c.valid and CITATION_FIELDS <= set(c.to_json())
+        e, x = by_n[c.n], c.excerpt
+        assert (c.doc_id, x["chunk_index"], x["snippet"], x["file_name"]) == (e.doc_id, e.chunk_index, e.text,
+                                                                            e.file_name)
+        assert x["generated"] == (e.chunk_type == "generated")
     # every excerpt is retrieved as a snippet; a cited one makes its document consulted
-    assert set(payload["sets"]["retrieved"]) == {e.doc_id for e in record.excerpts}
-    assert set(payload["sets"]["consulted"]) == {by_n[n].doc_id for n in markers}
-    _validator("payload.schema.json").validate(payload)
+    assert set(payload.sets.retrieved) == {e.doc_id for e in record.excerpts}
+    assert set(payload.sets.consulted) == {by_n[n].doc_id for n in markers}
+    _validator("payload.schema.json").validate(payload.to_json())
     _validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict())))
 
 
@@ -72,11 +72,11 @@ def test_every_marker_resolves_to_an_excerpt(demo_session, question):
 def test_fabricated_marker_is_rejected_as_out_of_range(demo_session, fault):
     answer = demo_session.ask("How do I configure SSO?", mode="excerpts", k=5, faults=[fault])
     payload = answer.payload
-    bad = [c for c in payload["citations"] if not c["valid"]]
-    assert bad and all(c["reason"] == "out_of_range" and c["n"] > len(answer.record.excerpts) for c in bad)
-    assert payload["rejected_citations"][0]["reason"] == "out_of_range"
-    assert payload["sets"]["cited"] == [] and payload["sets"]["consulted"] == []
-    assert f"rejected {bad[0]['target']}: out_of_range" in summary_line(payload)  # shown as such
+    bad = [c for c in payload.citations if not c.valid]
+    assert bad and all(c.reason == "out_of_range" and c.n > len(answer.record.excerpts) for c in bad)
+    assert payload.rejected_citations[0].reason == "out_of_range"
+    assert payload.sets.cited == () and payload.sets.consulted == ()
+    assert f"rejected {bad[0].target}: out_of_range" in summary_line(payload)  # shown as such
 
 
 def test_generated_artifacts_are_labelled(tmp_path):
@@ -90,15 +90,15 @@ def test_generated_artifacts_are_labelled(tmp_path):
     ]
     corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     answer = Session.open(corpus).ask("When do glacier tours leave the pier?", mode="excerpts", k=3)
-    labels = {c["doc_id"]: c["label"] for c in answer.payload["citations"] if c["valid"]}
-    docs = {d["doc_id"]: d["label"] for d in answer.payload["documents"]}
+    labels = {c.doc_id: c.excerpt["label"] for c in answer.payload.citations if c.valid}
+    docs = {d.doc_id: d.label for d in answer.payload.documents}
     assert docs == {"glacier-source": "Source text", "glacier-overview": "Generated category overview",
                     "glacier-faq": "Generated retrieval aid"}
     assert labels and all(labels[d] == docs[d] for d in labels)
-    for s in answer.payload["sources"]:
-        assert s["label"] == docs[s["doc_id"]]
-        if s["label"] != "Source text":
-            assert f"[{s['label']}]" in sources_row(answer.payload)
+    for s in answer.payload.sources:
+        assert s.label == docs[s.doc_id]
+        if s.label != "Source text":
+            assert f"[{s.label}]" in sources_row(answer.payload)
 
 
 def test_ask_cli_lists_labelled_excerpts(capsys):

@@ -15,7 +15,7 @@ from workbench.faithfulness import (ClaimResult, assess_turn, get_judge, judge_n
                                     register_judge, split_claims)
 from workbench.faithfulness.judges import LLMJudge
 from workbench.errors import ProviderError, UnknownNameError
-from workbench.payload import CitationEntry, Payload
+from workbench.payload import CitationEntry
 from workbench.provenance import sources_payload
 from workbench.providers import ModelStep, Provider, register_provider
 from workbench.trace.tables import SCHEMAS
@@ -225,7 +225,7 @@ def test_snippet_exposure_is_judged_on_the_snippet_not_the_whole_document(demo):
 def test_offline_demo_turns_score_and_rows_fit_the_trace_table(demo_session):
     for mode in ("agent", "excerpts"):
         a = demo_session.ask("How do I configure SSO?", mode=mode)
-        f = assess_turn(a.record, Payload.from_json(a.payload), demo_session.corpus)
+        f = assess_turn(a.record, a.payload, demo_session.corpus)
         assert f.claims and f.citation_recall == 1.0, f
         assert all(isinstance(c, ClaimResult) and list(c.to_row()) == TRACE_COLUMNS for c in f.claims)
         json.dumps(f.to_dict())
@@ -333,7 +333,7 @@ def test_judge_cli_unknown_method_and_missing_file():
 def test_listings_and_abstentions_have_no_claims(demo_session, question, mode, kind):
     answer = demo_session.ask(question, mode=mode)
     faith = answer.faithfulness
-    assert faith.answer_kind == kind, answer.payload["answer"][:200]
+    assert faith.answer_kind == kind, answer.payload.answer[:200]
     if kind == "substantive":
         assert faith.claims and faith.citation_recall is not None
     else:

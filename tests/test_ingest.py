@@ -86,12 +86,12 @@ def test_excerpt_citations_carry_the_pdf_page(pdf_folder):
     answer = session.ask("How do I calibrate the anemometer?", mode="excerpts", k=3)
     payload = answer.payload
     assert answer.record.excerpts[0].doc_id == "manuals/handbook" and answer.record.excerpts[0].page == 2
-    valid = [c for c in payload["citations"] if c["valid"]]
-    assert valid, payload["answer"]
+    valid = [c for c in payload.citations if c.valid]
+    assert valid, payload.answer
     first = valid[0]
-    assert first["doc_id"] == "manuals/handbook" and first["page"] == 2
-    assert first["file_name"] == "handbook.pdf" and first["label"] == "Source text"
-    assert "manuals/handbook" in payload["sets"]["consulted"]
+    assert first.doc_id == "manuals/handbook" and first.excerpt["page"] == 2
+    assert first.excerpt["file_name"] == "handbook.pdf" and first.excerpt["label"] == "Source text"
+    assert "manuals/handbook" in payload.sets.consulted
 
 
 @pytest.mark.parametrize("name, content, message", [

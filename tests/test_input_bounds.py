@@ -12,7 +12,7 @@ from workbench.cli import main
 from workbench.config import MAX_QUESTION_CHARS
 from workbench.corpus import load_corpus
 from workbench.errors import CorpusError, WorkbenchError
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.questions import read_questions
 from workbench.session import Session
 from workbench.types import ResultItem, ToolCall, TurnRecord
@@ -33,7 +33,7 @@ def test_the_library_refuses_a_long_question_and_takes_one_at_the_bound(demo_ses
     with pytest.raises(WorkbenchError, match=f"at most {MAX_QUESTION_CHARS:,}"):
         demo_session.ask("x" * (MAX_QUESTION_CHARS + 1), log=False)
     words = ("How do I configure SSO? " * MAX_QUESTION_CHARS)[:MAX_QUESTION_CHARS]
-    assert demo_session.ask(words, log=False).payload["status"] == "ok"
+    assert demo_session.ask(words, log=False).payload.status == "ok"
 
 
 def test_a_questions_file_with_a_long_question_names_its_line(tmp_path):
@@ -85,8 +85,8 @@ def test_cafe_in_nfc_and_nfd_is_one_id(tmp_path):
     assert corpus.get(nfd) is corpus.get(nfc) is not None and nfd in corpus
     # a model that writes the id in the other form cites the same document
     call = ToolCall("search", "snippet", {}, (ResultItem(nfc, "Café", None),))
-    p = build_payload(TurnRecord("q", f"See [it]({nfd}).", "agent", (call,)))
-    assert p["sets"]["cited"] == [nfc] and p["rejected_citations"] == []
+    p = sources_payload(TurnRecord("q", f"See [it]({nfd}).", "agent", (call,)))
+    assert p.sets.cited == (nfc,) and p.rejected_citations == ()
 
 
 def test_a_file_name_in_nfd_gives_an_nfc_id(tmp_path):

@@ -43,8 +43,8 @@ def test_a_follow_up_answers_the_current_question_not_the_first(demo_session):
                              "I forgot my password and the reset link has expired. What should I do?")
     assert searched(second) == ["I forgot my password and the reset link has expired. What should I do?"]
     assert [c.name for c in second.record.tool_calls] == ["search", "fetch_document"]
-    assert second.payload["sets"]["consulted"][0] == "password-reset"
-    assert "sso-saml-setup" not in second.payload["sets"]["consulted"]
+    assert second.payload.sets.consulted[0] == "password-reset"
+    assert "sso-saml-setup" not in second.payload.sets.consulted
 
 
 # --- follow-ups searched with the terms of the question they lean on -------------------------------------------
@@ -84,7 +84,7 @@ def test_the_search_query_of_a_chain_of_follow_ups_keeps_the_topic():
 def test_and_with_okta_is_searched_with_the_sso_question(demo_session):
     _, second = converse(demo_session, "How do I configure SSO?", "And with Okta?")
     assert searched(second) == ["And with Okta? How do I configure SSO?"]
-    assert second.payload["sets"]["consulted"] == ["sso-okta"]  # the opened SSO article is not "seen also" again
+    assert second.payload.sets.consulted == ("sso-okta",)  # the opened SSO article is not "seen also" again
     assert second.record.position == 2 and second.record.conversation_id == "c-test"
 
 
@@ -93,14 +93,14 @@ def test_a_follow_up_opens_the_hit_about_its_own_words(demo_session):
     _, second = converse(demo_session, "The API keeps answering with status 429. How many calls per minute am I "
                                        "allowed to make?", "And how do I page through long lists of results?")
     assert second.record.tool_calls[1].args == {"doc_id": "api-pagination"}
-    assert second.payload["sets"]["consulted"] == ["api-pagination"]
+    assert second.payload.sets.consulted == ("api-pagination",)
 
 
 def test_a_follow_up_opens_a_new_document_before_one_already_read(demo_session):
     # The SSO article (opened in turn 1) and the Entra ID article both cover "Entra ID"; the user has the first.
     *_, third = converse(demo_session, "How do I configure SSO?", "And with Okta?", "What about Entra ID?")
     assert third.record.tool_calls[1].args == {"doc_id": "sso-azure-ad"}
-    assert "sso-saml-setup" not in third.payload["sets"]["cited"]  # nor is it "seen also" again
+    assert "sso-saml-setup" not in third.payload.sets.cited  # nor is it "seen also" again
 
 
 def test_a_follow_up_whose_previous_turn_was_dropped_searches_alone(demo_session):
@@ -152,7 +152,7 @@ def test_excerpt_mode_follow_up_reads_excerpts_numbered_after_the_first_turn(dem
     first, second = converse(demo_session, "How do I configure SSO?", "And with Okta?", mode="excerpts")
     assert min(e.n for e in second.record.excerpts) == max(e.n for e in first.record.excerpts) + 1
     assert "do not contain enough evidence" not in second.record.answer
-    cited = [c["n"] for c in second.payload["citations"] if c.get("n") is not None]
+    cited = [c.n for c in second.payload.citations if c.n is not None]
     assert cited and all(n in {e.n for e in second.record.excerpts} for n in cited)
 
 
@@ -204,7 +204,7 @@ def test_verification_re_runs_send_the_history_with_the_withheld_document_not_fo
     # Before: re-runs were asked with no history at all, so a follow-up's control answered "And with Okta?" alone.
     _, second = converse(demo_session, "How do I configure SSO?", "And with Okta?")
     provider = Recording()
-    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=Payload.from_json(second.payload), budget=8)
+    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=second.payload, budget=8)
     firsts = [m for m in provider.seen if m[-1]["role"] == "user"]  # each re-run's first model call
     assert len(firsts) == checked.extra_turns
     for messages in firsts:
@@ -265,7 +265,7 @@ def test_an_excerpt_mode_follow_up_re_run_leaves_out_the_withheld_documents_carr
     # model through the earlier turn's excerpts.
     first, second = converse(demo_session, "How do I configure SSO?", "And with Okta?", mode="excerpts")
     provider = Recording()
-    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=Payload.from_json(second.payload), budget=8)
+    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=second.payload, budget=8)
     assert len(provider.seen) == checked.extra_turns  # one call per excerpt-mode re-run
     runs = dict(zip([a.doc_id for a in checked.ablations if a.reran], provider.seen))
     carried_docs = {e.doc_id for e in first.record.excerpts}

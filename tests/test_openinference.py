@@ -43,7 +43,7 @@ def traced(tmp_path_factory):
     with ScriptedServer(script) as srv:
         answers["ollama"] = s.ask("How do I configure SSO?", provider="ollama", **OLLAMA.options(srv.url))
     answers["refused"] = s.ask("How do I configure SSO?", provider="ollama", **OLLAMA.options(refused_url()))
-    assert answers["refused"].payload["status"] == "connection_error"
+    assert answers["refused"].payload.status == "connection_error"
     return db, answers
 
 
@@ -69,7 +69,7 @@ def docs_of(span) -> list[dict]:
 def test_agent_turn_is_a_tree_in_loop_order_with_stored_times_and_ids(traced):
     db, answers = traced
     a = answers["agent"]
-    tid = a.payload["turn_id"]
+    tid = a.payload.turn_id
     spans = spans_by_turn(db)[tid]
     assert [(s.kind, s.name) for s in spans] == [
         ("CHAIN", "turn"), ("LLM", "offline call"), ("TOOL", "search"), ("RETRIEVER", "retrieve"),
@@ -101,10 +101,10 @@ def test_agent_turn_is_a_tree_in_loop_order_with_stored_times_and_ids(traced):
     assert max(s.end_ns for s in spans) <= root.end_ns
 
     attrs = root.attributes
-    assert attrs["input.value"] == a.payload["question"] and attrs["output.value"] == a.payload["answer"]
+    assert attrs["input.value"] == a.payload.question and attrs["output.value"] == a.payload.answer
     assert attrs["session.id"] == row(db, "SELECT run_id FROM turns WHERE turn_id = ?", [tid])[0]
     meta = json.loads(attrs["metadata"])
-    assert meta["sets"] == a.payload["sets"] and meta["rejected_citations"] == []
+    assert meta["sets"] == a.payload.sets.to_json() and meta["rejected_citations"] == []
     assert meta["run"]["provider"] == "offline" and meta["run"]["retriever"] == "bm25"
     search = spans[2].attributes
     assert search["tool.name"] == "search" and json.loads(search["tool.parameters"])["query"]
@@ -126,36 +126,36 @@ def test_a_json_steps_turn_lays_out_each_tool_call_after_the_step_that_asked_for
     assert [c.n_tool_calls for c in a.record.model_calls] == [1, 1, 0]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT list(n_tool_calls ORDER BY seq) FROM model_calls").fetchone()[0] == [1, 1, 0]
-    spans = spans_by_turn(db)[a.payload["turn_id"]]
+    spans = spans_by_turn(db)[a.payload.turn_id]
     assert [(s.kind, s.name) for s in spans] == [
         ("CHAIN", "turn"), ("LLM", "openai call"), ("TOOL", "search"), ("RETRIEVER", "retrieve"),
         ("LLM", "openai call"), ("TOOL", "fetch_document"), ("RETRIEVER", "retrieve"), ("LLM", "openai call")]
     steps = [s for s in spans if s.kind in ("LLM", "TOOL")]
     assert all(b.start_ns == a_.end_ns for a_, b in zip(steps, steps[1:]))
     meta = json.loads(spans[0].attributes["metadata"])
-    assert meta["run"]["tool_protocol"] == "json-steps" and meta["sets"] == a.payload["sets"]
+    assert meta["run"]["tool_protocol"] == "json-steps" and meta["sets"] == a.payload.sets.to_json()
 
 
 def test_retrieved_documents_carry_content_score_and_the_three_sets(traced):
     db, answers = traced
     a = answers["agent"]
-    spans = spans_by_turn(db)[a.payload["turn_id"]]
-    flags = {d["doc_id"]: d for d in a.payload["documents"]}
+    spans = spans_by_turn(db)[a.payload.turn_id]
+    flags = {d.doc_id: d for d in a.payload.documents}
     search_docs = docs_of(spans[3])
     results = a.record.tool_calls[0].results
     assert [d["id"] for d in search_docs] == [r.doc_id for r in results]
     for d, r in zip(search_docs, results):
         assert d["content"] == r.snippet and d["score"] == r.score
-        assert d["metadata"]["exposure"] == "snippet" and d["metadata"]["turn_exposure"] == flags[r.doc_id]["exposure"]
-        assert d["metadata"]["cited"] == flags[r.doc_id]["cited"]
-        assert d["metadata"]["consulted"] == flags[r.doc_id]["consulted"]
+        assert d["metadata"]["exposure"] == "snippet" and d["metadata"]["turn_exposure"] == flags[r.doc_id].exposure
+        assert d["metadata"]["cited"] == flags[r.doc_id].cited
+        assert d["metadata"]["consulted"] == flags[r.doc_id].consulted
         assert "verdict" not in d["metadata"]  # no `ablations` table: not verified
     assert any(d["metadata"]["consulted"] for d in search_docs) and not all(d["metadata"]["consulted"] for d in search_docs)
     (fetched,) = docs_of(spans[6])
     assert fetched["metadata"]["exposure"] == "full" and fetched["metadata"]["consulted"] is True
     assert fetched["content"] is None  # whole-document text is not copied into the trace
 
-    listing = spans_by_turn(db)[answers["listing"].payload["turn_id"]]
+    listing = spans_by_turn(db)[answers["listing"].payload.turn_id]
     docs = [d for s in listing if s.kind == "RETRIEVER" for d in docs_of(s)]
     assert len(docs) > 20 and all(d["metadata"]["exposure"] == "title" for d in docs)
     assert all(d["content"] == d["metadata"]["title"] for d in docs) and not any(d["metadata"]["consulted"] for d in docs)
@@ -176,22 +176,23 @@ def test_passages_are_stored_once_and_join_back(traced):
 def test_excerpt_mode_is_one_retrieval_then_one_model_call(traced):
     db, answers = traced
     a = answers["excerpts"]
-    spans = spans_by_turn(db)[a.payload["turn_id"]]
+    spans = spans_by_turn(db)[a.payload.turn_id]
     assert [(s.kind, s.name) for s in spans] == [("CHAIN", "turn"), ("RETRIEVER", "excerpts"), ("LLM", "offline call")]
     docs = docs_of(spans[1])
     assert [d["content"] for d in docs] == [e.text for e in a.record.excerpts]
-    assert spans[1].end_ns == spans[2].start_ns and spans[1].attributes["input.value"] == a.payload["question"]
+    assert spans[1].end_ns == spans[2].start_ns and spans[1].attributes["input.value"] == a.payload.question
 
 
 def test_rejected_citations_and_failed_calls(traced):
     db, answers = traced
     by_turn = spans_by_turn(db)
     corrupt = answers["corrupt"].payload
-    meta = json.loads(by_turn[corrupt["turn_id"]][0].attributes["metadata"])
-    assert corrupt["rejected_citations"] and meta["rejected_citations"] == [
-        {k: r[k] for k in ("target", "reason", "nearest_doc_id", "edit_distance")} for r in corrupt["rejected_citations"]]
+    meta = json.loads(by_turn[corrupt.turn_id][0].attributes["metadata"])
+    assert corrupt.rejected_citations and meta["rejected_citations"] == [
+        {"target": r.target, "reason": r.reason, "nearest_doc_id": r.nearest_doc_id, "edit_distance": r.edit_distance}
+        for r in corrupt.rejected_citations]
 
-    refused = by_turn[answers["refused"].payload["turn_id"]]
+    refused = by_turn[answers["refused"].payload.turn_id]
     assert refused[0].error and "connect" in refused[0].error
     (llm,) = [s for s in refused if s.kind == "LLM"]
     assert llm.error and llm.attributes["llm.model_name"] == "llama3.1"
@@ -200,7 +201,7 @@ def test_rejected_citations_and_failed_calls(traced):
 def test_llm_spans_carry_model_name_and_token_counts(traced):
     db, answers = traced
     a = answers["ollama"]
-    llm = [s for s in spans_by_turn(db)[a.payload["turn_id"]] if s.kind == "LLM"]
+    llm = [s for s in spans_by_turn(db)[a.payload.turn_id] if s.kind == "LLM"]
     assert len(llm) == len(a.record.model_calls) == 3
     for s, call in zip(llm, a.record.model_calls):
         assert s.attributes["llm.model_name"] == call.model == "llama3.1"
@@ -214,7 +215,7 @@ def test_turns_stored_before_model_calls_still_lay_out_their_tools(traced, tmp_p
     db, answers = traced
     old = tmp_path / "old.duckdb"
     shutil.copy(db, old)
-    tid = answers["agent"].payload["turn_id"]
+    tid = answers["agent"].payload.turn_id
     with duckdb.connect(str(old)) as con:
         con.execute("DELETE FROM model_calls WHERE turn_id = ?", [tid])
     spans = spans_by_turn(old)[tid]
@@ -230,10 +231,10 @@ def test_verdicts_of_the_latest_verification_reach_document_metadata(traced, tmp
     shutil.copy(db, verified)
     s = Session.open(trace_db=verified)
     answer = s.ask("How do I configure SSO?", verify=True)
-    expected = answer.payload["verification"]["verdicts"]
+    expected = answer.payload.verification["verdicts"]
     assert "load_bearing" in expected.values() and "no_effect" in expected.values()
     spans = spans_by_turn(verified)
-    docs = [d for sp in spans[answer.payload["turn_id"]] if sp.kind == "RETRIEVER" for d in docs_of(sp)]
+    docs = [d for sp in spans[answer.payload.turn_id] if sp.kind == "RETRIEVER" for d in docs_of(sp)]
     assert {d["id"]: d["metadata"]["verdict"] for d in docs if "verdict" in d["metadata"]} == expected
     assert {d["id"] for d in docs if "verdict" not in d["metadata"]} == {d["id"] for d in docs} - set(expected)
     # a later verification wins: rewrite the first one's verdicts to an older, different verification
@@ -241,10 +242,10 @@ def test_verdicts_of_the_latest_verification_reach_document_metadata(traced, tmp
     with duckdb.connect(str(verified)) as con:
         con.execute("UPDATE ablations SET verdict = 'unstable' WHERE verification_id <> ?",
                     [again.verification.verification_id])
-    docs = [d for sp in spans_by_turn(verified)[answer.payload["turn_id"]] if sp.kind == "RETRIEVER"
+    docs = [d for sp in spans_by_turn(verified)[answer.payload.turn_id] if sp.kind == "RETRIEVER"
             for d in docs_of(sp)]
     assert {d["id"]: d["metadata"]["verdict"] for d in docs if "verdict" in d["metadata"]} == expected
-    untouched = answers["listing"].payload["turn_id"]
+    untouched = answers["listing"].payload.turn_id
     assert not any("verdict" in d["metadata"] for sp in spans[untouched] if sp.kind == "RETRIEVER" for d in docs_of(sp))
 
 
@@ -256,7 +257,7 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
     s.tracer.listeners.append(seen.append)
     answers = [s.ask("How do I configure SSO?"), s.ask("How do I configure SSO?", mode="excerpts"),
                s.ask("How do I configure SSO?", verify=True)]  # verified with the turn: its verdicts go live too
-    assert answers[2].payload["verification"]["verdicts"]
+    assert answers[2].payload.verification["verdicts"]
     with s.tracer.buffered():  # batches notify after each flush
         answers.append(s.ask("What articles do you have?"))
         assert len(seen) == 3, "nothing is announced before it is committed"
@@ -267,7 +268,7 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
         if "runs" in rows:  # the writer announces a run's row with its first turn; live export reads it otherwise
             runs[rows["runs"][0][0]] = dict(zip(SCHEMAS["runs"].names, rows["runs"][0]))
         (turn,) = rows["turns"]
-        assert turn_spans(StoredTurn.from_rows(rows, runs[turn[1]])) == replay[a.payload["turn_id"]]
+        assert turn_spans(StoredTurn.from_rows(rows, runs[turn[1]])) == replay[a.payload.turn_id]
 
 
 def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run(tmp_path):
@@ -283,7 +284,7 @@ def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run
     for rows, answer in zip(seen, (first, second, single)):
         (turn,) = rows["turns"]
         live_root = turn_spans(StoredTurn.from_rows(rows))[0]
-        root = replay[answer.payload["turn_id"]][0]
+        root = replay[answer.payload.turn_id][0]
         assert root.attributes["session.id"] == live_root.attributes["session.id"]
         meta = json.loads(root.attributes["metadata"])
         if answer is single:
@@ -398,7 +399,7 @@ def test_live_export_sends_each_written_turn(live_env, tmp_path):
         replay = spans_by_turn(tmp_path / "t.duckdb", "live-ok")
         got = {x.span_id: x for x in col.spans}
         for a in answers:
-            for spec in replay[a.payload["turn_id"]]:
+            for spec in replay[a.payload.turn_id]:
                 assert got[spec.span_id].attributes == spec.attributes
                 assert got[spec.span_id].resource["openinference.project.name"] == "live-ok"
         assert {st["endpoint"] for st in live.status()} >= {col.url}
@@ -409,7 +410,7 @@ def test_live_export_to_a_refusing_collector_costs_nothing_but_a_warning_and_a_c
     caplog.set_level(logging.WARNING, logger="workbench.otlp")
     s = Session.open(trace_db=tmp_path / "t.duckdb")
     answer = s.ask("How do I configure SSO?")
-    assert answer.payload["status"] == "ok" and answer.trace_error is None
+    assert answer.payload.status == "ok" and answer.trace_error is None
     assert exporter.wait(30)
     status = exporter.status()
     assert status["failed"] == 1 and status["exported"] == 0 and status["last_error"]
@@ -424,7 +425,7 @@ def test_live_export_to_a_hanging_collector_never_blocks_the_turn(live_env, tmp_
         s = Session.open(trace_db=tmp_path / "t.duckdb")
         answer = s.ask("How do I configure SSO?")
         # the answer is back while its export is still waiting on the collector
-        assert answer.payload["status"] == "ok" and exporter.pending() == 1
+        assert answer.payload.status == "ok" and exporter.pending() == 1
         deadline = time.monotonic() + 30
         while exporter.status()["failed"] == 0 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -92,7 +92,7 @@ def test_ask_on_a_long_one_line_document_finishes_and_quotes_a_bounded_passage(t
         from workbench.providers.offline import MAX_QUOTE_CHARS
         from workbench.session import Session
         answer = Session.open({str(f)!r}, trace=False).ask("How do I calibrate the flux widget panel?")
-        print(json.dumps({{"answer": answer.payload["answer"], "finish": answer.record.model_calls[-1].finish_reason,
+        print(json.dumps({{"answer": answer.payload.answer, "finish": answer.record.model_calls[-1].finish_reason,
                           "cap": MAX_QUOTE_CHARS, "claims": len(answer.faithfulness.claims)}}))
     """)
     r = python(code, timeout=120, mem_gb=4)
@@ -125,9 +125,8 @@ def test_text_functions_are_linear_on_hostile_strings():
             text.plain(s); text.sentences(s); parse_verdict(s)
             record = TurnRecord("q", s, tool_calls=(ToolCall("fetch_document", "full", {{}},
                                                              (ResultItem("d1", "D", "https://x/d1"),)),))
-            typed = sources_payload(record)
-            payload = typed.to_json()
-            split_claims(s, typed.citations)
+            payload = sources_payload(record)
+            split_claims(s, payload.citations)
             render.answer_markdown(payload); render.escape_markdown(s); render.display_text(s)
         print("ok")
     """)

@@ -251,9 +251,9 @@ def test_a_conversation_is_one_session_in_phoenix_with_its_turns_in_order(phoeni
     assert [t["rootSpan"]["input"]["value"] for t in conversation] == [r.question for r in asked]
     assert [t["rootSpan"]["output"]["value"] for t in conversation] == [r.answer for r in asked]
     with duckdb.connect(str(db), read_only=True) as con:
-        (run_id,) = con.execute("SELECT run_id FROM turns WHERE turn_id = ?", [single.payload["turn_id"]]).fetchone()
+        (run_id,) = con.execute("SELECT run_id FROM turns WHERE turn_id = ?", [single.payload.turn_id]).fetchone()
     assert set(got) == {"conv-7", run_id}
-    assert [t["traceId"] for t in got[run_id]] == [f"{trace_id_of(single.payload['turn_id'], 'sessions'):032x}"]
+    assert [t["traceId"] for t in got[run_id]] == [f"{trace_id_of(single.payload.turn_id, 'sessions'):032x}"]
 
 
 def test_attribute_names_are_openinference_semantic_conventions(traced):

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import schema_validator
-from workbench.provenance import build_payload, extract_citations, normalize_url
+from workbench.payload import Payload, Rejection
+from workbench.provenance import sources_payload, extract_citations, normalize_url
 from workbench.render import link_table, source_chips
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
 
@@ -25,7 +26,7 @@ def call(name, exposure, *ids):
 
 
 def payload_for(answer, *calls, mode="agent", excerpts=()):
-    return build_payload(TurnRecord("q", answer, mode, tuple(calls), tuple(excerpts)))
+    return sources_payload(TurnRecord("q", answer, mode, tuple(calls), tuple(excerpts)))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def turn_schema():
 
 
 def sets(p):
-    return {k: set(v) for k, v in p["sets"].items()}
+    return {k: set(v) for k, v in p.sets.to_json().items()}
 
 
 # --- consulted rules -------------------------------------------------------------------------
@@ -48,21 +49,21 @@ def sets(p):
 def test_rule1_full_exposure_is_consulted_even_without_a_link():
     p = payload_for("SSO is configured in Settings.", call("fetch_document", "full", "sso-setup"))
     assert sets(p) == {"retrieved": {"sso-setup"}, "cited": set(), "consulted": {"sso-setup"}}
-    [src] = p["sources"]
-    assert src["consulted"] is True and src["cited"] is False and src["reason"] == "opened in full (not linked)"
+    [src] = p.sources
+    assert src.consulted is True and src.cited is False and src.reason == "opened in full (not linked)"
 
 
 def test_rule2_snippet_is_consulted_only_when_cited():
     p = payload_for(f"See [A]({BASE}a).", call("search", "snippet", "a", "b", "c"))
     assert sets(p)["consulted"] == {"a"}
     assert sets(p)["retrieved"] == {"a", "b", "c"}
-    assert [s["doc_id"] for s in p["sources"]] == ["a"]
+    assert [s.doc_id for s in p.sources] == ["a"]
 
 
 def test_rule3_title_only_is_never_consulted_even_when_linked():
     p = payload_for(f"- [A]({BASE}a)\n- [B]({BASE}b)", call("list_articles", "title", "a", "b"))
     assert sets(p)["cited"] == {"a", "b"} and sets(p)["consulted"] == set()
-    assert all(s["consulted"] is False and s["reason"].startswith("listed only") for s in p["sources"])
+    assert all(s.consulted is False and s.reason.startswith("listed only") for s in p.sources)
     assert source_chips(p) == []  # a listing answer has no sources row …
     assert set(link_table(p)) == {"a", "b"}  # … but every link stays clickable
 
@@ -74,9 +75,9 @@ def test_strongest_exposure_wins_across_calls():
         call("search", "snippet", "b"),
         call("fetch_document", "full", "a"),
     )
-    docs = {d["doc_id"]: d for d in p["documents"]}
-    assert docs["a"]["exposure"] == "full" and docs["a"]["tool_call"] == 2 and docs["a"]["tool_calls"] == [0, 2]
-    assert docs["b"]["exposure"] == "snippet" and docs["b"]["consulted"] is False
+    docs = {d.doc_id: d for d in p.documents}
+    assert docs["a"].exposure == "full" and docs["a"].tool_call == 2 and docs["a"].tool_calls == (0, 2)
+    assert docs["b"].exposure == "snippet" and docs["b"].consulted is False
     assert sets(p)["consulted"] == {"a"}
 
 
@@ -86,7 +87,7 @@ def test_sso_like_turn_has_one_or_two_chips():
         call("search", "snippet", "sso", "okta", "scim", "2fa"),
         call("fetch_document", "full", "sso"),
     )
-    assert [c["doc_id"] for c in source_chips(p)] == ["sso", "okta"]
+    assert [c.doc_id for c in source_chips(p)] == ["sso", "okta"]
 
 
 # --- citation validation ---------------------------------------------------------------------
@@ -94,25 +95,24 @@ def test_sso_like_turn_has_one_or_two_chips():
 
 def test_fabricated_id_one_char_off_is_rejected_with_nearest():
     p = payload_for(f"See [x]({BASE}sso-setuq).", call("fetch_document", "full", "sso-setup"))
-    assert p["sets"]["cited"] == []
-    [rej] = p["rejected_citations"]
-    assert rej == {"target": BASE + "sso-setuq", "reason": "not_retrieved", "nearest_doc_id": "sso-setup",
-                   "edit_distance": 1}
-    assert p["sets"]["consulted"] == ["sso-setup"]  # still read in full
+    assert p.sets.cited == ()
+    [rej] = p.rejected_citations
+    assert rej == Rejection(BASE + "sso-setuq", "not_retrieved", "sso-setup", 1)
+    assert p.sets.consulted == ("sso-setup",)  # still read in full
 
 
 def test_bare_id_citation_and_numeric_ids():
     p = payload_for("See [a](4412377144338) and [b](4412377144339).",
                     call("search", "snippet", "4412377144338", "360011787880"))
-    assert p["sets"]["cited"] == ["4412377144338"]
-    assert p["rejected_citations"][0]["nearest_doc_id"] == "4412377144338"
-    assert p["rejected_citations"][0]["edit_distance"] == 1
+    assert p.sets.cited == ("4412377144338",)
+    assert p.rejected_citations[0].nearest_doc_id == "4412377144338"
+    assert p.rejected_citations[0].edit_distance == 1
 
 
 def test_document_in_corpus_but_never_retrieved_is_rejected():
     p = payload_for(f"[other]({BASE}other-doc)", call("search", "snippet", "a"))
-    assert p["rejected_citations"][0]["reason"] == "not_retrieved"
-    assert p["sources"] == []
+    assert p.rejected_citations[0].reason == "not_retrieved"
+    assert p.sources == ()
 
 
 @pytest.mark.parametrize("variant", [
@@ -121,31 +121,31 @@ def test_document_in_corpus_but_never_retrieved_is_rejected():
 ])
 def test_url_normalisation(variant):
     p = payload_for(f"[A]({variant})", call("search", "snippet", "a"))
-    assert p["sets"]["cited"] == ["a"] and p["rejected_citations"] == []
+    assert p.sets.cited == ("a",) and p.rejected_citations == ()
 
 
 def test_wrong_host_or_path_case_is_not_corrected():
     p = payload_for("[A](https://evil.example.com/articles/a) [B](https://help.example.com/Articles/a)",
                     call("search", "snippet", "a"))
-    assert p["sets"]["cited"] == [] and len(p["rejected_citations"]) == 2
+    assert p.sets.cited == () and len(p.rejected_citations) == 2
 
 
 def test_images_code_and_anchors_are_not_citations():
     answer = f"![diagram]({BASE}a) `[x]({BASE}zz)` [jump](#steps)\n```\n[y]({BASE}yy)\n```"
     p = payload_for(answer, call("search", "snippet", "a"))
-    assert p["citations"] == [] and p["rejected_citations"] == []
+    assert p.citations == () and p.rejected_citations == ()
 
 
 def test_link_syntax_variants():
     answer = f'[A]({BASE}a "title") [B](<{BASE}b>) <{BASE}c> [see [1] here]({BASE}d)'
     p = payload_for(answer, call("search", "snippet", "a", "b", "c", "d"))
-    assert p["sets"]["cited"] == ["a", "b", "c", "d"]
+    assert p.sets.cited == ("a", "b", "c", "d")
 
 
 def test_javascript_target_is_rejected():
     p = payload_for("[click](javascript:alert(1))", call("search", "snippet", "a"))
-    assert p["rejected_citations"][0]["target"].startswith("javascript:")
-    assert p["sets"]["cited"] == []
+    assert p.rejected_citations[0].target.startswith("javascript:")
+    assert p.sets.cited == ()
 
 
 # --- excerpt mode ----------------------------------------------------------------------------
@@ -158,32 +158,33 @@ def excerpts(*doc_ids):
 
 def test_excerpt_markers_resolve_and_out_of_range_is_rejected():
     p = payload_for("Do X [1]. Do Y [2, 3]. Nonsense [7].", mode="excerpts", excerpts=excerpts("a", "b", "a"))
-    assert p["sets"]["retrieved"] == ["a", "b"]
-    assert p["sets"]["cited"] == ["a", "b"] and p["sets"]["consulted"] == ["a", "b"]
-    [rej] = p["rejected_citations"]
-    assert rej["target"] == "[7]" and rej["reason"] == "out_of_range"
-    rec = next(c for c in p["citations"] if c.get("n") == 2)
-    for field in ("doc_id", "file_name", "chunk_index", "page", "score", "snippet", "chunk_type", "title",
-                  "generated", "artifact_kind"):
-        assert field in rec
+    assert p.sets.retrieved == ("a", "b")
+    assert p.sets.cited == ("a", "b") and p.sets.consulted == ("a", "b")
+    [rej] = p.rejected_citations
+    assert rej.target == "[7]" and rej.reason == "out_of_range"
+    rec = next(c for c in p.citations if c.n == 2)
+    assert rec.doc_id is not None
+    for field in ("file_name", "chunk_index", "page", "score", "snippet", "chunk_type", "title", "generated",
+                  "artifact_kind"):
+        assert field in rec.excerpt
 
 
 def test_excerpt_marker_ranges_and_zero():
     p = payload_for("A [1-2]. B [0].", mode="excerpts", excerpts=excerpts("a", "b"))
-    assert p["sets"]["cited"] == ["a", "b"]
-    assert [r["target"] for r in p["rejected_citations"]] == ["[0]"]
+    assert p.sets.cited == ("a", "b")
+    assert [r.target for r in p.rejected_citations] == ["[0]"]
 
 
 def test_markers_are_not_citations_in_agent_mode():
     p = payload_for("Step [1] then [2].", call("search", "snippet", "a"))
-    assert p["citations"] == []
+    assert p.citations == ()
 
 
 def test_generated_artifact_is_labelled():
     rec = TurnRecord("q", f"[O]({BASE}ov)", "agent",
                      (ToolCall("search", "snippet", {}, (item("ov", "generated", "category overview"),)),))
-    [src] = build_payload(rec)["sources"]
-    assert src["label"] == "Generated category overview"
+    [src] = sources_payload(rec).sources
+    assert src.label == "Generated category overview"
 
 
 # --- compatibility of the payload (docs/design.md §2) ------------------------------------------------
@@ -199,22 +200,23 @@ def _listing_and_answer_payload():
 
 def test_new_client_with_new_server_hides_unconsulted():
     p = _listing_and_answer_payload()
-    assert [s["doc_id"] for s in source_chips(p)] == ["a"]
+    assert [s.doc_id for s in source_chips(p)] == ["a"]
 
 
 def test_old_client_with_new_server_keeps_working():
     """An old client ignores `consulted`: it shows every source and every link still resolves."""
     p = _listing_and_answer_payload()
-    old_client_chips = [s["doc_id"] for s in p["sources"]]  # what a flag-unaware client renders
+    old_client_chips = [s.doc_id for s in p.sources]  # what a flag-unaware client renders
     assert old_client_chips == ["a", "b"]
-    assert all(s["url"] for s in p["sources"])
-    assert set(link_table(p)) >= set(p["sets"]["cited"])  # the array was never shrunk
+    assert all(s.url for s in p.sources)
+    assert set(link_table(p)) >= set(p.sets.cited)  # the array was never shrunk
 
 
 def test_new_client_with_old_server_falls_back_to_show_all():
     p = _listing_and_answer_payload()
-    old = {**p, "sources": [{k: v for k, v in s.items() if k != "consulted"} for s in p["sources"]]}
-    assert [s["doc_id"] for s in source_chips(old)] == ["a", "b"]
+    old = Payload.from_json({**p.to_json(), "sources": [{k: v for k, v in s.to_json().items() if k != "consulted"}
+                                                         for s in p.sources]})  # an old server sends no flag
+    assert [s.doc_id for s in source_chips(old)] == ["a", "b"]
 
 
 # --- contracts ---------------------------------------------------------------------------------
@@ -224,7 +226,7 @@ def test_payload_validates_against_the_shipped_schema(payload_schema):
     for p in (_listing_and_answer_payload(),
               payload_for("x [9]", mode="excerpts", excerpts=excerpts("a")),
               payload_for(f"[x]({BASE}nope)", call("search", "snippet", "a"))):
-        payload_schema.validate(p)
+        payload_schema.validate(p.to_json())
 
 
 def test_turn_record_roundtrip_through_schema(turn_schema):
@@ -236,7 +238,7 @@ def test_turn_record_roundtrip_through_schema(turn_schema):
 
 def test_turn_id_is_stable_when_absent():
     rec = TurnRecord("q", "answer", "agent", (call("search", "snippet", "a"),))
-    assert build_payload(rec)["turn_id"] == build_payload(rec)["turn_id"]
+    assert sources_payload(rec).turn_id == sources_payload(rec).turn_id
 
 
 def test_normalize_url_keeps_relative_paths():
@@ -282,26 +284,26 @@ def turns(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns())
 def test_properties_hold_for_random_turns(record):
-    p = build_payload(record)
-    retrieved = set(p["sets"]["retrieved"])
+    p = sources_payload(record)
+    retrieved = set(p.sets.retrieved)
     exposed = {i.doc_id for c in record.tool_calls for i in c.results} | {e.doc_id for e in record.excerpts}
     assert retrieved == exposed
-    assert set(p["sets"]["cited"]) <= retrieved  # no never-retrieved id is ever accepted
-    assert set(p["sets"]["consulted"]) <= retrieved
-    source_ids = [s["doc_id"] for s in p["sources"]]
+    assert set(p.sets.cited) <= retrieved  # no never-retrieved id is ever accepted
+    assert set(p.sets.consulted) <= retrieved
+    source_ids = [s.doc_id for s in p.sources]
     assert len(source_ids) == len(set(source_ids))
-    assert set(p["sets"]["cited"]) <= set(source_ids)  # every cited document is in sources
-    assert set(p["sets"]["consulted"]) <= set(source_ids)
-    for c in p["citations"]:
-        assert c["valid"] == (c["doc_id"] is not None)
-        if c["valid"]:
-            assert c["doc_id"] in retrieved
-    docs = {d["doc_id"]: d for d in p["documents"]}
+    assert set(p.sets.cited) <= set(source_ids)  # every cited document is in sources
+    assert set(p.sets.consulted) <= set(source_ids)
+    for c in p.citations:
+        assert c.valid == (c.doc_id is not None)
+        if c.valid:
+            assert c.doc_id in retrieved
+    docs = {d.doc_id: d for d in p.documents}
     for d in docs.values():
-        if d["exposure"] == "title":
-            assert not d["consulted"]
-        if d["exposure"] == "full":
-            assert d["consulted"]
+        if d.exposure == "title":
+            assert not d.consulted
+        if d.exposure == "full":
+            assert d.consulted
 
 
 @settings(max_examples=200, deadline=None)
@@ -309,4 +311,4 @@ def test_properties_hold_for_random_turns(record):
 def test_arbitrary_text_never_crashes(answer):
     for mode in ("agent", "excerpts"):
         p = payload_for(answer, call("search", "snippet", "a", "b"), mode=mode, excerpts=excerpts("a"))
-        assert set(p["sets"]["cited"]) <= {"a", "b"}
+        assert set(p.sets.cited) <= {"a", "b"}

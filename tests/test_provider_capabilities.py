@@ -148,13 +148,13 @@ def test_options_are_recorded_with_the_turn_but_never_a_secret(tmp_path):
     db = tmp_path / "t.duckdb"
     s = Session.open(trace_db=db)
     faulty = s.ask("How do I configure SSO?", faults=["corrupt_id"])
-    assert faulty.payload["config"]["options"] == {"faults": ["corrupt_id"]} and faulty.payload["rejected_citations"]
+    assert faulty.payload.config["options"] == {"faults": ["corrupt_id"]} and faulty.payload.rejected_citations
     secret = s.ask("How do I configure SSO?", provider="excerpts-only-test", mode="excerpts", token="s3cret-token",
                    repeat=2)
-    assert secret.payload["config"]["options"] == {"repeat": 2}
+    assert secret.payload.config["options"] == {"repeat": 2}
     configs = [c for (c,) in TraceReader(db).rows("SELECT config_json FROM runs")[1]]
     assert any('"faults": ["corrupt_id"]' in c for c in configs)
-    assert "s3cret-token" not in json.dumps(secret.payload) + "".join(configs)
+    assert "s3cret-token" not in json.dumps(secret.payload.to_json()) + "".join(configs)
 
 
 def test_cli_option_and_fault_go_through_the_provider_schema(capsys):
@@ -181,7 +181,7 @@ def test_agent_mode_needs_tools_or_json_schema(demo_session):
     with pytest.raises(WorkbenchError, match="cannot run agent mode: use excerpt mode"):
         demo_session.ask("How do I configure SSO?", provider="excerpts-only-test", judge=None)
     answer = demo_session.ask("How do I configure SSO?", provider="excerpts-only-test", mode="excerpts", judge=None)
-    assert answer.record.status == "ok" and answer.payload["sets"]["consulted"]
+    assert answer.record.status == "ok" and answer.payload.sets.consulted
 
 
 # --- the app reads the same declarations -------------------------------------------------------
@@ -220,7 +220,7 @@ def test_sidebar_draws_each_option_from_the_schema_and_warns_when_unconfigured(a
     turn = app.session_state["turns"][-1]
     assert dict(turn.config.options) == {"tone": "formal", "tags": ("b",), "loud": True, "repeat": 3,
                                          "token": "s3cret-token"}
-    assert turn.payload["config"]["options"] == {"loud": True, "repeat": 3, "tags": ["b"], "tone": "formal"}
+    assert turn.payload.config["options"] == {"loud": True, "repeat": 3, "tags": ["b"], "tone": "formal"}
     shown = "\n".join(c.value for c in app.caption)
     assert "formal" in shown and "s3cret" not in shown
 

@@ -27,7 +27,7 @@ def ask(session, wire, url, **extra):
 def assert_failed(result, status: str, *words: str):
     record = result.record
     assert record.status == status, (record.status, record.error)
-    assert result.payload["status"] == status and result.payload["error"] == record.error
+    assert result.payload.status == status and result.payload.error == record.error
     for w in words:
         assert w in record.error, (w, record.error)
     assert record.answer == ""
@@ -130,7 +130,7 @@ def test_wrong_arguments_become_a_tool_error_the_model_sees(wire, demo_session):
     assert bad.error and "unexpected argument" in bad.error and not bad.results
     assert good.error is None and good.results
     assert "unexpected argument" in json.dumps(srv.posts()[1].body)  # the model was told
-    assert result.payload["tool_calls"][0]["error"] == bad.error
+    assert result.payload.tool_calls[0].error == bad.error
 
 
 def test_ollama_non_object_arguments_end_the_turn_with_bad_tool_args(demo_session):
@@ -203,7 +203,7 @@ def test_api_keys_never_reach_errors_payloads_or_logs(wire, code, demo_session, 
     assert SECRET in (sent.get("x-goog-api-key", "") + sent.get("authorization", ""))  # it was really used
     assert result.record.status != "ok" and result.record.error
     assert SECRET not in result.record.error and "[redacted]" in result.record.error
-    assert SECRET not in json.dumps(result.payload) and SECRET not in json.dumps(result.record.to_dict(), default=str)
+    assert SECRET not in json.dumps(result.payload.to_json()) and SECRET not in json.dumps(result.record.to_dict(), default=str)
     assert SECRET not in caplog.text
 
 

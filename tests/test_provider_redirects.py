@@ -79,7 +79,7 @@ def test_a_redirect_ends_the_turn_in_the_app_too(wire, servers, app, monkeypatch
     at = ask(at, QUESTION)
     assert not at.exception, at.exception
     turn = at.session_state["turns"][-1]
-    assert turn.payload["status"] == "redirect_refused", (turn.error, turn.payload.get("error"))
+    assert turn.payload.status == "redirect_refused", (turn.error, turn.payload.error)
     assert b.requests == [] and a.requests
 
 

@@ -39,10 +39,10 @@ def test_search_fetch_answer_gives_the_provenance_the_rules_demand(wire, demo_se
     record, payload = result.record, result.payload
     assert record.status == "ok", record.error
     assert [t.name for t in record.tool_calls] == ["search", "fetch_document"]
-    assert payload["sets"]["consulted"] == [DOC]
-    assert payload["sets"]["cited"] == [DOC]
-    assert DOC in payload["sets"]["retrieved"] and len(payload["sets"]["retrieved"]) > 1
-    assert payload["rejected_citations"] == []
+    assert payload.sets.consulted == (DOC,)
+    assert payload.sets.cited == (DOC,)
+    assert DOC in payload.sets.retrieved and len(payload.sets.retrieved) > 1
+    assert payload.rejected_citations == ()
     # every model call is recorded with latency, usage, model version and finish reason
     assert len(record.model_calls) == 3 == len(srv.posts())
     for call in record.model_calls:
@@ -57,32 +57,32 @@ def test_search_fetch_answer_gives_the_provenance_the_rules_demand(wire, demo_se
 def test_citations_good_corrupted_fabricated(wire, demo_session, target, valid, distance):
     with ScriptedServer(script(wire, f"Use your IdP's metadata ([SAML setup]({target})).")) as srv:
         payload = demo_session.ask(QUESTION, provider=wire.provider, **wire.options(srv.url)).payload
-    assert payload["status"] == "ok"
-    assert payload["sets"]["consulted"] == [DOC]  # opened in full: consulted whether or not the link is right
+    assert payload.status == "ok"
+    assert payload.sets.consulted == (DOC,)  # opened in full: consulted whether or not the link is right
     if valid:
-        assert payload["sets"]["cited"] == [DOC] and payload["rejected_citations"] == []
+        assert payload.sets.cited == (DOC,) and payload.rejected_citations == ()
         return
-    assert payload["sets"]["cited"] == []
-    [rejected] = payload["rejected_citations"]
-    assert rejected["target"] == target and rejected["reason"] == "not_retrieved"
+    assert payload.sets.cited == ()
+    [rejected] = payload.rejected_citations
+    assert rejected.target == target and rejected.reason == "not_retrieved"
     if distance is not None:  # never auto-corrected, but explained
-        assert rejected["nearest_doc_id"] == DOC and rejected["edit_distance"] == distance
+        assert rejected.nearest_doc_id == DOC and rejected.edit_distance == distance
     else:
-        assert rejected["edit_distance"] is None or rejected["edit_distance"] > 1
+        assert rejected.edit_distance is None or rejected.edit_distance > 1
 
 
 def test_excerpt_mode_sends_no_tools_and_cites_numbers(wire, demo_session):
     with ScriptedServer([wire.reply("Paste the IdP metadata into the SSO settings [1]. Not covered: Okta [9].")]) as srv:
         result = demo_session.ask(QUESTION, provider=wire.provider, mode="excerpts", **wire.options(srv.url))
     payload = result.payload
-    assert payload["status"] == "ok" and payload["mode"] == "excerpts"
+    assert payload.status == "ok" and payload.mode == "excerpts"
     [request] = srv.posts()
     assert not request.body.get("tools")  # excerpt mode is a single shot without tools (ollama sends [])
     assert "[1]" in json.dumps(request.body)
     first = result.record.excerpts[0].doc_id
-    assert payload["sets"]["cited"] == [first] and payload["sets"]["consulted"] == [first]
-    assert [r["target"] for r in payload["rejected_citations"]] == ["[9]"]
-    assert payload["rejected_citations"][0]["reason"] == "out_of_range"
+    assert payload.sets.cited == (first,) and payload.sets.consulted == (first,)
+    assert [r.target for r in payload.rejected_citations] == ["[9]"]
+    assert payload.rejected_citations[0].reason == "out_of_range"
 
 
 def test_cli_ask_end_to_end(wire, tmp_path):

@@ -98,4 +98,4 @@ def test_live_gemini_turn(demo_session):
     result = demo_session.ask("How do I configure SSO?", provider="gemini", model=os.environ.get("GEMINI_MODEL"))
     assert result.record.status == "ok", result.record.error
     assert result.record.model_calls[0].model_version
-    assert result.payload["sets"]["retrieved"]
+    assert result.payload.sets.retrieved

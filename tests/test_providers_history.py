@@ -281,7 +281,7 @@ def test_a_history_that_cannot_fit_ends_context_overflow_before_any_call(wire, d
     assert "budget of 10 tokens" in record.error and "turn 1's question and answer" in record.error
     assert [h.context for h in record.history] == ["answer"]  # the turn before is never dropped
     assert record.config["context"]["budget_tokens"] == 10 and not record.model_calls
-    schema_validator("payload.schema.json").validate(result.payload)
+    schema_validator("payload.schema.json").validate(result.payload.to_json())
 
 
 @pytest.mark.parametrize("name,reply", [
@@ -318,4 +318,4 @@ def test_the_offline_agent_reads_a_follow_ups_messages_without_failing(demo_sess
     assert [(h.turn_id, h.context) for h in second.record.history] == [(first.record.turn_id, "full")]
     assert second.record.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": None,
                                                "context_tokens": None}
-    schema_validator("payload.schema.json").validate(second.payload)
+    schema_validator("payload.schema.json").validate(second.payload.to_json())

@@ -80,4 +80,4 @@ def test_live_ollama_turn(demo_session):
     result = demo_session.ask("How do I configure SSO?", provider="ollama", model=os.environ.get("OLLAMA_MODEL"))
     assert result.record.status == "ok", result.record.error
     assert result.record.model_calls and result.record.model_calls[0].tokens_in
-    assert result.payload["sets"]["retrieved"]
+    assert result.payload.sets.retrieved

@@ -55,10 +55,10 @@ def test_the_demo_gold_labels_agree_with_the_classifier():
 def test_a_topical_which_articles_question_is_searched_not_listed(demo_session):
     answer = demo_session.ask("Which articles mention Okta?", judge=None)
     assert [t.name for t in answer.record.tool_calls][:1] == ["search"]
-    assert answer.payload["sets"]["consulted"], "the topic was read, so the turn is no doc gap"
+    assert answer.payload.sets.consulted, "the topic was read, so the turn is no doc gap"
     listing = demo_session.ask("Which articles are in the billing section?", judge=None)
     assert [t.name for t in listing.record.tool_calls] == ["list_categories", "browse_section"]
-    assert listing.payload["sets"]["consulted"] == []
+    assert listing.payload.sets.consulted == ()
 
 
 def test_the_trace_stores_the_kind_and_doc_gaps_use_it(tmp_path):

@@ -80,19 +80,19 @@ def check_machinery(answer, provider: str, protocol: str | None) -> None:
     assert "Traceback" not in (record.error or "")
     schema_validator("payload.schema.json").validate(payload)
     schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
-    assert payload["config"]["provider"] == provider and payload["config"]["tool_protocol"] == protocol
+    assert payload.config["provider"] == provider and payload.config["tool_protocol"] == protocol
     assert record.model_calls, "no model call was recorded"
     for call in record.model_calls:
         assert call.provider == provider and call.latency_ms > 0 and call.tokens_in > 0
         assert call.tokens_out is not None and call.finish_reason in ("stop", "length", "tool_calls", "repetition")
         assert call.model_version == Path(default_gguf()).name  # what llama.cpp says answered
-    retrieved = set(payload["sets"]["retrieved"])
-    for c in payload["citations"]:
-        if c["valid"]:
-            assert c["doc_id"] in retrieved
+    retrieved = set(payload.sets.retrieved)
+    for c in payload.citations:
+        if c.valid:
+            assert c.doc_id in retrieved
         else:
-            assert c["reason"] in ("not_retrieved", "out_of_range") and c["doc_id"] is None
-    assert set(payload["sets"]["cited"]) <= retrieved and set(payload["sets"]["consulted"]) <= retrieved
+            assert c.reason in ("not_retrieved", "out_of_range") and c.doc_id is None
+    assert set(payload.sets.cited) <= retrieved and set(payload.sets.consulted) <= retrieved
     assert answer.trace_error is None
 
 
@@ -120,7 +120,7 @@ def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
     row = trace_row(session, record.turn_id)
     assert (row["provider"], row["tool_protocol"], row["status"]) == ("llamacpp", "json-steps", record.status)
     assert row["model"] == str(Path(default_gguf()).absolute()) and row["n_model_calls"] == len(record.model_calls)
-    assert "(default model)" in answer.payload["config"]["model_label"]
+    assert "(default model)" in answer.payload.config["model_label"]
     assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload)
     # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
     err = capfd.readouterr().err
@@ -136,8 +136,8 @@ def test_excerpt_turn_reuses_the_loaded_model(model, session):
     assert llamacpp.load_count == loads  # the second turn paid no load time
     assert [e.doc_id for e in answer.record.excerpts] and not answer.record.tool_calls
     n = len(answer.record.excerpts)
-    for c in answer.payload["citations"]:
-        assert c["valid"] == (1 <= c["n"] <= n)
+    for c in answer.payload.citations:
+        assert c.valid == (1 <= c.n <= n)
 
 
 def test_native_tool_protocol_goes_through_llama_cpp_chat_templates(model, session):
@@ -195,7 +195,7 @@ def test_turns_from_several_threads_queue_for_the_one_slot_and_a_batch_runs_them
         assert trace_row(session, answers[q].record.turn_id)["status"] == answers[q].record.status
     result = run_eval(session, questions[:2], provider="llamacpp", mode="excerpts", k=1, options={"max_tokens": 24},
                       concurrency=4, progress=False, new_run=True)
-    assert result.concurrency == 1 and result.asked == 2 and {p["status"] for p in result.payloads} <= CLEAN
+    assert result.concurrency == 1 and result.asked == 2 and {p.status for p in result.payloads} <= CLEAN
 
 
 # --- faults: each ends the turn with a status that names the fix -----------------------------------
@@ -230,7 +230,7 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
     record = answer.record
     assert record.status == "truncated" and "max_tokens" in record.error
     assert record.model_calls[-1].finish_reason == "length" and record.model_calls[-1].tokens_out == 3
-    schema_validator("payload.schema.json").validate(answer.payload)
+    schema_validator("payload.schema.json").validate(answer.payload.to_json())
 
 
 def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
@@ -358,22 +358,21 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     """Temperature 0, seed 0 and the prompt cache off (the options llamacpp marks reproducible) for the turn and
     its re-runs: the control gives the same answer again, so documents can earn verdicts; every re-run is a
     real model call, counted with its tokens."""
-    from workbench.payload import Payload
     from workbench.verify import candidates
 
     answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
                          verify_budget=2)
     check_machinery(answer, "llamacpp", None)
-    assert answer.payload["config"]["options"] == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
+    assert answer.payload.config["options"] == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
                                                    "temperature": 0.0}
     v = answer.verification
     assert v.control_stable, v.control.reason
     assert v.extra_turns == v.extra_calls == 2 and v.to_payload()["tokens_in"] > 0
-    assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(Payload.from_json(answer.payload))) - 1
+    assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
     from workbench.trace import TraceReader
 
     rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "
-                                                 "status = 'ok' ORDER BY seq", [answer.payload["turn_id"]])[1]
+                                                 "status = 'ok' ORDER BY seq", [answer.payload.turn_id])[1]
     assert rows == [("control", True), ("candidate", True)]
 
 
@@ -385,7 +384,7 @@ def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(m
     record says what the context held and under which budget."""
     from workbench.agent import run_turn
     from workbench.conversation import history_for
-    from workbench.provenance import build_payload
+    from workbench.provenance import sources_payload
     from workbench.providers.llamacpp import LlamaCppProvider
     from workbench.types import ContextPolicy
 
@@ -398,7 +397,7 @@ def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(m
     for record in records:
         assert record.status in CLEAN, (record.status, record.error)
         schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
-        schema_validator("payload.schema.json").validate(build_payload(record))
+        schema_validator("payload.schema.json").validate(sources_payload(record).to_json())
     [held] = second.history
     assert (held.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
     assert sum(held.steps) == len(first.tool_calls)

@@ -75,10 +75,10 @@ def test_question_files_with_bom_bad_utf8_or_deep_nesting(tmp_path):
 
 
 def _payload(answer, results, exposure="snippet"):
-    from workbench.provenance import build_payload
+    from workbench.provenance import sources_payload
     from workbench.types import turn_record_from_dict
 
-    return build_payload(turn_record_from_dict({"question": "q", "answer": answer, "tool_calls": [
+    return sources_payload(turn_record_from_dict({"question": "q", "answer": answer, "tool_calls": [
         {"name": "search", "exposure": exposure, "args": {}, "results": results}]}))
 
 
@@ -87,12 +87,12 @@ def test_ids_with_spaces_and_percent_encoded_targets_resolve_to_the_retrieved_do
                {"doc_id": "café", "title": "Café", "url": "https://help.example.com/articles/caf%C3%A9"}]
     p = _payload("See [report](<guides/Annual Report (v2)>), [c](caf%C3%A9) and "
                  "[c2](https://help.example.com/articles/café).", results)
-    assert p["sets"]["cited"] == ["guides/Annual Report (v2)", "café"]
-    assert p["sets"]["consulted"] == ["guides/Annual Report (v2)", "café"]
-    assert p["rejected_citations"] == []
+    assert p.sets.cited == ("guides/Annual Report (v2)", "café")
+    assert p.sets.consulted == ("guides/Annual Report (v2)", "café")
+    assert p.rejected_citations == ()
     # decoding never turns a fabrication into a source
     p = _payload("See [x](caf%C3%A8).", results)
-    assert p["sets"]["cited"] == [] and p["rejected_citations"][0]["nearest_doc_id"] == "café"
+    assert p.sets.cited == () and p.rejected_citations[0].nearest_doc_id == "café"
 
 
 def test_jsonl_lone_surrogate_escapes_are_rejected_with_file_and_line(tmp_path):
@@ -121,7 +121,7 @@ def test_offline_excerpts_ignore_numbered_reference_lines_inside_a_chunk(tmp_pat
     s = _corpus_session(tmp_path, [{"id": "p1", "title": "Paper", "text": "We study tokenizers.\n\nReferences\n"
                                     "[7] Smith et al.\nTokenizers for search engines improve recall."}])
     p = s.ask("Smith tokenizers engines improve recall", mode="excerpts", k=2).payload
-    assert p["rejected_citations"] == [] and p["sets"]["consulted"] == ["p1"], p["answer"]
+    assert p.rejected_citations == () and p.sets.consulted == ("p1",), p.answer
 
 
 def test_offline_links_ids_with_spaces_and_parentheses_so_they_count_as_cited(tmp_path):
@@ -129,9 +129,9 @@ def test_offline_links_ids_with_spaces_and_parentheses_so_they_count_as_cited(tm
         {"id": "paper one", "title": "Paper (one)", "text": "Tokenizers for search engines improve recall."},
         {"id": "paper (two)", "title": "Paper two", "text": "Tokenizers for search engines improve recall too."}])
     p = s.ask("tokenizers for search engines recall").payload
-    assert set(p["sets"]["cited"]) == {"paper one", "paper (two)"} and p["rejected_citations"] == [], p["answer"]
+    assert set(p.sets.cited) == {"paper one", "paper (two)"} and p.rejected_citations == (), p.answer
     p = s.ask("tokenizers for search engines recall", faults=["corrupt_id", "cite_unretrieved"]).payload
-    assert [r["reason"] for r in p["rejected_citations"]] == ["not_retrieved"] * 2, p["answer"]  # corrupted + legacy
+    assert [r.reason for r in p.rejected_citations] == ["not_retrieved"] * 2, p.answer  # corrupted + legacy
 
 
 @pytest.mark.parametrize("name,args", [("browse_section", {"category": 5}), ("list_articles", {"category": ["a"]})])

@@ -109,7 +109,7 @@ def app(tmp_path, monkeypatch, root):
 def _all_text(at: AppTest) -> str:
     parts = [e.value for e in at.markdown] + [e.value for e in at.error] + [e.value for e in at.caption]
     for t in at.session_state["turns"] if "turns" in at.session_state else []:
-        parts.append(str(t.payload))
+        parts.append(str(t.payload.to_json() if t.payload is not None else {}))
     return "\n".join(str(p) for p in parts)
 
 
@@ -166,7 +166,7 @@ def test_corpus_inside_the_roots_still_loads(app, root):
     assert not app.sidebar.error
     app.chat_input[0].set_value("How do I calibrate the flux widget?").run()
     assert app.session_state["turns"][-1].config.corpus_label == "kb"
-    assert "flux" in app.session_state["turns"][-1].payload["sets"]["consulted"]
+    assert "flux" in app.session_state["turns"][-1].payload.sets.consulted
 
 
 # --- servers a visitor may name (provider options with "format": "uri") ----------------------------
@@ -206,7 +206,7 @@ def test_a_visitor_cannot_send_the_operators_key_to_a_server_of_their_own(app, m
         app.chat_input[0].set_value("How do I configure SSO?").run()
         assert not app.exception
         assert theirs.requests == [], "the visitor's server got a request, and the operator's key with it"
-        assert app.session_state["turns"][-1].payload["status"] == "connection_error"  # the operator's server
+        assert app.session_state["turns"][-1].payload.status == "connection_error"  # the operator's server
         assert key not in _all_text(app)
         # a server the operator lists is the visitor's to choose
         monkeypatch.setenv("WORKBENCH_ALLOWED_SERVERS", theirs.url + "/v1")
@@ -214,7 +214,7 @@ def test_a_visitor_cannot_send_the_operators_key_to_a_server_of_their_own(app, m
         assert not app.sidebar.error, [e.value for e in app.sidebar.error]
         app.chat_input[0].set_value("How do I configure SSO?").run()
         assert not app.exception
-        assert app.session_state["turns"][-1].payload["status"] == "ok"
+        assert app.session_state["turns"][-1].payload.status == "ok"
         assert theirs.posts()
 
 

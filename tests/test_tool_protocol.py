@@ -158,7 +158,7 @@ def test_json_steps_on_a_provider_without_json_schema_is_refused(demo_session):
     with pytest.raises(CapabilityError, match="offline"):
         demo_session.ask(QUESTION, tool_protocol=JSON_STEPS)
     # excerpt mode offers no tools: the protocol does not apply and is stored as None
-    assert demo_session.ask(QUESTION, mode="excerpts", tool_protocol=JSON_STEPS).payload["config"]["tool_protocol"] is None
+    assert demo_session.ask(QUESTION, mode="excerpts", tool_protocol=JSON_STEPS).payload.config["tool_protocol"] is None
 
 
 def test_cli_refuses_json_steps_for_offline_with_a_clear_error():
@@ -180,7 +180,7 @@ def test_openai_json_steps_send_response_format_and_no_tools(demo_session):
     assert "answer" not in variants(fmt["json_schema"]["schema"]) and "answer" in variants(
         second["response_format"]["json_schema"]["schema"])
     assert second["messages"][2] == {"role": "assistant", "content": json.dumps(SEARCH)}
-    assert result.payload["config"]["tool_protocol"] == JSON_STEPS
+    assert result.payload.config["tool_protocol"] == JSON_STEPS
     assert result.record.tool_calls[0].name == "search" and result.record.answer == ANSWER["answer"]
 
 
@@ -221,11 +221,11 @@ def test_trace_rows_are_the_same_under_both_protocols_but_the_run_says_which(tmp
                                outputs=[SEARCH, FETCH, ANSWER]).payload for p in (NATIVE, JSON_STEPS)}
     validator = schema_validator("payload.schema.json")
     for payload in payloads.values():
-        validator.validate(payload)
+        validator.validate(payload.to_json())
     reader = TraceReader(db)
 
     def rows(protocol, sql):
-        _, out = reader.rows(sql.format(t=payloads[protocol]["turn_id"]))
+        _, out = reader.rows(sql.format(t=payloads[protocol].turn_id))
         return out
 
     queries = ["SELECT seq, name, exposure, args_json, n_results, error FROM tool_calls WHERE turn_id = '{t}' ORDER BY seq",
@@ -239,9 +239,9 @@ def test_trace_rows_are_the_same_under_both_protocols_but_the_run_says_which(tmp
         assert rows(NATIVE, sql) == rows(JSON_STEPS, sql) != [], sql
     _, runs = reader.rows("SELECT tool_protocol FROM runs ORDER BY created_at")
     assert [r[0] for r in runs] == [NATIVE, JSON_STEPS]
-    strip = lambda p: {k: v for k, v in p.items() if k not in ("turn_id", "config", "latency_ms", "started_at")}  # noqa: E731
-    same = {k for k in strip(payloads[NATIVE]) if strip(payloads[NATIVE])[k] == strip(payloads[JSON_STEPS])[k]}
-    assert {"sets", "sources", "citations", "rejected_citations", "answer", "documents"} <= same
+    native, json_steps = payloads[NATIVE], payloads[JSON_STEPS]
+    assert all(getattr(native, k) == getattr(json_steps, k)
+               for k in ("sets", "sources", "citations", "rejected_citations", "answer", "documents"))
 
 
 def test_eval_runs_are_keyed_and_resumed_by_tool_protocol(tmp_path, scripted_provider):

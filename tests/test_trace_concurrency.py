@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 WRITER = r"""
 import sys, time, uuid
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.trace import writer as W
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
@@ -50,7 +50,7 @@ while True:
     rec = TurnRecord(question=f"How do I do thing {i}?", answer="See [Doc 1](doc-1) and [Doc 2](doc-2) and [x](doc-99x).",
                      tool_calls=calls, turn_id=uuid.uuid4().hex, config={"provider": "offline", "mode": "agent"},
                      started_at="2024-05-01T10:00:00+00:00", latency_ms=1.0)
-    w.log_turn(rec, build_payload(rec))
+    w.log_turn(rec, sources_payload(rec))
     print("DONE", rec.turn_id, flush=True)
     i += 1
 """

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from workbench.errors import TraceStoreError
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 from workbench.trace import TraceReader
 from workbench.trace import connect as C
 from workbench.trace.writer import TraceWriter
@@ -50,7 +50,7 @@ def test_the_file_is_locked_while_a_write_holds_it_and_free_after(tmp_path):
     assert _attached() == []
     assert _open_elsewhere(db) == "ok"
     t = _turn(0)
-    w.log_turn(t, build_payload(t))
+    w.log_turn(t, sources_payload(t))
     assert _open_elsewhere(db) == "ok"
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT turn_id FROM turns").fetchall() == [(t.turn_id,)]
@@ -76,7 +76,7 @@ def test_a_failed_write_detaches_and_the_next_write_works(tmp_path):
             con.execute("SELECT * FROM no_such_table")
     assert _attached() == []
     t = _turn(1)
-    w.log_turn(t, build_payload(t))
+    w.log_turn(t, sources_payload(t))
     assert TraceReader(db).rows("SELECT count(*) FROM turns")[1] == [(1,)]
 
 
@@ -91,7 +91,7 @@ def test_threads_writing_and_reading_one_file_take_turns(tmp_path):
         try:
             for i in range(15):
                 t = _turn(k * 100 + i)
-                written.append(w.log_turn(t, build_payload(t)))
+                written.append(w.log_turn(t, sources_payload(t)))
         except BaseException as exc:  # noqa: BLE001 (reported below)
             errors.append(exc)
 
@@ -104,7 +104,7 @@ def test_threads_writing_and_reading_one_file_take_turns(tmp_path):
             errors.append(exc)
 
     t = _turn(-1)
-    TraceWriter(db).log_turn(t, build_payload(t))  # the file exists before the reader starts
+    TraceWriter(db).log_turn(t, sources_payload(t))  # the file exists before the reader starts
     threads = [threading.Thread(target=write, args=(k,)) for k in range(3)]
     reader = threading.Thread(target=read)
     reader.start()
@@ -128,7 +128,7 @@ def test_writes_run_without_the_optimizer_and_lookups_with_it(tmp_path):
         return con.execute("SELECT current_setting('enable_optimizer')").fetchone()[0]
 
     w, t = TraceWriter(tmp_path / "t.duckdb"), _turn(0)
-    w.log_turn(t, build_payload(t))
+    w.log_turn(t, sources_payload(t))
     lookup = "EXPLAIN SELECT 1 FROM turns WHERE turn_id = ?"
     with w.connect() as con:
         assert setting(con) is False

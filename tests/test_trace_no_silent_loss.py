@@ -97,7 +97,7 @@ def test_a_flush_blocked_for_a_while_keeps_its_turns_and_writes_them_later(db, c
         stored = con.execute("SELECT turn_id, question FROM turns WHERE run_id = ?", [result.run_id]).fetchall()
     finally:
         con.close()
-    assert [p["turn_id"] for p in result.payloads] == [t for t, _ in stored]
+    assert [p.turn_id for p in result.payloads] == [t for t, _ in stored]
     assert [q for _, q in stored] == questions
 
 

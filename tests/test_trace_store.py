@@ -12,7 +12,7 @@ from workbench.session import Session
 from workbench.trace import TraceReader
 from workbench.trace.writer import TraceWriter
 from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord
-from workbench.provenance import build_payload
+from workbench.provenance import sources_payload
 
 QUESTIONS = [
     ("How do I configure SSO?", "agent"),
@@ -43,7 +43,7 @@ def q(db, sql, params=None):
 
 def test_every_ask_is_logged_and_turn_id_keys_every_table(traced):
     db, answers = traced
-    ids = {a.payload["turn_id"] for a in answers}
+    ids = {a.payload.turn_id for a in answers}
     assert {r[0] for r in q(db, "SELECT turn_id FROM turns")} == ids
     for table in ("tool_calls", "retrieved_items", "citations", "sources"):
         assert {r[0] for r in q(db, f"SELECT DISTINCT turn_id FROM {table}")} <= ids
@@ -52,27 +52,27 @@ def test_every_ask_is_logged_and_turn_id_keys_every_table(traced):
 def test_three_sets_equal_sources_table(traced):
     db, answers = traced
     for a in answers:
-        p, tid = a.payload, a.payload["turn_id"]
+        p, tid = a.payload, a.payload.turn_id
         rows = q(db, "SELECT doc_id, retrieved, cited, consulted, exposure, reason, shown_position FROM sources "
                      "WHERE turn_id = ? ORDER BY position", [tid])
-        assert [r[0] for r in rows] == p["sets"]["retrieved"]
-        assert {r[0] for r in rows if r[2]} == set(p["sets"]["cited"])
-        assert {r[0] for r in rows if r[3]} == set(p["sets"]["consulted"])
+        assert [r[0] for r in rows] == list(p.sets.retrieved)
+        assert {r[0] for r in rows if r[2]} == set(p.sets.cited)
+        assert {r[0] for r in rows if r[3]} == set(p.sets.consulted)
         shown = sorted((r[6], r[0]) for r in rows if r[6] is not None)
-        assert [d for _, d in shown] == [s["doc_id"] for s in p["sources"]]
-        by_id = {d["doc_id"]: d for d in p["documents"]}
+        assert [d for _, d in shown] == [s.doc_id for s in p.sources]
+        by_id = {d.doc_id: d for d in p.documents}
         for doc_id, _, cited, consulted, exposure, reason, _ in rows:
             d = by_id[doc_id]
-            assert (cited, consulted, exposure, reason) == (d["cited"], d["consulted"], d["exposure"], d["reason"])
+            assert (cited, consulted, exposure, reason) == (d.cited, d.consulted, d.exposure, d.reason)
         sizes = q(db, "SELECT n_retrieved, n_cited, n_consulted, n_rejected FROM turn_sets WHERE turn_id = ?", [tid])
-        assert sizes == [(len(p["sets"]["retrieved"]), len(p["sets"]["cited"]), len(p["sets"]["consulted"]),
-                          len(p["rejected_citations"]))]
+        assert sizes == [(len(p.sets.retrieved), len(p.sets.cited), len(p.sets.consulted),
+                          len(p.rejected_citations))]
 
 
 def test_turn_row_tool_calls_items_and_citations_match_record(traced):
     db, answers = traced
     for a in answers:
-        r, p, tid = a.record, a.payload, a.payload["turn_id"]
+        r, p, tid = a.record, a.payload, a.payload.turn_id
         (question, answer, status, started, latency) = q(
             db, "SELECT question, answer, status, started_at, latency_ms FROM turns WHERE turn_id = ?", [tid])[0]
         assert (question, answer, status, latency) == (r.question, r.answer, r.status, r.latency_ms)
@@ -88,13 +88,13 @@ def test_turn_row_tool_calls_items_and_citations_match_record(traced):
         assert items == expected
         cits = q(db, "SELECT target, doc_id, valid, reason, nearest_doc_id, edit_distance FROM citations "
                      "WHERE turn_id = ? ORDER BY idx", [tid])
-        assert cits == [(c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"], c["edit_distance"])
-                        for c in p["citations"]]
+        assert cits == [(c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance)
+                        for c in p.citations]
 
 
 def test_rejected_citations_are_recorded(traced):
     db, answers = traced
-    faulty = [a for a in answers if a.payload["rejected_citations"]]
+    faulty = [a for a in answers if a.payload.rejected_citations]
     assert len(faulty) >= 2  # corrupt_id (not_retrieved) and cite_unretrieved in excerpt mode (out_of_range)
     reasons = {r[0] for r in q(db, "SELECT DISTINCT reason FROM citations WHERE NOT valid")}
     assert reasons == {"not_retrieved", "out_of_range"}
@@ -119,7 +119,7 @@ def test_doc_gaps_lists_out_of_scope_question_not_listing_question(traced):
     assert "What articles do you have?" not in gaps  # a listing consults nothing, and is no gap
     # exactly the substantive questions no ok turn on the corpus consulted anything for (a faulty excerpt
     # turn citing [99] consulted nothing, but other turns answered its question from the corpus: no gap)
-    answered = {a.record.question for a in answers if a.payload["sets"]["consulted"]}
+    answered = {a.record.question for a in answers if a.payload.sets.consulted}
     expected = {a.record.question for a in answers
                 if a.record.question not in answered and a.record.question != "What articles do you have?"}
     assert set(gaps) == expected
@@ -159,8 +159,8 @@ def test_tokens_summed_null_when_unknown_and_secrets_redacted(tmp_path):
     db = tmp_path / "t.duckdb"
     w = TraceWriter(db)
     a, b = _turn(turn_id="a"), _turn(turn_id="b", tokens=(10, None))
-    w.log_turn(a, build_payload(a))
-    w.log_turn(b, build_payload(b))
+    w.log_turn(a, sources_payload(a))
+    w.log_turn(b, sources_payload(b))
     assert dict((r[0], r[1:]) for r in q(db, "SELECT turn_id, tokens_in, tokens_out FROM turns")) == {
         "a": (17, 8), "b": (17, None)}
     [(cfg,)] = q(db, "SELECT config_json FROM runs")
@@ -171,8 +171,8 @@ def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
     db = tmp_path / "t.duckdb"
     w = TraceWriter(db)
     t = _turn(turn_id="same")
-    w.log_turn(t, build_payload(t))
-    w.log_turn(t, build_payload(t))
+    w.log_turn(t, sources_payload(t))
+    w.log_turn(t, sources_payload(t))
     assert q(db, "SELECT count(*) FROM turns") == [(1,)]
     assert q(db, "SELECT count(*) FROM retrieved_items") == [(3,)]
 
@@ -183,11 +183,11 @@ def test_a_batch_holding_a_turn_already_written_is_retried_turn_by_turn(tmp_path
     db = tmp_path / "t.duckdb"
     w = TraceWriter(db)
     first = _turn(turn_id="b0")
-    w.log_turn(first, build_payload(first))
+    w.log_turn(first, sources_payload(first))
     with w.buffered(max_turns=10, max_age_s=60):
         for tid in ("b1", "b0", "b2"):
             t = _turn(turn_id=tid)
-            w.log_turn(t, build_payload(t))
+            w.log_turn(t, sources_payload(t))
     assert q(db, "SELECT turn_id FROM turns ORDER BY 1") == [("b0",), ("b1",), ("b2",)]
     assert q(db, "SELECT count(*) FROM retrieved_items") == [(9,)]
 
@@ -199,7 +199,7 @@ def test_claims_with_the_turn_and_added_later(tmp_path):
     claim = {"claim_idx": 0, "text": "SSO is single sign-on.", "cited_doc_ids": ["d0"], "judge": "overlap",
              "score": 0.8, "verdict": "supported", "best_span": "single sign-on", "wrong_excerpt": False,
              "generated_only": False, "support_doc": "d0"}
-    w.log_turn(t, build_payload(t), claims=[claim])
+    w.log_turn(t, sources_payload(t), claims=[claim])
     w.add_claims("c1", [{**claim, "claim_idx": 1, "judge": "nli", "judge_version": "nli-2",
                          "best_span": {"start": 1, "end": 4}}])
     rows = q(db, "SELECT claim_idx, judge, cited_doc_ids, score, best_span, wrong_excerpt, extra_json, judge_version "
@@ -249,7 +249,7 @@ def test_interactive_run_shared_by_sessions_of_one_process(tmp_path):
     b = Session.open(trace_db=db).ask("How do I configure SSO?")
     c = Session.open(trace_db=db).ask("How do I configure SSO?", mode="excerpts")
     runs = dict(q(db, "SELECT turn_id, run_id FROM turns"))
-    assert runs[a.payload["turn_id"]] == runs[b.payload["turn_id"]] != runs[c.payload["turn_id"]]
+    assert runs[a.payload.turn_id] == runs[b.payload.turn_id] != runs[c.payload.turn_id]
     assert q(db, "SELECT count(*) FROM runs") == [(2,)]
 
 
@@ -263,7 +263,7 @@ def test_a_broken_trace_database_does_not_cost_the_answer(tmp_path):
     bad = tmp_path / "not-a-db.duckdb"
     bad.write_text("this is not a DuckDB file")
     answer = Session.open(trace_db=bad).ask("How do I configure SSO?")
-    assert answer.payload["sets"]["consulted"] and answer.trace_error
+    assert answer.payload.sets.consulted and answer.trace_error
     r = subprocess.run([sys.executable, "-m", "workbench", "ask", "How do I configure SSO?", "--db", str(bad)],
                        capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 1 and "Sources: Configure SAML" in r.stdout

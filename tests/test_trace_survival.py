@@ -45,7 +45,7 @@ def test_the_app_shows_the_answer_and_a_warning_on_a_damaged_trace_database(good
     at.chat_input[0].set_value("How do I configure SSO?").run()
     assert not at.exception, at.exception
     turn = at.session_state["turns"][-1]
-    assert turn.error is None and turn.payload["sets"]["consulted"]
+    assert turn.error is None and turn.payload.sets.consulted
     # the answer is shown: its text, and its inline citation that opens the side panel (`#wb-cite-…`)
     assert any("Configure SAML single sign" in m.value and "#wb-cite-" in m.value for m in at.markdown), \
         "the answer is shown"

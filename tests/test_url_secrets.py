@@ -64,7 +64,7 @@ def test_url_credentials_never_reach_errors_payloads_traces_or_logs(wire, fault,
         sent = srv.posts()[0].headers.get("authorization")
     assert result.record.status == fault, result.record.error
     assert not _leaks(result.record.error)
-    assert not _leaks(json.dumps(result.payload)) and not _leaks(json.dumps(result.record.to_dict(), default=str))
+    assert not _leaks(json.dumps(result.payload.to_json())) and not _leaks(json.dumps(result.record.to_dict(), default=str))
     con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
     stored = json.dumps(con.execute("SELECT t.error, r.config_json FROM turns t JOIN runs r USING (run_id)").fetchall())
     con.close()

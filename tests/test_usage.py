@@ -35,10 +35,10 @@ def expected(payloads) -> dict[str, dict]:
     reading it (cited and consulted) and that linked it without reading it (cited, not consulted)."""
     out: dict[str, dict] = {}
     for p in payloads:
-        titles = {d["doc_id"]: d for d in p["documents"]}
-        cited, consulted = set(p["sets"]["cited"]), set(p["sets"]["consulted"])
-        for doc_id in set(p["sets"]["retrieved"]):
-            row = out.setdefault(doc_id, {"title": titles[doc_id]["title"], "kind": titles[doc_id].get("kind"),
+        titles = {d.doc_id: d for d in p.documents}
+        cited, consulted = set(p.sets.cited), set(p.sets.consulted)
+        for doc_id in set(p.sets.retrieved):
+            row = out.setdefault(doc_id, {"title": titles[doc_id].title, "kind": titles[doc_id].kind,
                                           "retrieved": 0, "consulted": 0, "cited_read": 0, "listed": 0})
             row["retrieved"] += 1
             row["consulted"] += doc_id in consulted
@@ -74,12 +74,12 @@ def test_first_and_last_use_are_the_turns_that_retrieved_it(asked):
         run_of = dict(con.execute("SELECT turn_id, run_id FROM turns").fetchall())
         rows = con.execute("SELECT doc_id, first_used, last_used, last_consulted, runs FROM doc_usage").fetchall()
     for doc_id, first, last, last_consulted, runs in rows:
-        used = [starts[p["turn_id"]] for p in interactive + batch.payloads if doc_id in p["sets"]["retrieved"]]
-        read = [starts[p["turn_id"]] for p in interactive + batch.payloads if doc_id in p["sets"]["consulted"]]
+        used = [starts[p.turn_id] for p in interactive + batch.payloads if doc_id in p.sets.retrieved]
+        read = [starts[p.turn_id] for p in interactive + batch.payloads if doc_id in p.sets.consulted]
         assert (first, last) == (min(used), max(used))
         assert last_consulted == (max(read) if read else None)
-        assert runs == len({run_of[p["turn_id"]] for p in interactive + batch.payloads
-                            if doc_id in p["sets"]["retrieved"]})
+        assert runs == len({run_of[p.turn_id] for p in interactive + batch.payloads
+                            if doc_id in p.sets.retrieved})
 
 
 def test_cli_usage_csv_and_run_filter_agree_with_the_payloads(asked, capsys):
@@ -180,8 +180,8 @@ def test_usage_is_counted_per_corpus_and_listed_links_apart_from_citations(tmp_p
     sso = on_demo.ask("How do I configure SSO?").payload
     kb = load_corpus(other_corpus(tmp_path))
     acme = Session.open(kb, trace_db=db).ask("How do I set up Okta single sign-on?").payload
-    assert len(listing["sets"]["cited"]) == 59 and not listing["sets"]["consulted"]
-    assert "sso-okta" in acme["sets"]["consulted"]
+    assert len(listing.sets.cited) == 59 and not listing.sets.consulted
+    assert "sso-okta" in acme.sets.consulted
 
     want = raw_usage(db)
     columns, rows = usage.doc_usage(db)
@@ -191,14 +191,14 @@ def test_usage_is_counted_per_corpus_and_listed_links_apart_from_citations(tmp_p
     assert got == want
     # the same id in two corpora is two documents; acme's article is not counted as the demo one
     assert got[("acme-kb", "sso-okta")]["consulted"] == 1
-    assert got[("demo", "sso-okta")]["consulted"] == int("sso-okta" in sso["sets"]["consulted"])
+    assert got[("demo", "sso-okta")]["consulted"] == int("sso-okta" in sso.sets.consulted)
     # a listing's links are not citations: a demo article only the listing named was cited after reading in no turn
-    only_listed = set(listing["sets"]["cited"]) - set(sso["sets"]["retrieved"])
+    only_listed = set(listing.sets.cited) - set(sso.sets.retrieved)
     assert only_listed and all((got[("demo", d)]["retrieved"], got[("demo", d)]["consulted"],
                                 got[("demo", d)]["cited_read"], got[("demo", d)]["listed"]) == (1, 0, 0, 1)
                                for d in only_listed)
-    assert sum(g["cited_read"] for g in got.values()) == len(set(sso["sets"]["cited"]) & set(sso["sets"]["consulted"])) \
-        + len(set(acme["sets"]["cited"]) & set(acme["sets"]["consulted"]))
+    assert sum(g["cited_read"] for g in got.values()) == len(set(sso.sets.cited) & set(sso.sets.consulted)) \
+        + len(set(acme.sets.cited) & set(acme.sets.consulted))
 
     # SQL per corpus; totals per corpus folder of the demo count the demo's turns only: nothing of acme-kb
     with duckdb.connect(str(db), read_only=True) as con:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 import scripted
 from conftest import ROOT, schema_validator
 from workbench.errors import VerificationError
-from workbench.payload import Payload
 from workbench.providers import get_provider
 from workbench.session import Session
 from workbench.verify import (DEFAULT_BUDGET, HIDDEN_CANDIDATES, METHOD, SIMILARITY_THRESHOLD, VERDICTS,
@@ -45,7 +44,7 @@ def test_an_answer_only_from_x_makes_x_load_bearing_and_the_other_links_decorati
     answer = session.ask(scripted.QUESTION, provider="scripted-only-from", verify=True)
     v = answer.verification
     assert v.control_stable and v.method == METHOD == "ablation-v1"
-    cited = set(answer.payload["sets"]["cited"])
+    cited = set(answer.payload.sets.cited)
     assert {"sso-okta", "sso-saml-setup", "sso-azure-ad"} <= cited
     assert v.verdicts["sso-okta"] == "load_bearing"
     assert {d: x for d, x in v.verdicts.items() if d != "sso-okta" and d in cited} == \
@@ -54,14 +53,14 @@ def test_an_answer_only_from_x_makes_x_load_bearing_and_the_other_links_decorati
     okta = next(a for a in v.ablations if a.doc_id == "sso-okta")
     assert okta.claims_lost == okta.claims_total > 0 and okta.similarity < SIMILARITY_THRESHOLD
     assert "I could not find" in okta.answer  # what it said without the document
-    validator.validate(answer.payload)
-    assert answer.payload["verification"]["verdicts"] == v.verdicts
+    validator.validate(answer.payload.to_json())
+    assert answer.payload.verification["verdicts"] == v.verdicts
 
 
 def test_text_copied_from_a_document_it_never_cites_is_hidden_influence(session):
     answer = session.ask(scripted.QUESTION, provider="scripted-copier", verify=True)
     v = answer.verification
-    assert "sso-okta" not in answer.payload["sets"]["cited"] + answer.payload["sets"]["consulted"]
+    assert "sso-okta" not in answer.payload.sets.cited + answer.payload.sets.consulted
     assert v.verdicts["sso-okta"] == "hidden_influence"
     assert v.verdicts["sso-saml-setup"] == "load_bearing"
     assert {x for d, x in v.verdicts.items() if d not in ("sso-okta", "sso-saml-setup")} == {"no_effect"}
@@ -73,7 +72,7 @@ def test_a_non_deterministic_provider_makes_everything_unstable_and_re_runs_noth
     answer = session.ask(scripted.QUESTION, provider="scripted-random", verify=True)
     v = answer.verification
     assert not v.control_stable and v.verdicts and set(v.verdicts.values()) == {"unstable"}
-    assert {d for d in v.verdicts} == {c.doc_id for c in candidates(Payload.from_json(answer.payload))}
+    assert {d for d in v.verdicts} == {c.doc_id for c in candidates(answer.payload)}
     assert v.extra_turns == 1 and v.extra_calls == v.control.calls == 3  # only the control ran
     assert "no document can earn a verdict" in v.control.reason
 
@@ -101,7 +100,7 @@ def test_the_turn_and_its_re_runs_are_pinned_to_the_reproducible_options(session
     pinned = {"temperature": 0.0, "seed": 0}
     assert answer.verification.sampling == pinned
     assert scripted.Sampler.built == [{**pinned, "style": "terse"}] * 2  # the turn, then every re-run
-    assert answer.payload["config"]["options"] == {**pinned, "style": "terse"}
+    assert answer.payload.config["options"] == {**pinned, "style": "terse"}
     schema = scripted.Sampler.options_schema
     assert pinned_options(schema, {"temperature": 0.9}) == ({"temperature": 0.0, "seed": 0}, pinned)
     assert unpinned(schema, {"temperature": 0.9}) == {"temperature": 0.9, "seed": None}
@@ -119,23 +118,23 @@ def test_the_offline_agent_see_also_link_is_decorative_and_the_opened_article_lo
 def test_excerpt_mode_is_verified_over_rebuilt_excerpts(session, validator):
     answer = session.ask("How do I configure SSO?", mode="excerpts", verify=True)
     v = answer.verification
-    cited = answer.payload["sets"]["cited"]
+    cited = answer.payload.sets.cited
     assert cited and v.control_stable and all(v.verdicts[d] in ("load_bearing", "decorative") for d in cited)
     assert any(x == "load_bearing" for x in v.verdicts.values())
-    validator.validate(answer.payload)
+    validator.validate(answer.payload.to_json())
 
 
 def test_budget_covers_the_most_important_candidates_first(session):
     answer = session.ask("How do I configure SSO?")
-    found = candidates(Payload.from_json(answer.payload))
-    consulted = answer.payload["sets"]["consulted"]
-    assert [c.doc_id for c in found[:len(consulted)]] == consulted  # the sources row first
+    found = candidates(answer.payload)
+    consulted = answer.payload.sets.consulted
+    assert [c.doc_id for c in found[:len(consulted)]] == list(consulted)  # the sources row first
     assert len(found) == len(consulted) + HIDDEN_CANDIDATES
     v = session.verify(answer, budget=3)
     assert [a.doc_id for a in v.verification.ablations] == [None] + [c.doc_id for c in found]
     assert list(v.verification.verdicts) == [c.doc_id for c in found[:2]]
     assert v.verification.skipped == [c.doc_id for c in found[2:]] and v.verification.extra_turns == 3
-    assert v.payload["verification"]["skipped"] == v.verification.skipped
+    assert v.payload.verification["skipped"] == v.verification.skipped
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,18 +145,18 @@ def test_verdicts_only_for_candidates(demo_session, question, budget, mode, faul
     answer = demo_session.ask(question, mode=mode, faults=sorted(faults), judge=None)
     if answer.record.status != "ok":
         return
-    found = [c.doc_id for c in candidates(Payload.from_json(answer.payload))]
+    found = [c.doc_id for c in candidates(answer.payload)]
     v = verify(answer.record, demo_session.toolbox, get_provider("offline", faults=sorted(faults)),
-               payload=Payload.from_json(answer.payload), budget=budget)
+               payload=answer.payload, budget=budget)
     assert set(v.verdicts) <= set(found) and set(v.verdicts.values()) <= set(VERDICTS)
     assert [a.doc_id for a in v.ablations[1:]] == found  # every candidate once, in plan order
-    to_run, skipped = plan(Payload.from_json(answer.payload), budget)
+    to_run, skipped = plan(answer.payload, budget)
     assert v.skipped == [c.doc_id for c in skipped] and not set(v.skipped) & set(v.verdicts)
     assert v.extra_turns == 1 + len(to_run) <= budget
     used = {c.doc_id for c in to_run if c.used}
     assert all(v.verdicts[d] in ("load_bearing", "decorative") for d in used)
     assert all(v.verdicts[c.doc_id] in ("hidden_influence", "no_effect") for c in to_run if not c.used)
-    schema_validator("payload.schema.json").validate({**answer.payload, "verification": v.to_payload()})
+    schema_validator("payload.schema.json").validate({**answer.payload.to_json(), "verification": v.to_payload()})
 
 
 def test_a_turn_that_did_not_answer_or_a_budget_below_one_is_refused(session):
@@ -186,14 +185,14 @@ def test_verification_goes_to_the_trace_with_the_turn_or_later_without_rewriting
 
     reader = TraceReader(session.tracer.path)
     verified = session.ask("How do I reset my password?", verify=True)
-    tid = verified.payload["turn_id"]
+    tid = verified.payload.turn_id
     cols, rows = reader.rows("SELECT seq, role, doc_id, verdict, status FROM ablations WHERE turn_id = ? ORDER BY seq",
                              [tid])
     assert rows[0][:3] == (0, "control", None)
     assert {r[2]: r[3] for r in rows[1:]} == verified.verification.verdicts
 
     later = session.ask("How do I get a refund?")
-    tid = later.payload["turn_id"]
+    tid = later.payload.turn_id
     before = reader.rows("SELECT * FROM turns WHERE turn_id = ?", [tid])[1]
     checked = session.verify(later)
     assert checked.trace_error is None and checked.record is later.record
@@ -218,7 +217,7 @@ def test_verifying_a_batch_loads_the_index_once(tmp_path, monkeypatch):
     monkeypatch.setattr(session_module, "get_retriever", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     s = Session.open(trace_db=tmp_path / "t.duckdb")
     result = run_eval(s, GOLD[:6], verify=True, verify_budget=4, progress=False)
-    assert result.asked == 6 and all(p["verification"]["extra_turns"] <= 4 for p in result.payloads)
+    assert result.asked == 6 and all(p.verification["extra_turns"] <= 4 for p in result.payloads)
     assert len(calls) == 1
     resumed = run_eval(s, GOLD[:6], verify=True, verify_budget=4, progress=False)
     assert resumed.resumed and resumed.skipped == 6

@@ -9,12 +9,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+from dataclasses import replace
 
 import jsonschema
 import pytest
 
 from conftest import ROOT, schema_validator
 from bounded import workbench
+from workbench.payload import Payload
 from workbench.render import link_table, source_chips, sources_row, verdicts, verification_lines
 
 
@@ -92,17 +94,19 @@ def test_old_client_ignoring_verification_sees_exactly_the_unverified_payload(ve
     payload, plain = verified
     assert set(payload) - set(plain) == {"verification"}  # purely additive
     assert payload["sources"] == plain["sources"] and payload["sets"] == plain["sets"]
-    assert [s["doc_id"] for s in source_chips(payload)] == [s["doc_id"] for s in source_chips(plain)]
-    assert link_table(payload) == link_table(plain)  # every inline link still resolves
-    assert all(s.get("consulted") is not False for s in source_chips(payload))
+    read, read_plain = Payload.from_json(payload), Payload.from_json(plain)  # what a client does with the JSON
+    assert [s.doc_id for s in source_chips(read)] == [s.doc_id for s in source_chips(read_plain)]
+    assert link_table(read) == link_table(read_plain)  # every inline link still resolves
+    assert all(s.consulted is not False for s in source_chips(read))
 
 
 def test_new_client_with_an_old_server_treats_the_turn_as_unverified(verified):
     _, plain = verified
     assert "verification" not in plain
+    plain = Payload.from_json(plain)  # what a client does with the JSON
     assert verdicts(plain) == {} and verification_lines(plain) == []
     assert "(load-bearing)" not in sources_row(plain) and sources_row(plain).startswith("Sources: Configure SAML")
-    broken = {**plain, "verification": "garbage from a buggy server"}
+    broken = replace(plain, verification="garbage from a buggy server")
     assert verdicts(broken) == {} and verification_lines(broken) == []
 
 

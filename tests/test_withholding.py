@@ -141,7 +141,6 @@ def _files(root) -> dict[str, tuple[int, int]]:
 
 def test_verification_leaves_the_corpus_index_and_caches_untouched(demo_session, _workbench_home):
     from workbench.providers import get_provider
-    from workbench.payload import Payload
     from workbench.verify import verify
 
     toolbox = demo_session.toolbox
@@ -151,7 +150,7 @@ def test_verification_leaves_the_corpus_index_and_caches_untouched(demo_session,
         for mode in ("agent", "excerpts"):
             if mode == "excerpts":
                 answer = demo_session.ask(question, mode="excerpts")
-            checked = verify(answer.record, toolbox, get_provider("offline"), payload=Payload.from_json(answer.payload))
+            checked = verify(answer.record, toolbox, get_provider("offline"), payload=answer.payload)
             assert checked.extra_turns > 1
     assert _snapshot(toolbox) == before
     assert toolbox.retriever.chunks == chunks and toolbox.withheld == frozenset()

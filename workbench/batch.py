@@ -53,6 +53,7 @@ from typing import Any, Callable, Iterator
 
 from .agent import StepEvent
 from .errors import TraceStoreError, WorkbenchError
+from .payload import Payload
 from .providers import declared
 from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
 from .providers.options import setting
@@ -69,7 +70,7 @@ class EvalResult:
     skipped: int = 0
     failed: int = 0
     seconds: float = 0.0
-    payloads: list[dict[str, Any]] = field(default_factory=list)
+    payloads: list[Payload] = field(default_factory=list)
     concurrency: int = 1
     #: Turns a provider ended as `rate_limited` that were paused and asked again (not written).
     rate_limited: int = 0
@@ -244,7 +245,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
             pause.wait()
             answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, tool_protocol=tool_protocol,
                                  verify=verify, verify_budget=verify_budget, log=False, observe=observe, **options)
-            if answer.payload["status"] != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
+            if answer.payload.status != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
                 return answer
             pause.extend(attempt)
             with counter:
@@ -258,12 +259,12 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         answer = session.log(answer, run_id=result.run_id)
         result.payloads.append(answer.payload)
         result.asked += 1
-        if answer.payload["status"] != "ok":
-            failed.add(answer.payload["turn_id"])
+        if answer.payload.status != "ok":
+            failed.add(answer.payload.turn_id)
         if answer.trace_error and result.trace_error is None:
             result.trace_error = answer.trace_error
         if shown is not None:
-            shown.done(n, answer.record, answer.payload["status"])
+            shown.done(n, answer.record, answer.payload.status)
 
     def idle() -> bool:
         """While a turn has run `POLL_S` seconds and more: write the finished ones; True when asked to stop."""

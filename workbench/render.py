@@ -14,6 +14,7 @@ from bisect import bisect_left, bisect_right
 from typing import Any
 from urllib.parse import urlsplit
 
+from .payload import CitationEntry, Payload, Rejection, Source
 from .terminal import neutralize
 from .text import plain, sentences
 
@@ -37,14 +38,14 @@ VERDICT_MEANINGS = {
 }
 
 
-def source_chips(payload: dict[str, Any]) -> list[dict[str, Any]]:
+def source_chips(payload: Payload) -> list[Source]:
     """The sources row: every source whose `consulted` flag is not explicitly false."""
-    return [s for s in payload.get("sources", []) if s.get("consulted") is not False]
+    return [s for s in payload.sources if s.consulted is not False]
 
 
-def link_table(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def link_table(payload: Payload) -> dict[str, Source]:
     """doc_id → source entry, for making inline citations clickable (the whole cited set)."""
-    return {s["doc_id"]: s for s in payload.get("sources", [])}
+    return {s.doc_id: s for s in payload.sources}
 
 
 def safe_url(url: str | None) -> str | None:
@@ -60,43 +61,42 @@ def safe_url(url: str | None) -> str | None:
     return None
 
 
-def verdicts(payload: dict[str, Any]) -> dict[str, str]:
+def verdicts(payload: Payload) -> dict[str, str]:
     """doc_id → verdict of the payload's verification by ablation; empty when the turn was not verified
     (no `verification`: an old server, or simply unverified)."""
-    v = payload.get("verification")
+    v = payload.verification
     return {k: x for k, x in (v.get("verdicts") or {}).items() if x in VERDICT_LABELS} if isinstance(v, dict) else {}
 
 
-def sources_row(payload: dict[str, Any]) -> str:
+def sources_row(payload: Payload) -> str:
     chips = source_chips(payload)
     if not chips:
         return "Sources: none (nothing was read to answer this)"
     judged = verdicts(payload)
     parts = []
     for s in chips:
-        label = s.get("label")
-        tag = f" [{label}]" if label and label != "Source text" else ""
-        verdict = f" ({VERDICT_LABELS[judged[s['doc_id']]]})" if s["doc_id"] in judged else ""
-        parts.append(f"{s.get('title') or s['doc_id']}{tag} <{s.get('url') or s['doc_id']}>{verdict}")
+        tag = f" [{s.label}]" if s.label and s.label != "Source text" else ""
+        verdict = f" ({VERDICT_LABELS[judged[s.doc_id]]})" if s.doc_id in judged else ""
+        parts.append(f"{s.title or s.doc_id}{tag} <{s.url or s.doc_id}>{verdict}")
     return "Sources: " + " · ".join(parts)
 
 
-def doc_titles(payload: dict[str, Any]) -> dict[str, str]:
+def doc_titles(payload: Payload) -> dict[str, str]:
     """doc_id → title (the id when it has none) of every retrieved document of the payload."""
-    return {d["doc_id"]: d.get("title") or d["doc_id"] for d in payload.get("documents", [])}
+    return {d.doc_id: d.title or d.doc_id for d in payload.documents}
 
 
-def by_verdict(payload: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+def by_verdict(payload: Payload) -> list[tuple[str, str, list[str]]]:
     """(verdict, label, doc ids) for each verdict the payload's verification gave, in `VERDICT_LABELS` order."""
     judged = verdicts(payload)
     groups = [(v, label, [d for d, x in judged.items() if x == v]) for v, label in VERDICT_LABELS.items()]
     return [g for g in groups if g[2]]
 
 
-def verification_lines(payload: dict[str, Any]) -> list[str]:
+def verification_lines(payload: Payload) -> list[str]:
     """The verification by ablation in words: method, control, cost, then the documents of each verdict;
     empty when the turn was not verified."""
-    v = payload.get("verification")
+    v = payload.verification
     if not isinstance(v, dict):
         return []
     titles = doc_titles(payload)
@@ -118,15 +118,14 @@ def verification_lines(payload: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary_line(payload: dict[str, Any]) -> str:
-    sets = payload.get("sets", {})
-    rejected = payload.get("rejected_citations", [])
-    line = (f"retrieved {len(sets.get('retrieved', []))} · cited {len(sets.get('cited', []))} · "
-            f"consulted {len(sets.get('consulted', []))} · rejected citations {len(rejected)}")
+def summary_line(payload: Payload) -> str:
+    sets, rejected = payload.sets, payload.rejected_citations
+    line = (f"retrieved {len(sets.retrieved)} · cited {len(sets.cited)} · "
+            f"consulted {len(sets.consulted)} · rejected citations {len(rejected)}")
     for r in rejected:
-        near = f" (nearest retrieved: {r['nearest_doc_id']}, edit distance {r['edit_distance']})" \
-            if r.get("nearest_doc_id") else ""
-        line += f"\n  rejected {r['target']}: {r['reason']}{near}"
+        near = f" (nearest retrieved: {r.nearest_doc_id}, edit distance {r.edit_distance})" \
+            if r.nearest_doc_id else ""
+        line += f"\n  rejected {r.target}: {r.reason}{near}"
     return line
 
 
@@ -250,7 +249,7 @@ def _badge(color: str, text: str) -> str:
     return f":{color}-badge[{escape_markdown(text)}]"
 
 
-def citation_entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
+def citation_entries(payload: Payload) -> list[dict[str, Any]]:
     """The clickable citations of an answer, in order of first appearance, one per target.
 
     Each entry has `key` (stable within the turn), `marker` (the badge shown inline: the `[n]` of
@@ -258,15 +257,15 @@ def citation_entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
     `doc_id`, `title`, `url` (safe or None), `n` and `label`.
     """
     table = link_table(payload)
-    docs = {d["doc_id"]: d for d in payload.get("documents", [])}
+    docs = {d.doc_id: d for d in payload.documents}
     entries: list[dict[str, Any]] = []
     seen: set[str] = set()
     links = 0
-    for c in payload.get("citations", []):
-        if not c.get("valid") or not c.get("doc_id"):
+    for c in payload.citations:
+        if not c.valid or not c.doc_id:
             continue
-        n = c.get("n")
-        key = f"[{n}]" if n is not None else c["doc_id"]
+        n = c.n
+        key = f"[{n}]" if n is not None else c.doc_id
         if key in seen:
             continue
         seen.add(key)
@@ -274,23 +273,24 @@ def citation_entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
             marker = str(n)
         else:
             links += 1
-            marker = str(links) if payload.get("mode") != "excerpts" else chr(ord("a") + (links - 1) % 26)
-        src = table.get(c["doc_id"]) or docs.get(c["doc_id"]) or {}
+            marker = str(links) if payload.mode != "excerpts" else chr(ord("a") + (links - 1) % 26)
+        src = table.get(c.doc_id) or docs.get(c.doc_id)
+        excerpt = c.excerpt or {}
         entries.append({
-            "key": key, "marker": marker, "doc_id": c["doc_id"], "n": n,
-            "title": src.get("title") or c.get("title") or c["doc_id"],
-            "url": safe_url(src.get("url")), "label": src.get("label") or c.get("label"),
+            "key": key, "marker": marker, "doc_id": c.doc_id, "n": n,
+            "title": (src.title if src else None) or excerpt.get("title") or c.doc_id,
+            "url": safe_url(src.url if src else None), "label": (src.label if src else None) or excerpt.get("label"),
         })
     return entries
 
 
-def rejection_text(c: dict[str, Any]) -> str:
+def rejection_text(c: CitationEntry | Rejection) -> str:
     """Why a citation was rejected, in words: "not retrieved (nearest retrieved: x, edit distance 1)"."""
-    if c.get("reason") == "out_of_range":
-        return f"{c.get('target')} is out of range (no such excerpt)"
+    if c.reason == "out_of_range":
+        return f"{c.target} is out of range (no such excerpt)"
     near = ""
-    if c.get("nearest_doc_id"):
-        near = f" (nearest retrieved: {c['nearest_doc_id']}, edit distance {c.get('edit_distance')})"
+    if c.nearest_doc_id:
+        near = f" (nearest retrieved: {c.nearest_doc_id}, edit distance {c.edit_distance})"
     return f"not retrieved{near}"
 
 
@@ -301,18 +301,18 @@ def _link_text(span: str, target: str) -> str:
     return span[1:cut] if cut > 0 else target
 
 
-def answer_markdown(payload: dict[str, Any], targets: dict[str, str] | None = None) -> str:
+def answer_markdown(payload: Payload, targets: dict[str, str] | None = None) -> str:
     """The answer as safe markdown: valid citations become links (http(s) only) with a numbered
     badge matching `citation_entries`; rejected ones become plain text with a warning badge and
     the reason. Everything else is the model's text through `safe_markdown`.
 
     `targets` (citation key → link target, e.g. the app's `#…` links that open its side panel) replaces
     the documents' URLs; then every valid citation is a link, an excerpt's `[n]` badge too."""
-    answer = payload.get("answer") or ""
+    answer = payload.answer or ""
     markers = {e["key"]: e for e in citation_entries(payload)}
-    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for c in payload.get("citations", []):
-        groups.setdefault((c["start"], c["end"]), []).append(c)
+    groups: dict[tuple[int, int], list[CitationEntry]] = {}
+    for c in payload.citations:
+        groups.setdefault((c.start, c.end), []).append(c)
     out: list[str] = []
     pos = 0
     for (start, end), cs in sorted(groups.items()):
@@ -320,20 +320,20 @@ def answer_markdown(payload: dict[str, Any], targets: dict[str, str] | None = No
             continue
         out.append(safe_markdown(answer[pos:start]))
         span = answer[start:end]
-        if cs[0].get("n") is not None:  # one `[1, 2]` marker may hold several citations
+        if cs[0].n is not None:  # one `[1, 2]` marker may hold several citations
             parts = []
             for c in cs:
-                if c.get("valid"):
-                    badge = _badge("blue", markers[f"[{c['n']}]"]["marker"])
-                    href = (targets or {}).get(f"[{c['n']}]")
+                if c.valid:
+                    badge = _badge("blue", markers[f"[{c.n}]"]["marker"])
+                    href = (targets or {}).get(f"[{c.n}]")
                     parts.append(f"[{badge}](<{href}>)" if href and not re.search(r"[\s<>]", href) else badge)
                 else:
-                    parts.append(_badge("orange", f"⚠ [{c['n']}] rejected: {rejection_text(c)}"))
+                    parts.append(_badge("orange", f"⚠ [{c.n}] rejected: {rejection_text(c)}"))
             out.append(" ".join(parts))
         else:
             c = cs[0]
-            text = safe_markdown(_link_text(span, c["target"]))
-            entry = markers.get(c.get("doc_id") or "") if c.get("valid") else None
+            text = safe_markdown(_link_text(span, c.target))
+            entry = markers.get(c.doc_id or "") if c.valid else None
             if entry is not None:
                 url = entry["url"] if targets is None else targets.get(entry["key"])
                 link = f"[{text}](<{url}>)" if url and not re.search(r"[\s<>]", url) else text

@@ -31,12 +31,13 @@ from .verify import verify as verify_turn
 @dataclass(frozen=True)
 class Answer:
     record: TurnRecord
-    payload: dict[str, Any]
+    #: The sources payload (docs/design.md §2); `payload.to_json()` is its JSON at the edges (CLI, HTTP, store).
+    payload: Payload
     #: Claim-level verdicts (`faithfulness.TurnFaithfulness`), None when not judged.
     faithfulness: Any = None
     #: Why the turn could not be written to the trace store (the answer itself is still returned).
     trace_error: str | None = None
-    #: Its verification by ablation (`verify.Verification`, also in `payload["verification"]`); None: unverified.
+    #: Its verification by ablation (`verify.Verification`, also in `payload.verification`); None: unverified.
     verification: Verification | None = None
     #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
     #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
@@ -126,16 +127,15 @@ class Session:
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
                           observe=observe, history=turns, conversation_id=conversation_id, position=position,
                           context=policy)
-        typed = sources_payload(record)
-        payload = typed.to_json()
+        payload = sources_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:
-            faith = assess_turn(record, typed, self.corpus, judge=judge)
+            faith = assess_turn(record, payload, self.corpus, judge=judge)
         request = {"provider": provider, "model": model, "options": dict(provider_options)}
         checked = None
         if verify and record.status == "ok" and record.answer.strip():
-            checked = self._verify(record, typed, request, verify_budget, judge or "lexical")
-            payload = {**payload, "verification": checked.to_payload()}
+            checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
+            payload = replace(payload, verification=checked.to_payload())
         answer = Answer(record, payload, faith, None, checked, request)
         return self.log(answer, run_id=run_id) if log else answer
 
@@ -150,7 +150,7 @@ class Session:
                 cfg.get("corpus_hash") != self.corpus.content_hash:
             raise VerificationError("verify a turn with the session that asked it: the re-runs need its provider "
                                     "options, corpus and retriever")
-        checked = self._verify(answer.record, Payload.from_json(answer.payload), answer.request, budget, judge)
+        checked = self._verify(answer.record, answer.payload, answer.request, budget, judge)
         trace_error = answer.trace_error
         if self.tracer is not None and trace_error is None:
             try:
@@ -159,14 +159,14 @@ class Session:
                 trace_error = str(exc)
             except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
                 trace_error = f"{type(exc).__name__}: {exc}"
-        return replace(answer, payload={**answer.payload, "verification": checked.to_payload()}, verification=checked,
-                       trace_error=trace_error)
+        return replace(answer, payload=replace(answer.payload, verification=checked.to_payload()),
+                       verification=checked, trace_error=trace_error)
 
     def judge(self, answer: Answer, judge: Any) -> Any:
         """`answer`'s claims judged again by `judge` (a name or a `Judge`, e.g. the `llm` judge over a real
         provider), returned as a `TurnFaithfulness`; for a traced turn also added to the trace store's `claims`
         table beside the verdicts it was written with (one row per claim and judge). The answer is unchanged."""
-        faith = assess_turn(answer.record, Payload.from_json(answer.payload), self.corpus, judge=judge)
+        faith = assess_turn(answer.record, answer.payload, self.corpus, judge=judge)
         if self.tracer is not None and answer.trace_error is None and faith.claims:
             self.tracer.add_claims(faith.turn_id, faith.claims)
         return faith

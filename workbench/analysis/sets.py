@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pandas as pd
 
+from ..payload import Payload
 from ..render import SET_COLORS, SETS, source_chips
 
 ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row (consulted)",
               "load_bearing": "load-bearing row (verified by ablation)"}
 
 
-def three_sets(payload: dict[str, Any]) -> pd.DataFrame:
+def three_sets(payload: Payload) -> pd.DataFrame:
     """One row per retrieved document: its membership in each set, exposure, and why (docs/design.md §1)."""
-    in_payload = {s["doc_id"] for s in payload.get("sources", [])}
-    chips = {s["doc_id"] for s in source_chips(payload)}
-    rows = [{"doc_id": d["doc_id"], "title": d.get("title"), "exposure": d["exposure"],
-             "retrieved": True, "cited": bool(d.get("cited")), "consulted": bool(d.get("consulted")),
-             "reason": d.get("reason"), "label": d.get("label"),
-             "in sources array": d["doc_id"] in in_payload, "chip shown": d["doc_id"] in chips}
-            for d in payload.get("documents", [])]
+    in_payload = {s.doc_id for s in payload.sources}
+    chips = {s.doc_id for s in source_chips(payload)}
+    rows = [{"doc_id": d.doc_id, "title": d.title, "exposure": d.exposure,
+             "retrieved": True, "cited": bool(d.cited), "consulted": bool(d.consulted),
+             "reason": d.reason, "label": d.label,
+             "in sources array": d.doc_id in in_payload, "chip shown": d.doc_id in chips}
+            for d in payload.documents]
     return pd.DataFrame(rows, columns=["doc_id", "title", "exposure", *SETS, "reason", "label",
                                        "in sources array", "chip shown"])
 
@@ -40,27 +40,26 @@ def style_three_sets(table: pd.DataFrame):
             .hide(axis="index"))
 
 
-def tool_calls_table(payload: dict[str, Any]) -> pd.DataFrame:
+def tool_calls_table(payload: Payload) -> pd.DataFrame:
     """The turn's tool calls in order: name, exposure, arguments, the documents each returned."""
-    rows = [{"seq": t["seq"], "tool": t["name"], "exposure": t["exposure"],
-             "args": json.dumps(t.get("args") or {}, ensure_ascii=False), "doc_ids": ", ".join(t["doc_ids"]),
-             "n_results": len(t["doc_ids"]), "latency_ms": t.get("latency_ms"), "error": t.get("error")}
-            for t in payload.get("tool_calls", [])]
+    rows = [{"seq": t.seq, "tool": t.name, "exposure": t.exposure,
+             "args": json.dumps(t.args or {}, ensure_ascii=False), "doc_ids": ", ".join(t.doc_ids),
+             "n_results": len(t.doc_ids), "latency_ms": t.latency_ms, "error": t.error}
+            for t in payload.tool_calls]
     return pd.DataFrame(rows, columns=["seq", "tool", "exposure", "args", "doc_ids", "n_results", "latency_ms",
                                        "error"])
 
 
-def sources_table(payload: dict[str, Any]) -> pd.DataFrame:
+def sources_table(payload: Payload) -> pd.DataFrame:
     """The payload's `sources` array as sent, with whether a client shows each entry as a chip."""
-    chips = {s["doc_id"] for s in source_chips(payload)}
-    rows = [{"doc_id": s["doc_id"], "title": s.get("title"), "cited": s.get("cited"),
-             "consulted": s.get("consulted"), "exposure": s.get("exposure"), "reason": s.get("reason"),
-             "chip shown": s["doc_id"] in chips}
-            for s in payload.get("sources", [])]
+    chips = {s.doc_id for s in source_chips(payload)}
+    rows = [{"doc_id": s.doc_id, "title": s.title, "cited": s.cited, "consulted": s.consulted,
+             "exposure": s.exposure, "reason": s.reason, "chip shown": s.doc_id in chips}
+            for s in payload.sources]
     return pd.DataFrame(rows, columns=["doc_id", "title", "cited", "consulted", "exposure", "reason", "chip shown"])
 
 
-def rejected_table(payload: dict[str, Any]) -> pd.DataFrame:
+def rejected_table(payload: Payload) -> pd.DataFrame:
     """Rejected citations: the raw target, why, and the nearest retrieved id (explains, never corrects)."""
-    return pd.DataFrame(payload.get("rejected_citations", []),
+    return pd.DataFrame([r.to_json() for r in payload.rejected_citations],
                         columns=["target", "reason", "nearest_doc_id", "edit_distance"])

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import WorkbenchError
+from ..payload import validate_json
 from ..prompts import excerpt_header
 from ..questions import read_questions
 from ..render import sources_row, summary_line, verification_lines
@@ -31,7 +32,7 @@ def register(sub) -> None:
 def excerpt_lines(record, payload) -> str:
     """Excerpt mode: each `[n]` as the model saw it, labelled Source text / Generated …, and whether cited."""
 
-    cited = {c["n"] for c in payload.get("citations", []) if c.get("valid") and c.get("n") is not None}
+    cited = {c.n for c in payload.citations if c.valid and c.n is not None}
     lines = ["Excerpts:"]
     for e in record.excerpts:
         lines.append(f"  {excerpt_header(e.n, e.file_name, e.page, e.chunk_index)} · "
@@ -53,18 +54,18 @@ def run(args: argparse.Namespace) -> int:
                              tool_protocol=args.tool_protocol, verify=args.verify, verify_budget=args.verify_budget,
                              **options)
         payload = answer.payload
-        failed += payload["status"] != "ok" or answer.trace_error is not None
+        failed += payload.status != "ok" or answer.trace_error is not None
         if answer.trace_error:
             print(neutralize(f"warning: this turn was not traced: {answer.trace_error}"), file=sys.stderr)
         if args.json:
-            print(json.dumps(payload, ensure_ascii=False), flush=True)
+            print(json.dumps(validate_json(payload.to_json()), ensure_ascii=False), flush=True)
             continue
         # Text for people: documents, questions and model output may hold terminal control sequences.
         if len(questions) > 1:
             print(neutralize(f"Q: {q}"))
-        if payload["status"] != "ok":
-            print(neutralize(f"turn failed ({payload['status']}): {payload['error']}"), file=sys.stderr)
-        print(neutralize(payload["answer"] or "(no answer)"))
+        if payload.status != "ok":
+            print(neutralize(f"turn failed ({payload.status}): {payload.error}"), file=sys.stderr)
+        print(neutralize(payload.answer or "(no answer)"))
         print()
         print(neutralize(sources_row(payload)))
         for line in verification_lines(payload):
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if answer.record.excerpts:
             print(neutralize(excerpt_lines(answer.record, payload)))
         print(neutralize(summary_line(payload)))
-        cfg = payload["config"]
+        cfg = payload.config
         protocol = f" ({cfg['tool_protocol']})" if cfg.get("tool_protocol") else ""
         print(neutralize(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
                          f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "

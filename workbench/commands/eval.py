@@ -52,7 +52,7 @@ def add_experiment_options(p) -> None:
 def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
     ps = result.payloads
     n = len(ps) or 1
-    avg = lambda key: round(sum(len(p["sets"][key]) for p in ps) / n, 2)  # noqa: E731
+    avg = lambda key: round(sum(len(getattr(p.sets, key)) for p in ps) / n, 2)  # noqa: E731
     rows = [
         ("run_id", result.run_id),
         ("resumed", "yes" if result.resumed else "no"),
@@ -61,13 +61,13 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("failed", result.failed),
         ("not written to the trace store", result.unwritten),
         ("avg retrieved / cited / consulted", f"{avg('retrieved')} / {avg('cited')} / {avg('consulted')}"),
-        ("turns with rejected citations", sum(bool(p["rejected_citations"]) for p in ps)),
-        ("turns that consulted nothing", sum(not p["sets"]["consulted"] for p in ps)),
+        ("turns with rejected citations", sum(bool(p.rejected_citations) for p in ps)),
+        ("turns that consulted nothing", sum(not p.sets.consulted for p in ps)),
         ("turns/s", round(result.asked / result.seconds, 1) if result.seconds else "-"),
         ("concurrency", result.concurrency),
         ("rate-limit pauses (turns asked again)", result.rate_limited),
     ]
-    checked = [p["verification"] for p in ps if p.get("verification")]
+    checked = [p.verification for p in ps if p.verification]
     if checked:
         counts = Counter(v for c in checked for v in c["verdicts"].values())
         rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c['control_stable'] for c in checked)})")]

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from ..payload import Payload
 from ..questions import question_kind
 from ..redact import redact_config
 from ..types import TurnRecord
@@ -55,18 +56,18 @@ def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
     return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
 
 
-def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
+def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
               claims: Iterable[Any] | None = None) -> dict[str, list[tuple]]:
     """Rows (tuples in `SCHEMAS` column order, i.e. the order the migrations give the columns) for every
     trace table touched by one turn; empty tables are omitted."""
-    tid = payload["turn_id"]
-    sets = payload["sets"]
+    tid = payload.turn_id
+    sets = payload.sets
     calls = record.model_calls
     turns = [(tid, run_id, record.question, record.answer, record.status, record.error,
               parse_time(record.started_at), record.latency_ms,
               _sum_or_none([c.tokens_in for c in calls]), _sum_or_none([c.tokens_out for c in calls]),
-              question_kind(record.question), len(sets["retrieved"]), len(sets["cited"]), len(sets["consulted"]),
-              len(payload["rejected_citations"]), len(record.tool_calls), len(calls),
+              question_kind(record.question), len(sets.retrieved), len(sets.cited), len(sets.consulted),
+              len(payload.rejected_citations), len(record.tool_calls), len(calls),
               _sum_or_none([c.latency_ms for c in calls]), record.conversation_id, record.position)]
 
     tool_calls, items, passages = [], [], {}
@@ -87,15 +88,13 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
     for pos, e in enumerate(record.excerpts, start=1):
         items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, passage(e.text)))
 
-    citations = [(tid, i, c["target"], c["doc_id"], c["valid"], c["reason"], c["nearest_doc_id"],
-                  c["edit_distance"], c.get("n"), c.get("start"), c.get("end"))
-                 for i, c in enumerate(payload["citations"])]
+    citations = [(tid, i, c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance, c.n, c.start,
+                  c.end) for i, c in enumerate(payload.citations)]
 
-    shown = {s["doc_id"]: i for i, s in enumerate(payload["sources"], start=1)}
-    sources = [(tid, d["doc_id"], d["title"], d["url"], True, d["cited"], d["consulted"], d["exposure"],
-                d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]),
-                d.get("carried_from"))
-               for pos, d in enumerate(payload["documents"], start=1)]
+    shown = {s.doc_id: i for i, s in enumerate(payload.sources, start=1)}
+    sources = [(tid, d.doc_id, d.title, d.url, True, d.cited, d.consulted, d.exposure, d.reason, d.kind,
+                d.artifact_kind, d.tool_call, pos, shown.get(d.doc_id), d.carried_from)
+               for pos, d in enumerate(payload.documents, start=1)]
     context = [(tid, h.turn_id, h.position, h.context) for h in record.history]
 
     model_calls = [(tid, seq, c.provider, c.model, c.model_version, c.latency_ms, c.tokens_in, c.tokens_out,

@@ -24,6 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import TraceStoreError
+from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import write_connection
@@ -174,7 +175,7 @@ class TraceWriter:
 
     # --- turns -------------------------------------------------------------------------------
 
-    def log_turn(self, record: TurnRecord, payload: dict[str, Any], *, claims: Iterable[Any] | None = None,
+    def log_turn(self, record: TurnRecord, payload: Payload, *, claims: Iterable[Any] | None = None,
                  run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None) -> str:
         """Write one turn (all its tables, one transaction) and return its turn_id; `ablations` are the rows
         of its verification (`Verification.rows()`), when it was verified before being written."""
@@ -185,12 +186,12 @@ class TraceWriter:
                 self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
         rows = turn_rows(record, payload, run_id, claims)  # outside the lock: threads build rows in parallel
         if ablations:
-            rows["ablations"] = ablation_rows(payload["turn_id"], ablations)
+            rows["ablations"] = ablation_rows(payload.turn_id, ablations)
         with self._lock:
             if self._queue is not None:
                 if not self._queue:
                     self._queued_since = time.monotonic()
-                self._queue.append({"run_id": run_id, "turn_id": payload["turn_id"], "rows": rows})
+                self._queue.append({"run_id": run_id, "turn_id": payload.turn_id, "rows": rows})
                 now = time.monotonic()
                 due = len(self._queue) >= self._flush_at or now - self._queued_since >= self._flush_age
                 if due and now >= self._retry_at:
@@ -199,7 +200,7 @@ class TraceWriter:
                 with self.connect() as con:
                     self._write(con, {run_id}, rows)
                 self._notify([{"run_id": run_id, "rows": rows}])
-        return payload["turn_id"]
+        return payload.turn_id
 
     def _notify(self, written: list[dict[str, Any]]) -> None:
         for listener in self.listeners:

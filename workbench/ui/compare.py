@@ -159,11 +159,16 @@ def advance() -> None:
 # --- the result ----------------------------------------------------------------------------------
 
 
+def _set(turn: Turn, name: str) -> tuple[str, ...]:
+    """The turn's set `name` (docs/design.md §1); empty for a turn without a payload."""
+    return getattr(turn.payload.sets, name) if turn.payload is not None else ()
+
+
 def differences(turns: list[Turn]) -> dict[str, dict[str, set[str]]]:
     """Per set, the doc ids each column has that not every other column has (what to highlight)."""
     out: dict[str, dict[str, set[str]]] = {}
     for name in LIST_ORDER:
-        per = [set(t.payload.get("sets", {}).get(name, [])) for t in turns]
+        per = [set(_set(t, name)) for t in turns]
         common = set.intersection(*per) if per else set()
         out[name] = {t.turn_id: s - common for t, s in zip(turns, per)}
     return out
@@ -171,7 +176,7 @@ def differences(turns: list[Turn]) -> dict[str, dict[str, set[str]]]:
 
 def _parts(turn_or_cfg: Turn | RunConfig) -> list[str]:
     if isinstance(turn_or_cfg, Turn):
-        ran = turn_or_cfg.payload.get("config", {})
+        ran = turn_or_cfg.payload.config if turn_or_cfg.payload is not None else {}
         text = turn_or_cfg.config.describe(turn_or_cfg.provider_label, ran.get("model_label"),
                                            ran.get("tool_protocol"))
     else:
@@ -211,7 +216,7 @@ def sizes_figure(turns: list[Turn]):
     fig = go.Figure()
     most = 0
     for name in reversed(LIST_ORDER):  # horizontal bars stack upwards: consulted drawn on top, then cited
-        counts = [len(t.payload.get("sets", {}).get(name, [])) for t in turns]
+        counts = [len(_set(t, name)) for t in turns]
         most = max([most, *counts])
         fig.add_bar(name=name, y=names, x=counts, orientation="h", marker_color=SET_COLORS[name], text=counts,
                     textposition="outside", cliponaxis=False)
@@ -225,10 +230,10 @@ def sizes_figure(turns: list[Turn]):
 
 
 def _doc_lines(turn: Turn, name: str, only: set[str]) -> list[str]:
-    docs = {d["doc_id"]: d for d in turn.payload.get("documents", [])}
+    titles = {d.doc_id: d.title for d in turn.payload.documents} if turn.payload is not None else {}
     lines = []
-    for doc_id in turn.payload.get("sets", {}).get(name, []):
-        title = escape_markdown(docs.get(doc_id, {}).get("title") or doc_id)
+    for doc_id in _set(turn, name):
+        title = escape_markdown(titles.get(doc_id) or doc_id)
         lines.append(f"- :violet-background[{title}] :violet-badge[differs]" if doc_id in only else f"- {title}")
     return lines
 
@@ -250,7 +255,7 @@ ANSWER_HEIGHT = 480
 
 def answer_height(turns: list[Turn]) -> int | str:
     long = any(len(a.splitlines()) > LONG_ANSWER[0] or len(a) > LONG_ANSWER[1]
-               for a in (t.payload.get("answer") or "" for t in turns))
+               for a in ((t.payload.answer if t.payload is not None else "") or "" for t in turns))
     return ANSWER_HEIGHT if long else "content"
 
 

@@ -15,6 +15,7 @@ from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
+from ..payload import Payload
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
 from ..redact import recorded
@@ -78,17 +79,19 @@ class Turn:
         return self.answer.faithfulness if self.answer is not None else None
 
     @property
-    def payload(self) -> dict[str, Any]:
-        return self.answer.payload if self.answer is not None else {}
+    def payload(self) -> Payload | None:
+        """The answer's sources payload; None for a turn that raised before it had one."""
+        return self.answer.payload if self.answer is not None else None
 
     @property
     def turn_id(self) -> str:
-        return self.payload.get("turn_id") or f"err-{id(self)}"
+        return (self.payload is not None and self.payload.turn_id) or f"err-{id(self)}"
 
     @property
     def provider_label(self) -> str:
         """The provider as the turn ran it (its payload's label), else as configured."""
-        return self.payload.get("config", {}).get("provider_label") or provider_display(self.config.provider)
+        ran = self.payload.config if self.payload is not None else {}
+        return ran.get("provider_label") or provider_display(self.config.provider)
 
 
 # --- providers ---------------------------------------------------------------------------------
@@ -221,8 +224,8 @@ def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:
         turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
         turn.answer = ask(turn.session, question, cfg)
         payload = turn.answer.payload
-        if payload.get("status") not in (None, "ok"):
-            turn.error = payload.get("error") or payload.get("status")
+        if payload.status != "ok":
+            turn.error = payload.error or payload.status
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
     turn.elapsed_ms = (time.perf_counter() - start) * 1000

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from functools import partial
-from typing import Any
 
 import streamlit as st
 
+from ..payload import Payload
 from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
                       plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
@@ -149,7 +149,8 @@ def inline_citation_links(turns: list[Turn]) -> None:
 
 def panel_targets(turn: Turn) -> dict[str, str]:
     """Citation key → the `#` link that opens it in the side panel."""
-    return {e["key"]: f"#{LINK_PREFIX}{turn.turn_id}-{i}" for i, e in enumerate(citation_entries(turn.payload))}
+    entries = citation_entries(turn.payload) if turn.payload is not None else []
+    return {e["key"]: f"#{LINK_PREFIX}{turn.turn_id}-{i}" for i, e in enumerate(entries)}
 
 
 def _on_inline_citation(turns: list[Turn]) -> None:
@@ -171,7 +172,7 @@ def open_citation(turn: Turn, key: str) -> None:
 
 def config_caption(turn: Turn) -> None:
     cfg = turn.config
-    ran = turn.payload.get("config", {})
+    ran = turn.payload.config if turn.payload is not None else {}
     described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
     st.caption(escape_markdown(f"⚙ {described} · {turn.elapsed_ms:.0f} ms"))
 
@@ -187,11 +188,11 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
     trace_error = getattr(turn.answer, "trace_error", None)
     if trace_error:
         st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
-    if payload.get("answer"):
+    if payload is not None and payload.answer:
         st.markdown(answer_markdown(payload, panel_targets(turn) if viewer else None))
     elif not turn.error:
         st.info("The provider returned an empty answer.")
-    if not payload:
+    if payload is None:
         return
     if viewer:
         citation_buttons(turn)
@@ -202,7 +203,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         with st.expander("Provenance", expanded=False):
             provenance_sets(payload)
             verification.explain(payload)
-        with st.expander(f"Tool calls ({len(payload.get('tool_calls', []))})", expanded=False):
+        with st.expander(f"Tool calls ({len(payload.tool_calls)})", expanded=False):
             tool_calls(payload)
             if turn.answer is not None:
                 call_timeline(turn)
@@ -232,7 +233,7 @@ def _close(widget_key: str) -> None:
 
 def citation_buttons(turn: Turn) -> None:
     """The inline badges' targets: one pill per valid citation; clicking opens the side panel."""
-    entries = citation_entries(turn.payload)
+    entries = citation_entries(turn.payload) if turn.payload is not None else []
     if not entries:
         return
     by_key = {e["key"]: e for e in entries}
@@ -263,54 +264,54 @@ def sources_row(turn: Turn) -> None:
     judged = verdicts(turn.payload)
     badges = []
     for s in chips:
-        label = s.get("label")
-        tag = f" · {label}" if label and label != "Source text" else ""
-        badges.append(verification.badge(s["doc_id"], (s.get("title") or s["doc_id"]) + tag, judged))
+        tag = f" · {s.label}" if s.label and s.label != "Source text" else ""
+        badges.append(verification.badge(s.doc_id, (s.title or s.doc_id) + tag, judged))
     # A bordered box with an icon: nothing an answer can draw (its headings are demoted, `:` directives and
     # icons escaped), so a "# Sources" or "**Sources**" in an answer cannot pass for it (docs/security.md).
     with st.container(key=f"sources-{turn.turn_id}", border=True):
         st.markdown(":material/fact_check: **Sources** " + " ".join(badges))
 
 
-def _call_name(payload: dict[str, Any], idx: int | None) -> str:
-    calls = payload.get("tool_calls", [])
+def _call_name(payload: Payload, idx: int | None) -> str:
+    calls = payload.tool_calls
     if idx is None:
         return "excerpt"
     if 0 <= idx < len(calls):
-        return f"#{idx + 1} {calls[idx]['name']}"
+        return f"#{idx + 1} {calls[idx].name}"
     return f"#{idx + 1}"
 
 
-def provenance_sets(payload: dict[str, Any]) -> None:
+def provenance_sets(payload: Payload) -> None:
     """Retrieved | cited | consulted side by side, each document with why it is (not) consulted."""
-    docs = {d["doc_id"]: d for d in payload.get("documents", [])}
-    sets = payload.get("sets", {})
+    docs = {d.doc_id: d for d in payload.documents}
     # Beside an open side panel the chat is too narrow for three columns (at 1024 px a column is ~70 px and
     # words break mid-word): the sets then stand one under another.
     cols = [st.container() for _ in SETS] if st.session_state.get(OPEN_DOC) else st.columns(3)
     for col, name in zip(cols, SETS):
-        ids = sets.get(name, [])
+        ids = getattr(payload.sets, name)
         with col:
             st.markdown(f"**{name.capitalize()}** ({len(ids)})")
             lines = []
             for doc_id in ids:
-                d = docs.get(doc_id, {"doc_id": doc_id})
-                via = _call_name(payload, d.get("tool_call"))
-                if d.get("excerpts"):
-                    via = "excerpt " + ", ".join(f"[{n}]" for n in d["excerpts"])
-                label = d.get("label")
-                gen = f" · {label}" if label and label != "Source text" else ""
-                lines.append(f"- **{escape_markdown(d.get('title') or doc_id)}**{escape_markdown(gen)}  \n"
-                             f"  `{d.get('exposure', '?')}` · {escape_markdown(via)} · "
-                             f"{escape_markdown(d.get('reason') or '')}")
+                d = docs.get(doc_id)
+                if d is None:  # a set member without its document entry: only the id is known
+                    lines.append(f"- **{escape_markdown(doc_id)}**  \n  `?` · excerpt · ")
+                    continue
+                via = _call_name(payload, d.tool_call)
+                if d.excerpts:
+                    via = "excerpt " + ", ".join(f"[{n}]" for n in d.excerpts)
+                gen = f" · {d.label}" if d.label and d.label != "Source text" else ""
+                lines.append(f"- **{escape_markdown(d.title or doc_id)}**{escape_markdown(gen)}  \n"
+                             f"  `{d.exposure}` · {escape_markdown(via)} · "
+                             f"{escape_markdown(d.reason or '')}")
             if name == "cited":
-                for r in payload.get("rejected_citations", []):
-                    lines.append(f"- :orange-badge[⚠ rejected] {escape_markdown(str(r.get('target')))}  \n"
+                for r in payload.rejected_citations:
+                    lines.append(f"- :orange-badge[⚠ rejected] {escape_markdown(str(r.target))}  \n"
                                  f"  {escape_markdown(rejection_text(r))}")
             st.markdown("\n".join(lines) if lines else "_none_")
-    sizes = tuple(len(sets.get(n, [])) for n in SETS) + (len(payload.get("rejected_citations", [])),)
+    sizes = tuple(len(getattr(payload.sets, n)) for n in SETS) + (len(payload.rejected_citations),)
     st.plotly_chart(_sizes_figure(sizes), width="stretch", config={"displayModeBar": False},
-                    key=f"sets-{payload.get('turn_id')}")
+                    key=f"sets-{payload.turn_id}")
 
 
 @functools.lru_cache(maxsize=256)
@@ -326,18 +327,18 @@ def _sizes_figure(sizes: tuple[int, ...]):
     return fig
 
 
-def tool_calls(payload: dict[str, Any]) -> None:
-    calls = payload.get("tool_calls", [])
+def tool_calls(payload: Payload) -> None:
+    calls = payload.tool_calls
     if not calls:
         st.caption("No tool calls (excerpt mode hands the model numbered excerpts instead).")
         return
     for i, c in enumerate(calls):
-        latency = f"{c['latency_ms']:.1f} ms" if c.get("latency_ms") is not None else "—"
-        st.markdown(f"**{i + 1}.** {escape_markdown(call_signature(c['name'], c.get('args')))} · "
-                    f"`{c.get('exposure')}` · {latency} · {len(c.get('doc_ids', []))} documents")
-        st.json(display_value({"args": c.get("args", {}), "returned": c.get("doc_ids", [])}), expanded=False)
-        if c.get("error"):
-            st.warning(escape_markdown(f"error: {c['error']}"), icon="⚠️")
+        latency = f"{c.latency_ms:.1f} ms" if c.latency_ms is not None else "—"
+        st.markdown(f"**{i + 1}.** {escape_markdown(call_signature(c.name, c.args))} · "
+                    f"`{c.exposure}` · {latency} · {len(c.doc_ids)} documents")
+        st.json(display_value({"args": dict(c.args), "returned": list(c.doc_ids)}), expanded=False)
+        if c.error:
+            st.warning(escape_markdown(f"error: {c.error}"), icon="⚠️")
 
 
 #: The timeline's bar colour per kind of call.
@@ -385,7 +386,7 @@ def document_panel(turns: list[Turn]) -> None:
     opened = st.session_state.get(OPEN_DOC)
     turn = next((t for t in turns if opened and t.turn_id == opened[0]), None)
     entry = None
-    if turn is not None:
+    if turn is not None and turn.payload is not None:
         entry = next((e for e in citation_entries(turn.payload) if e["key"] == opened[1]), None)
     if entry is None or turn.session is None:
         st.caption("Click a citation under an answer to open the document here.")

@@ -34,9 +34,8 @@ def can_verify(turn: Turn) -> bool:
     """An answered turn of this app session that consulted something, not verified yet (an answer that read
     nothing, a listing or "I could not find …", has no source to verify)."""
     p = turn.payload
-    return (turn.session is not None and turn.error is None and p.get("status") == "ok"
-            and bool((p.get("answer") or "").strip()) and bool(p.get("sets", {}).get("consulted"))
-            and "verification" not in p)
+    return (turn.session is not None and turn.error is None and p is not None and p.status == "ok"
+            and bool((p.answer or "").strip()) and bool(p.sets.consulted) and p.verification is None)
 
 
 def run_pending(turn: Turn) -> None:
@@ -85,7 +84,7 @@ def verify_action(turn: Turn) -> None:
     with st.container(border=True, key=f"verify-confirm-{turn.turn_id}"):
         budget = st.number_input("Re-runs at most (the control included)", min_value=1, max_value=MAX_BUDGET,
                                  value=DEFAULT_BUDGET, step=1, key=keys["budget"])
-        to_run, skipped = plan(Payload.from_json(turn.payload), int(budget))
+        to_run, skipped = plan(turn.payload, int(budget))
         reruns = 1 + len(to_run)
         per_turn = max(1, len(turn.answer.record.model_calls))
         label = turn.provider_label
@@ -123,7 +122,7 @@ def badge(doc_id: str, text: str, judged: dict[str, str]) -> str:
     return verdict_badge(verdict, f"{text} · {VERDICT_LABELS[verdict]}")
 
 
-def hidden_influence(payload: dict[str, Any]) -> None:
+def hidden_influence(payload: Payload) -> None:
     """Documents that were not sources yet changed the answer: shown beside the sources row."""
     judged = verdicts(payload)
     titles = doc_titles(payload)
@@ -132,10 +131,10 @@ def hidden_influence(payload: dict[str, Any]) -> None:
         st.markdown("**Hidden influence** " + " ".join(badge(d, titles.get(d, d), judged) for d in hidden))
 
 
-def explain(payload: dict[str, Any]) -> None:
+def explain(payload: Payload) -> None:
     """The Provenance expander's verification part: the method, the control, the cost and every verdict
     with what it means and why this document got it."""
-    v = payload.get("verification")
+    v = payload.verification
     st.markdown("**Verification by ablation**")
     if not isinstance(v, dict):
         st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
