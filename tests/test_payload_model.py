@@ -65,3 +65,39 @@ def test_the_edge_rejects_a_payload_that_breaks_the_schema():
     data["rejected_citations"][0]["reason"] = "made_up"
     with pytest.raises(ValueError, match="rejected_citations.0.reason"):
         validate_json(data)
+
+
+# --- typed end to end: the library hands out a Payload, JSON only where it leaves the program -------------
+
+
+def test_an_answer_carries_the_typed_payload_and_ask_json_prints_exactly_its_json(capsys):
+    from workbench.cli import main
+    from workbench.session import Session
+
+    session = Session.open(trace=False)
+    answer = session.ask("How do I configure SSO?")
+    assert isinstance(answer.payload, Payload) and answer.payload.sets.consulted
+    verified = session.verify(answer, budget=2)
+    assert isinstance(verified.payload, Payload)
+    assert verified.payload.verification == verified.verification.to_payload()
+    assert answer.payload.verification is None, "the answer verified is a new one; the first stays as it was"
+    assert main(["ask", "How do I configure SSO?", "--json", "--no-trace"]) == 0
+    out = capsys.readouterr().out.rstrip("\n")
+    printed = Payload.from_json(json.loads(out))
+    assert text(printed.to_json()) == out  # the CLI prints `to_json()`, byte for byte
+    assert (printed.answer, printed.sets, printed.sources, printed.citations, printed.documents) == (
+        answer.payload.answer, answer.payload.sets, answer.payload.sources, answer.payload.citations,
+        answer.payload.documents)
+
+
+def test_ask_json_checks_the_payload_against_the_schema_before_printing(monkeypatch, capsys):
+    from dataclasses import replace
+
+    from workbench import session as session_module
+    from workbench.cli import main
+
+    made = session_module.sources_payload
+    monkeypatch.setattr(session_module, "sources_payload", lambda record: replace(made(record), schema_version=2))
+    with pytest.raises(ValueError, match="not a valid sources payload: schema_version"):
+        main(["ask", "How do I configure SSO?", "--json", "--no-trace"])
+    assert capsys.readouterr().out == "", "nothing invalid leaves the program"
