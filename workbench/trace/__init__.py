@@ -12,7 +12,7 @@ __all__ = ["TraceReader", "TraceWriter", "check_read_only", "query_df"]
 
 
 def __getattr__(name: str):
-    if name == "TraceWriter":  # the writer needs pyarrow; readers (`workbench sql`) start faster without it
+    if name == "TraceWriter":  # lazily: readers (`workbench sql`) do not load the writer
         from .writer import TraceWriter
 
         return TraceWriter
