@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/trace_write.py [--turns 300]
 
 Prints medians of: (1) one turn written in its own transaction on an open connection (the write
-itself, building its rows included: one `INSERT … BY NAME SELECT unnest(?::STRUCT(…)[])` per table, the
-rows a list of dicts), next to (1a) the previous write (one-row tables as VALUES, the others as Arrow
+itself, building its rows included: one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS column, …` per
+table, the rows dicts bound as one list per column), next to (1a) the previous write (one-row tables as VALUES, the others as Arrow
 tables scanned by DuckDB, which imports pandas to do it) and (1f) the floor of any
 one-transaction-per-turn write into these tables (one 1-row insert per table), timed turn by turn in the
 same run — this machine's speed drifts by up to 3× within minutes, so only side-by-side figures compare;

@@ -7,8 +7,9 @@ Arduino Help Center corpus (`../shared/data/arduino-help-center/corpus.jsonl`; S
 bm25 index built once before timing (a cached ask). The anchor is `--no-trace` in the same tree; the
 traced variant writes its turn to a trace database under the run's own WORKBENCH_HOME (every run adds one
 turn to the same file, as a user's asks do). The variants of a round run back to back in a rotating order,
-so machine drift hits them alike. Printed: medians (min-max) and the ratio traced / untraced, median of
-the per-round ratios, and the load average before and after. `--old` measures an older source tree
+so machine drift hits them alike. Printed: medians (min-max) of wall time and of CPU time (user + system,
+steadier than wall time on a shared, loaded machine) and the ratio traced / untraced, median of the
+per-round ratios, and the load average before and after. `--old` measures an older source tree
 beside this one (e.g. `git archive <commit> | tar -x -C /tmp/old`), anchor and traced alike.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,13 +34,19 @@ CORPUS = benchmark_data_dir() / "arduino-help-center" / "corpus.jsonl"
 QUESTION = json.loads((ROOT / "benchmarks" / "arduino_questions.jsonl").read_text().splitlines()[0])["question"]
 
 
-def _wall(argv: list[str], cwd: Path, home: Path) -> float:
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _wall(argv: list[str], cwd: Path, home: Path) -> tuple[float, float]:
+    """(wall time, CPU time user + system) of one `python -m workbench ARGV` process."""
     env = {**os.environ, "WORKBENCH_HOME": str(home), "OMP_WAIT_POLICY": "PASSIVE"}
     env.pop("WORKBENCH_DB", None)
-    t = time.perf_counter()
+    c, t = _cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "workbench", *argv], cwd=cwd, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _cpu() - c
 
 
 def _fmt(xs: list[float]) -> str:
@@ -65,20 +73,25 @@ def main() -> int:
     for tree, argv in variants.values():  # builds the index, creates and migrates the trace file
         _wall(argv, trees[tree], homes[tree])
     times: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     for i in range(args.runs):
         for name in names[i % len(names):] + names[:i % len(names)]:  # rotate the order each round
             tree, argv = variants[name]
-            times[name].append(_wall(argv, trees[tree], homes[tree]))
+            wall, used = _wall(argv, trees[tree], homes[tree])
+            times[name].append(wall)
+            cpu[name].append(used)
     print(f"load average after: {os.getloadavg()}  ({args.runs} rounds, corpus {CORPUS})")
+    print(f"{'':<36} wall time              CPU time (user + system)")
     for name in names:
-        print(f"{name:<36} {_fmt(times[name])}")
+        print(f"{name:<36} {_fmt(times[name]):<22} {_fmt(cpu[name])}")
     for tree in trees:
-        traced, anchor = times[f"ask, traced [{tree}]"], times[f"ask --no-trace [{tree}] (anchor)"]
-        ratios = [t / a for t, a in zip(traced, anchor)]
-        print(f"traced / untraced [{tree}], paired per round: median {statistics.median(ratios):.2f} "
-              f"(ratio of medians {statistics.median(traced) / statistics.median(anchor):.2f}; "
-              f"extra {statistics.median(traced) - statistics.median(anchor):.2f} s)")
+        for what, data in (("wall", times), ("CPU", cpu)):
+            traced, anchor = data[f"ask, traced [{tree}]"], data[f"ask --no-trace [{tree}] (anchor)"]
+            ratios = [t / a for t, a in zip(traced, anchor)]
+            print(f"traced / untraced [{tree}], {what}, paired per round: median {statistics.median(ratios):.2f} "
+                  f"(ratio of medians {statistics.median(traced) / statistics.median(anchor):.2f}; "
+                  f"extra {statistics.median(traced) - statistics.median(anchor):.2f} s)")
     return 0
 
 

@@ -54,39 +54,44 @@ def _optimized(con) -> Iterator[None]:
 
 @functools.lru_cache(maxsize=None)
 def _insert_sql(name: str) -> str:
-    """One bulk insert of a list of row dicts (the one parameter) into table `name`, columns matched by name."""
+    """One bulk insert into table `name`: one parameter per column, the column's values as a list; the lists
+    are unnested side by side into rows and matched to the table's columns by name."""
+    t = SCHEMAS[name]
     verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
-    return f"{verb} INTO {name} BY NAME SELECT unnest(?::{SCHEMAS[name].struct}[], max_depth := 2)"
+    return (f"{verb} INTO {name} BY NAME SELECT "
+            + ", ".join(f'unnest(?::{ty}[]) AS "{col}"' for col, ty in zip(t.names, t.types)))
 
 
-def _complete(name: str, rows: list[Row]) -> list[Row]:
-    """Every row with every column of `name`, in the table's order (a column a row leaves out is NULL); a key
-    that is no column of the table is refused, never dropped silently."""
+def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
+    """The rows of `name` (dicts keyed by column name) as one list per column, in the table's order; a column
+    a row leaves out is NULL, a key that is no column of the table is refused (never dropped silently)."""
     names = SCHEMAS[name].names
     unknown = set().union(*rows).difference(names)
     if unknown:
         raise ValueError(f"trace table {name} has no column {', '.join(sorted(unknown))}")
-    return [{n: r.get(n) for n in names} for r in rows]
+    return [[r.get(n) for r in rows] for n in names]
 
 
-def _insert(con, sql: str, rows: list[Row]) -> None:
-    con.execute(sql, [rows])
+def _insert(con, sql: str, columns: list[list[Any]]) -> None:
+    con.execute(sql, columns)
 
 
 def _commit(con, rows: dict[str, list[Row]]) -> None:
-    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(?::STRUCT(…)[])` whose
-    one parameter is the list of row dicts (BEGIN is sent with the first); then COMMIT.
+    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS col, …`
+    whose parameters are the table's columns as lists (BEGIN is sent with the first); then COMMIT.
 
     Why this shape (measured, benchmarks/trace_write.py and benchmarks/traced_ask.py): each statement costs
     DuckDB ~0.5–1 ms here whatever its size, so a turn is one statement per table it touches; row-by-row
-    `executemany` is never used. A Python list bound as a parameter is converted by DuckDB itself, while
-    scanning an Arrow table (the previous shape) made DuckDB import pandas: ~1 s of a traced `ask` process.
+    `executemany` is never used. Python lists bound as parameters are converted by DuckDB itself, while
+    scanning an Arrow table (the previous shape) made DuckDB import pandas (and the writer pyarrow): ~1 s of
+    a traced `ask` process. One list per column converts ~4× faster than one list of row structs
+    (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
     """
     begin = "BEGIN; "  # sent with the first statement (parameters bind to a script's last statement)
     for name in ("runs", *TURN_TABLES):
         r = rows.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name), _complete(name, r))
+            _insert(con, begin + _insert_sql(name), _columns(name, r))
             begin = ""
     con.execute(begin + "COMMIT")
 
