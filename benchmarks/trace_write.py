@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import statistics
 import sys
 import tempfile
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.provenance import build_payload  # noqa: E402
 
-from workbench.trace.connect import duckdb_connect, open_connection, write_connection  # noqa: E402
+from workbench.trace.connect import open_connection, write_connection  # noqa: E402
 from workbench.trace.rows import SHARED_TABLES, TURN_TABLES, turn_rows  # noqa: E402
 from workbench.trace.tables import SCHEMAS  # noqa: E402
 from workbench.trace.writer import TraceWriter, _rollback  # noqa: E402
@@ -122,6 +123,35 @@ def floor_write(con, rows: dict) -> None:
     con.execute("COMMIT")
 
 
+def flush_cost(tmp: Path, rounds: int = 7) -> tuple[list[float], list[float]]:
+    """CPU time of writing 50 turns in one transaction (a batch's flush): this write vs the previous one,
+    interleaved, each on its own file."""
+    from workbench.trace.writer import _commit
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    w_new, w_old = TraceWriter(tmp / "flush-new.duckdb"), TraceWriter(tmp / "flush-old.duckdb")
+    new, old = [], []
+    with w_new.connect() as cn, w_old.connect() as co:
+        for r in range(rounds):
+            merged: dict[str, list] = {}
+            for i in range(50):
+                t = dataclasses.replace(make_turn(i), turn_id=uuid.uuid4().hex)
+                for name, rows in turn_rows(t, build_payload(t), "r" * 32).items():
+                    merged.setdefault(name, []).extend(rows)
+            for which in ((0, 1) if r % 2 else (1, 0)):
+                c = cpu()
+                if which:
+                    _commit(cn, merged)
+                    new.append(cpu() - c)
+                else:
+                    previous_write(co, merged)
+                    old.append(cpu() - c)
+    return new, old
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
 
@@ -208,6 +238,7 @@ def main() -> None:
         for t, p in zip(fresh, fresh_payloads):
             w3.log_turn(t, p)
     batch_ms = (time.perf_counter() - t0) / args.turns * 1000
+    flush_new, flush_old = flush_cost(tmp)
     ref_end = reference_loop_ms()
 
     import os
@@ -224,6 +255,8 @@ def main() -> None:
     print(f"  (2a) anchor, a DuckDB connection opened and closed per turn, "
           f"interleaved: median {med(prev_ms):.1f} ms")
     print(f"  (3)  buffered batch of 50 (eval), connection included: {batch_ms:.2f} ms per turn")
+    print(f"  (3a) one flush of 50 turns, CPU: median {med(flush_new):.1f} ms; the previous write (VALUES + Arrow, "
+          f"pandas already loaded by (1a)), interleaved: {med(flush_old):.1f} ms")
 
 
 if __name__ == "__main__":
