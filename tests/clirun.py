@@ -58,13 +58,14 @@ def _text(stream: io.TextIOWrapper) -> str:
     return stream.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]
 
 
-def cli(*args, input: str | None = None, env: dict[str, str | None] | None = None) -> Result:
-    """`python -m workbench ARGS` in this process; `input` is stdin, `env` sets (None: unsets) variables
-    for the call's duration."""
+def cli(*args, input: str | bytes | None = None, env: dict[str, str | None] | None = None) -> Result:
+    """`python -m workbench ARGS` in this process; `input` is stdin (text, or bytes as they are), `env` sets
+    (None: unsets) variables for the call's duration."""
     from workbench.cli import main
 
     argv = [str(a) for a in args]
-    stdin, stdout, stderr = _stream((input or "").encode("utf-8")), _stream(), _stream()
+    data = input if isinstance(input, bytes) else (input or "").encode("utf-8")
+    stdin, stdout, stderr = _stream(data), _stream(), _stream()
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     try:
