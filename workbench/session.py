@@ -57,7 +57,7 @@ class Session:
         # Every ask is traced unless opted out (trace=False / --no-trace); docs/traces.md.
         self.tracer = None
         if trace:
-            from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
+            from .trace.writer import TraceWriter  # duckdb loads only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
             if env(OTLP_ENDPOINT_ENV):  # live OTLP export of each written turn (trace/live.py)
