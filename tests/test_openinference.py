@@ -287,7 +287,7 @@ def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run
         assert root.attributes["session.id"] == live_root.attributes["session.id"]
         meta = json.loads(root.attributes["metadata"])
         if answer is single:
-            assert root.attributes["session.id"] == turn[1] and "conversation_id" not in meta  # its run id
+            assert root.attributes["session.id"] == turn["run_id"] and "conversation_id" not in meta  # its run id
         else:
             assert root.attributes["session.id"] == "c-9"
             assert (meta["conversation_id"], meta["position"]) == ("c-9", answer.record.position)
