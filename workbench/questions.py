@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import MAX_QUESTION_CHARS
+from .config import MAX_CONVERSATION_ID_CHARS, MAX_QUESTION_CHARS
 from .errors import CorpusError, WorkbenchError
 from .jsonl import json_objects
 
@@ -67,7 +67,8 @@ def question_kind(question: str) -> str:
 
 #: The fields of a questions file line the workbench reads (docs/experiments.md); any other field is kept in
 #: `Question.extra`, never rejected.
-FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags")
+FIELDS = ("question", "id", "kind", "expected", "expect_no_sources", "must_cite", "must_not_cite", "tags",
+          "conversation")
 
 #: Verbs that open task titles ("Configure SAML …", "Track your order"): such a title reads as "How do I …?".
 _TASK_VERBS = frozenset("""activate add change cancel configure connect create delete deprovision disable download
@@ -109,6 +110,9 @@ class Question:
     #: Documents the answer must neither cite nor consult.
     must_not_cite: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: The conversation the line belongs to (docs/design.md §11): lines with the same id are one conversation,
+    #: in file order; None: a question of its own.
+    conversation: str | None = None
     #: Fields of the line the workbench does not read, kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -167,8 +171,14 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
     both = sorted(set(must_cite) & set(must_not))
     if both:
         raise CorpusError(f'{", ".join(both)} is in both "must_cite" and "must_not_cite"', name, i)
+    conversation = obj.get("conversation")
+    if conversation is not None:
+        try:
+            check_conversation_id(conversation)
+        except WorkbenchError as exc:
+            raise CorpusError(f'"conversation": {exc}', name, i) from None
     return Question(text, i, obj.get("id"), expected, kind, no_sources, must_cite, must_not, tuple(tags or ()),
-                    {k: v for k, v in obj.items() if k not in FIELDS})
+                    conversation, {k: v for k, v in obj.items() if k not in FIELDS})
 
 
 def check_question_length(text: str) -> None:
@@ -176,6 +186,20 @@ def check_question_length(text: str) -> None:
     if len(text) > MAX_QUESTION_CHARS:
         raise WorkbenchError(f"the question is {len(text):,} characters long; a question may have at most "
                              f"{MAX_QUESTION_CHARS:,} (ask about one thing at a time, or quote less)")
+
+
+def check_conversation_id(value: Any) -> str:
+    """A conversation id (`ask --conversation`, a questions file's `"conversation"`): 1 to
+    `MAX_CONVERSATION_ID_CHARS` characters of printable text, no control character (docs/security.md)."""
+    if not isinstance(value, str) or not value.strip():
+        raise WorkbenchError(f"a conversation id must be non-empty text, not {_shown(value)}")
+    if len(value) > MAX_CONVERSATION_ID_CHARS:
+        raise WorkbenchError(f"a conversation id may have at most {MAX_CONVERSATION_ID_CHARS} characters, not "
+                             f"{len(value):,}")
+    if not value.isprintable():
+        raise WorkbenchError(f"a conversation id must be printable text without control characters, not "
+                             f"{_shown(value)}")
+    return value
 
 
 def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]:

@@ -132,6 +132,22 @@ class Session:
         answer = Answer(record, payload, faith, None, checked, request)
         return self.log(answer, run_id=run_id) if log else answer
 
+    def earlier_turns(self, conversation_id: str) -> list[TurnRecord]:
+        """The turns of conversation `conversation_id` already in this session's trace store, oldest first, to
+        pass as `ask(history=…)` when the conversation goes on (`trace.conversations.load_conversation`):
+        its `ok` turns at positions 1, 2, … — a failed turn does not join a conversation (the next question
+        takes its place), and a gap ends the list. Empty for a new conversation or an untraced session."""
+        if self.tracer is None or not Path(self.tracer.path).exists():
+            return []
+        from .trace.conversations import load_conversation
+
+        turns = []  # its `ok` turns from position 1 on: a failed turn never joined the conversation
+        for record in sorted(load_conversation(self.tracer.path, conversation_id, self.corpus),
+                             key=lambda r: r.position or 0):
+            if record.status == "ok" and record.position == len(turns) + 1:
+                turns.append(record)
+        return turns
+
     def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
         model and options it was asked with, this session's retriever, its mode, k and tool protocol, at
@@ -183,6 +199,40 @@ class Session:
             return replace(answer, trace_error=str(exc))
         except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
             return replace(answer, trace_error=f"{type(exc).__name__}: {exc}")
+        return answer
+
+
+class Conversations:
+    """Conversations asked through one session (`ask`, `chat`, `eval`): each id's turns so far, loaded from the
+    trace store the first time the id is asked (`Session.earlier_turns`: a conversation goes on where it
+    stopped) and kept in memory after, so every turn is asked with its conversation's history under one
+    context policy. Different conversations may be asked from several threads at once; the turns of one
+    conversation must be asked one after the other."""
+
+    def __init__(self, session: Session, context: ContextPolicy | None = None):
+        import threading
+
+        self.session = session
+        self.context = context or ContextPolicy()
+        self._turns: dict[str, list[TurnRecord]] = {}
+        self._lock = threading.Lock()
+
+    def turns(self, conversation_id: str) -> list[TurnRecord]:
+        """The turns of `conversation_id` so far, oldest first (the list itself: `ask` adds to it)."""
+        with self._lock:
+            if conversation_id not in self._turns:
+                self._turns[conversation_id] = self.session.earlier_turns(conversation_id)
+            return self._turns[conversation_id]
+
+    def ask(self, question: str, conversation_id: str | None, **kwargs: Any) -> Answer:
+        """`Session.ask` as the next turn of `conversation_id` (None: a question of its own)."""
+        if conversation_id is None:
+            return self.session.ask(question, **kwargs)
+        earlier = self.turns(conversation_id)
+        answer = self.session.ask(question, history=tuple(earlier), conversation_id=conversation_id,
+                                  context=self.context, **kwargs)
+        if answer.record.status == "ok":  # a failed turn does not join the conversation
+            earlier.append(answer.record)
         return answer
 
 
