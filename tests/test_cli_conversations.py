@@ -1,0 +1,237 @@
+"""Conversations on the command line (docs/cli-conversations.md): `ask --conversation`, questions files with
+`"conversation"` lines (`ask --questions`, `eval`), and `workbench chat` under a real pseudo-terminal.
+
+The model is a real Ollama client talking to a loopback server (`agent_server.AgentServer`) that keeps every
+request's messages, so a test sees exactly which earlier turns each follow-up was sent. The CLI runs
+in-process (`workbench.cli.main`) except where the process itself is under test: the chat on a terminal and
+an eval killed with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from agent_server import AgentServer, latest_question
+from conftest import ROOT
+from workbench.cli import main
+
+SSO, OKTA, RESET, KEY = ("How do I configure SSO?", "And what about Okta?", "How do I reset my password?",
+                         "How do I rotate an API key?")
+DEADLINE_S = 180.0  # a guard against "never happens" on a loaded machine, not a speed assertion
+
+
+@pytest.fixture
+def ollama(monkeypatch):
+    """A loopback Ollama server for the test, the environment pointed at it (no retries: a failure is final)."""
+    def start(**kwargs) -> AgentServer:
+        srv = AgentServer(**kwargs).__enter__()
+        servers.append(srv)
+        monkeypatch.setenv("OLLAMA_HOST", srv.url)
+        monkeypatch.setenv("WORKBENCH_PROVIDER_RETRIES", "0")
+        monkeypatch.setenv("WORKBENCH_PROVIDER_BACKOFF", "0.001")
+        return srv
+
+    servers: list[AgentServer] = []
+    yield start
+    for srv in servers:
+        srv.release()
+        srv.__exit__(None, None, None)
+
+
+def questions_file(path, lines: list[dict]) -> str:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def sent_before(srv: AgentServer, question: str) -> list[str]:
+    """The earlier questions (user messages) the model was sent with the first request of `question`'s turn."""
+    first = next(m for m in srv.requests if latest_question(m) == question)
+    users = [m["content"] for m in first if m["role"] == "user"]
+    assert users[-1] == question
+    return users[:-1]
+
+
+def ask_json(capsys, *args: str) -> tuple[int, list[dict], str]:
+    code = main(["ask", *args, "--json"])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+# --- questions files ----------------------------------------------------------------------------------------
+
+def test_questions_file_lines_with_one_conversation_id_are_one_conversation_in_file_order(ollama, tmp_path, capsys):
+    """Lines a, b, a, (none), b: each follow-up is sent its own conversation's earlier turns and no other's; a
+    line without a conversation is a question of its own."""
+    srv = ollama()
+    f = questions_file(tmp_path / "q.jsonl", [
+        {"question": SSO, "conversation": "a"}, {"question": RESET, "conversation": "b"},
+        {"question": OKTA, "conversation": "a"}, {"question": KEY},
+        {"question": "And how long is the link valid?", "conversation": "b"}])
+    code, payloads, err = ask_json(capsys, "--questions", f, "--provider", "ollama", "--no-trace")
+    assert code == 0, err
+    assert [p["question"] for p in payloads] == [SSO, RESET, OKTA, KEY, "And how long is the link valid?"]
+    assert sent_before(srv, OKTA) == [SSO]
+    assert sent_before(srv, "And how long is the link valid?") == [RESET]
+    assert sent_before(srv, KEY) == [] and sent_before(srv, SSO) == [] and sent_before(srv, RESET) == []
+    # the follow-up's model was also sent the earlier turn's answer (what it linked) and its tool results
+    first_okta = next(m for m in srv.requests if latest_question(m) == OKTA)
+    assert any(m["role"] == "assistant" and "sso-saml-setup" in (m.get("content") or "") for m in first_okta)
+    assert any(m["role"] == "tool" and '"sso-saml-setup"' in (m.get("content") or "") for m in first_okta)
+    # the context policy is recorded with every turn of a conversation, and only there
+    assert [p["config"].get("context") for p in payloads] == [{"turns": 2, "token_budget": None}] * 3 + [None] + \
+        [{"turns": 2, "token_budget": None}]
+
+
+def test_context_turns_0_sends_earlier_answers_without_their_tool_results(ollama, tmp_path, capsys):
+    srv = ollama()
+    f = questions_file(tmp_path / "q.jsonl", [{"question": SSO, "conversation": "a"},
+                                              {"question": OKTA, "conversation": "a"}])
+    code, payloads, err = ask_json(capsys, "--questions", f, "--provider", "ollama", "--no-trace", "--context-turns", "0")
+    assert code == 0, err
+    first_okta = next(m for m in srv.requests if latest_question(m) == OKTA)
+    assert [m["role"] for m in first_okta] == ["system", "user", "assistant", "user"]  # question, answer, question
+    assert payloads[1]["config"]["context"] == {"turns": 0, "token_budget": None}
+
+
+@pytest.mark.parametrize("value,message", [
+    (3, "a conversation id must be non-empty text, not 3"),
+    ("  ", "a conversation id must be non-empty text"),
+    ("a\x1b]52;c;aGk=\x07b", "must be printable text without control characters"),
+    ("x" * 201, "at most 200 characters"),
+])
+def test_a_bad_conversation_id_in_a_questions_file_names_the_line(tmp_path, capsys, value, message):
+    f = questions_file(tmp_path / "q.jsonl", [{"question": SSO, "conversation": "ok"},
+                                              {"question": OKTA, "conversation": value}])
+    assert main(["ask", "--questions", f, "--no-trace"]) == 2
+    err = capsys.readouterr().err
+    assert f'{f}:2: "conversation": a conversation id ' in err and message in err and "Traceback" not in err
+    assert "\x1b" not in err  # the refused id is shown with its control characters made visible
+
+
+@pytest.mark.parametrize("args,message", [
+    (["ask", SSO, "--context-turns", "51"], "must be from 0 to 50, not 51"),
+    (["ask", SSO, "--context-turns", "-1"], "must be from 0 to 50, not -1"),
+    (["ask", SSO, "--context-turns", "two"], "'two' is not a whole number"),
+    (["ask", SSO, "--conversation", "c", "--no-trace"], "--conversation continues a conversation from the trace "
+                                                        "database, which --no-trace turns off"),
+    (["ask", "--questions", "q.jsonl", "--conversation", "c"], "--conversation goes with one QUESTION"),
+    (["ask", SSO, "--conversation", ""], "a conversation id must be non-empty text"),
+    (["chat", "--conversation", "c", "--no-trace"], "which --no-trace turns off"),
+])
+def test_bad_conversation_options_exit_2_with_a_clear_message(capsys, args, message):
+    with pytest.raises(SystemExit) if "--context-turns" in args else _nothing():
+        assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# --- workbench chat, on a real pseudo-terminal ---------------------------------------------------------------
+
+class Chat:
+    """`python -m workbench chat …` on a pseudo-terminal (pexpect): the user types, the test waits for what
+    the chat prints (every wait is on output, with a deadline)."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
+        import pexpect
+
+        self.child = pexpect.spawn(sys.executable, ["-m", "workbench", "chat", *args], cwd=str(ROOT),
+                                   env={**os.environ, **(env or {})}, encoding="utf-8", timeout=DEADLINE_S,
+                                   dimensions=(40, 200))
+        self.seen = ""
+
+    def expect(self, text: str) -> str:
+        """Wait for `text`; return what came before it (since the last wait)."""
+        self.child.expect_exact(text)
+        before = self.child.before + self.child.after
+        self.seen += before
+        return before
+
+    def say(self, line: str) -> str:
+        """Type a line, wait for the next prompt; what the chat printed in between."""
+        from workbench.commands.chat import PROMPT
+
+        self.child.sendline(line)
+        return self.expect(PROMPT)
+
+    def quit(self) -> int:
+        import pexpect
+
+        self.child.sendline("/quit")
+        self.child.expect(pexpect.EOF)
+        self.seen += self.child.before
+        self.child.close()
+        return self.child.exitstatus
+
+
+@pytest.fixture
+def chat_env(ollama, demo_session):
+    demo_session.toolbox  # the demo index built once into this test session's cache, where the chat finds it
+    srv = ollama()
+    return srv, {"OLLAMA_HOST": srv.url, "WORKBENCH_PROVIDER_RETRIES": "0"}
+
+
+def test_chat_on_a_terminal_follows_up_shows_sources_verifies_and_starts_anew(chat_env):
+    from workbench.commands.chat import PROMPT
+
+    srv, env = chat_env
+    chat = Chat("--provider", "ollama", "--no-trace", env=env)
+    try:
+        intro = chat.expect(PROMPT)
+        assert "Commands: /new, /sources, /verify, /quit." in intro and "(new)" in intro
+        first = chat.say(SSO)
+        assert "See [Configure SAML single sign-on (SSO)](https://help.orbitly.example/articles/sso-saml-setup)" in first
+        assert "Sources: Configure SAML single sign-on (SSO) <https://help.orbitly.example/articles/sso-saml-setup>" in first
+        assert "retrieved 5 · cited 1 · consulted 1" in first and "· turn 1 ·" in first  # as `ask` prints it
+        sources = chat.say("/sources")
+        assert f"Turn 1: {SSO}" in sources
+        assert "Configure SAML single sign-on (SSO) (sso-saml-setup) · full · cited, consulted: opened in full" in sources
+        assert "Set up SSO with Okta (sso-okta) · snippet · not consulted" in sources
+        second = chat.say(OKTA)
+        assert "See [Set up SSO with Okta](https://help.orbitly.example/articles/sso-okta)" in second
+        assert "· turn 2 ·" in second
+        assert sent_before(srv, OKTA) == [SSO]  # the follow-up was sent the conversation so far
+        verified = chat.say("/verify")
+        assert "Verified by ablation" in verified and "load-bearing: Set up SSO with Okta" in verified
+        assert "unknown command /nope" in chat.say("/nope")
+        assert "(new)" in chat.say("/new")
+        assert "no answer yet in this conversation" in chat.say("/sources")
+        assert "· turn 1 ·" in chat.say(KEY)
+        assert sent_before(srv, KEY) == []  # a new conversation sends no earlier turn
+        assert chat.quit() == 0
+    finally:
+        chat.child.close(force=True)
+    assert "Traceback" not in chat.seen
+
+
+def test_chat_neutralises_terminal_controls_in_documents_and_answers(chat_env, tmp_path):
+    """A document title that writes the clipboard (OSC 52) and reverses text (U+202E), linked by the answer:
+    the terminal gets visible escapes, never the control characters."""
+    from workbench.commands.chat import PROMPT
+
+    srv, env = chat_env
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "evil", "title": "Evil \x1b]52;c;cHduZWQ=\x07 guide \u202eevil",
+                                  "url": "https://h.example/evil", "text": "How to configure the evil widget."})
+                      + "\n", encoding="utf-8")
+    chat = Chat("--provider", "ollama", "--no-trace", "--corpus", str(corpus), env=env)
+    try:
+        chat.expect(PROMPT)
+        out = chat.say("How do I configure the evil widget?")
+        assert "Sources: Evil \\x1b]52;c;cHduZWQ=\\x07 guide \\u202eevil <https://h.example/evil>" in out
+        assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+        assert chat.quit() == 0
+    finally:
+        chat.child.close(force=True)
+    assert "\x1b]52" not in chat.seen
