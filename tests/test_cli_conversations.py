@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -235,3 +236,47 @@ def test_chat_neutralises_terminal_controls_in_documents_and_answers(chat_env, t
     finally:
         chat.child.close(force=True)
     assert "\x1b]52" not in chat.seen
+
+
+# --- eval ----------------------------------------------------------------------------------------------------
+
+A3, B2 = "How long does that take?", "And how long is the link valid?"
+EVAL_LINES = [{"question": SSO, "conversation": "a"}, {"question": RESET, "conversation": "b"},
+              {"question": OKTA, "conversation": "a"}, {"question": KEY},
+              {"question": A3, "conversation": "a"}, {"question": B2, "conversation": "b"}]
+
+
+def written(db) -> list[tuple[str, str]]:
+    """(question, status) of every turn, in the order written."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("SELECT question, status FROM turns ORDER BY rowid").fetchall()
+
+
+def test_eval_runs_each_conversation_in_order_and_conversations_side_by_side(ollama, tmp_path, capsys):
+    """--concurrency 3: the turns of conversation a run one after the other, each sent the ones before it, while
+    b and the single question run beside them; the store gets the turns in file order."""
+    srv = ollama(delay=0.05)
+    f, db = questions_file(tmp_path / "q.jsonl", EVAL_LINES), tmp_path / "t.duckdb"
+    code = main(["eval", f, "--provider", "ollama", "--db", str(db), "--no-progress", "--concurrency", "3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert sent_before(srv, OKTA) == [SSO] and sent_before(srv, A3) == [SSO, OKTA]
+    assert sent_before(srv, B2) == [RESET] and sent_before(srv, KEY) == []
+    assert srv.max_in_flight > 1, "turns of different conversations ran at once"
+    assert written(db) == [(line["question"], "ok") for line in EVAL_LINES]
+
+
+def test_a_failed_turn_ends_its_conversation_for_the_batch(ollama, tmp_path, capsys):
+    """Turn 2 of conversation a fails: turn 3 would follow a turn the model never had, so it is not asked (and
+    says so); conversation b and the single question are asked as usual."""
+    srv = ollama(fail=OKTA)
+    f, db = questions_file(tmp_path / "q.jsonl", EVAL_LINES), tmp_path / "t.duckdb"
+    code = main(["eval", f, "--provider", "ollama", "--db", str(db), "--no-progress", "--concurrency", "2"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert re.search(r"^not asked \(an earlier turn of its conversation failed\) +1$", out, re.M), out
+    assert not any(latest_question(m) == A3 for m in srv.requests)
+    assert [q for q, _ in written(db)] == [SSO, RESET, OKTA, KEY, B2]
+    assert dict(written(db))[OKTA] == "server_error"

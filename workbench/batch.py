@@ -263,7 +263,11 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
 
     chat = Conversations(session, context)
     stored = {c: f"{result.run_id}/{c}" for c in convs if c is not None}  # a conversation of this run
-    kept = {c: len(chat.turns(stored[c])) if existing is not None else 0 for c in stored}
+    kept = {}  # how many of each conversation's first questions the run has answered
+    for c, conversation in stored.items():
+        if existing is None:
+            chat.start(conversation)
+        kept[c] = len(chat.turns(conversation))
     todo: list[tuple[str, str | None]] = []
     for q, c in zip(questions, convs):
         if c is not None and kept[c] > 0:  # its first lines, answered before the interruption

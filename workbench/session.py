@@ -224,6 +224,12 @@ class Conversations:
                 self._turns[conversation_id] = self.session.earlier_turns(conversation_id)
             return self._turns[conversation_id]
 
+    def start(self, conversation_id: str) -> None:
+        """Begin `conversation_id` with no earlier turn, without looking in the trace store (an id known to be
+        new: a new eval run's, a fresh chat's)."""
+        with self._lock:
+            self._turns[conversation_id] = []
+
     def ask(self, question: str, conversation_id: str | None, **kwargs: Any) -> Answer:
         """`Session.ask` as the next turn of `conversation_id` (None: a question of its own)."""
         if conversation_id is None:

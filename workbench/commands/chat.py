@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     warn_skipped(session.corpus)
     chat = Conversations(session, context_policy(args))
     conversation = args.conversation or new_conversation_id()
+    if args.conversation is None:
+        chat.start(conversation)
     last = None  # the last answer asked in this conversation (what /sources and /verify look at)
     say("Ask a question; each one follows up on the ones before. Commands: " + ", ".join(COMMANDS) + ".")
     _started(chat, conversation)
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             if command == "/new":
                 conversation, last = new_conversation_id(), None
+                chat.start(conversation)
                 _started(chat, conversation)
             elif command == "/sources":
                 _sources(last)
