@@ -280,3 +280,110 @@ def test_a_failed_turn_ends_its_conversation_for_the_batch(ollama, tmp_path, cap
     assert not any(latest_question(m) == A3 for m in srv.requests)
     assert [q for q, _ in written(db)] == [SSO, RESET, OKTA, KEY, B2]
     assert dict(written(db))[OKTA] == "server_error"
+
+
+RESUME_LINES = [{"question": SSO, "conversation": "a"}, {"question": OKTA, "conversation": "a"},
+                {"question": A3, "conversation": "a"}, {"question": KEY}]
+
+
+def stored_turns(db) -> list[tuple]:
+    """(run_id, question, status, conversation_id, position) of every turn, in the order written."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("SELECT run_id, question, status, conversation_id, position FROM turns ORDER BY rowid"
+                           ).fetchall()
+
+
+def first_request(srv: AgentServer, question: str) -> list[dict]:
+    return next(m for m in srv.requests if latest_question(m) == question)
+
+
+def test_eval_killed_in_the_middle_of_a_conversation_resumes_it_with_the_turns_already_written(
+        ollama, tmp_path, demo_session):
+    """SIGTERM while turn 2 of conversation a is at the model: turn 1 is kept. The same command resumes the
+    run: turn 1 is not asked again, and turns 2 and 3 are sent exactly the history an uninterrupted run sends
+    them (turn 1 rebuilt from the trace store), then stored at positions 2 and 3 of the same conversation."""
+    import signal
+    import subprocess
+
+    demo_session.toolbox  # the demo index built once into this test session's cache, where the eval finds it
+    f = questions_file(tmp_path / "q.jsonl", RESUME_LINES)
+    whole = ollama()  # the oracle: the same file, never interrupted
+    assert main(["eval", f, "--provider", "ollama", "--db", str(tmp_path / "whole.duckdb"), "--no-progress"]) == 0
+
+    db = tmp_path / "t.duckdb"
+    command = [sys.executable, "-m", "workbench", "eval", f, "--provider", "ollama", "--db", str(db), "--no-progress"]
+    held = ollama(hold=OKTA)
+    env = {**os.environ, "OLLAMA_HOST": held.url, "WORKBENCH_PROVIDER_RETRIES": "0"}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert held.held.wait(DEADLINE_S), "turn 2 never reached the model"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        held.release()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err[-2000:]
+    assert "kept 1 finished turn of 4" in err
+    (run_id, *first), = stored_turns(db)
+    assert first == [SSO, "ok", f"{run_id}/a", 1]
+
+    again = ollama()
+    env["OLLAMA_HOST"] = again.url
+    resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert re.search(r"^skipped \(already answered\) +1$", resumed.stdout, re.M), resumed.stdout
+    assert not any(latest_question(m) == SSO for m in again.requests), "turn 1 was not asked again"
+    for q in (OKTA, A3):
+        assert first_request(again, q) == first_request(whole, q), f"{q!r} was sent another history"
+    assert [t[1:] for t in stored_turns(db)] == [
+        (SSO, "ok", f"{run_id}/a", 1), (OKTA, "ok", f"{run_id}/a", 2), (A3, "ok", f"{run_id}/a", 3),
+        (KEY, "ok", None, None)]
+    assert {t[0] for t in stored_turns(db)} == {run_id}
+
+
+# --- ask --conversation: a conversation across commands, through the trace store ------------------------------
+
+def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(ollama, tmp_path, capsys):
+    """Three `ask --conversation c-7 --context-turns 1` commands: each loads the turns before it from the trace
+    database; turn 3 is sent turn 2 with its tool results and turn 1 as question and answer only."""
+    srv = ollama()
+    db = str(tmp_path / "t.duckdb")
+    payloads = []
+    for q in (SSO, OKTA, A3):
+        code, (payload,), err = ask_json(capsys, q, "--conversation", "c-7", "--context-turns", "1",
+                                         "--provider", "ollama", "--db", db)
+        assert code == 0, err
+        payloads.append(payload)
+    assert [(p["conversation_id"], p["position"]) for p in payloads] == [("c-7", 1), ("c-7", 2), ("c-7", 3)]
+    assert sent_before(srv, OKTA) == [SSO] and sent_before(srv, A3) == [SSO, OKTA]
+    roles = [m["role"] for m in first_request(srv, A3)]
+    # system; turn 1: question, answer; turn 2: question, its tool calls and results, answer; turn 3's question
+    assert roles == ["system", "user", "assistant", "user", "assistant", "tool", "tool", "assistant", "user"], roles
+    assert [t[1:] for t in stored_turns(db)] == [(SSO, "ok", "c-7", 1), (OKTA, "ok", "c-7", 2), (A3, "ok", "c-7", 3)]
+    # another conversation id starts afresh
+    code, (other,), _ = ask_json(capsys, KEY, "--conversation", "c-8", "--provider", "ollama", "--db", db)
+    assert code == 0 and (other["conversation_id"], other["position"]) == ("c-8", 1) and sent_before(srv, KEY) == []
+
+
+def test_chat_goes_on_with_a_stored_conversation_and_stores_its_turns(chat_env, tmp_path, capsys):
+    from workbench.commands.chat import PROMPT
+
+    srv, env = chat_env
+    db = str(tmp_path / "t.duckdb")
+    for q in (SSO, OKTA):
+        assert main(["ask", q, "--conversation", "sso", "--provider", "ollama", "--db", db]) == 0
+    capsys.readouterr()
+    chat = Chat("--provider", "ollama", "--db", db, "--conversation", "sso", env=env)
+    try:
+        intro = chat.expect(PROMPT)
+        assert f"conversation sso: going on after its 2 earlier turn(s); the last question was: {OKTA}" in intro
+        assert "· turn 3 ·" in chat.say(A3)
+        assert chat.quit() == 0
+    finally:
+        chat.child.close(force=True)
+    assert sent_before(srv, A3) == [SSO, OKTA]
+    assert [t[1:] for t in stored_turns(db)] == [(SSO, "ok", "sso", 1), (OKTA, "ok", "sso", 2), (A3, "ok", "sso", 3)]
