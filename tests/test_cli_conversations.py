@@ -266,6 +266,12 @@ def test_eval_runs_each_conversation_in_order_and_conversations_side_by_side(oll
     assert sent_before(srv, B2) == [RESET] and sent_before(srv, KEY) == []
     assert srv.max_in_flight > 1, "turns of different conversations ran at once"
     assert written(db) == [(line["question"], "ok") for line in EVAL_LINES]
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:  # the dataset's lines keep their conversation
+        extras = con.execute("SELECT extra_json FROM expectations ORDER BY line").fetchall()
+    assert [json.loads(e)["conversation"] if e else None for e, in extras] == \
+        [line.get("conversation") for line in EVAL_LINES]
 
 
 def test_a_failed_turn_ends_its_conversation_for_the_batch(ollama, tmp_path, capsys):
