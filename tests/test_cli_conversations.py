@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from agent_server import AgentServer, latest_question
-from conftest import ROOT
+from conftest import ROOT, schema_validator
 from workbench.cli import main
 
 SSO, OKTA, RESET, KEY = ("How do I configure SSO?", "And what about Okta?", "How do I reset my password?",
@@ -289,7 +289,7 @@ def test_a_failed_turn_ends_its_conversation_for_the_batch(ollama, tmp_path, cap
 
 
 RESUME_LINES = [{"question": SSO, "conversation": "a"}, {"question": OKTA, "conversation": "a"},
-                {"question": A3, "conversation": "a"}, {"question": KEY}]
+                {"question": A3, "conversation": "a"}, {"question": KEY}, {"question": SSO}]
 
 
 def stored_turns(db) -> list[tuple]:
@@ -309,7 +309,8 @@ def test_eval_killed_in_the_middle_of_a_conversation_resumes_it_with_the_turns_a
         ollama, tmp_path, demo_session):
     """SIGTERM while turn 2 of conversation a is at the model: turn 1 is kept. The same command resumes the
     run: turn 1 is not asked again, and turns 2 and 3 are sent exactly the history an uninterrupted run sends
-    them (turn 1 rebuilt from the trace store), then stored at positions 2 and 3 of the same conversation."""
+    them (turn 1 rebuilt from the trace store), then stored at positions 2 and 3 of the same conversation. The
+    last line asks turn 1's question on its own: the conversation's answer does not count for it."""
     import signal
     import subprocess
 
@@ -333,7 +334,7 @@ def test_eval_killed_in_the_middle_of_a_conversation_resumes_it_with_the_turns_a
             proc.kill()
             proc.wait()
     assert proc.returncode == 143, err[-2000:]
-    assert "kept 1 finished turn of 4" in err
+    assert "kept 1 finished turn of 5" in err
     (run_id, *first), = stored_turns(db)
     assert first == [SSO, "ok", f"{run_id}/a", 1]
 
@@ -342,12 +343,13 @@ def test_eval_killed_in_the_middle_of_a_conversation_resumes_it_with_the_turns_a
     resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert re.search(r"^skipped \(already answered\) +1$", resumed.stdout, re.M), resumed.stdout
-    assert not any(latest_question(m) == SSO for m in again.requests), "turn 1 was not asked again"
+    asked = [m for m in again.requests if latest_question(m) == SSO and m[-1]["role"] == "user"]
+    assert len(asked) == 1 and sent_before(again, SSO) == [], "only the single question is asked, on its own"
     for q in (OKTA, A3):
         assert first_request(again, q) == first_request(whole, q), f"{q!r} was sent another history"
     assert [t[1:] for t in stored_turns(db)] == [
         (SSO, "ok", f"{run_id}/a", 1), (OKTA, "ok", f"{run_id}/a", 2), (A3, "ok", f"{run_id}/a", 3),
-        (KEY, "ok", None, None)]
+        (KEY, "ok", None, None), (SSO, "ok", None, None)]
     assert {t[0] for t in stored_turns(db)} == {run_id}
 
 
@@ -365,6 +367,9 @@ def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(
         assert code == 0, err
         payloads.append(payload)
     assert [(p["conversation_id"], p["position"]) for p in payloads] == [("c-7", 1), ("c-7", 2), ("c-7", 3)]
+    validator = schema_validator("payload.schema.json")
+    for p in payloads:
+        validator.validate(p)
     assert sent_before(srv, OKTA) == [SSO] and sent_before(srv, A3) == [SSO, OKTA]
     roles = [m["role"] for m in first_request(srv, A3)]
     # system; turn 1: question, answer; turn 2: question, its tool calls and results, answer; turn 3's question

@@ -41,10 +41,11 @@ Conversations (docs/design.md §11): questions with the same conversation id (a 
 the other, each with the answers before it as history (`session.Conversations`), while other
 conversations and single questions run beside them; writing stays in question order. In the trace store
 the conversation is `RUN_ID/ID`, so two runs of one file never share a conversation. A turn that fails
-(after its rate-limit re-asks) does not join its conversation, and the conversation's later questions are
-not asked in this batch (`EvalResult.not_asked`): they would follow a turn the model never had. A resume
-loads each conversation's turns already written (`Session.earlier_turns`: its `ok` turns from position 1
-on), skips that many of its first questions and asks the rest with that history.
+(after its rate-limit re-asks) is written and keeps its position but is not history, and the
+conversation's later questions are not asked in this batch (`EvalResult.not_asked`): they would follow a
+turn the model never had. A resume loads each conversation's `ok` turns already written
+(`trace.conversations.load_conversation`), skips that many of its first questions and asks the rest with
+that history, at the positions after every turn written.
 """
 
 from __future__ import annotations
@@ -267,7 +268,9 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     for c, conversation in stored.items():
         if existing is None:
             chat.start(conversation)
-        kept[c] = len(chat.turns(conversation))
+        earlier = chat.turns(conversation)
+        kept[c] = len(earlier)
+        done.subtract(t.question for t in earlier)  # `done` counts single questions only
     todo: list[tuple[str, str | None]] = []
     for q, c in zip(questions, convs):
         if c is not None and kept[c] > 0:  # its first lines, answered before the interruption

@@ -410,6 +410,9 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
             for i, t in enumerate(record.tool_calls)
         ],
         "config": dict(record.config),
+        # docs/design.md §11: where a turn of a conversation stands (absent for a single turn)
+        **({"conversation_id": record.conversation_id, "position": record.position}
+           if record.conversation_id is not None else {}),
     }
 
 

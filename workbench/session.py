@@ -136,22 +136,6 @@ class Session:
         answer = Answer(record, payload, faith, None, checked, request)
         return self.log(answer, run_id=run_id) if log else answer
 
-    def earlier_turns(self, conversation_id: str) -> list[TurnRecord]:
-        """The turns of conversation `conversation_id` already in this session's trace store, oldest first, to
-        pass as `ask(history=…)` when the conversation goes on (`trace.conversations.load_conversation`):
-        its `ok` turns at positions 1, 2, … — a failed turn does not join a conversation (the next question
-        takes its place), and a gap ends the list. Empty for a new conversation or an untraced session."""
-        if self.tracer is None or not Path(self.tracer.path).exists():
-            return []
-        from .trace.conversations import load_conversation
-
-        turns = []  # its `ok` turns from position 1 on: a failed turn never joined the conversation
-        for record in sorted(load_conversation(self.tracer.path, conversation_id, self.corpus),
-                             key=lambda r: r.position or 0):
-            if record.status == "ok" and record.position == len(turns) + 1:
-                turns.append(record)
-        return turns
-
     def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
         model and options it was asked with, this session's retriever, its mode, k and tool protocol, at
@@ -206,43 +190,68 @@ class Session:
         return answer
 
 
+@dataclass
+class Conversation:
+    """One conversation as `Conversations` keeps it: its `ok` turns so far, oldest first (the history of its
+    next turn), and the position its next turn takes (failed turns are not history but keep their positions)."""
+
+    conversation_id: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    next_position: int = 1
+
+
 class Conversations:
     """Conversations asked through one session (`ask`, `chat`, `eval`): each id's turns so far, loaded from the
-    trace store the first time the id is asked (`Session.earlier_turns`: a conversation goes on where it
+    trace store the first time the id is asked (`trace.conversations`: a conversation goes on where it
     stopped) and kept in memory after, so every turn is asked with its conversation's history under one
-    context policy. Different conversations may be asked from several threads at once; the turns of one
-    conversation must be asked one after the other."""
+    context policy. A failed turn takes its position but is not history (the model never had an answer from
+    it). Different conversations may be asked from several threads at once; the turns of one conversation
+    must be asked one after the other."""
 
     def __init__(self, session: Session, context: ContextPolicy | None = None):
         import threading
 
         self.session = session
         self.context = context or ContextPolicy()
-        self._turns: dict[str, list[TurnRecord]] = {}
+        self._known: dict[str, Conversation] = {}
         self._lock = threading.Lock()
 
-    def turns(self, conversation_id: str) -> list[TurnRecord]:
-        """The turns of `conversation_id` so far, oldest first (the list itself: `ask` adds to it)."""
+    def get(self, conversation_id: str) -> Conversation:
+        """`conversation_id` so far (from the session's trace store the first time; empty when untraced)."""
         with self._lock:
-            if conversation_id not in self._turns:
-                self._turns[conversation_id] = self.session.earlier_turns(conversation_id)
-            return self._turns[conversation_id]
+            if conversation_id not in self._known:
+                self._known[conversation_id] = self._load(conversation_id)
+            return self._known[conversation_id]
+
+    def turns(self, conversation_id: str) -> list[TurnRecord]:
+        """The `ok` turns of `conversation_id` so far, oldest first."""
+        return list(self.get(conversation_id).turns)
+
+    def _load(self, conversation_id: str) -> Conversation:
+        tracer = self.session.tracer
+        if tracer is None:
+            return Conversation(conversation_id)
+        from .trace.conversations import load_conversation, next_position
+
+        return Conversation(conversation_id, load_conversation(tracer.path, conversation_id, self.session.corpus),
+                            next_position(tracer.path, conversation_id))
 
     def start(self, conversation_id: str) -> None:
         """Begin `conversation_id` with no earlier turn, without looking in the trace store (an id known to be
         new: a new eval run's, a fresh chat's)."""
         with self._lock:
-            self._turns[conversation_id] = []
+            self._known[conversation_id] = Conversation(conversation_id)
 
     def ask(self, question: str, conversation_id: str | None, **kwargs: Any) -> Answer:
         """`Session.ask` as the next turn of `conversation_id` (None: a question of its own)."""
         if conversation_id is None:
             return self.session.ask(question, **kwargs)
-        earlier = self.turns(conversation_id)
-        answer = self.session.ask(question, history=tuple(earlier), conversation_id=conversation_id,
-                                  context=self.context, **kwargs)
-        if answer.record.status == "ok":  # a failed turn does not join the conversation
-            earlier.append(answer.record)
+        c = self.get(conversation_id)
+        answer = self.session.ask(question, history=tuple(c.turns), conversation_id=conversation_id,
+                                  context=self.context, position=c.next_position, **kwargs)
+        c.next_position += 1
+        if answer.record.status == "ok":
+            c.turns.append(answer.record)
         return answer
 
 
