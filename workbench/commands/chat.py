@@ -14,9 +14,9 @@ from ..questions import check_conversation_id
 from ..render import document_lines, sources_row, verification_lines
 from ..session import Conversations, Session
 from ..terminal import neutralize
+from ._answer import print_answer
 from ._options import (add_context_option, add_run_options, add_trace_options, add_verify_options, context_policy,
                        db_path, provider_options, warn_skipped)
-from .ask import print_answer
 
 #: The chat's commands; any other line is a question (a question that starts with "/" is typed as "//…").
 COMMANDS = {
