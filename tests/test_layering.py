@@ -11,7 +11,8 @@ PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
 LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "conversation", "agent", "provenance", "render",
           "faithfulness", "verify", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
-SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "__init__"}
+SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact",
+          "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {
     "llama_index": {"retrieval"},

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from loopback import WIRES, ScriptedServer
-from workbench.providers.base import MAX_RETRIES
+from workbench.providers.http import MAX_RETRIES
 
 QUESTION = "How do I configure SSO?"
 both = pytest.mark.parametrize("wire", list(WIRES.values()), ids=list(WIRES))

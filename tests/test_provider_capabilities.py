@@ -27,7 +27,8 @@ from workbench.providers.llamacpp import LlamaCppProvider, default_gguf
 from workbench.providers.offline import FAULTS, OfflineProvider
 from workbench.providers.ollama import OllamaProvider
 from workbench.providers.openai import OpenAIProvider
-from workbench.providers.options import check_options, input_kind, parse_option, recorded
+from workbench.providers.options import check_options, input_kind, parse_option
+from workbench.redact import recorded
 from workbench.types import ModelCall
 
 
@@ -133,7 +134,7 @@ def test_parse_option_converts_by_the_schema_type():
     assert parse_option("x", schema, "ratio=0.5") == ("ratio", 0.5)
     assert parse_option("x", schema, "prefix=a=b") == ("prefix", "a=b")
     for bad, message in (("repeat=x", "'x' is not an integer"), ("loud=maybe", "'maybe' is not a boolean"),
-                         ("nope=1", "has no option 'nope'"), ("tags", "takes NAME=VALUE")):
+                         ("nope=1", "has no option 'nope'"), ("tags", "is NAME=VALUE")):
         with pytest.raises(ProviderOptionError, match=message):
             parse_option("x", schema, bad)
     check_options("x", schema, {"repeat": 2, "tone": "formal"})

@@ -13,7 +13,7 @@ import pytest
 
 from loopback import GEMINI, OLLAMA, WIRES, Reply, ScriptedServer, refused_url
 from workbench.agent import MAX_STEPS
-from workbench.providers.base import Failed, with_retries
+from workbench.providers.http import Failed, with_retries
 
 QUESTION = "How do I configure SSO?"
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
@@ -81,7 +81,7 @@ def test_ollama_unknown_model_names_the_model_and_how_to_pull_or_pick(demo_sessi
 def test_gemini_unknown_model_names_the_model_and_how_to_pick(demo_session):
     with ScriptedServer([GEMINI.error(404, "models/gemini-9 is not found for API version v1beta")]) as srv:
         result = demo_session.ask(QUESTION, provider="gemini", **GEMINI.options(srv.url, model="gemini-9"))
-    assert_failed(result, "unknown_model", "'gemini-9'", "--model", "gemini-2.5-flash")
+    assert_failed(result, "unknown_model", "'gemini-9'", "pick an available model", "gemini-2.5-flash")
 
 
 @both
@@ -158,7 +158,7 @@ def test_gemini_malformed_function_call_ends_the_turn(demo_session):
 def test_ollama_model_without_tool_support_says_what_to_do(demo_session):
     with ScriptedServer([OLLAMA.error(400, "registry.ollama.ai/library/gemma2:latest does not support tools")]) as srv:
         result = demo_session.ask(QUESTION, provider="ollama", **OLLAMA.options(srv.url, model="gemma2"))
-    assert_failed(result, "tools_unsupported", "'gemma2'", "--mode excerpts")
+    assert_failed(result, "tools_unsupported", "'gemma2'", "mode `excerpts`")
 
 
 def test_gemini_safety_stop_without_text_is_blocked(demo_session):

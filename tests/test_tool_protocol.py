@@ -124,7 +124,7 @@ def test_an_action_naming_an_unknown_tool_is_a_tool_error_the_model_sees(demo_se
 
 @pytest.mark.parametrize("text,finish,status,words", [
     ('{"action": "answer", "answer": "Paste the met', "length", "truncated", ["token limit", "output token limit"]),
-    ("Sure! Here is what I found.", "stop", "bad_step", ["not one JSON action", "--tool-protocol native"]),
+    ("Sure! Here is what I found.", "stop", "bad_step", ["not one JSON action", "`native` tool protocol"]),
     ('["search"]', "stop", "bad_step", ["not one JSON action"]),
 ], ids=["truncated", "prose", "not-an-object"])
 def test_a_step_that_does_not_parse_ends_the_turn_with_a_status(demo_session, text, finish, status, words):
@@ -148,7 +148,7 @@ def test_protocols_are_resolved_from_capabilities_never_names():
     assert resolve(ToolsOnly(), None) == NATIVE and resolve(Scripted(), JSON_STEPS) == JSON_STEPS
     with pytest.raises(CapabilityError, match="cannot force its output to a JSON schema"):
         resolve(ToolsOnly(), JSON_STEPS)
-    with pytest.raises(CapabilityError, match="--tool-protocol json-steps"):
+    with pytest.raises(CapabilityError, match="`json-steps` tool protocol"):
         resolve(NoTools(), NATIVE)
     with pytest.raises(UnknownNameError, match="tool protocol"):
         resolve(Scripted(), "xml")

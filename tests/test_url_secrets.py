@@ -12,7 +12,8 @@ import pytest
 
 from bounded import workbench
 from loopback import WIRES, ScriptedServer, refused_url
-from workbench.providers.base import ModelStep, Provider, register_provider, scrub_secrets
+from workbench.providers.base import ModelStep, Provider, register_provider
+from workbench.redact import scrub_secrets
 from workbench.session import Session
 
 USER, PASSWORD = "alice", "S3cret-pass-0987"

@@ -21,7 +21,9 @@ from typing import Any, Callable
 from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
-from .providers.base import Provider, scrub_secrets, turn_clock
+from .providers.base import Provider
+from .providers.http import turn_clock
+from .redact import scrub_secrets
 from .tools import Toolbox
 from .types import MODES, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from collections import Counter, deque
@@ -62,8 +63,12 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator
 
 from .agent import StepEvent
+from .errors import TraceStoreError, WorkbenchError
+from .providers import declared
+from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
+from .providers.options import setting
+from .redact import recorded
 from .types import ContextPolicy
-from .errors import WorkbenchError
 from .terminal import StatusLine
 from .verify import DEFAULT_BUDGET
 
@@ -186,10 +191,6 @@ class _Pause:
             time.sleep(left)
 
     def extend(self, attempt: int) -> None:
-        import random
-
-        from .providers.base import backoff_delay
-
         delay = backoff_delay(self.backoff, attempt) * random.uniform(0.8, 1.2)
         with self._lock:
             self._until = max(self._until, time.monotonic() + delay)
@@ -223,9 +224,6 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     if len(convs) != len(questions):
         raise WorkbenchError(f"{len(convs)} conversation ids for {len(questions)} questions")
     context = context or ContextPolicy()
-    from .providers import declared
-    from .providers.base import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, setting
-    from .providers.options import recorded
     from .trace import TraceReader
 
     if concurrency < 1:
@@ -247,13 +245,13 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
     if run_id is not None and existing is None:
-        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; omit --run-id to start a new run")
+        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; give no run id to start a new run")
     if existing is not None:
         for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
                 (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
             if existing[name] != settings[name]:
                 raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
-                                     f"{settings[name]!r}; use the same settings to resume it, or --new-run")
+                                     f"{settings[name]!r}; use the same settings to resume it, or start a new run")
         tracer.resume_run(existing["run_id"])
         result = EvalResult(existing["run_id"], True)
         done = Counter(reader.answered_counts(result.run_id))
@@ -393,7 +391,6 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
 
 def _final_flush(tracer, result: EvalResult) -> list[str]:
     """Write what is still queued (a few tries, each waiting for the file lock); return the ids it could not."""
-    from .errors import TraceStoreError
 
     for attempt in range(FINAL_FLUSH_TRIES):
         try:

@@ -1,9 +1,17 @@
-"""Configuration read from the environment once, at the edge (CLI, app), then passed in."""
+"""Configuration read from the environment once, at the edge (CLI, app), then passed in.
+
+This is the one module that reads the process environment: every other module asks `env(NAME)` (or
+`environment()` for the whole mapping), so `tests/test_config_edge.py` can hold that no other module
+touches `os.environ`. Each variable is named by a constant in the module that uses it.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
+
+from .errors import WorkbenchError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
@@ -22,9 +30,33 @@ MAX_CONVERSATION_ID_CHARS = 200
 MAX_CONTEXT_TURNS = 50
 
 
+def env(name: str, default: str | None = None) -> str | None:
+    """The value of the environment variable `name` with surrounding blanks removed; `default` when it is
+    unset or blank."""
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def environment() -> Mapping[str, str]:
+    """The whole process environment (read it, never write it): for readiness checks of every provider at once
+    and for the credentials of every configured server URL (`redact.scrub_secrets`)."""
+    return os.environ
+
+
+def set_process_default(name: str, value: str) -> None:
+    """Set `$name` for this process (and the libraries it loads) unless the user set it: how the workbench
+    keeps an SDK offline (`HF_HUB_OFFLINE`) or its threads quiet (`OMP_WAIT_POLICY`)."""
+    os.environ.setdefault(name, value)
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """The environment of a child process this one starts: this one's, plus `extra`."""
+    return {**os.environ, **extra}
+
+
 def workbench_home() -> Path:
     """Where caches (indexes) and the default trace database live: `$WORKBENCH_HOME`."""
-    home = os.environ.get("WORKBENCH_HOME")
+    home = env("WORKBENCH_HOME")
     return Path(home).expanduser() if home else Path.home() / ".cache" / "provenance-workbench"
 
 
@@ -32,7 +64,7 @@ def benchmark_data_dir() -> Path:
     """Where optional third-party benchmark data (Arduino Help Center, ExpertQA, SciFact) is looked for:
     `$WORKBENCH_BENCHMARK_DATA`, else `shared/data` beside the project folder (the development layout).
     Whatever needs it says so and skips when it is absent."""
-    data = os.environ.get(BENCHMARK_DATA_ENV)
+    data = env(BENCHMARK_DATA_ENV)
     return Path(data).expanduser() if data else PROJECT_ROOT.parent / "shared" / "data"
 
 
@@ -48,20 +80,18 @@ def uploads_dir() -> Path:
 
 def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
-    db = os.environ.get("WORKBENCH_DB")
+    db = env("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
 
 
 def seconds_setting(name: str, default: float) -> float:
     """The number of seconds in `$name` (`default` when unset, empty or not above 0); not a number: an error."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
+    raw = env(name)
+    if raw is None:
         return default
     try:
         value = float(raw)
     except ValueError:
-        from .errors import WorkbenchError
-
         raise WorkbenchError(f"{name}={raw!r} is not a number of seconds") from None
     return value if value > 0 else default
 

@@ -26,8 +26,9 @@ import os
 import posixpath
 import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from .config import DEMO_CORPUS, default_db_path, uploads_dir, workbench_home
+from .config import DEMO_CORPUS, default_db_path, env, uploads_dir, workbench_home
 from .errors import PathNotAllowedError
 
 ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
@@ -41,7 +42,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # a scheme of two letters or mo
 
 def allowed_roots() -> list[Path]:
     """The folders visitors may name, resolved: `$WORKBENCH_ALLOWED_ROOTS`, else demo corpus + WORKBENCH_HOME."""
-    raw = os.environ.get(ALLOWED_ROOTS_ENV, "")
+    raw = env(ALLOWED_ROOTS_ENV, "")
     roots = [Path(p.strip()).expanduser() for p in raw.split(os.pathsep) if p.strip()]
     if not roots:
         roots = [DEMO_CORPUS, workbench_home()]
@@ -82,7 +83,6 @@ def confine_db(text: str) -> Path:
 
 def _server(url: str) -> tuple[str, str, int | None, str] | None:
     """(scheme, host, port, path) of an http(s) URL, without userinfo, lower-cased; None when not one."""
-    from urllib.parse import unquote, urlsplit
 
     if re.search(r"[\s\\\x00-\x1f\x7f]", url.strip()):  # parsers disagree on these: never a server here
         return None
@@ -100,7 +100,7 @@ def _server(url: str) -> tuple[str, str, int | None, str] | None:
 
 def allowed_servers() -> list[str]:
     """The servers visitors may name: `$WORKBENCH_ALLOWED_SERVERS`, URLs separated by spaces or commas."""
-    return [u for u in re.split(r"[\s,]+", os.environ.get(ALLOWED_SERVERS_ENV, "")) if u]
+    return [u for u in re.split(r"[\s,]+", env(ALLOWED_SERVERS_ENV, "")) if u]
 
 
 def confine_server(text: str, what: str) -> str:

@@ -94,7 +94,8 @@ def example_question(titles: list[str]) -> str | None:
 @dataclass(frozen=True)
 class Question:
     """One line of a questions file: `{"question": …}` plus the optional `id`, `kind` and expectations
-    (docs/experiments.md): `expected`, `expect_no_sources`, `must_cite`, `must_not_cite`, `tags`."""
+    (docs/experiments.md): `expected`, `expect_no_sources`, `must_cite`, `must_not_cite`, `tags`, and the
+    `conversation` it is a turn of."""
 
     text: str
     line: int
@@ -110,8 +111,8 @@ class Question:
     #: Documents the answer must neither cite nor consult.
     must_not_cite: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-    #: The conversation the line belongs to (docs/design.md §11): lines with the same id are one conversation,
-    #: in file order; None: a question of its own.
+    #: The conversation the line is a turn of: lines with the same id form one conversation, in file order
+    #: (docs/design.md §11); None for a question asked on its own.
     conversation: str | None = None
     #: Fields of the line the workbench does not read, kept as they were.
     extra: dict[str, Any] = field(default_factory=dict, compare=False)

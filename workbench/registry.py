@@ -22,11 +22,12 @@ the first to ask for a judge: none of them may see a half-filled registry).
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import threading
+from importlib.metadata import entry_points
 from typing import Callable, Generic, TypeVar
 
+from .config import env
 from .errors import PluginError, UnknownNameError
 
 F = TypeVar("F", bound=Callable)
@@ -41,7 +42,7 @@ _LOADING = threading.RLock()
 def load_plugins() -> None:
     """Import every module named in `$WORKBENCH_PLUGINS` not imported yet; each registers what it brings."""
     with _LOADING:
-        for module in (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",")):
+        for module in (m.strip() for m in env(PLUGINS_ENV, "").split(",")):
             if not module or module in _imported_plugins:
                 continue
             try:
@@ -86,7 +87,6 @@ class Registry(Generic[F]):
         with _LOADING:
             if self._entry_points_loaded:
                 return
-            from importlib.metadata import entry_points
 
             for ep in entry_points(group=self.entry_point_group):
                 try:

@@ -8,11 +8,14 @@ ignores the flag still gets a working lookup table for inline links (docs/design
 from __future__ import annotations
 
 import functools
+import json
 import re
+from bisect import bisect_left, bisect_right
 from typing import Any
 from urllib.parse import urlsplit
 
 from .terminal import neutralize
+from .text import plain, sentences
 
 SAFE_SCHEMES = ("http", "https")
 #: The three sets, in the order every view shows them (docs/design.md §1).
@@ -349,7 +352,6 @@ def evidence_passages(record: Any, doc_id: str) -> list[tuple[str, str]]:
     """What of `doc_id` the model saw or quoted in one turn, as (kind, text) pairs:
     `excerpt` (a numbered excerpt), `snippet` (a search result's passage), `quoted` (an answer
     sentence; only those found in the document get highlighted)."""
-    from .text import plain, sentences
 
     out: list[tuple[str, str]] = [("excerpt", e.text) for e in record.excerpts if e.doc_id == doc_id and e.text]
     for call in record.tool_calls:
@@ -372,7 +374,6 @@ def highlight_spans(text: str, passages: list[tuple[str, str]]) -> list[tuple[in
     sentence. Earlier kinds in `passages` win overlaps only where they came first; `quoted` wins
     over `snippet` so the part the answer used stands out inside the larger passage.
     """
-    from .text import sentences
 
     priority = {"quoted": 0, "excerpt": 1, "snippet": 2}
     found: list[tuple[int, int, str]] = []
@@ -558,7 +559,6 @@ def _wrapped_source(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, 
     """`text` with a line break inserted wherever `display_lines` wraps a long line, and `spans` moved with the
     text: in a paragraph the break renders as a space, and no line of the panel is longer than `MAX_LINE_CHARS`
     (a 200,000-character line froze a browser tab)."""
-    from bisect import bisect_left, bisect_right
 
     cuts = [lo for lo, _ in display_lines(text) if lo > 0 and text[lo - 1] != "\n"]
     if not cuts:
@@ -590,7 +590,6 @@ MAX_ARG_CHARS = 120
 def call_signature(name: str, args: dict[str, Any] | None) -> str:
     """A tool call as one line, its arguments visible: `search(query="How do I configure SSO?", k=5)`.
     Plain text (escape it for markdown, `plotly_text` it for a chart)."""
-    import json
 
     def shown(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)

@@ -6,18 +6,17 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path
+from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
 from .questions import check_question_length
 from .corpus import Corpus, load_corpus
 from .provenance import build_payload
 from .providers import declared, get_provider
-from .providers.options import recorded
+from .redact import recorded
 from .retrieval import get_retriever, retriever_names
 from .errors import TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
@@ -60,7 +59,7 @@ class Session:
             from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
-            if os.environ.get(OTLP_ENDPOINT_ENV, "").strip():  # live OTLP export of each written turn (trace/live.py)
+            if env(OTLP_ENDPOINT_ENV):  # live OTLP export of each written turn (trace/live.py)
                 from .trace.live import from_env
 
                 self.tracer.listeners.append(from_env().listener(self.tracer.path))

@@ -12,6 +12,9 @@ the same escapes: `render.py` applies it to everything the app draws (docs/secur
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+import threading
 
 # bidi marks, embeddings, overrides and isolates, and the Unicode line and paragraph separators
 _SPOOFING = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
@@ -46,9 +49,6 @@ class StatusLine:
     line. Safe from several threads; a stream that fails (closed, a broken pipe) is ignored from then on."""
 
     def __init__(self, stream=None):
-        import sys
-        import threading
-
         self.stream = stream if stream is not None else sys.stderr
         try:
             self.tty = bool(self.stream.isatty())
@@ -61,8 +61,6 @@ class StatusLine:
     def show(self, text: str) -> None:
         line = neutralize(text).replace("\n", " ")
         if self.tty:
-            import shutil
-
             width = shutil.get_terminal_size().columns - 1
             line = "\r\x1b[K" + (line if len(line) <= width else line[: max(1, width - 1)] + "…")
         else:

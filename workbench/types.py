@@ -6,8 +6,12 @@ loop returns a `TurnRecord`. Nothing is recovered from event handlers.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
+
+from . import schemas
+from .errors import TurnRecordError
 
 Exposure = Literal["full", "snippet", "title"]
 Mode = Literal["agent", "excerpts"]
@@ -204,11 +208,8 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
     as one (JSON Schema counts 2.0 as an integer) and no two excerpts share one, since `[n]` must name
     exactly one excerpt; then the model itself in strict mode (no "1" -> 1 or true -> 1 coercion).
     """
-    import json
 
     from pydantic import ValidationError
-
-    from .errors import TurnRecordError
 
     try:  # tuples to lists (a TurnRecord.to_dict() is accepted too), and only JSON text
         data = json.loads(json.dumps(data))
@@ -271,8 +272,6 @@ def _schema_validator():
     global _VALIDATOR
     if _VALIDATOR is None:
         import jsonschema
-
-        from . import schemas
 
         _VALIDATOR = jsonschema.Draft202012Validator(schemas.load(schemas.TURN_RECORD))
     return _VALIDATOR

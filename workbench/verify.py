@@ -1,52 +1,9 @@
-"""Verification by ablation: did the answer really depend on each source? (docs/design.md §9)
+"""Verification by ablation: did the answer really depend on each source?
 
-The consulted set says the model *saw* a document and *pointed* at it. This checks whether the
-answer *depends* on it, black-box, with any provider: re-run the turn with one document withheld and
-compare the new answer with the original. Method `ablation-v1`, step by step:
-
-1. **Re-runs** use the original turn's provider, model and options, retriever, mode, k and tool
-   protocol: `agent.run_turn` over `Toolbox.withholding` (the same loaded index, nothing rebuilt).
-   What makes a call reproducible is pinned where the provider has it, read from its `options_schema`
-   and never from its name: every option whose property declares `x-reproducible` gets that value
-   (`pinned_options`): temperature 0 and seed 0 for `llamacpp` and `openai`, and llama.cpp's prompt
-   cache off. A provider that declares none (the offline agent, deterministic anyway) runs as it is.
-   `Session.ask(verify=True)` asks the original with the same pinned options, so the control can
-   reproduce it; a turn asked without them and verified later may come out unstable (the app says so
-   before it runs).
-2. **Control first**, with nothing withheld. If it failed, or its answer differs from the original by
-   the test of step 4, the control is unstable: no candidate is re-run (their calls would buy nothing)
-   and every candidate gets `unstable` — no document gets a verdict it has not earned.
-3. **Candidates**, in the order a budget covers them (`plan`): the consulted documents (sources-row
-   order), then the top `HIDDEN_CANDIDATES` retrieved documents that are neither cited nor consulted
-   (strongest exposure first, then best rank in any tool result or excerpt number), then cited
-   documents that are not consulted (links to titles). The budget counts re-runs, the control
-   included; candidates beyond it are `skipped`, with no verdict.
-4. **Did the answer change?** Yes when the re-run's answer loses a claim at stake, or its similarity
-   to the original is below `SIMILARITY_THRESHOLD`.
-   - Claims are the faithfulness module's (`split_claims`: sentences and list items with their
-     citations). Unlike faithfulness scoring, every answer is split here, not only substantive ones;
-     a line that only holds a link (a listing's, a "See also") is no claim, so such a link is judged
-     by similarity alone. A claim is at stake for a document when it cites it or the judge (default
-     `lexical`) finds it `supported` by what the model was shown of it (`faithfulness.shown_texts`:
-     the whole text when opened, else its snippets or excerpts), and it is lost when the judge does
-     not find it `supported` by the new answer. For the control every claim is at stake.
-   - Similarity (`answer_similarity`): the Dice coefficient 2|A∩B| / (|A| + |B|) of the multisets of
-     stemmed content words of the two answers' prose (link targets and `[n]` markers removed, link
-     text kept); 1.0 for the same prose.
-5. **Verdicts**: a cited or consulted candidate is `load_bearing` when the answer changed, else
-   `decorative`; one neither cited nor consulted is `hidden_influence` when it changed, else
-   `no_effect`. A candidate whose re-run failed (any status but `ok`) gets no verdict: it is listed
-   as failed with the status.
-
-Why 0.8 (measured with `benchmarks/verification.py`, offline agent): withholding the article the
-agent opened replaces its passage (similarity 0.00-0.46 on the demo gold set, 0.00-0.53 on the
-Arduino questions; on the demo set (eval) 105 of the 106 claims at stake were lost), while
-withholding the second hit behind its "See also" link only drops or swaps that line (0.84-0.95 and
-0.89-0.98); a dropped line of a 59-link listing leaves 0.99. A change of the metric or the threshold
-is a new `METHOD` version: verdicts are comparable only within one.
-
-Cost is explicit: every re-run is recorded with its model calls, tokens and time, and the whole
-verification with its wall time.
+The method (`METHOD`, `ablation-v1`) is stated once, in docs/design.md §9: re-runs with one document
+withheld, reproducible options pinned, the control first, the candidates in budget order, "changed"
+by claims at stake and answer similarity, and the verdicts. This module implements it; every re-run
+is recorded with its model calls, tokens and time.
 """
 
 from __future__ import annotations
@@ -54,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -68,7 +25,7 @@ from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
 from .text import content_terms
 from .tools import Toolbox
-from .types import EXPOSURE_RANK, TurnRecord
+from .types import EXPOSURE_RANK, HistoryTurn, TurnRecord
 
 METHOD = "ablation-v1"
 #: Below this answer similarity (`answer_similarity`) a re-run's answer counts as changed.
@@ -321,8 +278,12 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
 
     def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
         withheld = [cand.doc_id] if cand else []
+        # A follow-up's re-run sends the same history; `agent.history_messages` re-runs its carried tool calls
+        # through the withholding toolbox, so a withheld document is "not found" there too (§11.6).
         new = run_turn(record.question, provider, toolbox.withholding(withheld), mode=record.mode, k=k,
-                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld})
+                       tool_protocol=protocol, config={"verifies": turn_id, "withheld": withheld},
+                       history=withheld_history(record.history, withheld), conversation_id=record.conversation_id,
+                       position=record.position)
         calls = new.model_calls
         cost = {"calls": len(calls), "tokens_in": _sum([c.tokens_in for c in calls]),
                 "tokens_out": _sum([c.tokens_out for c in calls]), "latency_ms": new.latency_ms,
@@ -366,6 +327,16 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                  for seq, c in enumerate(skipped, start=len(to_run) + 1)]
     return Verification(turn_id, stable, tuple(rows), budget, j.name, j.version, dict(sampling or {}),
                         round((time.perf_counter() - started) * 1000, 3))
+
+
+def withheld_history(history: Sequence[HistoryTurn], withheld: Sequence[str]) -> tuple[HistoryTurn, ...]:
+    """The history a re-run sends with `withheld` documents withheld: the same turns, minus the carried excerpts of
+    a withheld document (as a re-run's own excerpts are rebuilt without it; the other excerpts keep their numbers).
+    Carried tool calls need nothing here: `agent.history_messages` runs them again through the withholding toolbox."""
+    gone = set(withheld)
+    if not gone:
+        return tuple(history)
+    return tuple(replace(h, excerpts=tuple(e for e in h.excerpts if e.doc_id not in gone)) for h in history)
 
 
 def _reason(verdict: str, change: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..render import SET_COLORS, SETS
+from ..render import SETS, SET_COLORS, plotly_text
 
 def _config_label(df: pd.DataFrame) -> pd.Series:
     return df["retriever"] + " · " + df["provider"] + " · " + df["mode"]
@@ -57,8 +57,6 @@ def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used doc
 
     Titles are corpus text: entity-escaped so plotly draws them literally (it renders `<a href>` in labels)."""
     import plotly.graph_objects as go
-
-    from ..render import plotly_text
 
     df = usage.head(top).iloc[::-1]  # plotly draws the first row at the bottom
     labels = [plotly_text(f"{t or d} ({d})") for t, d in zip(df["title"], df["doc_id"])]
@@ -117,8 +115,6 @@ def measure_figure(df: pd.DataFrame, measure: str, height: int = 320):
     """One chart of one measure: bars per row named by the labelling columns that differ (what the rows
     share goes in the title), or, when the first column is a time, a line per series over time."""
     import plotly.graph_objects as go
-
-    from ..render import plotly_text
 
     labels, _ = split_columns(df)
     first = str(df.columns[0])

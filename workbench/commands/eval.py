@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 from ..batch import EvalResult, Stop, run_eval
-from ..render import VERDICT_LABELS
 from ..errors import WorkbenchError
-from ..questions import read_dataset
+from ..questions import check_unique, read_dataset
+from ..render import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, warn_skipped)
@@ -118,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
 def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
     """Refuse, before anything is asked, a taken --name, a malformed --tag, an unknown --baseline; a named run
     is a new run (unless --run-id resumes it)."""
-    from ..questions import check_unique
     from ..trace.experiments import check_name_free, find_run, parse_tags
 
     tags = parse_tags(args.tag)

@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from ..errors import WorkbenchError
 from ..terminal import neutralize
 from ._options import add_db_option, db_path
 from ._table import _jsonable, print_table
@@ -100,8 +101,6 @@ def run_compare(args: argparse.Namespace) -> int:
     from ..trace.scoring import compare
 
     if len(args.runs) < 2:
-        from ..errors import WorkbenchError
-
         raise WorkbenchError("compare needs at least two runs: workbench runs compare A B [C…]")
     result = compare(db_path(args), args.runs)
     if args.json:

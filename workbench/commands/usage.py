@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..config import DEMO_CORPUS
+from ..corpus import load_corpus
 from ._options import add_corpus_option, add_db_option, db_path, positive_int
 from ._table import add_format_options, emit
 
@@ -34,9 +36,6 @@ def run(args: argparse.Namespace) -> int:
 
     db = db_path(args)
     if args.totals or args.never_retrieved:
-        from ..config import DEMO_CORPUS
-        from ..corpus import load_corpus
-
         corpus = load_corpus(args.corpus or DEMO_CORPUS)
         result = (usage.usage_totals(db, args.run, corpus) if args.totals
                   else usage.never_retrieved(db, corpus, args.run))

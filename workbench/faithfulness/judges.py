@@ -21,9 +21,12 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..errors import WorkbenchError
+from ..errors import ProviderError, WorkbenchError
+from ..providers import get_provider
+from ..redact import scrub_secrets
 from ..registry import Registry
 from ..text import content_terms, plain, sentences
 from .tiling import tile as _tile
@@ -179,8 +182,6 @@ class LexicalJudge(Judge):
 
 @lru_cache(maxsize=1)
 def _wordllama():
-    from pathlib import Path
-
     try:
         import wordllama
         from wordllama import WordLlama
@@ -331,8 +332,6 @@ class LLMJudge(Judge):
 
     def __init__(self, provider: str = "ollama", model: str | None = None, fail_fast: bool = False,
                  **provider_options: Any):
-        from ..providers import get_provider
-
         self.provider_name, self.model, self.provider_options = provider, model, provider_options
         #: `judge --method llm` sets it: a provider that fails ends the run with its reason (exit 2)
         #: instead of a column of "unknown" verdicts; inside a turn the verdict is "unknown".
@@ -341,10 +340,6 @@ class LLMJudge(Judge):
         self._provider = get_provider(provider, model=model, **provider_options) if fail_fast else None
 
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
-        from ..errors import ProviderError
-        from ..providers import get_provider
-        from ..providers.base import scrub_secrets
-
         try:
             if self._provider is None:
                 self._provider = get_provider(self.provider_name, model=self.model, **self.provider_options)

@@ -1,5 +1,8 @@
 """The provider interface and registry (docs/design.md §7).
 
+Only the interface: what network providers share (options, retries, the fault ladder) is `http.py`,
+options and their checks `options.py`, secrets `..redact`.
+
 A provider implements one method, `complete(messages, tools)`, returning the model's next step:
 text and/or tool calls plus usage. The agent loop owns everything else. Built-in providers register
 through `register_provider`, exactly as a provider written by a user would.
@@ -11,19 +14,14 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import os
-import re
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping
 
+from ..config import environment
 from ..registry import Registry
 from ..types import ModelCall
-
-T = TypeVar("T")
+from .options import check_options
 
 
 @dataclass(frozen=True)
@@ -83,6 +81,7 @@ class Provider(ABC):
       limit). `eval --concurrency N` runs at most this many workers (`batch.run_eval`). 1 for a model
       held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
       other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
+    - `default_model`: the model it runs when given none, in words for help texts (None: it takes no model).
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
     in batches, a model name (not a file), no concurrency limit, calls that cost.
     """
@@ -98,6 +97,7 @@ class Provider(ABC):
     free_calls: ClassVar[bool] = False
     model_is_path: ClassVar[bool] = False
     max_concurrent_turns: ClassVar[int | None] = None
+    default_model: ClassVar[str | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -157,287 +157,12 @@ def declared(name: str, capability: str) -> Any:
 
 def readiness(name: str, env: Mapping[str, str] | None = None) -> Readiness:
     """Whether the provider `name` can run with `env` (default: the process environment), and what to set."""
-    return declared(name, "is_configured")(os.environ if env is None else env)
+    return declared(name, "is_configured")(environment() if env is None else env)
 
 
 def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
     """Build the provider `name`; options are checked against its `options_schema` first, so an option
     it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`. An option
     given as None is not given: the provider keeps its own default."""
-    from .options import check_options
-
     check_options(name, declared(name, "options_schema"), options)
     return _PROVIDERS.build(name, model=model, **{k: v for k, v in options.items() if v is not None})
-
-
-# --- helpers shared by network providers -----------------------------------------------------
-
-#: Defaults for network providers; each can be overridden per provider option or environment.
-TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
-BUDGET_ENV = "WORKBENCH_TURN_BUDGET"
-DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
-DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
-MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the largest `backoff`
-#: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
-MAX_RETRY_AFTER = 60.0
-#: The largest `timeout` (seconds per request) and `retries` a network provider takes.
-MAX_TIMEOUT, MAX_RETRIES = 600.0, 10
-#: Seconds one turn may spend in a network provider's requests and waits (`budget`): by default, and at most.
-DEFAULT_BUDGET, MAX_BUDGET = 900.0, 3600.0
-
-
-def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    """The `options_schema` of a network provider: its own `properties` plus timeout, retries, backoff, budget."""
-    return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
-
-
-#: The `options_schema` properties every network provider takes (unset: the environment, else the default).
-NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT, "title": "Timeout (s)",
-                "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
-    "retries": {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES, "title": "Retries",
-                "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
-    "backoff": {"type": "number", "minimum": 0, "maximum": MAX_BACKOFF, "title": "Backoff (s)",
-                "description": f"first wait before a retry, doubled each time up to {MAX_BACKOFF:g} s (default "
-                               f"${BACKOFF_ENV}, else {DEFAULT_BACKOFF:g})"},
-    "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUDGET, "title": "Turn budget (s)",
-               "description": f"seconds a whole turn may spend on requests and waits; then it ends with status "
-                              f"over_budget (default ${BUDGET_ENV}, else {DEFAULT_BUDGET:g})"},
-}
-
-
-def backoff_delay(backoff: float, attempt: int) -> float:
-    """Seconds to wait before retry `attempt` (from 0): `backoff` doubled each time, at most `MAX_BACKOFF`."""
-    return min(MAX_BACKOFF, backoff * 2 ** attempt)
-
-
-def network_settings(timeout: float | None, retries: int | None, backoff: float | None, budget: float | None,
-                     default_timeout: float) -> tuple[float, int, float, float]:
-    """(timeout, retries, backoff, budget) of a network provider: each option if given, else its variable,
-    else the default, each within its bounds in `NETWORK_OPTIONS`."""
-    return (setting(timeout, TIMEOUT_ENV, default_timeout, NETWORK_OPTIONS["timeout"], "timeout"),
-            int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES, NETWORK_OPTIONS["retries"], "retries")),
-            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"),
-            setting(budget, BUDGET_ENV, DEFAULT_BUDGET, NETWORK_OPTIONS["budget"], "budget"))
-
-
-def setting(value: Any, env: str, default: float, prop: Mapping[str, Any] | None = None,
-            name: str | None = None) -> float:
-    """`value` if given, else the number in `$env`, else `default` (a bad number names the variable).
-
-    With `prop` (the option's `options_schema` property), a given or configured value outside its bounds
-    is a `config_error` naming the option or variable, the value and the allowed range — raised before
-    the provider allocates or sends anything.
-    """
-    from ..errors import ProviderError
-
-    if value is not None:
-        where, number = f"option {name or env!r}", value
-    else:
-        raw = os.environ.get(env, "").strip()
-        if not raw:
-            return default
-        try:
-            number = float(raw)
-        except ValueError:
-            raise ProviderError(f"{env}={raw!r} is not a number", status="config_error") from None
-        where = f"{env}={raw!r}"
-        if prop is not None and prop.get("type") == "integer" and number.is_integer():
-            number = int(number)
-    if prop is not None:
-        from .options import problem
-
-        why = problem(prop, number)
-        if why:
-            raise ProviderError(f"{where}: {why}", status="config_error")
-    return float(number)
-
-
-class Failed(Exception):
-    """`with_retries` gave up: `error` is the provider's last exception, `retries` how many retries it took."""
-
-    def __init__(self, error: BaseException, retries: int):
-        super().__init__(str(error))
-        self.error = error
-        self.retries = retries
-
-
-#: Inside `turn_clock`: [when the turn's first model request started, or None before it].
-_TURN_STARTED: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("turn_started", default=None)
-
-
-@contextlib.contextmanager
-def turn_clock():
-    """One turn (the agent opens one per turn): the time budget of every provider call inside counts from the
-    turn's first model request, so building a retrieval index before it costs no budget."""
-    token = _TURN_STARTED.set([None])
-    try:
-        yield
-    finally:
-        _TURN_STARTED.reset(token)
-
-
-def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
-                 sleep: Callable[[float], None] = time.sleep,
-                 retry_after: Callable[[BaseException], float | None] | None = None,
-                 budget: float | None = None) -> tuple[T, int]:
-    """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
-    `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
-
-    `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
-    backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
-
-    `budget` (seconds) bounds the whole turn (from its first model request, see `turn_clock`; outside a
-    turn, from this call): no attempt starts once it is spent, and no wait runs past it; either ends the
-    turn with status `over_budget`. A turn's requests therefore end within its budget plus at most one
-    request's timeout.
-    """
-    turn = _TURN_STARTED.get()
-    if turn is not None and turn[0] is None:
-        turn[0] = time.perf_counter()
-    started = turn[0] if turn is not None else time.perf_counter()
-    deadline = None if budget is None else started + budget
-    attempt = 0
-    while True:
-        if deadline is not None and time.perf_counter() >= deadline:
-            raise Failed(_over_budget(budget, attempt, None), attempt)
-        try:
-            return fn(), attempt
-        except Exception as exc:
-            if attempt >= retries or not transient(exc):
-                raise Failed(exc, attempt) from None
-            asked = retry_after(exc) if retry_after is not None else None
-            if asked is not None and asked > MAX_RETRY_AFTER:
-                raise Failed(exc, attempt) from None
-            wait = asked if asked is not None else backoff_delay(backoff, attempt)
-            if deadline is not None and time.perf_counter() + wait >= deadline:
-                raise Failed(_over_budget(budget, attempt + 1, exc), attempt) from None
-            sleep(wait)
-            attempt += 1
-
-
-def _over_budget(budget: float, attempts: int, last: BaseException | None) -> "ProviderError":
-    from ..errors import ProviderError
-
-    tried = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else " before the next model call"
-    why = f" (the last answer: {type(last).__name__}: {str(last)[:200]})" if last is not None else ""
-    return ProviderError(f"the turn used up its time budget of {budget:g} s{tried}{why}; retry later, or raise "
-                         f"the budget option or ${BUDGET_ENV} (at most {MAX_BUDGET:g} s)", status="over_budget")
-
-
-def failure_of(provider: Provider, exc: BaseException, describe: Callable[[BaseException, int], tuple[str, str]],
-               started: float, retries: int, secrets: Iterable[str | None],
-               call: ModelCall | None = None) -> "ProviderError":
-    """`failure` for an exception that ends a turn: a ProviderError raised on the way keeps its status and
-    message; any other is put in words by the provider's own `describe(exc, retries)`."""
-    from ..errors import ProviderError
-
-    status, message = (exc.status, str(exc)) if isinstance(exc, ProviderError) else describe(exc, retries)
-    return failure(provider, status, message, started, retries, secrets, call)
-
-
-def failure(provider: Provider, status: str, message: str, started: float, retries: int,
-            secrets: Iterable[str | None], call: ModelCall | None = None) -> "ProviderError":
-    """The ProviderError that ends a turn: redacted message (the given secrets, and the credentials of every
-    URL the provider was configured with), plus the failed call (latency, retries) for the record."""
-    from ..errors import ProviderError
-
-    return ProviderError(scrub_secrets(message, [*secrets, *provider_credentials(provider)]), status=status,
-                         call=call or ModelCall(provider.name, provider.model,
-                                                round((time.perf_counter() - started) * 1000, 3),
-                                                finish_reason="error", retries=retries))
-
-
-_KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
-# scheme://userinfo@ — userinfo runs to the *last* @ before the host (an unencoded @ in a password).
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
-# The same at the start of a configured URL that may lack its scheme (OLLAMA_HOST=user:pass@host:11434).
-_CONFIGURED_USERINFO = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?([^/?#\s]*)@")
-#: Environment variables that name a server; credentials in their userinfo are secrets everywhere.
-_URL_ENV_SUFFIXES = ("_HOST", "_URL", "_ENDPOINT")
-_URL_ATTRIBUTES = ("url", "host", "endpoint", "server")
-
-
-def split_userinfo(url: str | None) -> tuple[str | None, tuple[str, str] | None]:
-    """(`url` without its `user:password@`, (user, password) percent-decoded, or None). SDKs get the bare URL
-    and the credentials as HTTP basic auth, so no client, log line or exception ever shows them."""
-    from urllib.parse import unquote
-
-    if not url:
-        return url, None
-    m = _CONFIGURED_USERINFO.match(url.strip())
-    if not m or not m.group(1):
-        return url, None
-    user, _, password = m.group(1).partition(":")
-    return url.strip()[:m.start(1)] + url.strip()[m.end():], (unquote(user), unquote(password))
-
-
-def basic_auth_headers(auth: tuple[str, str] | None) -> dict[str, str] | None:
-    """The `Authorization: Basic …` header for (user, password) from `split_userinfo`, for SDKs that take headers."""
-    import base64
-
-    return {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else None
-
-
-def url_credentials(url: str | None) -> list[str]:
-    """The secret parts of a configured URL: its userinfo, password and user name, raw and decoded."""
-    bare, creds = split_userinfo(url)
-    if creds is None:
-        return []
-    raw = _CONFIGURED_USERINFO.match(url.strip()).group(1)
-    user, password = creds
-    if password:  # a user name beside a password is not a secret; alone it often is a token
-        return [raw, raw.partition(":")[2], password]
-    return [raw, user]
-
-
-def provider_credentials(provider: object) -> list[str]:
-    """Credentials in any URL-like attribute of `provider` (host, base_url, endpoint …), whatever the provider."""
-    out: list[str] = []
-    for name, value in vars(provider).items():
-        if isinstance(value, str) and any(word in name.lower() for word in _URL_ATTRIBUTES):
-            out += url_credentials(value)
-    return out
-
-
-def _env_credentials() -> list[str]:
-    return [c for name, value in os.environ.items() if name.endswith(_URL_ENV_SUFFIXES) and "@" in value
-            for c in url_credentials(value)]
-
-
-def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every secret, URL userinfo (`http://user:pass@…`), credential of a configured server URL
-    (`$OLLAMA_HOST`, `$GEMINI_BASE_URL`, `$OPENAI_BASE_URL`, any `*_HOST` / `*_URL`), `?key=` URL parameter and
-    bearer token replaced by `[redacted]`. Every provider failure goes through it (`failure`), as does the
-    agent's message for an unexpected provider exception."""
-    for secret in sorted({s for s in (*secrets, *_env_credentials()) if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
-    text = _USERINFO.sub(r"\1[redacted]@", text)
-    text = _KEY_PARAM.sub(r"\1[redacted]", text)
-    return _BEARER.sub(r"\1[redacted]", text)
-
-
-def redirect_refused(where: str, code: int | None, exc: BaseException, setting: str) -> tuple[str, str] | None:
-    """("redirect_refused", message) when the server answered a redirect (3xx), else None.
-
-    No provider's client follows a redirect (`paths.NO_REDIRECTS`, docs/security.md): the request went to
-    the configured or allowed server only, and the turn ends instead of sending it on.
-    """
-    if code is None or not 300 <= code < 400:
-        return None
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    location = headers.get("location") if headers is not None else None
-    to = f" to {location}" if location else ""
-    return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "
-                                f"nothing was sent there: set {setting} to the server that answers itself")
-
-
-def exception_kind(exc: BaseException) -> str | None:
-    """"timeout" or "connection" for transport errors of any HTTP stack (httpx, httpx2, requests), else None."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    if names & {"TimeoutException", "Timeout", "TimeoutError", "ReadTimeout", "ConnectTimeout"}:
-        return "timeout"
-    if names & {"ConnectError", "ConnectionError", "RemoteProtocolError", "NetworkError"}:
-        return "connection"
-    return None

@@ -3,7 +3,7 @@
 Configuration: `--model` (default `gemini-2.5-flash`, or `$GEMINI_MODEL`), the key from
 `$GEMINI_API_KEY` (or `$GOOGLE_API_KEY`), and `$GEMINI_BASE_URL` to point the SDK at a compatible
 server (passed as `HttpOptions(base_url=…)`). The API version is `v1beta` unless
-`$GOOGLE_GENAI_API_VERSION` says otherwise. Timeouts, retries and backoff: see `base.setting`.
+`$GOOGLE_GENAI_API_VERSION` says otherwise. Timeouts, retries, backoff and faults: `http.py`.
 
 Tools go out as one `Tool` of `FunctionDeclaration`s with JSON-Schema parameters, and automatic
 function calling is disabled: the agent loop must see and record every call itself. The model's
@@ -19,21 +19,22 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import time
 from typing import Any
 
+from ..config import env
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
+from ..redact import split_userinfo
 from ..types import ModelCall
-from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, basic_auth_headers,
-                   exception_kind, failure_of, network_options_schema, network_settings, redirect_refused,
-                   split_userinfo, with_retries)
+from .base import ModelStep, Provider, Readiness, ToolRequest
+from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, network_options_schema,
+                   network_settings, transient, with_retries)
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-BASE_URL_ENV = "GEMINI_BASE_URL"
+BASE_URL_ENV, MODEL_ENV, API_VERSION_ENV = "GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
 MODELS_URL = "https://ai.google.dev/gemini-api/docs/models"
 _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
@@ -41,6 +42,7 @@ _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "
 class GeminiProvider(Provider):
     name = "gemini"
     label = "gemini"
+    default_model = f"{DEFAULT_MODEL}, or ${MODEL_ENV}"
     supports_tools = True
     # Gemini can constrain output to a schema, but this provider sends none: `complete` has no way to ask.
     supports_json_schema = False
@@ -59,12 +61,12 @@ class GeminiProvider(Provider):
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
                  budget: float | None = None, **options: Any):
-        super().__init__(model or os.environ.get("GEMINI_MODEL") or DEFAULT_MODEL, **options)
-        self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if os.environ.get(v)), KEY_ENVS[0])
+        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+        self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if env(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
-        self.__key = api_key or os.environ.get(self._key_var) or None
+        self.__key = api_key or env(self._key_var)
         # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
-        self.base_url, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
+        self.base_url, self._auth = split_userinfo(base_url or env(BASE_URL_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
@@ -84,7 +86,7 @@ class GeminiProvider(Provider):
                                 "https://aistudio.google.com/apikey", status="auth_error")
         if self._client is None:
             self._client = _shared_client(self.__key, self.base_url, int(self.timeout * 1000),
-                                          os.environ.get("GOOGLE_GENAI_API_VERSION") or "v1beta", self._auth)
+                                          env(API_VERSION_ENV, "v1beta"), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -119,7 +121,7 @@ class GeminiProvider(Provider):
         try:
             response, retries = with_retries(
                 lambda: client.models.generate_content(model=self.model, contents=contents, config=config),
-                self.retries, self.backoff, lambda exc: _status(exc) == 429 or (_status(exc) or 0) >= 500,
+                self.retries, self.backoff, lambda exc: transient(_status(exc)),
                 budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
@@ -202,36 +204,47 @@ class GeminiProvider(Provider):
     def _fail(self, exc: BaseException, start: float, retries: int, call: ModelCall | None = None) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
         return failure_of(self, exc, self._describe, start, retries,
-                          [self.__key, *(os.environ.get(v) for v in KEY_ENVS)], call)
+                          [self.__key, *(env(v) for v in KEY_ENVS)], call)
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
-        code = _status(exc)
-        detail = str(getattr(exc, "message", None) or exc)[:300]
-        tries = f" after {retries + 1} attempts" if retries else ""
-        key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENVS[0]})"
-        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
-        if refused:
-            return refused
-        if code in (401, 403) or (code == 400 and ("API key" in detail or "API_KEY" in str(exc))):
-            return "auth_error", (f"Gemini refused the API key ({code}: {detail}); set {key_var} to a valid key "
-                                  "from https://aistudio.google.com/apikey")
-        if code == 404:
-            return "unknown_model", (f"Gemini has no model {self.model!r} (404: {detail}); pick an available one "
-                                     f"with --model, e.g. {DEFAULT_MODEL} (list: {MODELS_URL})")
-        if code == 429:
-            return "rate_limited", f"Gemini is rate limiting this key (429){tries}: {detail}; wait and retry"
-        if code is not None and code >= 500:
-            return "server_error", f"Gemini failed ({code}){tries}: {detail}"
-        if code is not None:
-            return "provider_error", f"Gemini rejected the request ({code}): {detail}"
-        kind = exception_kind(exc)
-        if kind == "timeout":
-            return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
-                               f"retry, or raise {TIMEOUT_ENV}")
-        if kind == "connection":
-            return "connection_error", (f"cannot connect to {self.where}: check the network"
-                                        + (f" or {BASE_URL_ENV}" if self.base_url else ""))
-        return "provider_error", f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+        return describe(exc, _status(exc), str(getattr(exc, "message", None) or exc)[:300], retries,
+                        _GeminiWording(self))
+
+
+class _GeminiWording(Wording):
+    """Gemini's own words for the faults `http.describe` tells apart (the service is "Gemini"; the server
+    it was reached at, `where`, only for transport faults), and its 400 for a bad key."""
+
+    def __init__(self, provider: GeminiProvider):
+        super().__init__(provider.where, f"{BASE_URL_ENV} (or the base_url option)", provider.timeout,
+                         provider.model)
+        self.configured_url = provider.base_url is not None
+        self.key_var = provider._key_var if provider._key_var != "api_key" else f"the api_key option (or {KEY_ENVS[0]})"
+
+    def client_error(self, exc, code, detail):
+        if code == 400 and ("API key" in detail or "API_KEY" in str(exc)):
+            return "auth_error", self.auth(code, detail)
+        return None
+
+    def auth(self, code, detail):
+        return (f"Gemini refused the API key ({code}: {detail}); set {self.key_var} to a valid key "
+                "from https://aistudio.google.com/apikey")
+
+    def unknown_model(self, detail):
+        return (f"Gemini has no model {self.model!r} (404: {detail}); pick an available model, e.g. "
+                f"{DEFAULT_MODEL} (list: {MODELS_URL})")
+
+    def rate_limited(self, tries, detail):
+        return f"Gemini is rate limiting this key (429){tries}: {detail}; wait and retry"
+
+    def server_error(self, code, tries, detail):
+        return f"Gemini failed ({code}){tries}: {detail}"
+
+    def rejected(self, code, detail):
+        return f"Gemini rejected the request ({code}): {detail}"
+
+    def unreachable(self):
+        return f"cannot connect to {self.where}: check the network" + (f" or {BASE_URL_ENV}" if self.configured_url else "")
 
 
 @functools.lru_cache(maxsize=8)

@@ -61,18 +61,21 @@ import ctypes
 import importlib.util
 import os
 import secrets
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import workbench_home
+from ..config import env, environment, set_process_default, workbench_home
 from ..errors import ProviderError
-from .base import ModelStep, Provider, Readiness, failure, scrub_secrets, setting
+from ..redact import scrub_secrets
+from .base import ModelStep, Provider, Readiness
+from .http import failure
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
-from .options import REPRODUCIBLE
+from .options import REPRODUCIBLE, setting
 
 GGUF_ENV = "WORKBENCH_GGUF"
 N_CTX_ENV, THREADS_ENV = "WORKBENCH_LLAMACPP_N_CTX", "WORKBENCH_LLAMACPP_THREADS"
@@ -156,7 +159,7 @@ def current_log() -> Path | None:
 
 def _prepare_process() -> None:
     """Before xllamacpp loads: no OpenMP spin-waiting, and llama.cpp's log into a file."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    set_process_default("OMP_WAIT_POLICY", "PASSIVE")
     if "path" not in _LOG:
         _LOG["path"] = _redirect_c_stderr(log_path())
 
@@ -193,12 +196,12 @@ def _redirect_c_stderr(path: Path) -> Path | None:
 def check_gguf(path: str | None) -> Path:
     """`path` as a GGUF file; otherwise the ProviderError that ends the turn, naming the fix."""
     if path is None:
-        raise ProviderError(f"no GGUF model: pass --model PATH.gguf, set {GGUF_ENV}, or {INSTALL_HINT}",
+        raise ProviderError(f"no GGUF model: choose a GGUF file as the model, set {GGUF_ENV}, or {INSTALL_HINT}",
                             status="unknown_model")
     p = Path(path)
     if not p.is_file():
         what = "is a folder, not a GGUF file" if p.is_dir() else "does not exist"
-        raise ProviderError(f"model file {p} {what}: pass --model PATH.gguf or set {GGUF_ENV} to a GGUF file",
+        raise ProviderError(f"model file {p} {what}: choose a GGUF file as the model, or set {GGUF_ENV} to one",
                             status="unknown_model")
     try:
         with p.open("rb") as fh:
@@ -220,7 +223,6 @@ def trained_context(path: Path) -> int | None:
     """The context length the GGUF at `path` was trained for (`<architecture>.context_length` in its header),
     or None when the header does not say within its first keys. Reads a few KB: the keys come before the
     tokenizer's."""
-    import struct
 
     def read(fmt: str):
         size = struct.calcsize(fmt)
@@ -281,10 +283,10 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
     global load_count
     # Bounded before anything else (docs/security.md): an option, or its variable, outside its range is a
     # config_error naming it, the value and the range; llama.cpp is never asked to allocate it.
-    asked = n_ctx is not None or bool(os.environ.get(N_CTX_ENV, "").strip())
+    asked = n_ctx is not None or env(N_CTX_ENV) is not None
     n_ctx = int(setting(n_ctx, N_CTX_ENV, DEFAULT_N_CTX, N_CTX_OPTION, "n_ctx"))
     threads = int(setting(threads, THREADS_ENV, min(default_threads(), MAX_THREADS), THREADS_OPTION, "threads"))
-    gguf = check_gguf(path or configured_gguf(os.environ))
+    gguf = check_gguf(path or configured_gguf(environment()))
     trained = trained_context(gguf)
     if trained and n_ctx > trained:
         if asked:  # a longer context than the model was trained for costs memory and gives nothing
@@ -338,6 +340,7 @@ def load(path: str | None = None, *, n_ctx: int | None = None, threads: int | No
 class LlamaCppProvider(ChatCompletions, Provider):
     name = "llamacpp"
     label = "local model (llama.cpp)"
+    default_model = f"a GGUF path: ${GGUF_ENV}, else the bundled SmolLM2-135M-Instruct"
     supports_tools = True  # llama.cpp's chat templates; small models rarely use them, hence:
     supports_json_schema = True
     default_tool_protocol = "json-steps"
@@ -362,8 +365,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  cache_prompt: bool | None = None, repeat_guard: bool | None = None, **options: Any):
-        self.is_default = not (model or os.environ.get(GGUF_ENV))
-        chosen = model or configured_gguf(os.environ)
+        self.is_default = not (model or env(GGUF_ENV))
+        chosen = model or configured_gguf(environment())
         super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
         self.n_ctx, self.threads = n_ctx, threads
         self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS,

@@ -10,6 +10,31 @@ It is the default for the app, notebooks, tests and CI. Policy (issue #2):
   clearly relevant search hit without opening it (that snippet + citation makes it consulted);
 - in excerpt mode it answers from the numbered excerpts and cites them as `[n]`.
 
+In a conversation (docs/design.md §11) the messages hold the earlier turns before the current
+question (`agent.history_messages`: each turn's question, then, for a turn carried in full, its tool
+calls and their results, then its answer). The question is the **last** user message; the tool
+results after it are this turn's, the ones before it are carried. The rules, all deterministic:
+- *Follow-up search* (`follows_up`, `search_query`): a question that leans on the one before it is
+  searched with the question followed by the previous question's own search query, so a chain of
+  follow-ups keeps its topic. A question leans on the previous one when there is an earlier question
+  that is not structural and it opens with a continuation (`FOLLOW_UP_OPENERS`: "and", "but",
+  "also", "what about", "how about", "what if"), or has at most `ELLIPTICAL_MAX_TERMS` content word
+  ("Why?", "On mobile?"), or refers back (`refers_back`: a `REFERRING` word such as it, that, them,
+  there, and at most `REFERRING_MAX_TERMS` content words: "How long does that take?").
+- *Which hit*: a hit is relevant when it covers `MIN_COVERAGE` of the query's content words or of
+  the follow-up's own; the follow-up opens the one that covers most of its own words, then one no
+  earlier turn opened, then the most of the query's words (ties: search order). Its "See also" must
+  cover `MIN_COVERAGE` of its own words and is never a document an earlier turn opened. The quoted
+  passage is chosen by its own words first (each occurrence of one counts `FOCUS_WEIGHT` times).
+- *Answer from the carried document* (`carried_document`): when the follow-up refers back and the
+  document just opened — the last document opened (and found) by the latest earlier turn whose tool
+  calls are in the context — contains every one of its own content words (at least one), it is
+  answered from that document, linking it, with no new tool call; like a first answer it may add
+  "See also" for another hit of that turn's search that covers `MIN_COVERAGE` of its own words and
+  scores `SECOND_SCORE_RATIO` of the document's. Otherwise it searches as above.
+- In excerpt mode the excerpts are scored with the follow-up's search query; a follow-up's excerpts
+  are numbered after the earlier turns' (§11), and they are read from whatever number they start at.
+
 A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
 document without sentence breaks never becomes a 1 MB answer.
 
@@ -24,10 +49,12 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from ..config import MAX_QUESTION_CHARS
 from ..questions import is_structural
-from ..text import LIST_ITEM, content_terms, plain, sentences
+from ..text import LIST_ITEM, content_terms, plain, sentences, words
 from ..types import ModelCall
 from .base import ModelStep, Provider, ToolRequest
 
@@ -39,6 +66,16 @@ WINDOW = 4  # units (sentences or list items) quoted from the opened document
 #: "sentence"; quoting it whole would dump the document. A cut passage ends with " …" and the model
 #: call's finish_reason is "length", the usual mark of output cut at a length limit.
 MAX_QUOTE_CHARS = 1200
+#: Openings of a follow-up that continues the question before it ("And with Okta?", "What about on mobile?").
+FOLLOW_UP_OPENERS = ("and", "but", "also", "what about", "how about", "what if")
+#: Referring words: a short question with one of them points back at the question or document before it.
+REFERRING = frozenset("it its that this these those they them their there".split())
+#: A question with a referring word and at most this many content words is a follow-up ("How long does that take?").
+REFERRING_MAX_TERMS = 2
+#: A question with at most this many content words is elliptical, a follow-up ("Why?", "On mobile?").
+ELLIPTICAL_MAX_TERMS = 1
+#: How much more a follow-up's own words count than its referent's when choosing the passage to quote.
+FOCUS_WEIGHT = 2
 
 # The `[n] file, page p, chunk c` line of prompts.excerpt_header — not any "[7] Smith et al." line of a chunk.
 _EXCERPT_HEAD = re.compile(r"^\[(\d+)\] .*, page (?:\d+|-), chunk (?:\d+|-)$", re.MULTILINE)
@@ -107,18 +144,20 @@ class OfflineProvider(Provider):
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         start = time.perf_counter()
         self._capped = False
-        question, history = _read(messages)
+        talk = _read(messages)
         if not tools:
-            text, calls = self._excerpt_answer(messages[-1]["content"], question), ()
+            text, calls = self._excerpt_answer(messages[-1]["content"], talk), ()
         else:
-            text, calls = self._agent_step(question, history, {t["name"] for t in tools})
+            text, calls = self._agent_step(talk, {t["name"] for t in tools})
         finish = "tool_calls" if calls else "length" if self._capped else "stop"
         call = ModelCall(self.name, self.model, (time.perf_counter() - start) * 1000, None, None, finish)
         return ModelStep(text, tuple(calls), call)
 
     # --- agent mode --------------------------------------------------------------------------
 
-    def _agent_step(self, question: str, history: list[tuple[str, dict, dict]], tools: set[str]):
+    def _agent_step(self, talk: "_Talk", tools: set[str]):
+        question, history = talk.question, talk.calls
+
         def ask(name: str, **args):
             return "", [ToolRequest(f"call-{len(history) + 1}", name, args)]
 
@@ -132,16 +171,44 @@ class OfflineProvider(Provider):
                 return ask("browse_section", category=wanted) if wanted else ask("list_articles")
             return self._listing_answer(history[-1][2]), []
 
+        query = search_query(question, talk.earlier_questions)
+        own = set(content_terms(question))
         if not names:
-            return ask("search", query=question, k=5)
+            carried, carried_hits = carried_document(talk)
+            if (carried is not None and query != question and refers_back(question)
+                    and own <= set(content_terms(carried["text"]))):
+                # "See also" as in a first answer, from that turn's search, about the question's own words
+                top = next((h for h in carried_hits if h["doc_id"] == carried["doc_id"]), {})
+                others = [h for h in carried_hits if h["doc_id"] != carried["doc_id"]
+                          and coverage(own, f"{h['title']} {h['snippet']}") >= MIN_COVERAGE]
+                return self._extractive_answer(question, own, own, carried, [top, *others], carried_hits, []), []
+            return ask("search", query=query, k=5)
         hits = history[0][2].get("results", [])
-        terms = set(content_terms(question))
-        relevant = [h for h in hits if coverage(terms, f"{h['title']} {h['snippet']}") >= MIN_COVERAGE]
+        terms = set(content_terms(query))
+        follow_up = query != question
+
+        def fit(h: dict[str, Any]) -> tuple[float, float]:  # (coverage of the query's words, of the question's own)
+            text = f"{h['title']} {h['snippet']}"
+            return coverage(terms, text), coverage(own, text) if follow_up else 0.0
+
+        # A follow-up's hit is relevant when it covers enough of the query's words or of its own words.
+        relevant = [h for h in hits if max(fit(h)) >= MIN_COVERAGE]
         if not relevant:
             return ("I could not find anything about this in the knowledge base, so I cannot answer it "
                     "from the documentation."), []
-        # Prefer source text over generated artifacts (overviews are retrieval aids, not evidence).
-        ranked = sorted(relevant, key=lambda h: h.get("kind") == "generated")
+        # Prefer source text over generated artifacts (overviews are retrieval aids, not evidence). A follow-up then
+        # prefers the hit that covers most of its own words, then one no earlier turn opened (the user has that one),
+        # then the most of the query's words (ties: search order); its "See also" must be about its own words too,
+        # and never a document an earlier turn opened.
+        read = {r.get("doc_id") for e in talk.earlier for name, _, r in e.calls if name == "fetch_document"}
+
+        def rank(h: dict[str, Any]) -> tuple:
+            query_fit, own_fit = fit(h)
+            return (h.get("kind") == "generated", *((-own_fit, h["doc_id"] in read, -query_fit) if follow_up else ()))
+
+        ranked = sorted(relevant, key=rank)
+        if follow_up:
+            ranked = ranked[:1] + [h for h in ranked[1:] if fit(h)[1] >= MIN_COVERAGE and h["doc_id"] not in read]
         top = ranked[0]
         if len(names) == 1:
             return ask("fetch_document", doc_id=top["doc_id"])
@@ -151,16 +218,17 @@ class OfflineProvider(Provider):
         if "error" in opened:
             return f"I could not open the best matching article: {opened['error']}", []
         listed = next((h[2]["articles"] for h in history if h[0] == "list_articles" and "articles" in h[2]), [])
-        return self._extractive_answer(question, terms, opened, ranked, hits, listed), []
+        return self._extractive_answer(question, terms, own if follow_up else set(), opened, ranked, hits, listed), []
 
-    def _extractive_answer(self, question, terms, opened, ranked, hits, listed) -> str:
+    def _extractive_answer(self, question, terms, own, opened, ranked, hits, listed) -> str:
         units = [u for u in sentences(plain(opened["text"]), whole_items=True) if not u.startswith(("#", "|", "---"))]
         units = [re.sub(r"^>\s*(\[!\w+\]\s*)?", "", u) for u in units]
         units = [u for u in units if u]
         best, best_score = 0, -1
         for i in range(max(1, len(units) - WINDOW + 1)):
-            window_terms = set(content_terms(" ".join(units[i:i + WINDOW])))
-            score = len(terms & window_terms)
+            window = content_terms(" ".join(units[i:i + WINDOW]))
+            # a follow-up's own words count FOCUS_WEIGHT times each time they occur
+            score = FOCUS_WEIGHT * sum(t in own for t in window) + len(terms & set(window))
             if score > best_score:
                 best, best_score = i, score
         passage = self._cap(_join(_complete(units, best, best + WINDOW)))
@@ -210,16 +278,17 @@ class OfflineProvider(Provider):
 
     # --- excerpt mode ------------------------------------------------------------------------
 
-    def _excerpt_answer(self, prompt: str, question: str) -> str:
-        heads = []
-        for m in _EXCERPT_HEAD.finditer(prompt):  # numbered 1, 2, 3 … in order
-            if int(m.group(1)) == len(heads) + 1:
+    def _excerpt_answer(self, prompt: str, talk: "_Talk") -> str:
+        heads: list[re.Match] = []
+        # numbered n, n+1, n+2 … in order: a follow-up continues the numbers of the earlier turns
+        for m in _EXCERPT_HEAD.finditer(prompt):
+            if not heads or int(m.group(1)) == int(heads[-1].group(1)) + 1:
                 heads.append(m)
         excerpts: list[tuple[int, str]] = []
         for i, m in enumerate(heads):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(prompt)
             excerpts.append((int(m.group(1)), prompt[m.end():end].strip()))
-        terms = set(content_terms(question))
+        terms = set(content_terms(search_query(talk.question, talk.earlier_questions)))
         scored = sorted(((coverage(terms, body), -n, n, body) for n, body in excerpts), reverse=True)
         if not scored or scored[0][0] < MIN_COVERAGE:
             return "The excerpts do not contain enough evidence to answer this question."
@@ -272,11 +341,91 @@ def _join(units: list[str]) -> str:
     return "".join(out).strip()
 
 
-def _read(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, dict, dict]]]:
-    """The user's question and the (tool name, args, result) history so far."""
-    question = next((m["content"] for m in messages if m["role"] == "user"), "")
+@dataclass(frozen=True)
+class _Earlier:
+    """An earlier turn as the messages carry it: its question, and its tool calls' (name, args, result) when it is
+    carried in full (else none)."""
+
+    question: str
+    calls: tuple[tuple[str, dict, dict], ...]
+
+
+@dataclass(frozen=True)
+class _Talk:
+    """What the messages say: the current question, this turn's (name, args, result) so far, the earlier turns."""
+
+    question: str
+    calls: list[tuple[str, dict, dict]]
+    earlier: tuple[_Earlier, ...] = ()
+
+    @property
+    def earlier_questions(self) -> list[str]:
+        return [e.question for e in self.earlier]
+
+
+def refers_back(question: str) -> bool:
+    """A referring word and at most `REFERRING_MAX_TERMS` content words ("How long does that take?")."""
+    return bool(REFERRING & set(words(question))) and len(content_terms(question)) <= REFERRING_MAX_TERMS
+
+
+def follows_up(question: str) -> bool:
+    """Does `question` lean on the question before it (the module docstring's rule)? Only asked when there is one."""
+    text = " ".join(words(question))
+    return (text.startswith(tuple(f"{o} " for o in FOLLOW_UP_OPENERS)) or text in FOLLOW_UP_OPENERS
+            or len(content_terms(question)) <= ELLIPTICAL_MAX_TERMS or refers_back(question))
+
+
+def search_query(question: str, earlier: list[str]) -> str:
+    """What the offline agent searches for `question` after the `earlier` questions of its conversation (oldest
+    first): the question itself, or, for a follow-up (`follows_up`) of a question that is not structural, the
+    question followed by the previous question's own search query (so "How long does that take?" after "And with
+    Okta?" after "How do I configure SSO?" searches all three), at most `MAX_QUESTION_CHARS` long."""
+    query: str | None = None
+    for q in [*earlier, question]:
+        lean = query is not None and follows_up(q)
+        # bounded like a question: a long chain of follow-ups loses its oldest words, never grows without end
+        query = None if is_structural(q) else f"{q} {query}"[:MAX_QUESTION_CHARS] if lean else q
+    return query if query is not None else question
+
+
+def carried_document(talk: _Talk) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the document just opened, the search hits of the turn that opened it): the last `fetch_document` result of
+    the latest earlier turn whose tool calls are in the context (carried in full), if it opened one that was found;
+    else (None, [])."""
+    latest = next((e for e in reversed(talk.earlier) if e.calls), None)
+    calls = latest.calls if latest else ()
+    opened = [r for name, _, r in calls if name == "fetch_document"]
+    doc = opened[-1] if opened else None
+    if not (doc and "error" not in doc and isinstance(doc.get("text"), str) and doc.get("doc_id")):
+        return None, []
+    return doc, [h for name, _, r in calls if name == "search" for h in r.get("results") or () if isinstance(h, dict)]
+
+
+def _question_of(content: Any) -> str:
+    """The question of a user message (an excerpt-mode message is "Question: …" followed by the excerpts)."""
+    question = content if isinstance(content, str) else ""
     if "\nQuestion: " in question or question.startswith("Question: "):
         question = question.split("Question: ", 1)[1].split("\n", 1)[0]
+    return question
+
+
+def _read(messages: list[dict[str, Any]]) -> _Talk:
+    """The current question (the last user message), this turn's (tool name, args, result) so far, and the
+    earlier turns of the conversation that the messages carry (`agent.history_messages`), oldest first."""
+    turns: list[list[dict[str, Any]]] = []
+    for m in messages:
+        if m.get("role") == "user":
+            turns.append([m])
+        elif turns:
+            turns[-1].append(m)
+    if not turns:
+        return _Talk("", [])
+    earlier = tuple(_Earlier(_question_of(t[0]["content"]), tuple(_results(t[1:]))) for t in turns[:-1])
+    return _Talk(_question_of(turns[-1][0]["content"]), _results(turns[-1][1:]), earlier)
+
+
+def _results(messages: list[dict[str, Any]]) -> list[tuple[str, dict, dict]]:
+    """(tool name, args, result) of each tool message, in order."""
     requests: dict[str, tuple[str, dict]] = {}
     history: list[tuple[str, dict, dict]] = []
     for m in messages:
@@ -288,5 +437,5 @@ def _read(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, dict, di
                 result = json.loads(m["content"])
             except (TypeError, ValueError):
                 result = {"error": str(m["content"])}
-            history.append((name, args, result))
-    return question, history
+            history.append((name, args, result if isinstance(result, dict) else {"error": str(result)}))
+    return history

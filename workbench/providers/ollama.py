@@ -2,7 +2,7 @@
 
 Configuration: `--model` (default `llama3.1`, or `$OLLAMA_MODEL`), `$OLLAMA_HOST` (the client's
 default is http://127.0.0.1:11434), `$OLLAMA_API_KEY` for hosted Ollama (the client sends it as a
-bearer token; it never reaches a message). Timeouts, retries and backoff: see `base.setting`.
+bearer token; it never reaches a message). Timeouts, retries, backoff and faults: `http.py`.
 
 Wire format (`POST /api/chat`, non-streaming): tools go out as `{"type": "function", "function":
 {name, description, parameters}}`; tool calls come back in `message.tool_calls[].function` with an
@@ -19,24 +19,27 @@ turn ends with status `bad_tool_args`.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from typing import Any
 
+from ..config import env
 from ..paths import NO_REDIRECTS
+from ..redact import split_userinfo
 from ..types import ModelCall
-from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, ToolRequest, exception_kind, failure_of,
-                   network_options_schema, network_settings, redirect_refused, split_userinfo, with_retries)
+from .base import ModelStep, Provider, Readiness, ToolRequest
+from .http import (TIMEOUT_ENV, Failed, Wording, describe, failure_of, network_options_schema, network_settings,
+                   transient, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
-KEY_ENV = "OLLAMA_API_KEY"
+KEY_ENV, HOST_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_HOST", "OLLAMA_MODEL"
 
 
 class OllamaProvider(Provider):
     name = "ollama"
     label = "ollama"
+    default_model = f"{DEFAULT_MODEL}, or ${MODEL_ENV}"
     supports_tools = True
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
@@ -55,9 +58,9 @@ class OllamaProvider(Provider):
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
                  budget: float | None = None, **options: Any):
-        super().__init__(model or os.environ.get("OLLAMA_MODEL") or DEFAULT_MODEL, **options)
+        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
-        self.host, self._auth = split_userinfo(host or os.environ.get("OLLAMA_HOST") or None)
+        self.host, self._auth = split_userinfo(host or env(HOST_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
@@ -68,7 +71,7 @@ class OllamaProvider(Provider):
 
     def client(self):
         if self._client is None:
-            self._client = _shared_client(self.host, self.timeout, os.environ.get(KEY_ENV), self._auth)
+            self._client = _shared_client(self.host, self.timeout, env(KEY_ENV), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -94,7 +97,7 @@ class OllamaProvider(Provider):
                 lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
                 self.retries, self.backoff, _transient, budget=self.budget)
         except Failed as exc:
-            raise failure_of(self, exc.error, self._describe, start, exc.retries, [os.environ.get(KEY_ENV)]) from None
+            raise failure_of(self, exc.error, self._describe, start, exc.retries, [env(KEY_ENV)]) from None
         latency = (time.perf_counter() - start) * 1000
         message = response.message
         requests = []
@@ -107,45 +110,54 @@ class OllamaProvider(Provider):
     # --- faults ------------------------------------------------------------------------------
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
-        code = _status(exc)
-        detail = str(getattr(exc, "error", None) or exc)[:300]
-        tries = f" after {retries + 1} attempts" if retries else ""
-        refused = redirect_refused(f"Ollama at {self.where}", code, exc, "OLLAMA_HOST (or the host option)")
-        if refused:
-            return refused
-        if code in (401, 403):
-            return "auth_error", (f"Ollama at {self.where} refused the request ({code}: {detail}); set {KEY_ENV} "
-                                  f"to a valid key for this server, or point OLLAMA_HOST at your own Ollama")
-        if code == 404:
-            installed = self.list_models()
-            pick = f"; installed: {', '.join(installed)}" if installed else ""
-            return "unknown_model", (f"Ollama at {self.where} has no model {self.model!r}: pull it with "
-                                     f"`ollama pull {self.model}` or pick an installed one with --model{pick}")
-        if code == 429:
-            return "rate_limited", f"Ollama at {self.where} is rate limiting requests (429){tries}: {detail}"
+        return describe(exc, _status(exc), str(getattr(exc, "error", None) or exc)[:300], retries,
+                        _OllamaWording(self))
+
+
+class _OllamaWording(Wording):
+    """Ollama's own words for the faults `http.describe` tells apart, and the faults only Ollama has."""
+
+    def __init__(self, provider: OllamaProvider):
+        super().__init__(f"Ollama at {provider.where}", f"{HOST_ENV} (or the host option)", provider.timeout,
+                         provider.model)
+        self.provider = provider
+
+    def first(self, exc, code, detail):
         if code is not None and code >= 500 and _is_tool_parse_error(exc):
             return "bad_tool_args", (f"model {self.model!r} produced tool-call arguments Ollama could not parse: "
                                      f"{detail}")
-        if code is not None and code >= 500:
-            return "server_error", f"Ollama at {self.where} failed ({code}){tries}: {detail}"
-        if code == 400 and "does not support tools" in detail:
-            return "tools_unsupported", (f"model {self.model!r} does not support tool calling: pick a model that "
-                                         f"does (e.g. {DEFAULT_MODEL}, qwen2.5) or use --mode excerpts")
-        if code is not None:
-            return "provider_error", f"Ollama at {self.where} rejected the request ({code}): {detail}"
-        kind = exception_kind(exc)
-        if kind == "timeout":
-            return "timeout", (f"Ollama at {self.where} did not answer within {self.timeout:g} s (model "
-                               f"{self.model!r}); a first call may be loading the model: retry, or raise "
-                               f"{TIMEOUT_ENV}")
-        if kind == "connection":
-            return "connection_error", (f"cannot connect to Ollama at {self.where}: start it with `ollama serve`, "
-                                        f"or set OLLAMA_HOST to where it listens")
-        bad_args = _bad_arguments(exc)
+        bad_args = _bad_arguments(exc) if code is None else None
         if bad_args is not None:
             return "bad_tool_args", (f"model {self.model!r} sent tool-call arguments that are not a JSON object: "
                                      f"{bad_args[:200]!r}")
-        return "provider_error", f"unexpected answer from Ollama at {self.where}: {type(exc).__name__}: {detail}"
+        return None
+
+    def client_error(self, exc, code, detail):
+        if code == 400 and "does not support tools" in detail:
+            return "tools_unsupported", (f"model {self.model!r} does not support tool calling: pick a model that "
+                                         f"does (e.g. {DEFAULT_MODEL}, qwen2.5) or answer from excerpts (mode "
+                                         f"`excerpts`)")
+        return None
+
+    def auth(self, code, detail):
+        return (f"{self.where} refused the request ({code}: {detail}); set {KEY_ENV} to a valid key for this "
+                f"server, or point {HOST_ENV} at your own Ollama")
+
+    def unknown_model(self, detail):
+        installed = self.provider.list_models()
+        pick = f"; installed: {', '.join(installed)}" if installed else ""
+        return (f"{self.where} has no model {self.model!r}: pull it with `ollama pull {self.model}` or pick an "
+                f"installed one as the model{pick}")
+
+    def rate_limited(self, tries, detail):
+        return f"{self.where} is rate limiting requests (429){tries}: {detail}"
+
+    def timed_out(self):
+        return (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); a first call may "
+                f"be loading the model: retry, or raise {TIMEOUT_ENV}")
+
+    def unreachable(self):
+        return f"cannot connect to {self.where}: start it with `ollama serve`, or set {HOST_ENV} to where it listens"
 
 
 @functools.lru_cache(maxsize=8)
@@ -184,8 +196,7 @@ def _status(exc: BaseException) -> int | None:
 
 def _transient(exc: BaseException) -> bool:
     """429 and 5xx are retried, except a 500 for tool-call arguments the server could not parse."""
-    code = _status(exc) or 0
-    return code == 429 or (code >= 500 and not _is_tool_parse_error(exc))
+    return transient(_status(exc)) and not _is_tool_parse_error(exc)
 
 
 def _is_tool_parse_error(exc: BaseException) -> bool:

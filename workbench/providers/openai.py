@@ -4,15 +4,15 @@ llama.cpp's server, vLLM, LM Studio, OpenRouter and OpenAI itself speak the same
 Configuration: `$OPENAI_BASE_URL` (the client's default is https://api.openai.com/v1; a local server
 is e.g. http://127.0.0.1:8080/v1), `$OPENAI_API_KEY`, `--model` (default `$OPENAI_MODEL`, else
 `gpt-4o-mini`; a single-model local server answers whatever the name). Timeouts, retries and
-backoff: `base.setting`; the client's own retries are off so every attempt is ours to count, and a
-429/5xx `Retry-After` is honoured (up to `base.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
+backoff: `http.py`; the client's own retries are off so every attempt is ours to count, and a
+429/5xx `Retry-After` is honoured (up to `http.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
 `seed` are sent only when set.
 
 Tools go out in the chat-completions shape (`openai_format`) and are never executed by the client:
 each call comes back to the agent loop, which records it. JSON-schema output (`complete_json`, for
 `--tool-protocol json-steps`) uses `response_format: {"type": "json_schema"}`, which llama.cpp,
 vLLM, LM Studio and OpenAI support; a server that refuses it says so and the message names
-`--tool-protocol native`.
+the `native` tool protocol.
 
 Malformed tool calls (docs/providers.md): every call has an id, so arguments that are not a JSON
 object are answered with a tool error the model sees and the turn goes on.
@@ -20,17 +20,18 @@ object are answered with a tool error the model sees and the turn goes on.
 
 from __future__ import annotations
 
-import email.utils
 import functools
-import os
 import time
 from typing import Any, Mapping
 
+from ..config import env
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
-from .base import (TIMEOUT_ENV, Failed, ModelStep, Provider, Readiness, basic_auth_headers, failure_of,
-                   network_options_schema, network_settings, redirect_refused, setting, split_userinfo,
-                   with_retries)
+from ..redact import split_userinfo
+from .base import ModelStep, Provider, Readiness
+from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, network_options_schema,
+                   network_settings, retry_after, transient, with_retries)
+from .options import setting
 from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
                             sampling_options)
 
@@ -44,6 +45,7 @@ NO_KEY = "no-key"
 class OpenAIProvider(ChatCompletions, Provider):
     name = "openai"
     label = "OpenAI-compatible server"
+    default_model = f"${MODEL_ENV}, else {DEFAULT_MODEL}"
     supports_tools = True
     supports_json_schema = True
     options_schema = network_options_schema(
@@ -59,14 +61,14 @@ class OpenAIProvider(ChatCompletions, Provider):
                  budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
                  **options: Any):
-        super().__init__(model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL, **options)
+        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
         # Credentials in the URL (http://user:pass@host/v1) go to the client as a basic-auth header;
         # `base_url` keeps none, so no message, log line or trace ever shows them.
-        bare, self._auth = split_userinfo(base_url or os.environ.get(BASE_URL_ENV) or None)
+        bare, self._auth = split_userinfo(base_url or env(BASE_URL_ENV))
         self.base_url = (bare or "").rstrip("/") or None
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
-        self.__key = api_key or os.environ.get(KEY_ENV) or None
+        self.__key = api_key or env(KEY_ENV)
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         limit = setting(max_tokens, MAX_TOKENS_ENV, 0, self.options_schema["properties"]["max_tokens"], "max_tokens")
@@ -113,7 +115,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         try:
             response, retries = with_retries(
                 lambda: client.chat.completions.create(model=self.model, **request), self.retries, self.backoff,
-                _transient, retry_after=_retry_after, budget=self.budget)
+                lambda exc: transient(_status(exc)), retry_after=retry_after, budget=self.budget)
         except Failed as exc:
             raise self._fail(exc.error, start, exc.retries) from None
         latency = (time.perf_counter() - start) * 1000
@@ -126,45 +128,54 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def _fail(self, exc: BaseException, start: float, retries: int) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
-        return failure_of(self, exc, self._describe, start, retries, [self.__key, os.environ.get(KEY_ENV)])
+        return failure_of(self, exc, self._describe, start, retries, [self.__key, env(KEY_ENV)])
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
-        import openai  # already imported by the client that raised `exc`
-
-        code = getattr(exc, "status_code", None)
         kind, detail = error_detail(getattr(exc, "body", None) or str(exc))
-        tries = f" after {retries + 1} attempts" if retries else ""
-        key_var = self._key_var if self._key_var != "api_key" else f"the api_key option (or {KEY_ENV})"
-        refused = redirect_refused(self.where, code, exc, f"{BASE_URL_ENV} (or the base_url option)")
-        if refused:
-            return refused
-        if isinstance(exc, openai.APITimeoutError):
-            return "timeout", (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); "
-                               f"retry, or raise {TIMEOUT_ENV}")
-        if isinstance(exc, openai.APIConnectionError):
-            return "connection_error", (f"cannot connect to {self.where}: start the server, or set {BASE_URL_ENV} "
-                                        f"to where it listens")
-        if code in (401, 403):
-            return "auth_error", (f"{self.where} refused the request ({code}: {detail}); set {key_var} to a valid "
-                                  f"key for this server")
-        if code == 404:
-            listed = self.list_models()
-            pick = f" (the server lists: {', '.join(listed[:10])})" if listed else ""
-            return "unknown_model", (f"{self.where} has no model {self.model!r} (404: {detail}); pick one with "
-                                     f"--model or {MODEL_ENV}{pick}")
-        if code == 429:
-            return "rate_limited", f"{self.where} is rate limiting requests (429){tries}: {detail}; wait and retry"
-        if code is not None and code >= 500:
-            return "server_error", f"{self.where} failed ({code}){tries}: {detail}"
-        if code is not None and is_context_overflow(kind, detail):
+        return describe(exc, _status(exc), detail, retries, _OpenAIWording(self, kind), kind=_transport)
+
+
+class _OpenAIWording(Wording):
+    """The openai provider's own words for the faults `http.describe` tells apart, and those only it has."""
+
+    def __init__(self, provider: OpenAIProvider, kind: str | None):
+        super().__init__(provider.where, f"{BASE_URL_ENV} (or the base_url option)", provider.timeout,
+                         provider.model)
+        self.provider, self.kind = provider, kind
+        self.key_var = provider._key_var if provider._key_var != "api_key" else f"the api_key option (or {KEY_ENV})"
+
+    def client_error(self, exc, code, detail):
+        if is_context_overflow(self.kind, detail):
             return "context_overflow", (f"the conversation does not fit model {self.model!r}'s context ({detail}); "
-                                        f"lower -k, or use a model or server setting with a longer context")
+                                        f"lower k, or use a model or server setting with a longer context")
         if code == 400 and ("response_format" in detail or "json_schema" in detail):
-            return "json_schema_unsupported", (f"{self.where} refused JSON-schema output ({detail}); use "
-                                               f"--tool-protocol native")
-        if code is not None:
-            return "provider_error", f"{self.where} rejected the request ({code}): {detail}"
-        return "provider_error", f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+            return "json_schema_unsupported", (f"{self.where} refused JSON-schema output ({detail}); use the "
+                                               f"`native` tool protocol")
+        return None
+
+    def auth(self, code, detail):
+        return f"{super().auth(code, detail)}; set {self.key_var} to a valid key for this server"
+
+    def unknown_model(self, detail):
+        listed = self.provider.list_models()
+        pick = f" (the server lists: {', '.join(listed[:10])})" if listed else ""
+        return f"{super().unknown_model(detail)}; pick another model (or set {MODEL_ENV}){pick}"
+
+    def unreachable(self):
+        return f"cannot connect to {self.where}: start the server, or set {BASE_URL_ENV} to where it listens"
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _transport(exc: BaseException) -> str | None:
+    """The openai client's own transport errors (its timeout is a kind of connection error)."""
+    import openai  # already imported by the client that raised `exc`
+
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    return "connection" if isinstance(exc, openai.APIConnectionError) else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -181,29 +192,3 @@ def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tup
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
                          default_headers=basic_auth_headers(auth),
                          http_client=openai.DefaultHttpxClient(timeout=timeout, **NO_REDIRECTS))
-
-
-def _transient(exc: BaseException) -> bool:
-    code = getattr(exc, "status_code", None) or 0
-    return code == 429 or code >= 500
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """The wait a 429/5xx asked for: `Retry-After` in seconds or as an HTTP date (`retry-after-ms` first)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    try:
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None

@@ -9,7 +9,7 @@ The checker covers the part of JSON Schema that describes keyword options: `type
 integer, number, boolean, array), `enum`, `items`, `uniqueItems`, `minimum` / `maximum` /
 `exclusiveMinimum` and `additionalProperties: false`. Other keywords are accepted and not checked.
 (The `jsonschema` package would check everything, but importing it costs ~1.5 s, more than a whole
-offline `ask`.) `"writeOnly": true` marks a secret: it is never recorded with a turn.
+offline `ask`.) `"writeOnly": true` marks a secret: it is never recorded with a turn (`redact.recorded`).
 `"x-reproducible": VALUE` (an annotation) names the value of the option with which the same request
 gives the same answer (temperature 0, a fixed seed, llama.cpp's prompt cache off): verification by
 ablation re-runs a turn with every such value (`verify.pinned_options`).
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import ProviderOptionError
+from ..config import env
+from ..errors import ProviderError, ProviderOptionError
 
 #: The `options_schema` keyword naming an option's reproducible value (see the module docstring).
 REPRODUCIBLE = "x-reproducible"
@@ -94,7 +95,7 @@ def parse_option(provider: str, schema: Mapping[str, Any], text: str) -> tuple[s
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise ProviderOptionError(f"--option takes NAME=VALUE, not {text!r}")
+        raise ProviderOptionError(f"an option is NAME=VALUE, not {text!r}")
     props = properties(schema)
     if name not in props:
         _check_known(provider, schema, props, name)
@@ -128,20 +129,6 @@ def _convert(provider: str, name: str, prop: Mapping[str, Any], raw: str) -> Any
     return raw
 
 
-def recorded(schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options worth recording with a turn: given (not None) and not secret (`writeOnly`). Text goes
-    through `scrub_secrets`, so a server option's `user:password@` never reaches a payload or a trace."""
-    from .base import scrub_secrets
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return scrub_secrets(value) if isinstance(value, str) else value
-
-    props = properties(schema)
-    return {k: clean(v) for k, v in sorted(options.items()) if v is not None and not props.get(k, {}).get("writeOnly")}
-
-
 def input_kind(prop: Mapping[str, Any]) -> str | None:
     """How a form asks for one option: `select` (enum), `multiselect` (array of enum), `checkbox`,
     `integer`, `number`, `secret`, `text`; None when the schema gives no way to ask."""
@@ -153,3 +140,31 @@ def input_kind(prop: Mapping[str, Any]) -> str | None:
     if kind == "string":
         return "secret" if prop.get("writeOnly") else "text"
     return {"boolean": "checkbox", "integer": "integer", "number": "number"}.get(kind)
+
+
+def setting(value: Any, env_name: str, default: float, prop: Mapping[str, Any] | None = None,
+            name: str | None = None) -> float:
+    """`value` if given, else the number in `$env_name`, else `default` (a bad number names the variable).
+
+    With `prop` (the option's `options_schema` property), a given or configured value outside its bounds
+    is a `config_error` naming the option or variable, the value and the allowed range — raised before
+    the provider allocates or sends anything.
+    """
+    if value is not None:
+        where, number = f"option {name or env_name!r}", value
+    else:
+        raw = env(env_name)
+        if raw is None:
+            return default
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ProviderError(f"{env_name}={raw!r} is not a number", status="config_error") from None
+        where = f"{env_name}={raw!r}"
+        if prop is not None and prop.get("type") == "integer" and number.is_integer():
+            number = int(number)
+    if prop is not None:
+        why = problem(prop, number)
+        if why:
+            raise ProviderError(f"{where}: {why}", status="config_error")
+    return float(number)

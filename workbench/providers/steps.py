@@ -83,14 +83,15 @@ def resolve(provider: Provider, requested: str | None) -> str:
     """
     if not runs_agent_mode(provider.supports_tools, provider.supports_json_schema):
         raise CapabilityError(f"provider {provider.name!r} can neither call tools nor answer in a JSON schema, so "
-                              "it cannot run agent mode: use excerpt mode (--mode excerpts)")
+                              "it cannot run agent mode: use excerpt mode (mode `excerpts`)")
     protocol = requested or provider.default_tool_protocol
     check_name(protocol)
     if protocol == JSON_STEPS and not provider.supports_json_schema:
         raise CapabilityError(f"provider {provider.name!r} cannot force its output to a JSON schema, so it cannot "
-                              f"run --tool-protocol {JSON_STEPS}; use --tool-protocol {NATIVE}")
+                              f"run the `{JSON_STEPS}` tool protocol; use the `{NATIVE}` one")
     if protocol == NATIVE and not provider.supports_tools:
-        other = f"--tool-protocol {JSON_STEPS}" if provider.supports_json_schema else "--mode excerpts"
+        other = (f"the `{JSON_STEPS}` tool protocol" if provider.supports_json_schema
+                 else "excerpt mode (mode `excerpts`)")
         raise CapabilityError(f"provider {provider.name!r} does not support native tool calling; use {other}")
     return protocol
 
@@ -198,7 +199,7 @@ class JsonSteps:
                                               f"({call.tokens_out if call.tokens_out is not None else '?'} tokens) "
                                               f"before its JSON was complete: {hint}", call)
             raise self._fail("bad_step", f"the model's output is not one JSON action as the schema demands "
-                                         f"(the server may not enforce JSON schemas; try --tool-protocol {NATIVE}): "
+                                         f"(the server may not enforce JSON schemas; try the `{NATIVE}` tool protocol): "
                                          f"{text[:200]!r}", call)
         action = value.pop("action")
         if action == ANSWER and isinstance(value.get(ANSWER), str):

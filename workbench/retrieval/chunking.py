@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+from pathlib import Path
 
 from ..types import Chunk, Document
+from .cache import chunks_json, load_chunks, write_file
 
 CHUNK_SIZE = 512  # tokens; a help-center article is one to three chunks, a snippet is a passage
 CHUNK_OVERLAP = 64
@@ -88,10 +91,6 @@ def _chunks_of(doc: Document, splitter) -> list[Chunk]:
 def cached_chunks(corpus, cache_dir=None) -> list[Chunk]:
     """`chunk_documents(corpus)`, cached per (corpus content hash, chunking config) and shared by
     every retriever over the corpus, since splitting is slower than embedding or BM25 indexing."""
-    import hashlib
-    from pathlib import Path
-
-    from .cache import chunks_json, load_chunks, write_file
 
     if cache_dir is None:
         return chunk_documents(corpus.documents)

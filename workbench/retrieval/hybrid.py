@@ -34,7 +34,8 @@ import numpy as np
 
 from ..types import Hit
 from .base import Retriever
-from .vector import top_rows
+from .bm25 import build_bm25
+from .vector import build_vector, top_rows
 
 #: Weight of the vector side in the fused score; BM25 gets 1 - VECTOR_WEIGHT (fitted, see above).
 VECTOR_WEIGHT = 0.35
@@ -102,8 +103,6 @@ class Hybrid(Retriever):
 def build_hybrid(corpus, *, cache_dir: Path, use_cache: bool = True, fusion: str = "score",
                  **vector_options: Any) -> Hybrid:
     """BM25 plus the (default wordllama) vector retriever, each loaded from or saved to the cache."""
-    from .bm25 import build_bm25
-    from .vector import build_vector
 
     bm25 = build_bm25(corpus, cache_dir=cache_dir, use_cache=use_cache)
     vector = build_vector(corpus, cache_dir=cache_dir, use_cache=use_cache, **vector_options)

@@ -22,7 +22,7 @@ from ..types import Chunk, Hit
 from .base import Retriever
 from .cache import persist, read_chunks
 from .chunking import CHUNK_OVERLAP, CHUNK_SIZE, CHUNKER_VERSION, cached_chunks
-from .embeddings import Embedding, unit_rows
+from .embeddings import Embedding, embedding_for, unit_rows
 
 #: Bump when node text, normalisation or the files of a cached index change, so old caches rebuild.
 #: 2: the query path reads `embeddings.npy` with numpy alone; `meta.json` records the matrix shape.
@@ -89,7 +89,6 @@ def build_vector(corpus, *, cache_dir: Path, use_cache: bool = True, rebuild: bo
                  name: str = "vector", **embedding_options: Any) -> Vector:
     """Load the vector index of `corpus` from the cache, or build it and persist it atomically
     (`rebuild`: build and overwrite even if a readable one is cached)."""
-    from .embeddings import embedding_for
 
     model = embedding_for(embedding, **embedding_options)
     target = Path(cache_dir) / cache_key(corpus, embedding, model.model_name)

@@ -97,7 +97,7 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
                 raise TraceStoreError(
                     f"trace database {path} stayed locked by another process for {timeout:g} s; "
                     "close the process that holds it (a DuckDB shell or a notebook keeping a connection open), "
-                    "or use another file with --db / WORKBENCH_DB") from None
+                    "or use another trace database file (WORKBENCH_DB)") from None
             time.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.6, 0.01 if read_only else 0.05)
 
@@ -105,7 +105,7 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
 def _check_path(path: str, read_only: bool) -> None:
     if read_only and not os.path.exists(path):
         raise TraceStoreError(f"no trace database at {path}: nothing has been traced there yet "
-                              "(run `workbench ask …` or `workbench eval …` first, or pass --db / set WORKBENCH_DB)")
+                              "(run `workbench ask …` or `workbench eval …` first, or choose another trace database file)")
     _check_format(path)
     if not read_only:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ def _check_format(path: str) -> None:
     if head and head[_HEADER_MAGIC_AT:_HEADER_MAGIC_AT + len(_HEADER_MAGIC)] != _HEADER_MAGIC:
         kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
         raise TraceStoreError(f"{path} is not a trace database ({kind}); it was left as it is — pick another "
-                              "file with --db / WORKBENCH_DB")
+                              "trace database file")
 
 
 def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,

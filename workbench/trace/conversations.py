@@ -24,9 +24,9 @@ def _reader(db: str | Path | TraceReader) -> TraceReader:
 
 
 def _has_conversations(reader: TraceReader) -> bool:
-    _, rows = reader.rows("SELECT count(*) FROM information_schema.columns "
-                          "WHERE table_name = 'turns' AND column_name = 'conversation_id'")
-    return bool(rows[0][0])
+    """Whether the database has m012's conversation columns (an older one has no conversations yet)."""
+    reader.check()
+    return reader.schema.has("turn_context")  # created by m012 with turns.conversation_id
 
 
 def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:

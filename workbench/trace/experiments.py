@@ -3,7 +3,7 @@
 An `eval` of a questions file records, when the run ends, the file as a dataset (its name and content
 hash; its expectations one row per line, stored once per dataset) and an `experiments` row tying the run
 to it with its optional name (unique), tags and whole configuration (secrets redacted as everywhere:
-`rows.redact_config`). The scoring over them is `scoring.py`; the tables and the
+`redact.redact_config`). The scoring over them is `scoring.py`; the tables and the
 `expectation_results` view are migration m011 (`schema_m011.py`).
 """
 
@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import WorkbenchError
+from ..providers import declared
 from ..questions import Dataset
+from ..redact import recorded, redact_config
 from .reader import TraceReader
-from .rows import redact_config, to_json
+from .rows import to_json
 
 
 class ExperimentError(WorkbenchError):
@@ -72,7 +74,7 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
             con.execute("COMMIT")
         except duckdb.ConstraintException:
             con.execute("ROLLBACK")
-            raise ExperimentError(f"the run name {name!r} is already taken; pick another --name") from None
+            raise ExperimentError(f"the run name {name!r} is already taken; pick another name") from None
         except BaseException:
             try:
                 con.execute("ROLLBACK")
@@ -83,9 +85,7 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
 
 def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
     """A run's whole configuration for its `experiments` row: `fields` (retriever, mode, k, …) plus the provider
-    and the options worth recording (`providers.options.recorded`: secret options never are)."""
-    from ..providers import declared
-    from ..providers.options import recorded
+    and the options worth recording (`redact.recorded`: secret options never are)."""
 
     return {"provider": provider, "options": recorded(declared(provider, "options_schema"), dict(options or {})),
             **fields}
@@ -100,7 +100,7 @@ def has_experiments(reader: TraceReader) -> bool:
     if not reader.path.exists():
         return False
     reader.check()
-    return "m011_experiments" not in (reader._missing or [])
+    return reader.schema.has("experiments")
 
 
 def named_run(db: str | Path | TraceReader, name: str) -> str | None:
@@ -116,8 +116,8 @@ def check_name_free(db: str | Path, name: str, resuming: str | None = None) -> N
     """Refuse a run name another run holds (`resuming`: the run id being resumed, which may hold it)."""
     owner = named_run(db, name)
     if owner is not None and owner != resuming:
-        raise ExperimentError(f"the run name {name!r} is already taken by run {owner} in {db}; pick another --name "
-                              f"(or give --run-id {owner} to finish that run if it was interrupted)")
+        raise ExperimentError(f"the run name {name!r} is already taken by run {owner} in {db}; pick another name "
+                              f"(or resume run {owner} to finish that run if it was interrupted)")
 
 
 def parse_tags(items: list[str]) -> dict[str, str]:
@@ -126,7 +126,7 @@ def parse_tags(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ExperimentError(f"--tag {item!r}: give a tag as KEY=VALUE, e.g. --tag branch=main")
+            raise ExperimentError(f"tag {item!r}: give a tag as KEY=VALUE, e.g. branch=main")
         tags[key.strip()] = value.strip()
     return tags
 

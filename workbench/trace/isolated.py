@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import errors
+from ..config import child_environment, env
 from ..errors import TraceStoreError
 
 #: DuckDB's `memory_limit` for a typed query (its default is 80 % of the machine's RAM).
@@ -89,11 +90,11 @@ def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, qu
     """Run `sql` (already checked read-only) in a bounded child process; raise its error here."""
     request = json.dumps({"path": str(path), "sql": sql, "files": files, "lock_timeout": lock_timeout,
                           "query_timeout": query_timeout})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+    child_env = child_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(_ROOT), env("PYTHONPATH")])))
     try:
         proc = subprocess.run([sys.executable, "-c", "from workbench.trace.isolated import child; child()"],
                               input=request.encode(),
-                              capture_output=True, env=env, timeout=lock_timeout + query_timeout + 15)
+                              capture_output=True, env=child_env, timeout=lock_timeout + query_timeout + 15)
     except subprocess.TimeoutExpired:
         raise TraceStoreError(f"query stopped after {query_timeout:g} s, the limit for one query, and its process "
                               "was ended; narrow it") from None

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import queue
 import threading
 from pathlib import Path
 from typing import Any
 
-from ..config import OTLP_ENDPOINT_ENV, seconds_setting
-from .spans import DEFAULT_PROJECT, StoredTurn
+from ..config import OTLP_ENDPOINT_ENV, env, seconds_setting
+from .spans import DEFAULT_PROJECT, StoredTurn, turn_spans
 
 ENDPOINT_ENV, PROJECT_ENV, TIMEOUT_ENV = OTLP_ENDPOINT_ENV, "WORKBENCH_OTLP_PROJECT", "WORKBENCH_OTLP_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
@@ -116,8 +115,6 @@ class LiveExporter:
                     self._queue.task_done()
 
     def _spans(self, db: str, rows: dict[str, list[tuple]]):
-        from .spans import turn_spans
-
         run = rows.get("runs")
         (run_id,) = {r[1] for r in rows["turns"]}
         run_row = self._run_row(db, run_id, run[0] if run else None)
@@ -172,11 +169,11 @@ _EXPORTERS_LOCK = threading.Lock()
 
 def from_env() -> LiveExporter | None:
     """The process's live exporter for `$WORKBENCH_OTLP_ENDPOINT` (one per endpoint), or None when unset."""
-    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
+    endpoint = env(ENDPOINT_ENV)
     if not endpoint:
         return None
     timeout = seconds_setting(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
-    key = (endpoint, os.environ.get(PROJECT_ENV, "").strip() or DEFAULT_PROJECT, timeout)
+    key = (endpoint, env(PROJECT_ENV, DEFAULT_PROJECT), timeout)
     with _EXPORTERS_LOCK:
         if key not in _EXPORTERS:
             _EXPORTERS[key] = LiveExporter(*key)

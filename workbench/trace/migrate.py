@@ -60,10 +60,10 @@ def check_trace_database(con, path: str = "the database") -> list[str]:
     done = _applied(con, has_table)
     if done and MIGRATIONS[0].name not in done:
         raise TraceStoreError(f"{path} is not a trace database (its `migrations` table is not the workbench's); "
-                              "pick another file with --db / WORKBENCH_DB")
+                              "pick another trace database file")
     if not done and objects:
         raise TraceStoreError(f"{path} is a DuckDB database but not a trace database (it has tables and no "
-                              "`migrations` table); it was left as it is — pick another file with --db / WORKBENCH_DB")
+                              "`migrations` table); it was left as it is — pick another trace database file")
     return done
 
 

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import __version__
 from ..errors import WorkbenchError
 from .spans import DEFAULT_PROJECT, PROJECT_NAME, SpanSpec, StoredTurn, turn_spans
 
@@ -37,7 +38,7 @@ class ExportError(WorkbenchError):
     """The collector refused the spans or could not be reached."""
 
 
-def traces_endpoint(url: str, what: str = "--endpoint") -> str:
+def traces_endpoint(url: str, what: str = "the endpoint") -> str:
     """The OTLP/HTTP traces URL for `url`: a bare `http://host:port` gets the default `/v1/traces` path.
     `what` names where the URL came from, for the error."""
     parts = urlsplit(url.strip())
@@ -119,8 +120,6 @@ class SpanSender:
 
     def __init__(self, endpoint: str, *, project: str = DEFAULT_PROJECT, timeout: float = DEFAULT_TIMEOUT_S,
                  headers: dict[str, str] | None = None):
-        from .. import __version__
-
         self.endpoint = traces_endpoint(endpoint)
         self.project = project or DEFAULT_PROJECT
         sdk = _sdk()

@@ -15,12 +15,12 @@ from typing import Any, Iterator
 
 import duckdb
 
+from ..config import default_db_path, lock_timeout, query_timeout
 from ..errors import ReadOnlyQueryError, TraceStoreError
-from ..config import lock_timeout, query_timeout
 from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
+from .history import Schema
 from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
-from .schema import MIGRATIONS
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -65,7 +65,8 @@ class TraceReader:
         #: Longest one query may run (default `$WORKBENCH_QUERY_TIMEOUT`, 20 s): a reader holds the file
         #: while its query runs and writers wait, so no query may hold it without bound.
         self.query_timeout = query_timeout
-        self._missing: list[str] | None = None  # migrations this database lacks, once checked
+        #: What the database has (its applied migrations), once checked; readers ask it, never the catalog.
+        self.schema: Schema | None = None
 
     def check(self) -> None:
         """Raise `TraceStoreError` unless the file is a readable trace database (it is only read)."""
@@ -80,13 +81,13 @@ class TraceReader:
             yield con
 
     def _check(self, con) -> None:
-        if self._missing is not None:
+        if self.schema is not None:
             return
         done = set(check_trace_database(con, str(self.path)))
         if not done:
             raise TraceStoreError(f"{self.path} is an empty DuckDB database, not a trace database: nothing has "
                                   "been traced there yet (run `workbench ask --db …` first)")
-        self._missing = [m.name for m in MIGRATIONS if m.name not in done]
+        self.schema = Schema(frozenset(done))
 
     def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
@@ -98,9 +99,9 @@ class TraceReader:
             try:
                 return self._fetch(con, sql, params, fetch, limit)
             except TraceStoreError as exc:
-                if self._missing:
+                if self.schema.missing:
                     raise TraceStoreError(
-                        f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self._missing)}); readers "
+                        f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self.schema.missing)}); readers "
                         f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
                         "or a question in the app, upgrades it") from None
                 raise
@@ -182,7 +183,6 @@ class TraceReader:
 
 def query_df(sql: str, db: str | Path | None = None):
     """Notebook helper: run a read-only query on the trace store (default database) into a DataFrame."""
-    from ..config import default_db_path
 
     check_read_only(sql)
     return TraceReader(db or default_db_path())._run(sql, None, "df", NO_DOWNLOADS)

@@ -11,29 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 import pyarrow as pa
 
 from ..questions import question_kind
+from ..redact import redact_config
 from ..types import TurnRecord
 from .tables import SCHEMAS  # every table's columns, in order, as the migrations declare them
-
-# "token" names a secret (`token`, `access_token`, `x-auth-token`) but not a count or a size (`max_tokens`,
-# `tokens_in`, the context policy's `token_budget`), which are configuration worth keeping.
-_SECRET_KEY = re.compile(r"key|token(?![s_a-z])|secret|password|credential|authorization", re.IGNORECASE)
-
-
-def redact_config(config: Any) -> Any:
-    """Drop values whose key names a secret, at any depth: secrets never reach traces."""
-    if isinstance(config, dict):
-        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
-    if isinstance(config, (list, tuple)):
-        return [redact_config(v) for v in config]
-    return config
-
 
 def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)

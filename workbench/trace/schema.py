@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..questions import question_kind
 from .schema_m009 import M009_ABLATIONS
 from .schema_m010 import M010_USAGE_PER_CORPUS
 from .schema_m011 import M011_EXPERIMENTS
 from .schema_m012 import M012_CONVERSATIONS
+from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
 
 
 @dataclass(frozen=True)
@@ -358,8 +360,6 @@ def _backfill_question_kind(con) -> None:
     if questions:
         import pyarrow as pa  # loads only when a backfill needs it
 
-        from ..questions import question_kind
-
         con.register("question_kinds", pa.table({"question": questions,
                                                  "kind": [question_kind(q) for q in questions]}))
         con.execute("UPDATE turns SET question_kind = k.kind FROM question_kinds k WHERE turns.question = k.question")
@@ -493,4 +493,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m010_usage_per_corpus", M010_USAGE_PER_CORPUS),
     Migration("m011_experiments", M011_EXPERIMENTS),
     Migration("m012_conversations", M012_CONVERSATIONS),
+    Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
 )

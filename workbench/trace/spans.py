@@ -40,6 +40,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import TraceStoreError
+from .history import Schema
+
 # OpenInference semantic conventions (openinference-semantic-conventions, `SpanAttributes`): the exact names.
 SPAN_KIND = "openinference.span.kind"
 INPUT_VALUE, INPUT_MIME = "input.value", "input.mime_type"
@@ -287,21 +290,21 @@ _CHILDREN = {"tool_calls": "x.seq", "retrieved_items": "x.tool_call_seq, x.posit
              "sources": "x.position", "model_calls": "x.seq"}
 
 
-def read_stored_turns(con, run_id: str | None = None) -> Iterator[StoredTurn]:
+def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None = None) -> Iterator[StoredTurn]:
     """Every turn (of `run_id`, else all) with its rows, oldest first, from an open (read-only) connection.
 
     One query nests each child table into a list per turn; the verdicts are those of the turn's latest
-    verification (view `source_verdicts`) when the database has verification by ablation (m009), and are
-    simply absent before.
+    verification (view `source_verdicts`) when the database has them, and are simply absent before. What
+    the database has is `schema` (default: read from `con`), never a probe of its tables.
     """
-    tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    children = [name for name in _CHILDREN if name in tables]
-    # the passages' text beside each item (a database from before m007 has neither: no `content` then)
+    schema = schema or Schema.read(con)
+    children = [name for name in _CHILDREN if schema.has(name)]
+    # the passages' text beside each item (an older database has none: no `content` then)
     source = ({"retrieved_items": "(SELECT i.*, p.text FROM retrieved_items i LEFT JOIN passages p USING (passage_id))"}
-              if "passages" in tables else {})
+              if schema.has("passages") else {})
     cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
                      f"AS {n}" for n in children)
-    if "ablations" in tables:  # created with the `source_verdicts` view, by the same migration
+    if schema.has("source_verdicts"):
         cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM source_verdicts x "
                  "WHERE x.turn_id = t.turn_id AND x.verdict IS NOT NULL) AS ablations")
     sql = (f"SELECT t AS turn, r AS run, {cols} FROM turns t LEFT JOIN runs r ON r.run_id = t.run_id "
@@ -324,11 +327,11 @@ def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | 
     A reader: the database is never migrated (`TraceReader.check`); an older one is read as it is."""
     import duckdb
 
-    from ..errors import TraceStoreError
     from .reader import TraceReader
 
-    with TraceReader(db, timeout=timeout).connect() as con:
+    reader = TraceReader(db, timeout=timeout)
+    with reader.connect() as con:
         try:
-            return list(read_stored_turns(con, run_id))
+            return list(read_stored_turns(con, run_id, schema=reader.schema))
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not read the turns of {db}: {exc}") from None

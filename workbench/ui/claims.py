@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..faithfulness import judge_declares, verdict_label
+from ..faithfulness import get_judge, judge_declares, verdict_label
 from ..providers import declared, readiness
 from ..render import display_value, escape_markdown
 from .state import RunConfig, Turn
@@ -67,8 +67,6 @@ def _llm_judge(turn: Turn) -> None:
     if st.button(f"Judge with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
                  help="The `llm` judge asks the model whether the cited text supports each claim (one call per "
                       "claim); its verdicts are stored beside the word-overlap ones."):
-        from ..faithfulness import get_judge
-
         options = {name: list(v) if isinstance(v, tuple) else v for name, v in turn.config.options}
         with st.spinner("Judging the claims with the LLM…"):
             try:

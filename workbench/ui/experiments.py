@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
+from ..config import default_db_path
 from ..errors import WorkbenchError
 from ..render import escape_markdown
 
@@ -20,8 +22,6 @@ TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn
 
 
 def show(db: str | None) -> None:
-    from ..config import default_db_path
-
     path = Path(db or default_db_path())
     if not path.exists():
         st.info(escape_markdown(f"No trace database at {path} yet: run `workbench eval QUESTIONS.jsonl --name NAME` "
@@ -38,7 +38,6 @@ def show(db: str | None) -> None:
 
 
 def board(path: Path) -> None:
-    from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
     from ..trace.experiments import list_runs, run_label
 
     runs = list_runs(path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..errors import WorkbenchError
+
 #: A run's configuration: what a comparison groups by.
 CONFIG = "r.provider, r.model, r.retriever, r.mode, r.k, r.tool_protocol"
 
@@ -78,7 +80,6 @@ def has_run_names(db: str) -> bool:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _has_run_names(db: str, version: tuple) -> bool:
-    from ..errors import WorkbenchError
     from ..trace import TraceReader
     from ..trace.experiments import has_experiments
 

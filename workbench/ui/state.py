@@ -8,14 +8,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import streamlit as st
+import uuid
 
+from .. import questions
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
-from .. import questions
 from ..errors import PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..providers import declared, get_provider, provider_names, readiness, steps
-from ..providers.options import input_kind, properties, recorded
+from ..providers.options import input_kind, properties
+from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
@@ -358,7 +360,6 @@ def _model(sb, provider: str, text: str) -> str | None:
 def _my_uploads() -> Path:
     """This browser session's uploads folder: a random name kept in its session state, referenced by nothing
     else (no other session can type it: `paths.confine` refuses the uploads folder)."""
-    import uuid
 
     return session_uploads(st.session_state.setdefault("upload_session", uuid.uuid4().hex))
 

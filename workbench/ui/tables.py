@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..errors import WorkbenchError
+from ..analysis.charts import measure_figure, split_columns
+from ..config import default_db_path
+from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render import display_text, display_value, escape_markdown
 
 
@@ -43,7 +45,6 @@ def query(db: str | None, sql: str, *, user: bool) -> QueryResult:
     """Run `sql` read-only on the trace database; a message (never a traceback) when it fails. A result is
     reused while the database is unchanged (`db_version`, and at most `QUERY_CACHE_SECONDS`), so a page
     opened again does not query it again."""
-    from ..config import default_db_path
 
     path = str(db or default_db_path())
     return _query(path, sql, user, db_version(path))
@@ -55,7 +56,6 @@ QUERY_CACHE_SECONDS = 60
 
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
 def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
-    from ..errors import ReadOnlyQueryError
     from ..trace import TraceReader
 
     reader = TraceReader(path)
@@ -93,7 +93,6 @@ def chart(df: pd.DataFrame, key: str) -> None:
     """A plotly chart of one measure (a numeric column, picked when there are several) per row, the rows
     named by every labelling column that differs between them (a line over time when the first column is
     a time)."""
-    from ..analysis.charts import measure_figure, split_columns
 
     if df.empty or df.shape[1] < 2:
         return

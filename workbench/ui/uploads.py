@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import shutil
 import uuid
@@ -27,7 +26,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from ..config import uploads_dir
+from ..config import env, uploads_dir
 from ..corpus import FOLDER_SUFFIXES
 from ..errors import CorpusError
 
@@ -38,7 +37,7 @@ _CHUNK = 1 << 20
 
 
 def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
+    raw = env(name)
     try:
         value = int(raw) if raw else default
     except ValueError:

@@ -8,17 +8,17 @@ import streamlit as st
 
 from .. import analysis as A
 from ..analysis.usage import as_frame
+from ..config import default_db_path
 from ..corpus import Corpus
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
-from ..trace.usage import Rows
+from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .state import app_corpus
-from .tables import QUERY_CACHE_SECONDS, table
+from .tables import QUERY_CACHE_SECONDS, db_version, table
 
 
 def runs_of(db: Path | str) -> list[dict]:
     """`trace.experiments.all_runs` of the database, reused while it is unchanged (`tables.db_version`)."""
-    from .tables import db_version
 
     return _all_runs(str(db), db_version(db))
 
@@ -49,7 +49,6 @@ def pick_runs(db: Path, corpus_id: str) -> list[str] | None:
 
 def trace_db(db: str | None) -> Path | None:
     """The trace database's path, or None (and a message saying how to make one) when there is none yet."""
-    from ..config import default_db_path
 
     path = Path(db or default_db_path())
     if path.exists():
@@ -63,7 +62,6 @@ def show(db: str | None, corpus: str, corpus_label: str) -> None:
     path = trace_db(db)
     if path is None:
         return
-    from ..trace.usage import doc_usage
 
     try:
         kb = app_corpus(corpus)
@@ -77,8 +75,6 @@ def show(db: str | None, corpus: str, corpus_label: str) -> None:
 
 
 def _sections(rows: Rows, corpus: Corpus, corpus_label: str) -> None:
-    from ..trace.usage import category_totals, not_retrieved, unconsulted
-
     usage = as_frame(rows)
     consulted = usage[usage["consulted_turns"] > 0]
     c1, c2, c3 = st.columns(3)

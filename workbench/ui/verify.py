@@ -74,8 +74,7 @@ def verify_action(turn: Turn) -> None:
     if not can_verify(turn):
         return
     free = declared(turn.config.provider, "free_calls")
-    helptext = ("Re-run this turn without each cited, consulted or top unused document and say which ones the "
-                "answer really depended on (docs/design.md §9).")
+    helptext = "Re-run this turn without each source and say which ones the answer depended on (docs/design.md §9)."
     if free:
         st.button("Verify sources", key=keys["go"], help=helptext, on_click=_request, args=(keys, DEFAULT_BUDGET))
         return
@@ -139,7 +138,7 @@ def explain(payload: dict[str, Any]) -> None:
     st.markdown("**Verification by ablation**")
     if not isinstance(v, dict):
         st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
-                   "answer really depended on.")
+                   "answer really depended on (docs/design.md §9).")
         return
     control = v.get("control") or {}
     tokens = v.get("tokens_in"), v.get("tokens_out")

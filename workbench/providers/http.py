@@ -1,0 +1,292 @@
+"""What every network provider shares: its timeout/retry/backoff/budget options, the retry loop, and the
+ladder from a failed request (HTTP status or transport error) to a status and a message.
+
+A provider keeps only its own wording (a `Wording` subclass: how it names its server, what to set, and
+the faults only it tells apart); `describe` decides which fault applies, in the same order for all:
+a redirect (never followed, `paths.NO_REDIRECTS`), the provider's own `first` faults, 401/403 → `auth_error`,
+404 → `unknown_model`, 429 → `rate_limited`, 5xx → `server_error`, the provider's own other 4xx
+(`client_error`), any other status → `provider_error`; with no status: `timeout`, `connection_error`, else
+`provider_error`. `with_retries` retries 429 and 5xx with exponential backoff within the turn's time budget,
+and `failure` puts the result in a `ProviderError` whose message went through `redact.scrub_secrets`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import contextvars
+import email.utils
+import time
+from typing import Any, Callable, Iterable, TypeVar
+
+from ..errors import ProviderError
+from ..redact import provider_credentials, scrub_secrets
+from ..types import ModelCall
+from .base import Provider
+from .options import setting
+
+T = TypeVar("T")
+
+#: Defaults for network providers; each can be overridden per provider option or environment.
+TIMEOUT_ENV, RETRIES_ENV, BACKOFF_ENV = "WORKBENCH_PROVIDER_TIMEOUT", "WORKBENCH_PROVIDER_RETRIES", "WORKBENCH_PROVIDER_BACKOFF"
+BUDGET_ENV = "WORKBENCH_TURN_BUDGET"
+DEFAULT_RETRIES = 3  # after the first attempt, for 429 and 5xx only
+DEFAULT_BACKOFF = 1.0  # seconds; attempt n waits backoff * 2**n (1, 2, 4 s by default)
+MAX_BACKOFF = 30.0  # seconds: the longest wait between two attempts, and the largest `backoff`
+#: A server's Retry-After is honoured up to this many seconds; asking for longer ends the turn instead.
+MAX_RETRY_AFTER = 60.0
+#: The largest `timeout` (seconds per request) and `retries` a network provider takes.
+MAX_TIMEOUT, MAX_RETRIES = 600.0, 10
+#: Seconds one turn may spend in a network provider's requests and waits (`budget`): by default, and at most.
+DEFAULT_BUDGET, MAX_BUDGET = 900.0, 3600.0
+
+#: The `options_schema` properties every network provider takes (unset: the environment, else the default).
+NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT, "title": "Timeout (s)",
+                "description": f"seconds per request (default ${TIMEOUT_ENV}, else the provider's default)"},
+    "retries": {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES, "title": "Retries",
+                "description": f"retries after a 429 or 5xx (default ${RETRIES_ENV}, else {DEFAULT_RETRIES})"},
+    "backoff": {"type": "number", "minimum": 0, "maximum": MAX_BACKOFF, "title": "Backoff (s)",
+                "description": f"first wait before a retry, doubled each time up to {MAX_BACKOFF:g} s (default "
+                               f"${BACKOFF_ENV}, else {DEFAULT_BACKOFF:g})"},
+    "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUDGET, "title": "Turn budget (s)",
+               "description": f"seconds a whole turn may spend on requests and waits; then it ends with status "
+                              f"over_budget (default ${BUDGET_ENV}, else {DEFAULT_BUDGET:g})"},
+}
+
+
+def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """The `options_schema` of a network provider: its own `properties` plus timeout, retries, backoff, budget."""
+    return {"type": "object", "additionalProperties": False, "properties": {**properties, **NETWORK_OPTIONS}}
+
+
+def network_settings(timeout: float | None, retries: int | None, backoff: float | None, budget: float | None,
+                     default_timeout: float) -> tuple[float, int, float, float]:
+    """(timeout, retries, backoff, budget) of a network provider: each option if given, else its variable,
+    else the default, each within its bounds in `NETWORK_OPTIONS`."""
+    return (setting(timeout, TIMEOUT_ENV, default_timeout, NETWORK_OPTIONS["timeout"], "timeout"),
+            int(setting(retries, RETRIES_ENV, DEFAULT_RETRIES, NETWORK_OPTIONS["retries"], "retries")),
+            setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"),
+            setting(budget, BUDGET_ENV, DEFAULT_BUDGET, NETWORK_OPTIONS["budget"], "budget"))
+
+
+def basic_auth_headers(auth: tuple[str, str] | None) -> dict[str, str] | None:
+    """The `Authorization: Basic …` header for (user, password) from `redact.split_userinfo`, for SDKs that
+    take headers."""
+    return {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else None
+
+
+# --- retries and back-off ---------------------------------------------------------------------
+
+def backoff_delay(backoff: float, attempt: int) -> float:
+    """Seconds to wait before retry `attempt` (from 0): `backoff` doubled each time, at most `MAX_BACKOFF`."""
+    return min(MAX_BACKOFF, backoff * 2 ** attempt)
+
+
+def transient(code: int | None) -> bool:
+    """Whether a request that failed with HTTP status `code` is worth retrying: 429 and 5xx."""
+    return code is not None and (code == 429 or code >= 500)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The wait a 429/5xx asked for: `Retry-After` in seconds or as an HTTP date (`retry-after-ms` first)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    try:
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+class Failed(Exception):
+    """`with_retries` gave up: `error` is the provider's last exception, `retries` how many retries it took."""
+
+    def __init__(self, error: BaseException, retries: int):
+        super().__init__(str(error))
+        self.error = error
+        self.retries = retries
+
+
+#: Inside `turn_clock`: [when the turn's first model request started, or None before it].
+_TURN_STARTED: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("turn_started", default=None)
+
+
+@contextlib.contextmanager
+def turn_clock():
+    """One turn (the agent opens one per turn): the time budget of every provider call inside counts from the
+    turn's first model request, so building a retrieval index before it costs no budget."""
+    token = _TURN_STARTED.set([None])
+    try:
+        yield
+    finally:
+        _TURN_STARTED.reset(token)
+
+
+def with_retries(fn: Callable[[], T], retries: int, backoff: float, transient: Callable[[BaseException], bool],
+                 sleep: Callable[[float], None] = time.sleep,
+                 retry_after: Callable[[BaseException], float | None] | None = None,
+                 budget: float | None = None) -> tuple[T, int]:
+    """Call `fn`; while it raises a `transient` error (429, 5xx), wait `backoff * 2**n` and retry, at most
+    `retries` times. Returns the result and the number of retries; any failure raises `Failed`.
+
+    `retry_after(exc)` may return the wait the server asked for (HTTP Retry-After): it replaces the
+    backoff, and a wait longer than `MAX_RETRY_AFTER` gives up at once rather than hang the turn.
+
+    `budget` (seconds) bounds the whole turn (from its first model request, see `turn_clock`; outside a
+    turn, from this call): no attempt starts once it is spent, and no wait runs past it; either ends the
+    turn with status `over_budget`. A turn's requests therefore end within its budget plus at most one
+    request's timeout.
+    """
+    turn = _TURN_STARTED.get()
+    if turn is not None and turn[0] is None:
+        turn[0] = time.perf_counter()
+    started = turn[0] if turn is not None else time.perf_counter()
+    deadline = None if budget is None else started + budget
+    attempt = 0
+    while True:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise Failed(_over_budget(budget, attempt, None), attempt)
+        try:
+            return fn(), attempt
+        except Exception as exc:
+            if attempt >= retries or not transient(exc):
+                raise Failed(exc, attempt) from None
+            asked = retry_after(exc) if retry_after is not None else None
+            if asked is not None and asked > MAX_RETRY_AFTER:
+                raise Failed(exc, attempt) from None
+            wait = asked if asked is not None else backoff_delay(backoff, attempt)
+            if deadline is not None and time.perf_counter() + wait >= deadline:
+                raise Failed(_over_budget(budget, attempt + 1, exc), attempt) from None
+            sleep(wait)
+            attempt += 1
+
+
+def _over_budget(budget: float, attempts: int, last: BaseException | None) -> ProviderError:
+    tried = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else " before the next model call"
+    why = f" (the last answer: {type(last).__name__}: {str(last)[:200]})" if last is not None else ""
+    return ProviderError(f"the turn used up its time budget of {budget:g} s{tried}{why}; retry later, or raise "
+                         f"the budget option or ${BUDGET_ENV} (at most {MAX_BUDGET:g} s)", status="over_budget")
+
+
+# --- faults: status and message ---------------------------------------------------------------
+
+def exception_kind(exc: BaseException) -> str | None:
+    """"timeout" or "connection" for transport errors of any HTTP stack (httpx, httpx2, requests), else None."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"TimeoutException", "Timeout", "TimeoutError", "ReadTimeout", "ConnectTimeout"}:
+        return "timeout"
+    if names & {"ConnectError", "ConnectionError", "RemoteProtocolError", "NetworkError"}:
+        return "connection"
+    return None
+
+
+def redirect_refused(where: str, code: int | None, exc: BaseException, setting: str) -> tuple[str, str] | None:
+    """("redirect_refused", message) when the server answered a redirect (3xx), else None.
+
+    No provider's client follows a redirect (`paths.NO_REDIRECTS`, docs/security.md): the request went to
+    the configured or allowed server only, and the turn ends instead of sending it on.
+    """
+    if code is None or not 300 <= code < 400:
+        return None
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    location = headers.get("location") if headers is not None else None
+    to = f" to {location}" if location else ""
+    return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "
+                                f"nothing was sent there: set {setting} to the server that answers itself")
+
+
+class Wording:
+    """How one network provider words each fault `describe` tells apart. `where` names the server in
+    messages ("Ollama at http://…", "the OpenAI API"); `setting` is what to set to point at another
+    server. A subclass overrides the messages it words differently and may tell apart faults of its own:
+    `first` (checked before the shared statuses) and `client_error` (a 4xx the ladder gives no name)."""
+
+    def __init__(self, where: str, setting: str, timeout: float, model: str | None):
+        self.where, self.setting, self.timeout, self.model = where, setting, timeout, model
+
+    def first(self, exc: BaseException, code: int | None, detail: str) -> tuple[str, str] | None:
+        return None
+
+    def client_error(self, exc: BaseException, code: int, detail: str) -> tuple[str, str] | None:
+        return None
+
+    def auth(self, code: int, detail: str) -> str:
+        return f"{self.where} refused the request ({code}: {detail})"
+
+    def unknown_model(self, detail: str) -> str:
+        return f"{self.where} has no model {self.model!r} (404: {detail})"
+
+    def rate_limited(self, tries: str, detail: str) -> str:
+        return f"{self.where} is rate limiting requests (429){tries}: {detail}; wait and retry"
+
+    def server_error(self, code: int, tries: str, detail: str) -> str:
+        return f"{self.where} failed ({code}){tries}: {detail}"
+
+    def rejected(self, code: int, detail: str) -> str:
+        return f"{self.where} rejected the request ({code}): {detail}"
+
+    def timed_out(self) -> str:
+        return (f"{self.where} did not answer within {self.timeout:g} s (model {self.model!r}); retry, or raise "
+                f"{TIMEOUT_ENV}")
+
+    def unreachable(self) -> str:
+        return f"cannot connect to {self.where}"
+
+    def unexpected(self, exc: BaseException, detail: str) -> str:
+        return f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+
+
+def describe(exc: BaseException, code: int | None, detail: str, retries: int, words: Wording,
+             kind: Callable[[BaseException], str | None] = exception_kind) -> tuple[str, str]:
+    """(status, message) for a request that failed with `exc` (HTTP status `code`, or None for a transport
+    error or a response the client could not read), after `retries` retries; the order is the module's."""
+    tries = f" after {retries + 1} attempts" if retries else ""
+    known = redirect_refused(words.where, code, exc, words.setting) or words.first(exc, code, detail)
+    if known:
+        return known
+    if code in (401, 403):
+        return "auth_error", words.auth(code, detail)
+    if code == 404:
+        return "unknown_model", words.unknown_model(detail)
+    if code == 429:
+        return "rate_limited", words.rate_limited(tries, detail)
+    if code is not None and code >= 500:
+        return "server_error", words.server_error(code, tries, detail)
+    if code is not None:
+        return words.client_error(exc, code, detail) or ("provider_error", words.rejected(code, detail))
+    how = kind(exc)
+    if how == "timeout":
+        return "timeout", words.timed_out()
+    if how == "connection":
+        return "connection_error", words.unreachable()
+    return "provider_error", words.unexpected(exc, detail)
+
+
+def failure_of(provider: Provider, exc: BaseException, describe: Callable[[BaseException, int], tuple[str, str]],
+               started: float, retries: int, secrets: Iterable[str | None],
+               call: ModelCall | None = None) -> ProviderError:
+    """`failure` for an exception that ends a turn: a ProviderError raised on the way keeps its status and
+    message; any other is put in words by the provider's own `describe(exc, retries)`."""
+    status, message = (exc.status, str(exc)) if isinstance(exc, ProviderError) else describe(exc, retries)
+    return failure(provider, status, message, started, retries, secrets, call)
+
+
+def failure(provider: Provider, status: str, message: str, started: float, retries: int,
+            secrets: Iterable[str | None], call: ModelCall | None = None) -> ProviderError:
+    """The ProviderError that ends a turn: redacted message (the given secrets, and the credentials of every
+    URL the provider was configured with), plus the failed call (latency, retries) for the record."""
+    return ProviderError(scrub_secrets(message, [*secrets, *provider_credentials(provider)]), status=status,
+                         call=call or ModelCall(provider.name, provider.model,
+                                                round((time.perf_counter() - started) * 1000, 3),
+                                                finish_reason="error", retries=retries))
