@@ -488,3 +488,33 @@ def test_three_turns_get_the_design_s_sets_in_every_turn(three_turns):
         [(f"{URL}{AZURE}", "not_in_context", first["turn_id"], 1)]
     assert {d["doc_id"]: d.get("carried_from") for d in third["documents"]} == \
         {OKTA_DOC: second["turn_id"], SAML: second["turn_id"]}
+
+
+def test_ctrl_c_in_the_chat_drops_the_question_being_answered_and_never_leaves_by_accident(ollama, demo_session):
+    """Ctrl-C while the model answers drops that question (it is not history for the next one); Ctrl-C at the
+    prompt only says how to leave; Ctrl-D leaves."""
+    import pexpect
+
+    from workbench.commands.chat import PROMPT
+
+    demo_session.toolbox
+    srv = ollama(hold=RESET)
+    chat = Chat("--provider", "ollama", "--no-trace", env={"OLLAMA_HOST": srv.url, "WORKBENCH_PROVIDER_RETRIES": "0"})
+    try:
+        chat.expect(PROMPT)
+        assert "· turn 1 ·" in chat.say(SSO)
+        chat.child.sendline(RESET)
+        assert srv.held.wait(DEADLINE_S), "the question never reached the model"
+        chat.child.sendintr()
+        assert "(interrupted: that question was dropped" in chat.expect(PROMPT)
+        srv.release()
+        assert "· turn 2 ·" in chat.say(OKTA)
+        assert sent_before(srv, OKTA) == [SSO]  # the dropped question is not part of the conversation
+        chat.child.sendintr()
+        assert "(/quit or Ctrl-D to leave)" in chat.expect(PROMPT)
+        chat.child.sendeof()
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        assert chat.child.exitstatus == 0
+    finally:
+        chat.child.close(force=True)
