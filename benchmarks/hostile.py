@@ -206,14 +206,14 @@ def cases(tmp: Path) -> dict:
             from workbench import render, text
             from workbench.faithfulness.claims import split_claims
             from workbench.faithfulness.judges import parse_verdict
-            from workbench.provenance import build_payload
+            from workbench.provenance import sources_payload
             from workbench.types import ResultItem, ToolCall, TurnRecord
             t0 = time.perf_counter()
             for unit in ["[", "![", "[a](", "[1", "{", "[x](u) ", "](", "<", "```x", "\\n", "www.", "a@b."]:
                 s = unit * (1_000_000 // len(unit))
                 text.plain(s); text.sentences(s); parse_verdict(s)
                 rec = TurnRecord("q", s, tool_calls=(ToolCall("fetch_document", "full", {}, (ResultItem("d", "D"),)),))
-                p = build_payload(rec); split_claims(s, p["citations"]); render.escape_markdown(s)
+                p = sources_payload(rec); split_claims(s, p.citations); render.escape_markdown(s)
             print(f"{time.perf_counter() - t0:.2f}")
         """)
         return s, mb, code == 0, f"12 families x 1 MB: {outp.strip()} s inside the process"

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench import session as session_module  # noqa: E402
 from workbench.batch import run_eval  # noqa: E402
+from workbench.payload import Payload  # noqa: E402
 from workbench.providers import get_provider  # noqa: E402
 from workbench.retrieval import bm25  # noqa: E402
 from workbench.session import Session  # noqa: E402
@@ -127,7 +128,7 @@ def speed(runs: int) -> None:
         t0 = time.perf_counter()
         answer = session.ask(question)
         t1 = time.perf_counter()
-        v = verify(answer.record, session.toolbox, provider, payload=answer.payload)
+        v = verify(answer.record, session.toolbox, provider, payload=Payload.from_json(answer.payload))
         t2 = time.perf_counter()
         turn_ms.append((t1 - t0) * 1000)
         verify_ms.append((t2 - t1) * 1000)

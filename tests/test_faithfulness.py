@@ -15,7 +15,8 @@ from workbench.faithfulness import (ClaimResult, assess_turn, get_judge, judge_n
                                     register_judge, split_claims)
 from workbench.faithfulness.judges import LLMJudge
 from workbench.errors import ProviderError, UnknownNameError
-from workbench.provenance import build_payload
+from workbench.payload import CitationEntry, Payload
+from workbench.provenance import sources_payload
 from workbench.providers import ModelStep, Provider, register_provider
 from workbench.trace.tables import SCHEMAS
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
@@ -43,8 +44,8 @@ def excerpt_turn(answer: str, texts: list[str], kinds: list[str] | None = None) 
 def test_split_sentences_list_items_and_attached_citations():
     answer = ("Intro without a source. SSO needs SAML 2.0 [1]. Owners configure it. [2]\n\n"
               "# Steps\n\n- Open Settings [1][3]\n- Select Configure SSO\n\nSee also [Okta guide](sso-okta).")
-    payload = build_payload(excerpt_turn(answer, [SAML, SCIM, BAKE]))
-    claims = split_claims(answer, payload["citations"])
+    payload = sources_payload(excerpt_turn(answer, [SAML, SCIM, BAKE]))
+    claims = split_claims(answer, payload.citations)
     assert [c.text for c in claims] == ["Intro without a source.", "SSO needs SAML 2.0.", "Owners configure it.",
                                         "Open Settings", "Select Configure SSO"]
     assert [c.kind for c in claims] == ["sentence"] * 3 + ["list_item"] * 2
@@ -55,8 +56,9 @@ def test_split_sentences_list_items_and_attached_citations():
 def test_attribution_lead_in_scopes_following_claims_and_links_inside_claims_count():
     answer = ("From [Configure SSO](https://x.example/a/sso):\n\nSSO uses SAML. Owners set it up.\n\n"
               "Use the [Okta guide](okta) for Okta.")
-    cits = [{"start": answer.index("[Configure"), "end": answer.index("):") + 1, "doc_id": "sso", "valid": True},
-            {"start": answer.index("[Okta"), "end": answer.index("(okta)") + 6, "doc_id": "okta", "valid": True}]
+    cits = [CitationEntry("https://x.example/a/sso", "sso", True, None, None, None, answer.index("[Configure"),
+                          answer.index("):") + 1),
+            CitationEntry("okta", "okta", True, None, None, None, answer.index("[Okta"), answer.index("(okta)") + 6)]
     claims = split_claims(answer, cits)
     assert [c.text for c in claims] == ["SSO uses SAML.", "Owners set it up.", "Use the Okta guide for Okta."]
     assert [c.cited_doc_ids for c in claims] == [("sso",), ("sso",), ("okta",)]
@@ -223,7 +225,7 @@ def test_snippet_exposure_is_judged_on_the_snippet_not_the_whole_document(demo):
 def test_offline_demo_turns_score_and_rows_fit_the_trace_table(demo_session):
     for mode in ("agent", "excerpts"):
         a = demo_session.ask("How do I configure SSO?", mode=mode)
-        f = assess_turn(a.record, a.payload, demo_session.corpus)
+        f = assess_turn(a.record, Payload.from_json(a.payload), demo_session.corpus)
         assert f.claims and f.citation_recall == 1.0, f
         assert all(isinstance(c, ClaimResult) and list(c.to_row()) == TRACE_COLUMNS for c in f.claims)
         json.dumps(f.to_dict())
@@ -350,7 +352,7 @@ def test_answer_kind_of_uncited_answers(answer, kind):
     from workbench.faithfulness import answer_kind
 
     record = TurnRecord("q?", answer)
-    assert answer_kind(build_payload(record)) == kind
+    assert answer_kind(sources_payload(record)) == kind
     faith = assess_turn(record)
     assert bool(faith.claims) == (kind == "substantive")
     if kind == "substantive":
@@ -365,7 +367,7 @@ def test_a_listing_that_also_links_an_opened_document_is_substantive():
                        tool_calls=calls)
     from workbench.faithfulness import answer_kind
 
-    assert answer_kind(build_payload(listing)) == "substantive"  # b was opened: something was consulted
-    assert answer_kind(build_payload(mixed)) == "substantive"
+    assert answer_kind(sources_payload(listing)) == "substantive"  # b was opened: something was consulted
+    assert answer_kind(sources_payload(mixed)) == "substantive"
     only_titles = TurnRecord("q?", "- [A](https://x.example/a)", tool_calls=calls[:1])
-    assert answer_kind(build_payload(only_titles)) == "listing"
+    assert answer_kind(sources_payload(only_titles)) == "listing"

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
-LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "conversation", "agent", "provenance", "render",
+LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "conversation", "agent", "payload", "provenance", "render",
           "faithfulness", "verify", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact",
           "__init__"}

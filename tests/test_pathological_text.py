@@ -118,15 +118,16 @@ def test_text_functions_are_linear_on_hostile_strings():
         from workbench import render, text
         from workbench.faithfulness.claims import split_claims
         from workbench.faithfulness.judges import parse_verdict
-        from workbench.provenance import build_payload
+        from workbench.provenance import sources_payload
         from workbench.types import ResultItem, ToolCall, TurnRecord
         for name, unit in {HOSTILE!r}.items():
             s = unit * (200_000 // len(unit))
             text.plain(s); text.sentences(s); parse_verdict(s)
             record = TurnRecord("q", s, tool_calls=(ToolCall("fetch_document", "full", {{}},
                                                              (ResultItem("d1", "D", "https://x/d1"),)),))
-            payload = build_payload(record)
-            split_claims(s, payload["citations"])
+            typed = sources_payload(record)
+            payload = typed.to_json()
+            split_claims(s, typed.citations)
             render.answer_markdown(payload); render.escape_markdown(s); render.display_text(s)
         print("ok")
     """)

@@ -358,6 +358,7 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     """Temperature 0, seed 0 and the prompt cache off (the options llamacpp marks reproducible) for the turn and
     its re-runs: the control gives the same answer again, so documents can earn verdicts; every re-run is a
     real model call, counted with its tokens."""
+    from workbench.payload import Payload
     from workbench.verify import candidates
 
     answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
@@ -368,7 +369,7 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     v = answer.verification
     assert v.control_stable, v.control.reason
     assert v.extra_turns == v.extra_calls == 2 and v.to_payload()["tokens_in"] > 0
-    assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
+    assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(Payload.from_json(answer.payload))) - 1
     from workbench.trace import TraceReader
 
     rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import scripted
 from conftest import ROOT, schema_validator
 from workbench.errors import VerificationError
+from workbench.payload import Payload
 from workbench.providers import get_provider
 from workbench.session import Session
 from workbench.verify import (DEFAULT_BUDGET, HIDDEN_CANDIDATES, METHOD, SIMILARITY_THRESHOLD, VERDICTS,
@@ -72,7 +73,7 @@ def test_a_non_deterministic_provider_makes_everything_unstable_and_re_runs_noth
     answer = session.ask(scripted.QUESTION, provider="scripted-random", verify=True)
     v = answer.verification
     assert not v.control_stable and v.verdicts and set(v.verdicts.values()) == {"unstable"}
-    assert {d for d in v.verdicts} == {c.doc_id for c in candidates(answer.payload)}
+    assert {d for d in v.verdicts} == {c.doc_id for c in candidates(Payload.from_json(answer.payload))}
     assert v.extra_turns == 1 and v.extra_calls == v.control.calls == 3  # only the control ran
     assert "no document can earn a verdict" in v.control.reason
 
@@ -126,7 +127,7 @@ def test_excerpt_mode_is_verified_over_rebuilt_excerpts(session, validator):
 
 def test_budget_covers_the_most_important_candidates_first(session):
     answer = session.ask("How do I configure SSO?")
-    found = candidates(answer.payload)
+    found = candidates(Payload.from_json(answer.payload))
     consulted = answer.payload["sets"]["consulted"]
     assert [c.doc_id for c in found[:len(consulted)]] == consulted  # the sources row first
     assert len(found) == len(consulted) + HIDDEN_CANDIDATES
@@ -145,12 +146,12 @@ def test_verdicts_only_for_candidates(demo_session, question, budget, mode, faul
     answer = demo_session.ask(question, mode=mode, faults=sorted(faults), judge=None)
     if answer.record.status != "ok":
         return
-    found = [c.doc_id for c in candidates(answer.payload)]
+    found = [c.doc_id for c in candidates(Payload.from_json(answer.payload))]
     v = verify(answer.record, demo_session.toolbox, get_provider("offline", faults=sorted(faults)),
-               payload=answer.payload, budget=budget)
+               payload=Payload.from_json(answer.payload), budget=budget)
     assert set(v.verdicts) <= set(found) and set(v.verdicts.values()) <= set(VERDICTS)
     assert [a.doc_id for a in v.ablations[1:]] == found  # every candidate once, in plan order
-    to_run, skipped = plan(answer.payload, budget)
+    to_run, skipped = plan(Payload.from_json(answer.payload), budget)
     assert v.skipped == [c.doc_id for c in skipped] and not set(v.skipped) & set(v.verdicts)
     assert v.extra_turns == 1 + len(to_run) <= budget
     used = {c.doc_id for c in to_run if c.used}

@@ -141,6 +141,7 @@ def _files(root) -> dict[str, tuple[int, int]]:
 
 def test_verification_leaves_the_corpus_index_and_caches_untouched(demo_session, _workbench_home):
     from workbench.providers import get_provider
+    from workbench.payload import Payload
     from workbench.verify import verify
 
     toolbox = demo_session.toolbox
@@ -150,7 +151,8 @@ def test_verification_leaves_the_corpus_index_and_caches_untouched(demo_session,
         for mode in ("agent", "excerpts"):
             if mode == "excerpts":
                 answer = demo_session.ask(question, mode="excerpts")
-            assert verify(answer.record, toolbox, get_provider("offline"), payload=answer.payload).extra_turns > 1
+            checked = verify(answer.record, toolbox, get_provider("offline"), payload=Payload.from_json(answer.payload))
+            assert checked.extra_turns > 1
     assert _snapshot(toolbox) == before
     assert toolbox.retriever.chunks == chunks and toolbox.withheld == frozenset()
     assert _files(_workbench_home / "indexes") == files, "no cache file was written, changed or removed"

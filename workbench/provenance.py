@@ -18,6 +18,10 @@ The three sets (docs/design.md §1):
 
 The payload keeps the whole cited set plus the consulted set, each entry flagged `consulted`;
 renderers show a chip only where `consulted` is not false (see `render.py`).
+
+A turn of a conversation (a record with `history`) follows docs/design.md §11: documents carried from
+earlier turns join the allow-list, `not_in_context` rejections name the turn whose exposure the context
+policy dropped, and a carried document is consulted only when this turn cites it.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .types import EXPOSURE_RANK, Excerpt, TurnRecord, artifact_label
+from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry
+from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
-SCHEMA_VERSION = 1
 
 # [3], [1, 2], [1][2], [2-4] in the answer's text (never in code, links or raw HTML), not a link's text ([1](url)).
 _MARKER = re.compile(r"\[(\d{1,4}(?:\s*(?:,|;|-|–)\s*\d{1,4})*)\](?!\()")
@@ -87,11 +91,12 @@ class Citation:
     end: int
     doc_id: str | None = None
     valid: bool = False
-    reason: str | None = None  # None when valid; "not_retrieved" | "out_of_range"
+    reason: str | None = None  # None when valid; "not_retrieved" | "out_of_range" | "not_in_context"
     nearest_doc_id: str | None = None
     edit_distance: int | None = None
     n: int | None = None  # excerpt number for [n] markers
     text: str | None = None  # link text for markdown links
+    turn: int | None = None  # not_in_context: index in `history` of the earlier turn that had the document
 
 
 @dataclass
@@ -107,8 +112,9 @@ class _Retrieved:
     excerpt_ns: list[int] = field(default_factory=list)
 
 
-def collect_retrieved(record: TurnRecord) -> dict[str, _Retrieved]:
-    """Every document the turn exposed, in first-seen order, with its strongest exposure."""
+def collect_retrieved(record: TurnRecord | HistoryTurn) -> dict[str, _Retrieved]:
+    """Every document the turn's own tool calls and excerpts exposed, in first-seen order, with its strongest
+    exposure (a conversation's carried documents are `carried_exposures`')."""
     seen: dict[str, _Retrieved] = {}
 
     def add(doc_id, title, url, kind, artifact_kind, exposure, call_idx, n=None):
@@ -283,29 +289,44 @@ def _marker_numbers(body: str) -> list[int]:
     return nums
 
 
+def _resolve(target: str, table: dict[str, str]) -> str | None:
+    """The document a link target names in `table` (see `_lookup`), or None."""
+    doc_id = table.get(target) or table.get(normalize_url(target))
+    if doc_id is None and "%" in target:  # caf%C3%A9 and café name the same document (RFC 3986)
+        decoded = unquote(target)
+        doc_id = table.get(decoded) or table.get(normalize_url(decoded))
+    if doc_id is None and not target.isascii():  # ids are NFC: "café" typed in NFD is the same id
+        composed = unicodedata.normalize("NFC", unquote(target))
+        doc_id = table.get(composed) or table.get(normalize_url(composed))
+    return doc_id
+
+
 def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
-             excerpts_by_n: dict[int, Excerpt]) -> list[Citation]:
-    """Resolve each citation against the allow-list; never auto-correct a near miss."""
+             excerpts_by_n: dict[int, Excerpt], dropped: _Dropped | None = None) -> list[Citation]:
+    """Resolve each citation against the allow-list; never auto-correct a near miss.
+
+    In a conversation, `dropped` holds what earlier turns exposed that the context policy took away: a
+    citation of it is `not_in_context` (naming the turn), not `not_retrieved`."""
     table = _lookup(retrieved)
     ids = list(retrieved)
     out = []
     for c in citations:
         if c.n is not None:
             e = excerpts_by_n.get(c.n)
-            if e is None:
-                out.append(_replace(c, valid=False, reason="out_of_range"))
-            else:
+            if e is not None:
                 out.append(_replace(c, doc_id=e.doc_id, valid=True))
+            elif dropped is not None and c.n in dropped.excerpts:
+                out.append(_replace(c, valid=False, reason="not_in_context", turn=dropped.excerpts[c.n]))
+            else:
+                out.append(_replace(c, valid=False, reason="out_of_range"))
             continue
-        doc_id = table.get(c.target) or table.get(normalize_url(c.target))
-        if doc_id is None and "%" in c.target:  # caf%C3%A9 and café name the same document (RFC 3986)
-            decoded = unquote(c.target)
-            doc_id = table.get(decoded) or table.get(normalize_url(decoded))
-        if doc_id is None and not c.target.isascii():  # ids are NFC: "café" typed in NFD is the same id
-            composed = unicodedata.normalize("NFC", unquote(c.target))
-            doc_id = table.get(composed) or table.get(normalize_url(composed))
+        doc_id = _resolve(c.target, table)
         if doc_id is not None:
             out.append(_replace(c, doc_id=doc_id, valid=True))
+            continue
+        gone = _resolve(c.target, dropped.table) if dropped is not None else None
+        if gone is not None:
+            out.append(_replace(c, valid=False, reason="not_in_context", turn=dropped.turns[gone]))
             continue
         nearest = extractOne(_id_part(c.target), ids, scorer=Levenshtein.distance) if ids else None
         out.append(_replace(c, valid=False, reason="not_retrieved",
@@ -317,7 +338,8 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
 def _replace(c: Citation, **changes) -> Citation:
     # Direct construction: dataclasses.replace costs a third of build_payload's time budget.
     return Citation(c.target, c.start, c.end, changes.get("doc_id"), changes.get("valid", False),
-                    changes.get("reason"), changes.get("nearest_doc_id"), changes.get("edit_distance"), c.n, c.text)
+                    changes.get("reason"), changes.get("nearest_doc_id"), changes.get("edit_distance"), c.n, c.text,
+                    changes.get("turn"))
 
 
 def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
@@ -329,20 +351,126 @@ def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
     return False, "listed only" + (" (linked, but only its title was seen)" if cited else "")
 
 
+# --- conversations (docs/design.md §11) ------------------------------------------------------------
+#
+# A follow-up's allow-list holds what this turn exposed plus what is *carried*: the exposures of earlier
+# turns whose tool results the context policy kept (`full`), and — with exposure `title` — the documents
+# linked by accepted citations of earlier answers the policy kept (`full` or `answer`). An earlier
+# answer's link is *accepted* when it resolves against that turn's own allow-list, rebuilt the same way
+# from its own exposures and the turns before it, in the context states this record gives them: a policy
+# only ever weakens an earlier turn's state as the conversation goes on, so this is never more than the
+# allow-list that turn really had.
+
+
+@dataclass
+class _Carried:
+    """A document's strongest exposure still in context from earlier turns (latest turn on a tie)."""
+
+    exposure: str
+    turn: int  # index in `history`
+    meta: _Retrieved  # title, url and kind of the document, as the earlier turn had them
+    excerpt_ns: list[int] = field(default_factory=list)  # its excerpts of `full` turns (numbers stay valid)
+
+
+@dataclass
+class _Dropped:
+    """What earlier turns exposed that the context policy took away: a citation of it is `not_in_context`."""
+
+    table: dict[str, str]  # ids and URLs of those documents -> doc id (as `_lookup`)
+    turns: dict[str, int]  # doc id -> index in `history` of the latest turn whose exposure was dropped
+    excerpts: dict[int, int]  # excerpt number of an `answer` or `dropped` turn -> index of that turn
+
+
+def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
+    """Per earlier turn, the documents its answer linked with an accepted citation (markdown links and
+    autolinks; an `[n]` marker shows the model a number, not a link)."""
+    linked: list[dict[str, _Retrieved]] = []
+    for i, h in enumerate(history):
+        allow = collect_retrieved(h)
+        for doc_id, c in _carried(history[:i], linked).items():
+            allow.setdefault(doc_id, c.meta)
+        table, accepted = _lookup(allow), {}
+        for c in extract_citations(h.answer, h.mode):
+            doc_id = _resolve(c.target, table) if c.n is None else None
+            if doc_id is not None:
+                accepted.setdefault(doc_id, allow[doc_id])
+        linked.append(accepted)
+    return linked
+
+
+def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]]) -> dict[str, _Carried]:
+    """Documents the earlier turns still put in context, oldest first seen first, each with its strongest
+    exposure and the turn that gave it (the latest such turn on a tie)."""
+    carried: dict[str, _Carried] = {}
+
+    def offer(exposure: str, i: int, r: _Retrieved, ns: list[int]) -> None:
+        have = carried.get(r.doc_id)
+        if have is None:
+            carried[r.doc_id] = _Carried(exposure, i, r, list(ns))
+            return
+        if EXPOSURE_RANK[exposure] >= EXPOSURE_RANK[have.exposure]:
+            have.exposure, have.turn = exposure, i
+        have.excerpt_ns.extend(ns)
+
+    for i, h in enumerate(history):
+        if h.context == "full":
+            for r in collect_retrieved(h).values():
+                offer(r.exposure, i, r, r.excerpt_ns)
+        if h.context in ("full", "answer"):
+            for r in linked[i].values():
+                offer("title", i, r, [])
+    return carried
+
+
+def _dropped(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]],
+             numbers: set[int]) -> _Dropped:
+    """Exposures of earlier turns that the context policy dropped: tool results and excerpts of `answer`
+    and `dropped` turns, accepted links of `dropped` turns (`numbers`: the excerpt numbers that name one
+    excerpt in the conversation)."""
+    gone: dict[str, _Retrieved] = {}
+    turns: dict[str, int] = {}
+    excerpts: dict[int, int] = {}
+    for i, h in enumerate(history):
+        if h.context == "full":
+            continue
+        found = list(collect_retrieved(h).values())
+        if h.context == "dropped":
+            found += linked[i].values()
+        for r in found:
+            gone.setdefault(r.doc_id, r)
+            turns[r.doc_id] = i  # the latest turn that had it
+        excerpts.update((e.n, i) for e in h.excerpts if e.n in numbers)
+    return _Dropped(_lookup(gone), turns, excerpts)
+
+
+def _history_position(record: TurnRecord, i: int) -> int:
+    """The 1-based position of `record.history[i]` in the conversation (its own, else its place in it)."""
+    return record.history[i].position or i + 1
+
+
 # --- the payload -------------------------------------------------------------------------------
 
 
-def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
-    """n -> excerpt for the numbers a `[n]` may cite: 1..len(excerpts), each naming exactly one excerpt.
+def _numbered(record: TurnRecord) -> set[int]:
+    """The excerpt numbers a `[n]` may cite: 1..(excerpts in the conversation), each naming exactly one.
 
-    A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an excerpt
-    0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
+    Numbers continue across a conversation (turn 2 starts after turn 1's last), so the count is over every
+    turn. A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an
+    excerpt 0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
+    every = [e.n for h in record.history for e in h.excerpts] + [e.n for e in record.excerpts]
     counts: dict[int, int] = {}
-    for e in record.excerpts:
-        counts[e.n] = counts.get(e.n, 0) + 1
-    k = len(record.excerpts)
-    return {e.n: e for e in record.excerpts
-            if type(e.n) is int and 1 <= e.n <= k and counts[e.n] == 1}
+    for n in every:
+        counts[n] = counts.get(n, 0) + 1
+    k = len(every)
+    return {n for n, c in counts.items() if type(n) is int and 1 <= n <= k and c == 1}
+
+
+def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
+    """n -> excerpt for every number a `[n]` may cite and whose excerpt is in context: this turn's, and those
+    of earlier turns whose tool results the context policy kept (`full`)."""
+    numbers = _numbered(record)
+    kept = [e for h in record.history if h.context == "full" for e in h.excerpts]
+    return {e.n: e for e in (*kept, *record.excerpts) if e.n in numbers}
 
 
 def turn_id_of(record: TurnRecord) -> str:
@@ -355,10 +483,25 @@ def turn_id_of(record: TurnRecord) -> str:
 
 
 def build_payload(record: TurnRecord) -> dict[str, Any]:
-    """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail)."""
+    """The sources payload of docs/design.md §2 for one turn as JSON data (`sources_payload(record).to_json()`)."""
+    return sources_payload(record).to_json()
+
+
+def sources_payload(record: TurnRecord) -> Payload:
+    """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail); for a
+    turn of a conversation, by the rules of docs/design.md §11 (a record with no history gives exactly §2)."""
     retrieved = collect_retrieved(record)
+    allow, carried, dropped = retrieved, {}, None
+    if record.history:
+        linked = _linked(record.history)
+        carried = _carried(record.history, linked)
+        dropped = _dropped(record.history, linked, _numbered(record))
+        allow = dict(retrieved)
+        for doc_id, c in carried.items():
+            allow.setdefault(doc_id, _Retrieved(doc_id, c.meta.title, c.meta.url, c.meta.kind, c.meta.artifact_kind,
+                                                c.exposure, None))
     excerpts_by_n = excerpt_numbers(record)
-    citations = validate(extract_citations(record.answer, record.mode), retrieved, excerpts_by_n)
+    citations = validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n, dropped)
 
     cited_order: list[str] = []
     for c in citations:
@@ -367,64 +510,76 @@ def build_payload(record: TurnRecord) -> dict[str, Any]:
     cited = set(cited_order)
 
     documents = []
-    for r in retrieved.values():
-        is_consulted, reason = consulted_reason(r.exposure, r.doc_id in cited)
-        documents.append({
-            "doc_id": r.doc_id, "title": r.title, "url": r.url, "retrieved": True,
-            "cited": r.doc_id in cited, "consulted": is_consulted, "exposure": r.exposure, "reason": reason,
-            "kind": r.kind, "artifact_kind": r.artifact_kind, "label": artifact_label(r.kind, r.artifact_kind),
-            "tool_call": r.tool_call, "tool_calls": list(r.tool_calls), "excerpts": list(r.excerpt_ns),
-        })
-    by_id = {d["doc_id"]: d for d in documents}
-    order = cited_order + [d["doc_id"] for d in documents if d["consulted"] and d["doc_id"] not in cited]
-    keys = ("doc_id", "title", "url", "cited", "consulted", "exposure", "reason", "kind", "artifact_kind", "label")
-    sources = [{k: by_id[i][k] for k in keys} for i in order]
+    for r in allow.values():
+        is_cited = r.doc_id in cited
+        c = carried.get(r.doc_id)
+        own = retrieved.get(r.doc_id)
+        if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
+            exposure = r.exposure  # this turn's exposure is the strongest: docs/design.md §1 as it stands
+            is_consulted, reason = consulted_reason(exposure, is_cited)
+        else:
+            exposure = c.exposure  # the strongest exposure is carried: rules (b)-(d) of §11
+            k = _history_position(record, c.turn)
+            if exposure == "title":
+                is_consulted, reason = consulted_reason(exposure, is_cited)
+            elif is_cited:
+                is_consulted, reason = True, f"read in turn {k}, cited here"
+            else:
+                is_consulted, reason = False, f"read in turn {k}, not cited here"
+        excerpt_ns, carried_from, carried_position = r.excerpt_ns, None, None
+        if c is not None:
+            excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
+            if own is None:  # carried_from only when this turn did not expose it
+                carried_from, carried_position = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        documents.append(Document(r.doc_id, r.title, r.url, is_cited, is_consulted, exposure, reason, r.kind,
+                                  r.artifact_kind, artifact_label(r.kind, r.artifact_kind), r.tool_call,
+                                  tuple(r.tool_calls), tuple(excerpt_ns), carried_from, carried_position))
+    by_id = {d.doc_id: d for d in documents}
+    order = cited_order + [d.doc_id for d in documents if d.consulted and d.doc_id not in cited]
+    sources = tuple(Source(d.doc_id, d.cited, d.title, d.url, d.consulted, d.exposure, d.reason, d.kind, d.artifact_kind,
+                           d.label, d.carried_from, d.carried_position) for d in (by_id[i] for i in order))
 
     rejected, seen_targets = [], set()
     for c in citations:
         if not c.valid and c.target not in seen_targets:
             seen_targets.add(c.target)
-            rejected.append({"target": c.target, "reason": c.reason, "nearest_doc_id": c.nearest_doc_id,
-                             "edit_distance": c.edit_distance})
+            rejected.append(Rejection(c.target, c.reason, c.nearest_doc_id, c.edit_distance, *_turn_named(record, c)))
 
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "turn_id": turn_id_of(record),
-        "question": record.question,
-        "answer": record.answer,
-        "mode": record.mode,
-        "status": record.status,
-        "error": record.error,
-        "sources": sources,
-        "sets": {
-            "retrieved": list(retrieved),
-            "cited": cited_order,
-            "consulted": [i for i in order if by_id[i]["consulted"]],
-        },
-        "rejected_citations": rejected,
-        "citations": [_citation_json(c, excerpts_by_n) for c in citations],
-        "documents": documents,
-        "tool_calls": [
-            {"seq": i, "name": t.name, "exposure": t.exposure, "args": dict(t.args),
-             "doc_ids": [r.doc_id for r in t.results], "latency_ms": t.latency_ms, "error": t.error}
-            for i, t in enumerate(record.tool_calls)
-        ],
-        "config": dict(record.config),
-        # docs/design.md §11: where a turn of a conversation stands (absent for a single turn)
-        **({"conversation_id": record.conversation_id, "position": record.position}
-           if record.conversation_id is not None else {}),
-    }
+    return Payload(
+        answer=record.answer,
+        sources=sources,
+        sets=Sets(tuple(allow), tuple(cited_order), tuple(i for i in order if by_id[i].consulted)),
+        rejected_citations=tuple(rejected),
+        turn_id=turn_id_of(record),
+        question=record.question,
+        mode=record.mode,
+        status=record.status,
+        error=record.error,
+        citations=tuple(_citation_entry(record, c, excerpts_by_n) for c in citations),
+        documents=tuple(documents),
+        tool_calls=tuple(ToolCallEntry(i, t.name, t.exposure, dict(t.args), tuple(r.doc_id for r in t.results),
+                                       t.latency_ms, t.error) for i, t in enumerate(record.tool_calls)),
+        config=dict(record.config),
+        conversation_id=record.conversation_id,
+        position=record.position,
+    )
 
 
-def _citation_json(c: Citation, excerpts_by_n: dict[int, Excerpt]) -> dict[str, Any]:
-    out = {"target": c.target, "doc_id": c.doc_id, "valid": c.valid, "reason": c.reason,
-           "nearest_doc_id": c.nearest_doc_id, "edit_distance": c.edit_distance, "start": c.start, "end": c.end}
+def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None]:
+    """The earlier turn a `not_in_context` rejection names: its id and position ((None, None) otherwise)."""
+    if c.turn is None:
+        return None, None
+    return record.history[c.turn].turn_id, _history_position(record, c.turn)
+
+
+def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Excerpt]) -> CitationEntry:
+    excerpt = None
     if c.n is not None:
-        out["n"] = c.n
         e = excerpts_by_n.get(c.n)  # None for a number that names no single excerpt (`out_of_range`)
         if e is not None:  # the citation record of docs/design.md §3
-            out.update({"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
-                        "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
-                        "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
-                        "label": artifact_label(e.chunk_type, e.artifact_kind)})
-    return out
+            excerpt = {"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
+                       "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
+                       "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
+                       "label": artifact_label(e.chunk_type, e.artifact_kind)}
+    return CitationEntry(c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance, c.start, c.end, c.n,
+                         excerpt, *_turn_named(record, c))

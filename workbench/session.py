@@ -14,7 +14,8 @@ from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
 from .questions import check_question_length
 from .corpus import Corpus, load_corpus
-from .provenance import build_payload
+from .payload import Payload
+from .provenance import sources_payload
 from .providers import declared, get_provider
 from .redact import recorded
 from .retrieval import get_retriever, retriever_names
@@ -123,14 +124,15 @@ class Session:
             position = None
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
                           observe=observe, history=turns, conversation_id=conversation_id, position=position)
-        payload = build_payload(record)
+        typed = sources_payload(record)
+        payload = typed.to_json()
         faith = None
         if judge and record.status == "ok" and record.answer:
-            faith = assess_turn(record, payload, self.corpus, judge=judge)
+            faith = assess_turn(record, typed, self.corpus, judge=judge)
         request = {"provider": provider, "model": model, "options": dict(provider_options)}
         checked = None
         if verify and record.status == "ok" and record.answer.strip():
-            checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
+            checked = self._verify(record, typed, request, verify_budget, judge or "lexical")
             payload = {**payload, "verification": checked.to_payload()}
         answer = Answer(record, payload, faith, None, checked, request)
         return self.log(answer, run_id=run_id) if log else answer
@@ -146,7 +148,7 @@ class Session:
                 cfg.get("corpus_hash") != self.corpus.content_hash:
             raise VerificationError("verify a turn with the session that asked it: the re-runs need its provider "
                                     "options, corpus and retriever")
-        checked = self._verify(answer.record, answer.payload, answer.request, budget, judge)
+        checked = self._verify(answer.record, Payload.from_json(answer.payload), answer.request, budget, judge)
         trace_error = answer.trace_error
         if self.tracer is not None and trace_error is None:
             try:
@@ -162,12 +164,12 @@ class Session:
         """`answer`'s claims judged again by `judge` (a name or a `Judge`, e.g. the `llm` judge over a real
         provider), returned as a `TurnFaithfulness`; for a traced turn also added to the trace store's `claims`
         table beside the verdicts it was written with (one row per claim and judge). The answer is unchanged."""
-        faith = assess_turn(answer.record, answer.payload, self.corpus, judge=judge)
+        faith = assess_turn(answer.record, Payload.from_json(answer.payload), self.corpus, judge=judge)
         if self.tracer is not None and answer.trace_error is None and faith.claims:
             self.tracer.add_claims(faith.turn_id, faith.claims)
         return faith
 
-    def _verify(self, record: TurnRecord, payload: dict[str, Any], request: dict[str, Any], budget: int,
+    def _verify(self, record: TurnRecord, payload: Payload, request: dict[str, Any], budget: int,
                 judge: str) -> Verification:
         options, pinned = pinned_options(declared(request["provider"], "options_schema"), request["options"])
         p = get_provider(request["provider"], model=request["model"], **options)

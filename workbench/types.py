@@ -205,8 +205,9 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
 
     Checked in order: the JSON Schema shipped in `workbench/schemas/` (types, enums such as `kind` and
     `exposure`, excerpt `n` >= 1); what a schema cannot say — an excerpt number is a whole number written
-    as one (JSON Schema counts 2.0 as an integer) and no two excerpts share one, since `[n]` must name
-    exactly one excerpt; then the model itself in strict mode (no "1" -> 1 or true -> 1 coercion).
+    as one (JSON Schema counts 2.0 as an integer) and no two excerpts of the conversation (this turn's and
+    its `history`'s, docs/design.md §11) share one, since `[n]` must name exactly one excerpt; then the model
+    itself in strict mode (no "1" -> 1 or true -> 1 coercion). Each `history` entry becomes a `HistoryTurn`.
     """
 
     from pydantic import ValidationError
@@ -224,7 +225,9 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
     problems = [f"{_where(e.absolute_path)}: {_short(e.message)}"
                 for e in sorted(_schema_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
     if not problems:
-        problems = _excerpt_number_problems(data.get("excerpts") or [])
+        problems = _excerpt_number_problems(
+            [(f"history.{i}.excerpts", h.get("excerpts") or []) for i, h in enumerate(data.get("history") or [])]
+            + [("excerpts", data.get("excerpts") or [])])
     if not problems:
         try:
             return _turn_adapter().validate_json(json.dumps(data), strict=True)
@@ -241,17 +244,20 @@ def _short(message: str, limit: int = 200) -> str:
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
-def _excerpt_number_problems(excerpts: list[Any]) -> list[str]:
+def _excerpt_number_problems(groups: list[tuple[str, list[Any]]]) -> list[str]:
+    """Excerpt numbers that are not whole numbers, or that two excerpts of the conversation share (`groups`:
+    where each turn's excerpts are, oldest first, and the excerpts)."""
     problems, first = [], {}
-    for i, e in enumerate(excerpts):
-        n = e.get("n")
-        if type(n) is not int:  # 2.0 passes the schema's "integer"
-            problems.append(f"excerpts.{i}.n: {_short(repr(n))} is not a whole number (write it without a decimal point)")
-        elif n in first:
-            problems.append(f"excerpts.{i}.n: duplicate excerpt number {n} (also excerpts.{first[n]}.n); "
-                            "each [n] must name exactly one excerpt")
-        else:
-            first[n] = i
+    for where, excerpts in groups:
+        for i, e in enumerate(excerpts):
+            n = e.get("n")
+            if type(n) is not int:  # 2.0 passes the schema's "integer"
+                problems.append(f"{where}.{i}.n: {_short(repr(n))} is not a whole number (write it without a decimal point)")
+            elif n in first:
+                problems.append(f"{where}.{i}.n: duplicate excerpt number {n} (also {first[n]}.n); "
+                                "each [n] must name exactly one excerpt in the conversation")
+            else:
+                first[n] = f"{where}.{i}"
     return problems
 
 

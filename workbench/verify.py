@@ -20,7 +20,8 @@ from .errors import VerificationError
 from .faithfulness import get_judge, shown_texts, split_claims
 from .faithfulness.claims import Claim, clean
 from .faithfulness.judges import Judge
-from .provenance import build_payload, turn_id_of
+from .payload import Payload
+from .provenance import sources_payload, turn_id_of
 from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
 from .text import content_terms
@@ -64,20 +65,20 @@ class Candidate:
         return self.cited or self.consulted
 
 
-def candidates(payload: Mapping[str, Any]) -> list[Candidate]:
+def candidates(payload: Payload) -> list[Candidate]:
     """Every candidate of a turn, most important first (the module docstring, step 3); pure over the payload."""
     ranks: dict[str, int] = {}
-    for call in payload.get("tool_calls", []):
-        for pos, doc_id in enumerate(call.get("doc_ids", []), start=1):
+    for call in payload.tool_calls:
+        for pos, doc_id in enumerate(call.doc_ids, start=1):
             ranks[doc_id] = min(pos, ranks.get(doc_id, pos))
-    docs = payload.get("documents", [])
+    docs = payload.documents
     for d in docs:
-        for n in d.get("excerpts") or ():
-            ranks[d["doc_id"]] = min(n, ranks.get(d["doc_id"], n))
-    all_docs = [Candidate(d["doc_id"], bool(d.get("cited")), bool(d.get("consulted")), d.get("exposure", "title"),
-                          ranks.get(d["doc_id"])) for d in docs]
+        for n in d.excerpts:
+            ranks[d.doc_id] = min(n, ranks.get(d.doc_id, n))
+    all_docs = [Candidate(d.doc_id, bool(d.cited), bool(d.consulted), d.exposure or "title", ranks.get(d.doc_id))
+                for d in docs]
     by_id = {c.doc_id: c for c in all_docs}
-    order = [s["doc_id"] for s in payload.get("sources", []) if s["doc_id"] in by_id]
+    order = [s.doc_id for s in payload.sources if s.doc_id in by_id]
     consulted = [by_id[i] for i in order if by_id[i].consulted]
     hidden = sorted((c for c in all_docs if not c.used),
                     key=lambda c: (-EXPOSURE_RANK.get(c.exposure, 0), c.rank if c.rank is not None else 10**9))
@@ -91,7 +92,7 @@ def check_budget(budget: int) -> None:
                                 f"least 1, not {budget!r}")
 
 
-def plan(payload: Mapping[str, Any], budget: int = DEFAULT_BUDGET) -> tuple[list[Candidate], list[Candidate]]:
+def plan(payload: Payload, budget: int = DEFAULT_BUDGET) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates the budget re-runs, candidates skipped): the control takes one re-run of `budget`."""
     check_budget(budget)
     found = candidates(payload)
@@ -252,7 +253,7 @@ class _Comparer:
         return sim, lost, lost > 0 or sim < SIMILARITY_THRESHOLD
 
 
-def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: dict[str, Any] | None = None,
+def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: Payload | None = None,
            judge: str | Judge = "lexical", budget: int = DEFAULT_BUDGET,
            sampling: Mapping[str, Any] | None = None) -> Verification:
     """Verify one turn by ablation (the module docstring): control, then one re-run per candidate.
@@ -266,15 +267,15 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     if record.status != "ok" or not record.answer.strip():
         raise VerificationError(f"only a turn that answered can be verified; this one ended with status "
                                 f"{record.status!r}" + ("" if record.answer.strip() else " and no answer"))
-    payload = payload if payload is not None else build_payload(record)
+    payload = payload if payload is not None else sources_payload(record)
     to_run, skipped = plan(payload, budget)
     j = get_judge(judge) if isinstance(judge, str) else judge
-    claims = split_claims(record.answer, payload.get("citations", []))
+    claims = split_claims(record.answer, payload.citations)
     comparer = _Comparer(record.answer, claims, j)
     shown = shown_texts(record, payload, toolbox.corpus) if claims else {}
     k = int(record.config.get("k") or 5)
     protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
-    turn_id = payload.get("turn_id") or turn_id_of(record)
+    turn_id = payload.turn_id or turn_id_of(record)
 
     def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
         withheld = [cand.doc_id] if cand else []

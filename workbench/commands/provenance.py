@@ -8,7 +8,8 @@ import sys
 
 from ..errors import TurnRecordError
 from ..jsonl import value_error_text
-from ..provenance import build_payload
+from ..payload import validate_json
+from ..provenance import sources_payload
 from ..types import turn_record_from_dict
 
 
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         raise TurnRecordError(f"{args.file}: invalid JSON: {value_error_text(exc)}") from None
     if not isinstance(data, dict):
         raise TurnRecordError(f"{args.file}: a turn record must be a JSON object")
-    out = json.dumps(build_payload(turn_record_from_dict(data)), ensure_ascii=False, indent=2)
+    payload = validate_json(sources_payload(turn_record_from_dict(data)).to_json())  # the contract, checked at the edge
+    out = json.dumps(payload, ensure_ascii=False, indent=2)
     try:
         out.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate escape such as "\\ud800" is not text

@@ -1,6 +1,6 @@
 """Split an answer into claims (sentences and list items) and attach each citation to its claim.
 
-Citation offsets come from provenance (`payload["citations"]`, one entry per occurrence with
+Citation offsets come from provenance (`Payload.citations`, one `CitationEntry` per occurrence with
 `start`/`end` and the resolved `doc_id`), so a claim owns exactly the citations that sit inside it.
 Rules worth knowing:
 - a `[n]` marker written after the sentence's full stop ("… it. [1]") belongs to that sentence;
@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..payload import CitationEntry
 from ..text import content_terms
 
 # Blocks: blank lines, list items and headings each start a new block (as text.sentences does).
@@ -105,16 +106,16 @@ def _without_links(text: str) -> str:
     return _MARKERS.sub("", _MD_LINK_TEXT.sub(" ", text))
 
 
-def _citation(c: dict[str, Any], inherited: bool = False) -> ClaimCitation:
-    return ClaimCitation(c.get("doc_id"), bool(c.get("valid")), c.get("n"), c.get("target") or "", inherited)
+def _citation(c: CitationEntry, inherited: bool = False) -> ClaimCitation:
+    return ClaimCitation(c.doc_id, bool(c.valid), c.n, c.target or "", inherited)
 
 
-def split_claims(answer: str, citations: Sequence[dict[str, Any]] = ()) -> list[Claim]:
+def split_claims(answer: str, citations: Sequence[CitationEntry] = ()) -> list[Claim]:
     """Claims of `answer` with their citations (`citations`: provenance's per-occurrence records)."""
-    cits = sorted((c for c in citations if isinstance(c.get("start"), int)), key=lambda c: c["start"])
-    protected = [(c["start"], c["end"]) for c in cits]
+    cits = sorted((c for c in citations if isinstance(c.start, int)), key=lambda c: c.start)
+    protected = [(c.start, c.end) for c in cits]
     starts = [s for s, _ in protected]
-    pieces: list[tuple[int, int, str, list[dict]]] = []  # start, end, kind, citations
+    pieces: list[tuple[int, int, str, list[CitationEntry]]] = []  # start, end, kind, citations
     for b_start, b_end, kind in _spans(answer):
         if kind == "heading":
             pieces.append((b_start, b_end, "heading", []))
@@ -124,18 +125,18 @@ def split_claims(answer: str, citations: Sequence[dict[str, Any]] = ()) -> list[
             pieces.append((s, e, "sentence" if kind == "paragraph" else "list_item", []))
     piece_starts = [p[0] for p in pieces]  # pieces are in order and do not overlap
     for c in cits:
-        i = bisect_right(piece_starts, c["start"]) - 1
-        if i < 0 or not pieces[i][0] <= c["start"] < pieces[i][1]:
+        i = bisect_right(piece_starts, c.start) - 1
+        if i < 0 or not pieces[i][0] <= c.start < pieces[i][1]:
             continue
         s = pieces[i][0]
         # "… it. [1]": a marker that opens a sentence belongs to the sentence before it.
-        if (c.get("n") is not None and i > 0 and pieces[i - 1][2] == "sentence" and pieces[i][2] == "sentence"
-                and not _MARKERS.sub("", answer[s:c["start"]]).strip()):
+        if (c.n is not None and i > 0 and pieces[i - 1][2] == "sentence" and pieces[i][2] == "sentence"
+                and not _MARKERS.sub("", answer[s:c.start]).strip()):
             i -= 1
         pieces[i][3].append(c)
 
     claims: list[Claim] = []
-    inherited: list[dict] = []
+    inherited: list[CitationEntry] = []
     for s, e, kind, cs in pieces:
         raw = answer[s:e]
         if kind == "heading":

@@ -35,7 +35,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from ..provenance import build_payload, turn_id_of
+from ..payload import Payload
+from ..provenance import sources_payload, turn_id_of
 from ..text import plain, sentences
 from ..types import TurnRecord
 from .claims import Claim, split_claims
@@ -56,13 +57,12 @@ _ABSTAINS = re.compile(
     re.IGNORECASE)
 
 
-def answer_kind(payload: dict[str, Any]) -> str:
+def answer_kind(payload: Payload) -> str:
     """`listing`, `abstention` or `substantive` (see the module docstring): only a substantive answer has claims."""
-    answer = payload.get("answer") or ""
-    exposure = {d["doc_id"]: d.get("exposure") for d in payload.get("documents", [])}
-    valid = [c for c in payload.get("citations", []) if c.get("valid")]
-    if valid and not payload.get("sets", {}).get("consulted") and all(
-            exposure.get(c.get("doc_id")) == "title" for c in valid):
+    answer = payload.answer or ""
+    exposure = {d.doc_id: d.exposure for d in payload.documents}
+    valid = [c for c in payload.citations if c.valid]
+    if valid and not payload.sets.consulted and all(exposure.get(c.doc_id) == "title" for c in valid):
         return "listing"
     if not valid and _ABSTAINS.search(answer) and len(sentences(plain(answer))) <= ABSTENTION_SENTENCES:
         return "abstention"
@@ -138,7 +138,7 @@ class _Unit:
     generated: bool
 
 
-def _evidence_pool(record: TurnRecord, payload: dict[str, Any], corpus) -> tuple[dict[str, _Unit], dict[int, _Unit]]:
+def _evidence_pool(record: TurnRecord, payload: Payload, corpus) -> tuple[dict[str, _Unit], dict[int, _Unit]]:
     """Evidence units of the turn: by doc id and by excerpt number."""
     snippets: dict[str, list[str]] = {}
     for call in record.tool_calls:
@@ -154,8 +154,8 @@ def _evidence_pool(record: TurnRecord, payload: dict[str, Any], corpus) -> tuple
         return (doc.kind if doc is not None else kind) == "generated"
 
     by_doc: dict[str, _Unit] = {}
-    for d in payload.get("documents", []):
-        doc_id, exposure = d["doc_id"], d.get("exposure")
+    for d in payload.documents:
+        doc_id, exposure = d.doc_id, d.exposure
         doc = corpus.get(doc_id) if corpus is not None else None
         if exposure == "full" and doc is not None:
             text = doc.text
@@ -163,16 +163,16 @@ def _evidence_pool(record: TurnRecord, payload: dict[str, Any], corpus) -> tuple
             text = "\n\n".join(snippets.get(doc_id, []))
         else:  # only a title was shown: there is no evidence text
             text = ""
-        by_doc[doc_id] = _Unit(doc_id, doc_id, text, generated(doc_id, d.get("kind")))
+        by_doc[doc_id] = _Unit(doc_id, doc_id, text, generated(doc_id, d.kind))
     by_n = {e.n: _Unit(f"[{e.n}]", e.doc_id, e.text, e.chunk_type == "generated" or generated(e.doc_id, None))
             for e in record.excerpts}
     return by_doc, by_n
 
 
-def shown_texts(record: TurnRecord, payload: dict[str, Any] | None = None, corpus=None) -> dict[str, str]:
+def shown_texts(record: TurnRecord, payload: Payload | None = None, corpus=None) -> dict[str, str]:
     """Doc id → the text the model was shown of it (the rules above: the whole text when opened, the
     snippets or excerpts it saw, "" for a title); what verification judges a claim's support against."""
-    by_doc, _ = _evidence_pool(record, payload if payload is not None else build_payload(record), corpus)
+    by_doc, _ = _evidence_pool(record, payload if payload is not None else sources_payload(record), corpus)
     return {doc_id: unit.text for doc_id, unit in by_doc.items()}
 
 
@@ -202,18 +202,18 @@ def _supported(j: Judgement) -> bool:
     return j.verdict == "supported"
 
 
-def assess_turn(record: TurnRecord, payload: dict[str, Any] | None = None, corpus=None,
+def assess_turn(record: TurnRecord, payload: Payload | None = None, corpus=None,
                 judge: str | Judge = "lexical") -> TurnFaithfulness:
     """Judge every claim of one turn against what it cites (see the module docstring for the rules)."""
-    payload = payload if payload is not None else build_payload(record)
+    payload = payload if payload is not None else sources_payload(record)
     j = get_judge(judge) if isinstance(judge, str) else judge
-    turn_id = payload.get("turn_id") or turn_id_of(record)
+    turn_id = payload.turn_id or turn_id_of(record)
     kind = answer_kind(payload)
     if kind != "substantive":
         return TurnFaithfulness(turn_id, j.name, (), None, None, (), (), (), judge_version=j.version,
                                 answer_kind=kind)
     by_doc, by_n = _evidence_pool(record, payload, corpus)
-    claims = split_claims(payload.get("answer", record.answer), payload.get("citations", []))
+    claims = split_claims(payload.answer, payload.citations)
     memo = _Memo(j)
 
     plans = []

@@ -70,8 +70,12 @@ class Turn:
     error: str | None = None
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
-    faithfulness: Any = None  # workbench.faithfulness.TurnFaithfulness, judged by Session.ask
-    llm_faithfulness: Any = None  # the same claims judged by the `llm` judge, when asked for (ui/claims.py)
+    llm_faithfulness: Any = None  # the answer's claims judged by the `llm` judge, when asked for (ui/claims.py)
+
+    @property
+    def faithfulness(self) -> Any:
+        """The answer's own claim verdicts (`Answer.faithfulness`, judged and traced by Session.ask), not a copy."""
+        return self.answer.faithfulness if self.answer is not None else None
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -219,8 +223,6 @@ def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:
         payload = turn.answer.payload
         if payload.get("status") not in (None, "ok"):
             turn.error = payload.get("error") or payload.get("status")
-        else:
-            turn.faithfulness = turn.answer.faithfulness  # judged (lexical) and traced by Session.ask
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
     turn.elapsed_ms = (time.perf_counter() - start) * 1000

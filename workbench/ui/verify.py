@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from ..errors import WorkbenchError
+from ..payload import Payload
 from ..providers import declared
 from ..render import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, escape_markdown, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
@@ -84,7 +85,7 @@ def verify_action(turn: Turn) -> None:
     with st.container(border=True, key=f"verify-confirm-{turn.turn_id}"):
         budget = st.number_input("Re-runs at most (the control included)", min_value=1, max_value=MAX_BUDGET,
                                  value=DEFAULT_BUDGET, step=1, key=keys["budget"])
-        to_run, skipped = plan(turn.payload, int(budget))
+        to_run, skipped = plan(Payload.from_json(turn.payload), int(budget))
         reruns = 1 + len(to_run)
         per_turn = max(1, len(turn.answer.record.model_calls))
         label = turn.provider_label

@@ -1,0 +1,268 @@
+"""The sources payload as a typed value (docs/design.md §2, §11): what a turn returns to clients.
+
+`Payload.from_json(data)` reads a payload (this workbench's, or an older server's that lacks optional
+fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.build_payload`
+made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
+Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
+`carried_from`/`carried_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
+`conversation_id`, `position` and `verification`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
+and old clients expect. `validate_json(data)` checks JSON data against that schema at the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def _omit_none(out: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    out.update((k, v) for k, v in optional.items() if v is not None)
+    return out
+
+
+def _carried(d: dict[str, Any]) -> dict[str, Any]:
+    """`carried_from` and `carried_position` (present together, docs/design.md §11), from JSON data."""
+    if "carried_position" not in d and "carried_from" not in d:
+        return {}
+    return {"carried_from": d.get("carried_from"), "carried_position": d.get("carried_position")}
+
+
+def _carried_json(carried_from: str | None, carried_position: int | None) -> dict[str, Any]:
+    return {} if carried_position is None else {"carried_from": carried_from, "carried_position": carried_position}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One entry of the sources row's lookup table: a cited or consulted document (docs/design.md §2)."""
+
+    doc_id: str
+    cited: bool
+    title: str | None = None
+    url: str | None = None
+    consulted: bool | None = None  # None: the flag is absent (an old server), and renderers show the chip
+    exposure: str | None = None
+    reason: str | None = None
+    kind: str = "source"
+    artifact_kind: str | None = None
+    label: str | None = None
+    carried_from: str | None = None  # docs/design.md §11: set with carried_position, for a carried document
+    carried_position: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Source:
+        return cls(d["doc_id"], bool(d.get("cited", False)), d.get("title"), d.get("url"), d.get("consulted"),
+                   d.get("exposure"), d.get("reason"), d.get("kind", "source"), d.get("artifact_kind"), d.get("label"),
+                   **_carried(d))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"doc_id": self.doc_id, "title": self.title, "url": self.url, "cited": self.cited}
+        _omit_none(out, consulted=self.consulted, exposure=self.exposure, reason=self.reason)
+        out.update(kind=self.kind, artifact_kind=self.artifact_kind)
+        _omit_none(out, label=self.label)
+        return out | _carried_json(self.carried_from, self.carried_position)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One retrieved document with its three-set membership and why (`documents[]` of the payload)."""
+
+    doc_id: str
+    title: str | None
+    url: str | None
+    cited: bool
+    consulted: bool
+    exposure: str
+    reason: str
+    kind: str = "source"
+    artifact_kind: str | None = None
+    label: str = "Source text"
+    tool_call: int | None = None  # this turn's first call that gave its strongest exposure
+    tool_calls: tuple[int, ...] = ()
+    excerpts: tuple[int, ...] = ()
+    carried_from: str | None = None
+    carried_position: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Document:
+        return cls(d["doc_id"], d.get("title"), d.get("url"), d["cited"], d["consulted"], d["exposure"], d["reason"],
+                   d.get("kind", "source"), d.get("artifact_kind"), d.get("label", "Source text"), d.get("tool_call"),
+                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "title": self.title, "url": self.url, "retrieved": True, "cited": self.cited,
+                "consulted": self.consulted, "exposure": self.exposure, "reason": self.reason, "kind": self.kind,
+                "artifact_kind": self.artifact_kind, "label": self.label, "tool_call": self.tool_call,
+                "tool_calls": list(self.tool_calls), "excerpts": list(self.excerpts),
+                **_carried_json(self.carried_from, self.carried_position)}
+
+
+@dataclass(frozen=True, slots=True)
+class Sets:
+    """The three sets of docs/design.md §1, each in the payload's order."""
+
+    retrieved: tuple[str, ...] = ()
+    cited: tuple[str, ...] = ()
+    consulted: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {"retrieved": list(self.retrieved), "cited": list(self.cited), "consulted": list(self.consulted)}
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A rejected citation (docs/design.md §1, §11): never auto-corrected, the nearest allowed id reported."""
+
+    target: str
+    reason: str  # "not_retrieved" | "out_of_range" | "not_in_context"
+    nearest_doc_id: str | None = None
+    edit_distance: int | None = None
+    turn_id: str | None = None  # not_in_context: the earlier turn that had it (set with `position`)
+    position: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Rejection:
+        return cls(d["target"], d["reason"], d.get("nearest_doc_id"), d.get("edit_distance"), d.get("turn_id"),
+                   d.get("position"))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"target": self.target, "reason": self.reason, "nearest_doc_id": self.nearest_doc_id,
+               "edit_distance": self.edit_distance}
+        return out if self.position is None else out | {"turn_id": self.turn_id, "position": self.position}
+
+
+#: The citation record of an excerpt (docs/design.md §3), in the payload's key order.
+EXCERPT_FIELDS = ("file_name", "chunk_index", "page", "score", "snippet", "chunk_type", "title", "generated",
+                  "artifact_kind", "label")
+
+
+@dataclass(frozen=True, slots=True)
+class CitationEntry:
+    """One citation occurrence in the answer and its validation outcome (`citations[]`)."""
+
+    target: str
+    doc_id: str | None
+    valid: bool
+    reason: str | None
+    nearest_doc_id: str | None
+    edit_distance: int | None
+    start: int
+    end: int
+    n: int | None = None  # an excerpt marker's number
+    excerpt: dict[str, Any] | None = None  # the excerpt's citation record (EXCERPT_FIELDS), when `n` names one
+    turn_id: str | None = None  # not_in_context: set with `position`
+    position: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CitationEntry:
+        excerpt = {k: d[k] for k in EXCERPT_FIELDS if k in d} or None
+        return cls(d["target"], d.get("doc_id"), d["valid"], d.get("reason"), d.get("nearest_doc_id"),
+                   d.get("edit_distance"), d["start"], d["end"], d.get("n"), excerpt, d.get("turn_id"), d.get("position"))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"target": self.target, "doc_id": self.doc_id, "valid": self.valid, "reason": self.reason,
+               "nearest_doc_id": self.nearest_doc_id, "edit_distance": self.edit_distance, "start": self.start,
+               "end": self.end}
+        if self.n is not None:
+            out["n"] = self.n
+            if self.excerpt is not None:
+                out.update(self.excerpt)
+        return out if self.position is None else out | {"turn_id": self.turn_id, "position": self.position}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEntry:
+    """What one tool call of the turn returned (`tool_calls[]`)."""
+
+    seq: int
+    name: str
+    exposure: str
+    args: dict[str, Any] = field(default_factory=dict)
+    doc_ids: tuple[str, ...] = ()
+    latency_ms: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ToolCallEntry:
+        return cls(d.get("seq", 0), d["name"], d["exposure"], dict(d.get("args", {})), tuple(d.get("doc_ids", ())),
+                   d.get("latency_ms"), d.get("error"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "name": self.name, "exposure": self.exposure, "args": dict(self.args),
+                "doc_ids": list(self.doc_ids), "latency_ms": self.latency_ms, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The sources payload of one turn (docs/design.md §2), with the conversation fields of §11."""
+
+    answer: str
+    sources: tuple[Source, ...] = ()
+    sets: Sets = Sets()
+    rejected_citations: tuple[Rejection, ...] = ()
+    turn_id: str | None = None
+    question: str | None = None
+    mode: str = "agent"
+    status: str = "ok"
+    error: str | None = None
+    citations: tuple[CitationEntry, ...] = ()
+    documents: tuple[Document, ...] = ()
+    tool_calls: tuple[ToolCallEntry, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    conversation_id: str | None = None  # docs/design.md §11; None: a single turn (the key is absent)
+    position: int | None = None
+    verification: dict[str, Any] | None = None  # docs/design.md §9 (`verify.Verification.to_payload()`)
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Payload:
+        """A payload from JSON data; the keys the schema lets a server leave out take their defaults."""
+        sets = d.get("sets") or {}
+        return cls(
+            d["answer"], tuple(Source.from_json(s) for s in d.get("sources", ())),
+            Sets(*(tuple(sets.get(k, ())) for k in ("retrieved", "cited", "consulted"))),
+            tuple(Rejection.from_json(r) for r in d.get("rejected_citations", ())), d.get("turn_id"), d.get("question"),
+            d.get("mode", "agent"), d.get("status", "ok"), d.get("error"),
+            tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
+            tuple(Document.from_json(x) for x in d.get("documents", ())),
+            tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())), dict(d.get("config") or {}),
+            d.get("conversation_id"), d.get("position"), d.get("verification"), d.get("schema_version", SCHEMA_VERSION))
+
+    def to_json(self) -> dict[str, Any]:
+        """The payload as JSON data, keys in the order every client has always received them."""
+        out = _omit_none({"schema_version": self.schema_version}, turn_id=self.turn_id,
+                         conversation_id=self.conversation_id, position=self.position, question=self.question)
+        out.update({
+            "answer": self.answer, "mode": self.mode, "status": self.status,
+            "error": self.error, "sources": [s.to_json() for s in self.sources], "sets": self.sets.to_json(),
+            "rejected_citations": [r.to_json() for r in self.rejected_citations],
+            "citations": [c.to_json() for c in self.citations], "documents": [x.to_json() for x in self.documents],
+            "tool_calls": [t.to_json() for t in self.tool_calls], "config": dict(self.config),
+        })
+        return _omit_none(out, verification=self.verification)
+
+
+def validate_json(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `ValueError` naming the first
+    problem (used at the edges that print or serve payloads, and by the tests)."""
+    import jsonschema
+
+    from . import schemas
+
+    error = jsonschema.exceptions.best_match(_validator(jsonschema, schemas).iter_errors(data))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(root)"
+        raise ValueError(f"not a valid sources payload: {where}: {error.message}")
+    return data
+
+
+_VALIDATOR = None
+
+
+def _validator(jsonschema, schemas):
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        _VALIDATOR = jsonschema.Draft202012Validator(schemas.load(schemas.PAYLOAD))
+    return _VALIDATOR
+
