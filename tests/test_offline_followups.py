@@ -10,13 +10,13 @@ import json
 
 import pytest
 
+from workbench.payload import Payload
 from workbench.agent import run_turn
 from workbench.conversation import history_for
-from workbench.provenance import build_payload
 from workbench.providers import offline
 from workbench.providers.offline import OfflineProvider
 from workbench.questions import read_dataset
-from workbench.types import ContextPolicy, HistoryTurn, ResultItem, ToolCall, TurnRecord
+from workbench.types import ContextPolicy, HistoryTurn
 from workbench.verify import verify as verify_turn
 
 MOBILE = "https://help.orbitly.example/articles/mobile-apps"
@@ -204,7 +204,7 @@ def test_verification_re_runs_send_the_history_with_the_withheld_document_not_fo
     # Before: re-runs were asked with no history at all, so a follow-up's control answered "And with Okta?" alone.
     _, second = converse(demo_session, "How do I configure SSO?", "And with Okta?")
     provider = Recording()
-    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=second.payload, budget=8)
+    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=Payload.from_json(second.payload), budget=8)
     firsts = [m for m in provider.seen if m[-1]["role"] == "user"]  # each re-run's first model call
     assert len(firsts) == checked.extra_turns
     for messages in firsts:
@@ -220,26 +220,9 @@ def test_verification_re_runs_send_the_history_with_the_withheld_document_not_fo
     assert all(m[-2] == {"role": "assistant", "content": second.record.history[0].answer} for m in firsts)
 
 
-def _carries() -> bool:
-    """Does provenance know carried documents (docs/design.md §11, issue 22 item 1)?"""
-    hist = HistoryTurn("q", "a", "full", turn_id="t-1", position=1, tool_calls=(
-        ToolCall(name="fetch_document", args={"doc_id": "d"}, exposure="full", results=(ResultItem("d", "D"),)),))
-    try:
-        rec = TurnRecord(question="q2", answer="[D](d)", mode="agent", tool_calls=(), history=(hist,),
-                         conversation_id="c", position=2)
-        return "d" in build_payload(rec)["sets"]["cited"]
-    except Exception:  # noqa: BLE001 - a record shape this branch's provenance does not take yet
-        return False
-
-
-needs_carried_provenance = pytest.mark.xfail(
-    not _carries(), strict=True,
-    reason="the carried document is in the payload only with §11 provenance across turns (issue 22 item 1)")
-
 ROTATE = "How do I swap an API token for a new secret without breaking the integration that uses it?"
 
 
-@needs_carried_provenance
 def test_a_carried_document_the_follow_up_quotes_is_load_bearing(demo_session):
     first, second = converse(demo_session, ROTATE, "Does that need an admin?")
     assert [c.args for c in first.record.tool_calls][1] == {"doc_id": "api-keys-rotate"}
@@ -249,7 +232,6 @@ def test_a_carried_document_the_follow_up_quotes_is_load_bearing(demo_session):
     assert checked.verification.verdicts["api-keys-rotate"] == "load_bearing"
 
 
-@needs_carried_provenance
 def test_a_carried_document_the_follow_up_only_links_is_decorative(demo_session):
     _, second = converse(demo_session, ROTATE, "Does that need an admin?")
     assert "See also [Create an API key](https://help.orbitly.example/articles/api-keys-create)" in second.record.answer
@@ -263,17 +245,19 @@ def test_cited_carried_documents_are_candidates():
     from workbench.verify import candidates
 
     payload = {
-        "tool_calls": [{"name": "search", "doc_ids": ["b", "c"]}],
+        "answer": "",
+        "tool_calls": [{"name": "search", "exposure": "snippet", "doc_ids": ["b", "c"]}],
         "documents": [
-            {"doc_id": "a", "cited": True, "consulted": True, "exposure": "full", "carried_from": "t-1"},
-            {"doc_id": "b", "cited": True, "consulted": True, "exposure": "snippet"},
-            {"doc_id": "c", "cited": False, "consulted": False, "exposure": "snippet"},
+            {"doc_id": "a", "cited": True, "consulted": True, "exposure": "full", "carried_from": "t-1",
+             "reason": "read in turn 1, cited here"},
+            {"doc_id": "b", "cited": True, "consulted": True, "exposure": "snippet", "reason": "snippet cited"},
+            {"doc_id": "c", "cited": False, "consulted": False, "exposure": "snippet", "reason": "snippet not cited"},
             {"doc_id": "d", "cited": False, "consulted": False, "exposure": "full", "carried_from": "t-1",
              "reason": "read in turn 1, not cited here"},
         ],
         "sources": [{"doc_id": "a", "carried_from": "t-1"}, {"doc_id": "b"}],
     }
-    assert [(c.doc_id, c.used) for c in candidates(payload)] == [("a", True), ("b", True), ("d", False), ("c", False)]
+    assert [(c.doc_id, c.used) for c in candidates(Payload.from_json(payload))] == [("a", True), ("b", True), ("d", False), ("c", False)]
 
 
 def test_an_excerpt_mode_follow_up_re_run_leaves_out_the_withheld_documents_carried_excerpts(demo_session):
@@ -281,7 +265,7 @@ def test_an_excerpt_mode_follow_up_re_run_leaves_out_the_withheld_documents_carr
     # model through the earlier turn's excerpts.
     first, second = converse(demo_session, "How do I configure SSO?", "And with Okta?", mode="excerpts")
     provider = Recording()
-    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=second.payload, budget=8)
+    checked = verify_turn(second.record, demo_session.toolbox, provider, payload=Payload.from_json(second.payload), budget=8)
     assert len(provider.seen) == checked.extra_turns  # one call per excerpt-mode re-run
     runs = dict(zip([a.doc_id for a in checked.ablations if a.reran], provider.seen))
     carried_docs = {e.doc_id for e in first.record.excerpts}

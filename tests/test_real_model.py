@@ -375,3 +375,37 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "
                                                  "status = 'ok' ORDER BY seq", [answer.payload["turn_id"]])[1]
     assert rows == [("control", True), ("candidate", True)]
+
+
+# --- a conversation: the history reaches the model, and llama.cpp's cache serves its prefix ------------------
+
+def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(model, session):
+    """Machinery only (docs/providers.md, "Conversations"): turn 2's prompt holds turn 1 (more tokens than turn 1's
+    last prompt and answer), llama.cpp takes that prefix from its cache instead of evaluating it again, and the
+    record says what the context held and under which budget."""
+    from workbench.agent import run_turn
+    from workbench.conversation import history_for
+    from workbench.provenance import build_payload
+    from workbench.providers.llamacpp import LlamaCppProvider
+    from workbench.types import ContextPolicy
+
+    policy, providers, records = ContextPolicy(), [], []
+    for position, question in enumerate((QUESTION, "How long is the reset link valid?"), start=1):
+        providers.append(LlamaCppProvider(max_tokens=MAX_TOKENS))
+        records.append(run_turn(question, providers[-1], session.toolbox, k=2, history=history_for(records, policy),
+                                conversation_id="conv-1", position=position, context=policy))
+    first, second = records
+    for record in records:
+        assert record.status in CLEAN, (record.status, record.error)
+        schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
+        schema_validator("payload.schema.json").validate(build_payload(record))
+    [held] = second.history
+    assert (held.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
+    assert sum(held.steps) == len(first.tool_calls)
+    assert second.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": model.n_ctx // 2,
+                                        "context_tokens": model.n_ctx}
+    last, follow_up = first.model_calls[-1], second.model_calls[0]
+    assert follow_up.tokens_in > last.tokens_in + (last.tokens_out or 0)  # the history reached the model
+    timings = providers[1].timings[0]
+    assert timings["cache_n"] >= last.tokens_in - 1, timings  # turn 1's whole last prompt came from the cache
+    assert timings["prompt_n"] < follow_up.tokens_in / 2, timings  # only what follows it was evaluated

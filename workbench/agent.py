@@ -25,7 +25,8 @@ from .providers.base import Provider
 from .providers.http import turn_clock
 from .redact import scrub_secrets
 from .tools import Toolbox
-from .types import MODES, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
+from .conversation import fit_history, messages_tokens, token_budget
+from .types import MODES, ContextPolicy, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8
 
@@ -50,7 +51,7 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
              max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
              tool_protocol: str | None = None, observe: Observer | None = None,
              history: tuple[HistoryTurn, ...] = (), conversation_id: str | None = None,
-             position: int | None = None) -> TurnRecord:
+             position: int | None = None, context: ContextPolicy | None = None) -> TurnRecord:
     """Answer `question` in `mode` ("agent" or "excerpts") and return everything the turn did.
 
     `tool_protocol` ("native" or "json-steps", default: the provider's `default_tool_protocol`) is how
@@ -61,7 +62,11 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
 
     `history` (docs/design.md §11) is the earlier turns of a conversation in their context states
     (`conversation.history_for`); the model receives them as chat messages before the question
-    (`history_messages`), and the record keeps them with `conversation_id` and `position`.
+    (`history_messages`), and the record keeps them with `conversation_id` and `position`. With the
+    conversation's `context` policy, the history is first fitted to its token budget (`fit_history`: the
+    oldest turns are dropped first), the record keeps each turn's state after that, and the configuration
+    records the policy with the budget and context it worked with; a history that cannot fit ends the turn
+    with status `context_overflow` before any model call.
     """
     if mode not in MODES:
         raise UnknownNameError("mode", mode, list(MODES))
@@ -79,6 +84,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     state = _Turn(observe)
     try:
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
+            if context is not None:
+                history = _fit(question, history, context, provider, toolbox, cfg)
             if mode == "agent":
                 driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
                 _agent_loop(question, driver, toolbox, max_steps, state, history)
@@ -86,6 +93,8 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
                 _excerpt_turn(question, provider, toolbox, k, state, history)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
+        if isinstance(exc, _Overflow):
+            history = exc.history
         if exc.call is not None:  # the failed call's latency and retries
             state.model_calls.append(exc.call)
     except Exception as exc:  # a provider bug must not crash the CLI or the app (nor leak a URL's password)
@@ -125,30 +134,73 @@ class _Turn:
         self.emit("model_done")
 
 
+def _fit(question: str, history: tuple[HistoryTurn, ...], policy: ContextPolicy, provider: Provider,
+         toolbox: Toolbox, cfg: dict[str, Any]) -> tuple[HistoryTurn, ...]:
+    """`history` fitted to the policy's token budget (`conversation.fit_history`), the policy, budget and context
+    recorded in `cfg["context"]`; raises the `context_overflow` that ends the turn, after `run_turn` has the
+    fitted history to record (it is returned through the exception's `history`)."""
+    window = provider.context_window()
+    budget = token_budget(policy, window)
+    cfg["context"] = {**policy.to_dict(), "budget_tokens": budget, "context_tokens": window}
+    sizes: dict[tuple[Any, ...], int] = {}
+
+    def size(h: HistoryTurn) -> int:
+        key = (h.turn_id, h.position, h.question, h.context)
+        if key not in sizes:
+            sizes[key] = messages_tokens(turn_messages(h, toolbox))
+        return sizes[key]
+
+    fit = fit_history(history, question, budget, window, size)
+    if fit.overflow:
+        raise _Overflow(fit.overflow, fit.history)
+    return fit.history
+
+
+class _Overflow(ProviderError):
+    def __init__(self, message: str, history: tuple[HistoryTurn, ...]):
+        super().__init__(message, status="context_overflow")
+        self.history = history
+
+
 def history_messages(history: tuple[HistoryTurn, ...], toolbox: Toolbox) -> list[dict[str, Any]]:
     """The earlier turns of a conversation as provider-neutral chat messages (docs/design.md §11): each
-    turn not `dropped` gives its question and answer; a `full` turn also gives its tool calls, whose results
-    are the tools' output again (so a toolbox that withholds a document carries "not found" for it), or,
-    in excerpt mode, the excerpts it was given."""
+    turn not `dropped` gives its question and answer; a `full` turn also gives its tool calls, model step by
+    model step as the turn made them (`HistoryTurn.steps`): the step's assistant message with its calls, then
+    one `tool` message per call, whose result is the tool's output again (so a toolbox that withholds a
+    document carries "not found" for it); in excerpt mode, the excerpts it was given. A turn renders exactly
+    as its own last model call saw it, so a model that caches prompts (llama.cpp) finds the prefix it has."""
+    return [m for h in history for m in turn_messages(h, toolbox)]
+
+
+def turn_messages(h: HistoryTurn, toolbox: Toolbox) -> list[dict[str, Any]]:
+    """One earlier turn's messages in its context state (`history_messages`); none when `dropped`."""
+    if h.context == "dropped":
+        return []
+    full = h.context == "full"
     out: list[dict[str, Any]] = []
-    for h in history:
-        if h.context == "dropped":
-            continue
-        full = h.context == "full"
-        if full and h.mode == "excerpts":
-            out.append({"role": "user", "content": excerpt_message(h.question, list(h.excerpts))})
-        else:
-            out.append({"role": "user", "content": h.question})
-        if full and h.tool_calls:
-            ids = [c.call_id or f"h{h.position}-{i}" for i, c in enumerate(h.tool_calls)]
+    if full and h.mode == "excerpts":
+        out.append({"role": "user", "content": excerpt_message(h.question, list(h.excerpts))})
+    else:
+        out.append({"role": "user", "content": h.question})
+    if full:
+        calls = [(c.call_id or f"h{h.position}-{i}", c) for i, c in enumerate(h.tool_calls)]
+        for step in _steps(h):
+            made, calls = calls[:step], calls[step:]
             out.append({"role": "assistant", "content": "",
-                        "tool_calls": [{"id": i, "name": c.name, "args": dict(c.args)} for i, c in zip(ids, h.tool_calls)]})
-            for i, c in zip(ids, h.tool_calls):
+                        "tool_calls": [{"id": i, "name": c.name, "args": dict(c.args)} for i, c in made]})
+            for i, c in made:
                 content = {"error": c.error} if c.error else toolbox.call(c.name, dict(c.args), i).content
                 out.append({"role": "tool", "tool_call_id": i, "name": c.name,
                             "content": json.dumps(content, ensure_ascii=False)})
-        out.append({"role": "assistant", "content": h.answer})
+    out.append({"role": "assistant", "content": h.answer})
     return out
+
+
+def _steps(h: HistoryTurn) -> list[int]:
+    """How many tool calls each model step of `h` made: `h.steps` when it accounts for every call, else one each."""
+    if h.steps and all(n > 0 for n in h.steps) and sum(h.steps) == len(h.tool_calls):
+        return list(h.steps)
+    return [1] * len(h.tool_calls)
 
 
 def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn,

@@ -103,9 +103,10 @@ class Session:
 
         A follow-up (docs/design.md §11) passes the conversation's earlier turns' records, oldest first, as
         `history`, with its `conversation_id`; `context` is the policy that decides what of them the model
-        still has (default `ContextPolicy()`), recorded in the turn's configuration. `position` is the turn's
-        place in it (default: after `history`; `trace.conversations.next_position` when failed turns, which
-        are not history, came before).
+        still has (default `ContextPolicy()`: the turns, then the token budget, `agent.run_turn`), recorded in
+        the turn's configuration with the budget and context it worked with. `position` is the turn's place in
+        it (default: after `history`; `trace.conversations.next_position` when failed turns, which are not
+        history, came before).
         """
         _check_inputs(question, k)
         if verify:
@@ -115,15 +116,16 @@ class Session:
         config = {"provider_label": p.label, "model_label": p.model_label,
                   "options": recorded(p.options_schema, provider_options)}
         turns: tuple = ()
+        policy = None
         if conversation_id is not None or history:
             policy = context or ContextPolicy()
-            config["context"] = policy.to_dict()
             position = position or len(history) + 1
             turns = history_for(history, policy)
         else:
             position = None
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
-                          observe=observe, history=turns, conversation_id=conversation_id, position=position)
+                          observe=observe, history=turns, conversation_id=conversation_id, position=position,
+                          context=policy)
         typed = sources_payload(record)
         payload = typed.to_json()
         faith = None

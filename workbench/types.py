@@ -151,6 +151,10 @@ class HistoryTurn:
     mode: Mode = "agent"
     tool_calls: tuple[ToolCall, ...] = ()
     excerpts: tuple[Excerpt, ...] = ()
+    #: How many of `tool_calls` each of its model steps asked for, in order (its model calls' `n_tool_calls`,
+    #: answer step excluded), so its tool calls go back to the model step by step as they happened; empty
+    #: (e.g. a record written by hand): one tool call per step.
+    steps: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,12 @@ class Provider(ABC):
       held in-process with one slot (`llamacpp`): parallel turns would only queue for it and evict each
       other's prompt cache, so they run one after another, exactly as with `--concurrency 1`.
     - `default_model`: the model it runs when given none, in words for help texts (None: it takes no model).
+    - `context_tokens`: the model's context in tokens, as far as the provider can state it without asking
+      (None: unknown, or no model at all). `context_window()` derives the real one where the provider can
+      (`llamacpp`: the context it loads the model with); a conversation's history budget is a share of it
+      (`conversation.token_budget`, docs/providers.md "Conversations").
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
-    in batches, a model name (not a file), no concurrency limit, calls that cost.
+    in batches, a model name (not a file), no concurrency limit, calls that cost, an unknown context.
     """
 
     name: str = "base"
@@ -98,6 +102,7 @@ class Provider(ABC):
     model_is_path: ClassVar[bool] = False
     max_concurrent_turns: ClassVar[int | None] = None
     default_model: ClassVar[str | None] = None
+    context_tokens: ClassVar[int | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -125,6 +130,10 @@ class Provider(ABC):
         """
         raise NotImplementedError(f"provider {self.name!r} cannot constrain its output to a JSON schema")
 
+    def context_window(self) -> int | None:
+        """The model's context in tokens (default: the declared `context_tokens`); may load the model."""
+        return self.context_tokens
+
     @property
     def model_label(self) -> str | None:
         """The model as shown to people; a provider may say more than its name (e.g. that it is the default)."""
@@ -133,6 +142,15 @@ class Provider(ABC):
     def list_models(self) -> list[str]:
         """Installed or available models, for pickers; empty when the provider cannot list."""
         return []
+
+
+def this_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of the turn being answered: those after its question, the last `user` message. A
+    conversation's earlier turns come before it (docs/design.md §11): a provider that reads the steps of its
+    turn from `messages` (json-steps; the offline agent) reads them from here, and its question is
+    `messages[-len(this_turn(messages)) - 1]`."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    return messages[last + 1:]
 
 
 ProviderFactory = Callable[..., Provider]

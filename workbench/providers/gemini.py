@@ -35,6 +35,8 @@ DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_ENV, MODEL_ENV, API_VERSION_ENV = "GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
+#: The context a conversation's budget assumes: Gemini 2.x models take 1,048,576 input tokens.
+CONTEXT_TOKENS = 1_048_576
 MODELS_URL = "https://ai.google.dev/gemini-api/docs/models"
 _BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
@@ -46,6 +48,7 @@ class GeminiProvider(Provider):
     supports_tools = True
     # Gemini can constrain output to a schema, but this provider sends none: `complete` has no way to ask.
     supports_json_schema = False
+    context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENVS[0]} (or ${KEY_ENVS[1]}); never recorded"},
@@ -70,7 +73,8 @@ class GeminiProvider(Provider):
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
-        self._model_turns: dict[tuple[str, ...], Any] = {}  # our call ids → the model's own Content
+        # the calls of one model step (`_step_key`) → the model's own Content, replayed verbatim
+        self._model_turns: dict[tuple[Any, ...], Any] = {}
         self._server_ids: set[str] = set()
 
     def __repr__(self) -> str:
@@ -159,7 +163,7 @@ class GeminiProvider(Provider):
             raise self._fail(ProviderError(f"Gemini stopped without an answer (finish reason {finish})", "blocked"),
                              start, retries, call)
         if requests and cand.content is not None:
-            self._model_turns[tuple(r.id for r in requests)] = cand.content
+            self._model_turns[_step_key([(r.id, r.name, r.args) for r in requests])] = cand.content
         return ModelStep(text, tuple(requests), call)
 
     # --- messages ----------------------------------------------------------------------------
@@ -185,9 +189,9 @@ class GeminiProvider(Provider):
                 else:
                     contents.append(types.Content(role="user", parts=[part]))
             elif role == "assistant" and m.get("tool_calls"):
-                ids = tuple(tc["id"] for tc in m["tool_calls"])
-                if ids in self._model_turns:
-                    contents.append(self._model_turns[ids])
+                key = _step_key([(tc["id"], tc["name"], tc.get("args")) for tc in m["tool_calls"]])
+                if key in self._model_turns:
+                    contents.append(self._model_turns[key])
                     continue
                 parts = [types.Part(text=m["content"])] if m.get("content") else []
                 parts += [types.Part(function_call=types.FunctionCall(
@@ -257,6 +261,12 @@ def _shared_client(api_key: str, base_url: str | None, timeout_ms: int, api_vers
     http = types.HttpOptions(base_url=base_url, timeout=timeout_ms, api_version=api_version,
                              headers=basic_auth_headers(auth), client_args=dict(NO_REDIRECTS))
     return genai.Client(api_key=api_key, vertexai=False, http_options=http)
+
+
+def _step_key(calls: list[tuple[str, str, Any]]) -> tuple[Any, ...]:
+    """A model step by its calls' ids, names and arguments: ids alone are numbered per provider, so an earlier
+    turn of a conversation (another provider) may have used the same ones for other calls."""
+    return tuple((i, name, json.dumps(args or {}, sort_keys=True, default=str)) for i, name, args in calls)
 
 
 def _status(exc: BaseException) -> int | None:

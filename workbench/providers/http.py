@@ -233,6 +233,10 @@ class Wording:
     def server_error(self, code: int, tries: str, detail: str) -> str:
         return f"{self.where} failed ({code}){tries}: {detail}"
 
+    def context_overflow(self, detail: str) -> str:
+        return (f"the conversation does not fit model {self.model!r}'s context ({detail}); lower k, or start a new "
+                "conversation")
+
     def rejected(self, code: int, detail: str) -> str:
         return f"{self.where} rejected the request ({code}): {detail}"
 
@@ -245,6 +249,16 @@ class Wording:
 
     def unexpected(self, exc: BaseException, detail: str) -> str:
         return f"unexpected answer from {self.where}: {type(exc).__name__}: {detail}"
+
+
+def is_context_overflow(kind: str | None, message: str) -> bool:
+    """The prompt does not fit the model's context, by the server's error (llama.cpp `exceed_context_size_error`,
+    OpenAI `context_length_exceeded`, Gemini's "input token count … exceeds the maximum number of tokens", Ollama's
+    "the input length exceeds the context length")."""
+    text = f"{kind or ''} {message}".lower()
+    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "exceeds the available context",
+                                   "maximum context length", "exceeds the maximum number of tokens",
+                                   "exceeds the context length", "exceeds context length"))
 
 
 def describe(exc: BaseException, code: int | None, detail: str, retries: int, words: Wording,
@@ -264,7 +278,9 @@ def describe(exc: BaseException, code: int | None, detail: str, retries: int, wo
     if code is not None and code >= 500:
         return "server_error", words.server_error(code, tries, detail)
     if code is not None:
-        return words.client_error(exc, code, detail) or ("provider_error", words.rejected(code, detail))
+        return (words.client_error(exc, code, detail)
+                or (("context_overflow", words.context_overflow(detail)) if is_context_overflow(None, detail) else None)
+                or ("provider_error", words.rejected(code, detail)))
     how = kind(exc)
     if how == "timeout":
         return "timeout", words.timed_out()

@@ -72,9 +72,8 @@ from ..config import env, environment, set_process_default, workbench_home
 from ..errors import ProviderError
 from ..redact import scrub_secrets
 from .base import ModelStep, Provider, Readiness
-from .http import failure
-from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
-                            sampling_options)
+from .http import failure, is_context_overflow
+from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import REPRODUCIBLE, setting
 
 GGUF_ENV = "WORKBENCH_GGUF"
@@ -347,6 +346,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
     batch_by_default = False  # seconds per turn on a CPU: notebook 02 runs it on a few questions of its own
     model_is_path = True  # a GGUF file: the app confines a typed one to the allowed roots
     max_concurrent_turns = 1  # one slot (`n_parallel = 1`): concurrent batch turns would only queue for it
+    context_tokens = DEFAULT_N_CTX  # until loaded: `context_window` is the context it was loaded with
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
         "n_ctx": N_CTX_OPTION,
         "threads": THREADS_OPTION,
@@ -395,6 +395,10 @@ class LlamaCppProvider(ChatCompletions, Provider):
     def loaded(self) -> LoadedModel:
         return load(self.model, n_ctx=self.n_ctx, threads=self.threads)
 
+    def context_window(self) -> int:
+        """The context the model is loaded with (`n_ctx`): loads it, as the turn is about to."""
+        return self.loaded().n_ctx
+
     def _chat(self, request: dict[str, Any]) -> ModelStep:
         start = time.perf_counter()
         try:
@@ -404,8 +408,8 @@ class LlamaCppProvider(ChatCompletions, Provider):
         request.update(max_tokens=self.max_tokens, temperature=self.temperature)
         if self.seed is not None:
             request["seed"] = self.seed
-        if not self.cache_prompt:
-            request["cache_prompt"] = False
+        # said either way: on, a conversation's follow-up evaluates only what follows the prefix the slot holds
+        request["cache_prompt"] = self.cache_prompt
         call_start = time.perf_counter()
         # Every failure below goes through `failure` with the loopback server's key: whatever llama.cpp
         # puts in an exception or an error body, the key never reaches a message, a trace or the screen.

@@ -34,6 +34,9 @@ DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
 KEY_ENV, HOST_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_HOST", "OLLAMA_MODEL"
+#: The context a conversation's budget assumes: Ollama's default `num_ctx` (a Modelfile may raise it). Ollama
+#: cuts a longer prompt from the front without an error, so the budget is what keeps a history whole.
+CONTEXT_TOKENS = 4096
 
 
 class OllamaProvider(Provider):
@@ -43,6 +46,7 @@ class OllamaProvider(Provider):
     supports_tools = True
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
+    context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         host={"type": "string", "format": "uri", "title": "Server",
               "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"})
@@ -131,6 +135,9 @@ class _OllamaWording(Wording):
             return "bad_tool_args", (f"model {self.model!r} sent tool-call arguments that are not a JSON object: "
                                      f"{bad_args[:200]!r}")
         return None
+
+    def context_overflow(self, detail):
+        return f"{super().context_overflow(detail)}, or raise the model's num_ctx"
 
     def client_error(self, exc, code, detail):
         if code == 400 and "does not support tools" in detail:

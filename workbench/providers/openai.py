@@ -29,17 +29,20 @@ from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from .base import ModelStep, Provider, Readiness
-from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, network_options_schema,
-                   network_settings, retry_after, transient, with_retries)
+from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, is_context_overflow,
+                   network_options_schema, network_settings, retry_after, transient, with_retries)
+from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import setting
-from .openai_format import (MAX_TOKENS_ENV, ChatCompletions, error_detail, is_context_overflow, parse_completion,
-                            sampling_options)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 120.0  # seconds; a local server may be slow on CPU
 BASE_URL_ENV, KEY_ENV, MODEL_ENV = "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"
 #: Sent as the key to a server that needs none (the client insists on one); never a real credential.
 NO_KEY = "no-key"
+#: The context a conversation's budget assumes (docs/providers.md, "Conversations"): the OpenAI API's models
+#: (gpt-4o-mini: 128,000 tokens), and any other server's, which cannot be asked (llama.cpp's server: 4,096 unless
+#: started with more).
+API_CONTEXT_TOKENS, SERVER_CONTEXT_TOKENS = 128_000, 4096
 
 
 class OpenAIProvider(ChatCompletions, Provider):
@@ -54,6 +57,7 @@ class OpenAIProvider(ChatCompletions, Provider):
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENV}; never recorded"},
         **sampling_options("the server's", "the server's"))
+    context_tokens = SERVER_CONTEXT_TOKENS
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV})"
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
@@ -78,6 +82,10 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    def context_window(self) -> int:
+        """The OpenAI API's context when no other server is named, else a local server's default."""
+        return API_CONTEXT_TOKENS if self.base_url is None else SERVER_CONTEXT_TOKENS
 
     @classmethod
     def is_configured(cls, env: Mapping[str, str]) -> Readiness:
@@ -147,7 +155,7 @@ class _OpenAIWording(Wording):
     def client_error(self, exc, code, detail):
         if is_context_overflow(self.kind, detail):
             return "context_overflow", (f"the conversation does not fit model {self.model!r}'s context ({detail}); "
-                                        f"lower k, or use a model or server setting with a longer context")
+                                        f"lower k, start a new conversation, or use a model or server setting with a longer context")
         if code == 400 and ("response_format" in detail or "json_schema" in detail):
             return "json_schema_unsupported", (f"{self.where} refused JSON-schema output ({detail}); use the "
                                                f"`native` tool protocol")

@@ -149,11 +149,3 @@ def error_detail(body: Any) -> tuple[str, str]:
         kind = str(err.get("type") or err.get("code") or "")
         return kind, str(err.get("message") or json.dumps(err))[:300]
     return "", str(err)[:300]
-
-
-def is_context_overflow(kind: str, message: str) -> bool:
-    """The prompt does not fit the model's context (llama.cpp `exceed_context_size_error`, OpenAI
-    `context_length_exceeded`)."""
-    text = f"{kind} {message}".lower()
-    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "exceeds the available context",
-                                   "maximum context length"))

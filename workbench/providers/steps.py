@@ -16,6 +16,9 @@ How a turn goes, and why:
 - A step the model took goes back as the assistant's JSON; its tool result as a user message
   `Result of <tool>:` + the tool's JSON output. Every chat model understands these two roles,
   whether or not its template knows tool messages.
+- A conversation's earlier turns (docs/design.md §11) go first in the same shape: their steps as the
+  assistant's JSON and results, their answers as the `answer` action that gave them. The rules below
+  count only this turn's steps (those after its question).
 - The first step must be a tool action (no `answer`): a help-center answer has to look before it
   speaks, and small models otherwise answer from memory. The last step the loop allows must be the
   answer, so a model that keeps searching still ends with an answer instead of `step_limit`.
@@ -36,7 +39,7 @@ from typing import Any
 
 from ..errors import CapabilityError, ProviderError, UnknownNameError
 from ..types import MODES
-from .base import ModelStep, Provider, ToolRequest, declared
+from .base import ModelStep, Provider, ToolRequest, declared, this_turn
 
 NATIVE, JSON_STEPS = "native", "json-steps"
 TOOL_PROTOCOLS = (NATIVE, JSON_STEPS)
@@ -162,6 +165,8 @@ def to_step_messages(messages: list[dict[str, Any]], specs: list[dict[str, Any]]
                                                                    for tc in m["tool_calls"])})
         elif role == "tool":
             out.append({"role": "user", "content": f"Result of {m.get('name')}:\n{m.get('content') or ''}"})
+        elif role == "assistant":  # an earlier turn's answer: the action that gave it
+            out.append({"role": "assistant", "content": step_text(ANSWER, {ANSWER: m.get("content") or ""})})
         else:
             out.append({"role": role, "content": m.get("content") or ""})
     return out
@@ -176,10 +181,11 @@ class JsonSteps:
         self._n = 0
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
-        step_no = 1 + sum(1 for m in messages if m["role"] == "assistant")
-        offered = _not_repeating(tools, messages)
+        turn = this_turn(messages)  # the steps of earlier turns (a conversation's history) are theirs
+        step_no = 1 + sum(1 for m in turn if m["role"] == "assistant")
+        offered = _not_repeating(tools, turn)
         made = [(tc["name"], json.dumps(tc.get("args") or {}, sort_keys=True))
-                for m in messages for tc in m.get("tool_calls") or ()]
+                for m in turn for tc in m.get("tool_calls") or ()]
         may_call = bool(offered) and step_no < self.max_steps and len(made) == len(set(made))
         schema = action_schema(offered, tools=may_call, answer=not may_call or step_no > 1)
         out = self.provider.complete_json(to_step_messages(messages, tools), schema)
