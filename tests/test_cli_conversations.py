@@ -43,6 +43,30 @@ def ollama(monkeypatch):
         srv.__exit__(None, None, None)
 
 
+#: A corpus of short articles: a three-turn conversation over it fits any model's context whole (the demo corpus's
+#: articles are long enough that the token budget, docs/providers.md, drops the oldest turn of three).
+SMALL = [("sso-saml-setup", "Configure SAML single sign-on (SSO)", "Configure SSO with any SAML identity provider "
+          "under Settings, Security. Only workspace Owners can configure it."),
+         ("sso-okta", "Set up SSO with Okta", "Configure SSO with Okta: add the Orbitly app in Okta, then paste its "
+          "metadata URL."),
+         ("sso-azure-ad", "Set up SSO with Microsoft Entra ID (Azure AD)", "Configure SSO with Entra ID: register "
+          "Orbitly as an enterprise application."),
+         ("password-reset", "Reset a forgotten password", "Reset your password from the sign-in page; the reset link "
+          "is valid for one hour."),
+         ("api-keys-rotate", "Rotate and revoke API keys", "Rotate an API key under Settings, API; the old key stops "
+          "working at once."),
+         ("data-export", "Export your workspace data", "An export takes about ten minutes; how long depends on the "
+          "size of the workspace.")]
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("corpus") / "small.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "title": t, "url": f"https://help.orbitly.example/articles/{i}",
+                                        "text": x}) + "\n" for i, t, x in SMALL), encoding="utf-8")
+    return str(path)
+
+
 def questions_file(path, lines: list[dict]) -> str:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return str(path)
@@ -64,7 +88,8 @@ def ask_json(capsys, *args: str) -> tuple[int, list[dict], str]:
 
 # --- questions files ----------------------------------------------------------------------------------------
 
-def test_questions_file_lines_with_one_conversation_id_are_one_conversation_in_file_order(ollama, tmp_path, capsys):
+def test_questions_file_lines_with_one_conversation_id_are_one_conversation_in_file_order(ollama, tmp_path, capsys,
+                                                                                        small_corpus):
     """Lines a, b, a, (none), b: each follow-up is sent its own conversation's earlier turns and no other's; a
     line without a conversation is a question of its own."""
     srv = ollama()
@@ -72,7 +97,8 @@ def test_questions_file_lines_with_one_conversation_id_are_one_conversation_in_f
         {"question": SSO, "conversation": "a"}, {"question": RESET, "conversation": "b"},
         {"question": OKTA, "conversation": "a"}, {"question": KEY},
         {"question": "And how long is the link valid?", "conversation": "b"}])
-    code, payloads, err = ask_json(capsys, "--questions", f, "--provider", "ollama", "--no-trace")
+    code, payloads, err = ask_json(capsys, "--questions", f, "--provider", "ollama", "--no-trace",
+                                   "--corpus", small_corpus)
     assert code == 0, err
     assert [p["question"] for p in payloads] == [SSO, RESET, OKTA, KEY, "And how long is the link valid?"]
     assert sent_before(srv, OKTA) == [SSO]
@@ -83,8 +109,7 @@ def test_questions_file_lines_with_one_conversation_id_are_one_conversation_in_f
     assert any(m["role"] == "assistant" and "sso-saml-setup" in (m.get("content") or "") for m in first_okta)
     assert any(m["role"] == "tool" and '"sso-saml-setup"' in (m.get("content") or "") for m in first_okta)
     # the context policy is recorded with every turn of a conversation, and only there
-    assert [p["config"].get("context") for p in payloads] == [{"turns": 2, "token_budget": None}] * 3 + [None] + \
-        [{"turns": 2, "token_budget": None}]
+    assert [(p["config"].get("context") or {}).get("turns") for p in payloads] == [2, 2, 2, None, 2]
 
 
 def test_context_turns_0_sends_earlier_answers_without_their_tool_results(ollama, tmp_path, capsys):
@@ -95,7 +120,7 @@ def test_context_turns_0_sends_earlier_answers_without_their_tool_results(ollama
     assert code == 0, err
     first_okta = next(m for m in srv.requests if latest_question(m) == OKTA)
     assert [m["role"] for m in first_okta] == ["system", "user", "assistant", "user"]  # question, answer, question
-    assert payloads[1]["config"]["context"] == {"turns": 0, "token_budget": None}
+    assert payloads[1]["config"]["context"]["turns"] == 0
 
 
 @pytest.mark.parametrize("value,message", [
@@ -254,12 +279,13 @@ def written(db) -> list[tuple[str, str]]:
         return con.execute("SELECT question, status FROM turns ORDER BY rowid").fetchall()
 
 
-def test_eval_runs_each_conversation_in_order_and_conversations_side_by_side(ollama, tmp_path, capsys):
+def test_eval_runs_each_conversation_in_order_and_conversations_side_by_side(ollama, tmp_path, capsys, small_corpus):
     """--concurrency 3: the turns of conversation a run one after the other, each sent the ones before it, while
     b and the single question run beside them; the store gets the turns in file order."""
     srv = ollama(delay=0.05)
     f, db = questions_file(tmp_path / "q.jsonl", EVAL_LINES), tmp_path / "t.duckdb"
-    code = main(["eval", f, "--provider", "ollama", "--db", str(db), "--no-progress", "--concurrency", "3"])
+    code = main(["eval", f, "--provider", "ollama", "--db", str(db), "--no-progress", "--concurrency", "3",
+                 "--corpus", small_corpus])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert sent_before(srv, OKTA) == [SSO] and sent_before(srv, A3) == [SSO, OKTA]
@@ -355,7 +381,8 @@ def test_eval_killed_in_the_middle_of_a_conversation_resumes_it_with_the_turns_a
 
 # --- ask --conversation: a conversation across commands, through the trace store ------------------------------
 
-def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(ollama, tmp_path, capsys):
+def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(ollama, tmp_path, capsys,
+                                                                               small_corpus):
     """Three `ask --conversation c-7 --context-turns 1` commands: each loads the turns before it from the trace
     database; turn 3 is sent turn 2 with its tool results and turn 1 as question and answer only."""
     srv = ollama()
@@ -363,7 +390,7 @@ def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(
     payloads = []
     for q in (SSO, OKTA, A3):
         code, (payload,), err = ask_json(capsys, q, "--conversation", "c-7", "--context-turns", "1",
-                                         "--provider", "ollama", "--db", db)
+                                         "--provider", "ollama", "--db", db, "--corpus", small_corpus)
         assert code == 0, err
         payloads.append(payload)
     assert [(p["conversation_id"], p["position"]) for p in payloads] == [("c-7", 1), ("c-7", 2), ("c-7", 3)]
@@ -372,23 +399,25 @@ def test_ask_conversation_goes_on_from_the_trace_store_under_the_context_policy(
         validator.validate(p)
     assert sent_before(srv, OKTA) == [SSO] and sent_before(srv, A3) == [SSO, OKTA]
     roles = [m["role"] for m in first_request(srv, A3)]
-    # system; turn 1: question, answer; turn 2: question, its tool calls and results, answer; turn 3's question
-    assert roles == ["system", "user", "assistant", "user", "assistant", "tool", "tool", "assistant", "user"], roles
+    # system; turn 1: question, answer; turn 2: question, each step's tool call and result, answer; turn 3's question
+    assert roles == ["system", "user", "assistant", "user", "assistant", "tool", "assistant", "tool", "assistant",
+                     "user"], roles
     assert [t[1:] for t in stored_turns(db)] == [(SSO, "ok", "c-7", 1), (OKTA, "ok", "c-7", 2), (A3, "ok", "c-7", 3)]
     # another conversation id starts afresh
-    code, (other,), _ = ask_json(capsys, KEY, "--conversation", "c-8", "--provider", "ollama", "--db", db)
+    code, (other,), _ = ask_json(capsys, KEY, "--conversation", "c-8", "--provider", "ollama", "--db", db,
+                                 "--corpus", small_corpus)
     assert code == 0 and (other["conversation_id"], other["position"]) == ("c-8", 1) and sent_before(srv, KEY) == []
 
 
-def test_chat_goes_on_with_a_stored_conversation_and_stores_its_turns(chat_env, tmp_path, capsys):
+def test_chat_goes_on_with_a_stored_conversation_and_stores_its_turns(chat_env, tmp_path, capsys, small_corpus):
     from workbench.commands.chat import PROMPT
 
     srv, env = chat_env
     db = str(tmp_path / "t.duckdb")
     for q in (SSO, OKTA):
-        assert main(["ask", q, "--conversation", "sso", "--provider", "ollama", "--db", db]) == 0
+        assert main(["ask", q, "--conversation", "sso", "--provider", "ollama", "--db", db, "--corpus", small_corpus]) == 0
     capsys.readouterr()
-    chat = Chat("--provider", "ollama", "--db", db, "--conversation", "sso", env=env)
+    chat = Chat("--provider", "ollama", "--db", db, "--conversation", "sso", "--corpus", small_corpus, env=env)
     try:
         intro = chat.expect(PROMPT)
         assert f"conversation sso: going on after its 2 earlier turn(s); the last question was: {OKTA}" in intro
@@ -407,7 +436,7 @@ SAML, OKTA_DOC, AZURE = "sso-saml-setup", "sso-okta", "sso-azure-ad"
 
 
 @pytest.fixture(scope="module")
-def three_turns(tmp_path_factory):
+def three_turns(tmp_path_factory, small_corpus):
     """`ask --conversation c-3 --context-turns 1` three times against a scripted OpenAI-compatible server.
     Turn 1 searches and opens the SAML article; turn 2 calls no tool and cites the Okta article (a search hit
     of turn 1) and the SAML article; turn 3 calls no tool and cites Okta (linked by turn 2) and Entra ID (only a
@@ -434,7 +463,7 @@ def three_turns(tmp_path_factory):
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(["ask", q, "--conversation", "c-3", "--context-turns", "1", "--provider", "openai",
                              "-o", f"base_url={srv.url}/v1", "-o", "api_key=sk-test-not-a-real-key", "--db", str(db),
-                             "--json"])
+                             "--corpus", small_corpus, "--json"])
             assert code == 0, err.getvalue()
             payloads.append(json.loads(out.getvalue()))
     return payloads, [r.body["messages"] for r in srv.requests if r.method == "POST"], db
@@ -444,9 +473,10 @@ def test_three_turns_are_sent_their_history_in_the_openai_wire_format_and_stored
     payloads, requests, db = three_turns
     assert [p["status"] for p in payloads] == ["ok"] * 3
     t1 = payloads[0]["turn_id"]
-    # turn 2 (turn 1 full): question, the assistant's tool calls, one tool message per call, the answer
+    # turn 2 (turn 1 full): question, each model step's tool call and its result, the answer
     second = requests[3]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+                                           "user"]
     calls = [c for m in second if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     assert [c["function"]["name"] for c in calls] == ["search", "fetch_document"]
     assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == [c["id"] for c in calls]
