@@ -631,3 +631,19 @@ def timeline(record: Any) -> list[dict[str, Any]]:
     for nxt in tools:  # a record without per-call tool counts: the tool calls end to end
         tool(*nxt)
     return rows
+
+
+def document_lines(payload: dict[str, Any]) -> list[str]:
+    """Every retrieved document of a turn as a line of text (the CLI chat's `/sources`): title and id, how it
+    was exposed, whether it was cited and consulted and why, and the earlier turn a carried one came from
+    (docs/design.md §11); then each rejected citation."""
+    lines = []
+    for d in payload.get("documents", []):
+        marks = [m for m, on in (("cited", d.get("cited")), ("consulted", d.get("consulted"))) if on]
+        carried = f" · carried from turn {d['carried_position']}" if d.get("carried_position") else ""
+        lines.append(f"  {d.get('title') or d['doc_id']} ({d['doc_id']}) · {d.get('exposure')}{carried} · "
+                     f"{', '.join(marks) or 'not consulted'}" + (f": {d['reason']}" if d.get("reason") else ""))
+    for r in payload.get("rejected_citations", []):
+        where = f" (turn {r['position']})" if r.get("position") else ""
+        lines.append(f"  rejected {r['target']}: {r['reason']}{where}")
+    return lines or ["  nothing was retrieved"]

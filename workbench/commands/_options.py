@@ -105,6 +105,22 @@ def add_verify_options(p: argparse.ArgumentParser) -> None:
                         "over it get no verdict")
 
 
+def add_context_option(p: argparse.ArgumentParser) -> None:
+    from ..config import MAX_CONTEXT_TURNS
+
+    p.add_argument("--context-turns", type=context_turns, default=2, metavar="N",
+                   help="in a conversation: how many of the latest earlier turns the model keeps with their tool "
+                        "results (default 2, 0 to %d); older turns keep question and answer "
+                        "(docs/design.md §11)" % MAX_CONTEXT_TURNS)
+
+
+def context_policy(args: argparse.Namespace):
+    """The context policy (`types.ContextPolicy`) that `--context-turns` chose."""
+    from ..types import ContextPolicy
+
+    return ContextPolicy(turns=args.context_turns)
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON, one object per line")
 
@@ -175,4 +191,17 @@ def k_value(text: str) -> int:
     n = positive_int(text)
     if n > MAX_K:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_K}, not {n}")
+    return n
+
+
+def context_turns(text: str) -> int:
+    """argparse type for --context-turns: 0 to MAX_CONTEXT_TURNS (docs/security.md)."""
+    from ..config import MAX_CONTEXT_TURNS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= n <= MAX_CONTEXT_TURNS:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_CONTEXT_TURNS}, not {n}")
     return n
