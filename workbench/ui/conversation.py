@@ -1,0 +1,176 @@
+"""The chat page's conversation (docs/design.md §11): its turns in session state, follow-ups asked with the
+earlier turns as history, "New conversation", and a past conversation reopened from the trace database.
+
+The open conversation's id is the page's `?conversation=ID` query parameter, so a browser reload (or a
+shared link) reopens it from the trace database. An id from the address bar is untrusted: at most
+`MAX_CONVERSATION_ID_CHARS` characters, looked up as a query parameter, shown only as text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import streamlit as st
+
+from ..errors import WorkbenchError
+from ..render import display_text, escape_markdown
+from .state import RunConfig, Turn, get_session
+
+TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
+CONVERSATION = "conversation_id"  # session_state: the open conversation's id
+QUERY = "conversation"  # the query parameter naming it
+#: The longest conversation id taken from the address bar (docs/security.md).
+MAX_CONVERSATION_ID_CHARS = 200
+#: Past conversations offered in the "Open a past conversation" picker (the latest first).
+MAX_LISTED = 50
+
+
+def new_id() -> str:
+    return f"c-{uuid.uuid4().hex[:12]}"
+
+
+def turns() -> list[Turn]:
+    return st.session_state.setdefault(TURNS, [])
+
+
+def conversation_id() -> str:
+    return st.session_state.setdefault(CONVERSATION, new_id())
+
+
+def history(earlier: list[Turn]) -> list[Any]:
+    """The records a follow-up sends as its history: the earlier turns that answered (a failed turn, which has
+    no record of what the model saw, is not part of the conversation the model is shown)."""
+    return [t.answer.record for t in earlier
+            if t.answer is not None and t.error is None and t.answer.record.status == "ok"]
+
+
+def clear_view() -> None:
+    """Close the side panel and forget the citation pills' state (they belong to the turns shown)."""
+    st.session_state["open_doc"] = None
+    for key in list(st.session_state):
+        if isinstance(key, str) and key.startswith("cite-"):
+            del st.session_state[key]
+
+
+def new_conversation() -> None:
+    """The "New conversation" button: an empty chat with a fresh id; the old one stays in the trace database."""
+    st.session_state[TURNS] = []
+    st.session_state[CONVERSATION] = new_id()
+    clear_view()
+    st.query_params.pop(QUERY, None)
+
+
+def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
+    """A traced turn as the chat shows it: its payload computed again from its record (provenance is pure),
+    its claims judged again (the lexical judge is fast and offline), in the session of the sidebar's corpus."""
+    from ..faithfulness import assess_turn
+    from ..provenance import build_payload
+    from ..session import Answer
+
+    ran = record.config or {}
+    options = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in (ran.get("options") or {}).items())
+    tcfg = replace(cfg, provider=ran.get("provider") or cfg.provider, model=ran.get("model"),
+                   retriever=ran.get("retriever") or cfg.retriever, mode=record.mode,
+                   k=int(ran.get("k") or cfg.k), options=options, tool_protocol=ran.get("tool_protocol"))
+    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0))
+    payload = build_payload(record)
+    try:
+        turn.session = get_session(cfg.corpus, tcfg.retriever, cfg.db)
+    except (WorkbenchError, OSError):
+        turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+    if record.status != "ok":
+        turn.error = record.error or record.status
+    elif record.answer:
+        turn.faithfulness = assess_turn(record, payload, turn.session.corpus)
+    turn.answer = Answer(record, payload, turn.faithfulness)  # no `request`: not re-run (verified) from here
+    return turn
+
+
+def reopen(cid: str, cfg: RunConfig) -> str | None:
+    """Make conversation `cid` of the trace database the open one; a message when it cannot be."""
+    from ..trace.conversations import load_conversation
+
+    if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
+        return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
+    try:
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+        records = load_conversation(session.tracer.path if session.tracer else cfg.db, cid, session.corpus)
+    except (WorkbenchError, OSError) as exc:
+        return f"Cannot reopen conversation {cid}: {exc}"
+    if not records:
+        return f"There is no conversation {cid} in the trace database."
+    st.session_state[TURNS] = [turn_from_record(r, cfg) for r in records]
+    st.session_state[CONVERSATION] = cid
+    clear_view()
+    return None
+
+
+def follow_address(cfg: RunConfig) -> None:
+    """Keep the open conversation and the `?conversation=` parameter in step: a parameter naming another
+    conversation than the open one (a reload, a shared link) reopens it; otherwise the parameter names the
+    open conversation once it has a turn."""
+    wanted = st.query_params.get(QUERY)
+    if wanted and wanted != st.session_state.get(CONVERSATION):
+        problem = reopen(wanted, cfg)
+        if problem:
+            st.warning(escape_markdown(problem), icon="⚠️")
+            new_conversation()
+            return
+    if turns():
+        st.query_params[QUERY] = conversation_id()
+
+
+def ask(question: str, cfg: RunConfig) -> Turn:
+    """Ask `question` as the next turn of the open conversation and add it to the conversation."""
+    from .state import run
+
+    earlier = turns()
+    turn = run(question, cfg, history=history(earlier), conversation_id=conversation_id())
+    earlier.append(turn)
+    st.query_params[QUERY] = conversation_id()
+    return turn
+
+
+def _label(row: dict[str, Any]) -> str:
+    first = display_text(str(row.get("first_question") or row.get("question") or ""), " ")
+    first = first if len(first) <= 70 else first[:69] + "…"
+    n = row.get("turns")
+    return f"{first} · {n} turns" if n is not None else first
+
+
+def controls(cfg: RunConfig) -> None:
+    """"New conversation" and "Open a past conversation" (from the trace database), above the chat."""
+    with st.container(horizontal=True, vertical_alignment="center", key="conversation-controls"):
+        st.button("New conversation", key="new-conversation", on_click=new_conversation, icon=":material/add_comment:",
+                  disabled=not turns(), help="Start over: the next question has no history. This conversation "
+                                             "stays in the trace database, to reopen later.")
+        with st.popover("Open a past conversation", icon=":material/history:"):
+            past(cfg)
+
+
+def past(cfg: RunConfig) -> None:
+    from ..trace.conversations import list_conversations
+
+    try:
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+        rows = list_conversations(session.tracer.path if session.tracer else cfg.db)
+    except (WorkbenchError, OSError) as exc:
+        st.caption(escape_markdown(f"Cannot read the trace database: {exc}"))
+        return
+    rows = [dict(r) for r in rows][:MAX_LISTED]
+    if not rows:
+        st.caption("No conversation in the trace database yet.")
+        return
+    ids = [str(r["conversation_id"]) for r in rows]
+    by_id = dict(zip(ids, rows))
+    chosen = st.selectbox("Conversation", ids, key="past-conversation",
+                          format_func=lambda c: escape_markdown(_label(by_id[c])))
+    if st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION)):
+        problem = reopen(chosen, cfg)
+        if problem:
+            st.warning(escape_markdown(problem), icon="⚠️")
+        else:
+            st.query_params[QUERY] = chosen
+            st.rerun()
