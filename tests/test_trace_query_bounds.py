@@ -88,7 +88,6 @@ def test_a_whole_result_is_not_cut(db):
 
 
 def test_the_query_runs_with_the_documented_settings_and_spills_nowhere_near_the_database(db):
-    before = set(Path(tempfile.gettempdir()).glob("workbench-query-*"))
     (memory, temp, spill, ext, threads), = TraceReader(db).user_query(
         "SELECT current_setting('memory_limit'), current_setting('max_temp_directory_size'), "
         "current_setting('temp_directory'), current_setting('autoload_known_extensions'), current_setting('threads')",
@@ -96,9 +95,8 @@ def test_the_query_runs_with_the_documented_settings_and_spills_nowhere_near_the
     assert (memory, temp, threads) == ("244.1 MiB", "953.6 MiB", 2)  # DuckDB's spelling of 256MB and 1GB
     assert (QUERY_MEMORY_LIMIT, QUERY_TEMP_LIMIT) == ("256MB", "1GB")
     assert Path(spill).parent == Path(tempfile.gettempdir()) and Path(spill).name.startswith("workbench-query-")
-    assert not Path(spill).exists()  # removed with the query
+    assert not Path(spill).exists()  # removed with the query (other workers' queries may have theirs meanwhile)
     assert ext is False
-    assert set(Path(tempfile.gettempdir()).glob("workbench-query-*")) == before
     assert sorted(p.name for p in db.parent.iterdir()) == ["t.duckdb"]  # no `t.duckdb.tmp` spill folder beside it
 
 

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from bounded import workbench
-from damage import KINDS, damage, traced_db
+from damage import KINDS, blocks_of, damage, traced_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
 from workbench.trace import TraceReader, query_df
@@ -121,7 +121,13 @@ def test_an_old_trace_database_is_read_as_it_is_and_never_upgraded(tmp_path):
 
 def test_applied_reports_damage_instead_of_an_empty_schema(good, tmp_path):
     """`applied()` used to swallow every exception, so a damaged file looked unmigrated."""
-    bad = damage(good, "truncated at the migrations table", tmp_path / "bad.duckdb")
+    bad = tmp_path / "bad.duckdb"  # the catalog opens; the migrations table's own blocks are garbage
+    shutil.copy(good, bad)
+    offsets, block = blocks_of(good, "migrations")
+    with open(bad, "r+b") as f:
+        for at in offsets:
+            f.seek(at)
+            f.write(b"\xef" * block)
     con = duckdb.connect(str(bad), read_only=True)
     try:
         with pytest.raises(TraceStoreError, match="cannot read"):

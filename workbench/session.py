@@ -84,7 +84,7 @@ class Session:
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,
-            **provider_options: Any) -> Answer:
+            position: int | None = None, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -103,7 +103,9 @@ class Session:
 
         A follow-up (docs/design.md §11) passes the conversation's earlier turns' records, oldest first, as
         `history`, with its `conversation_id`; `context` is the policy that decides what of them the model
-        still has (default `ContextPolicy()`), recorded in the turn's configuration.
+        still has (default `ContextPolicy()`), recorded in the turn's configuration. `position` is the turn's
+        place in it (default: after `history`; `trace.conversations.next_position` when failed turns, which
+        are not history, came before).
         """
         _check_inputs(question, k)
         if verify:
@@ -112,14 +114,16 @@ class Session:
         p = get_provider(provider, model=model, **provider_options)
         config = {"provider_label": p.label, "model_label": p.model_label,
                   "options": recorded(p.options_schema, provider_options)}
-        position = None
+        turns: tuple = ()
         if conversation_id is not None or history:
             policy = context or ContextPolicy()
             config["context"] = policy.to_dict()
-            position = len(history) + 1
+            position = position or len(history) + 1
+            turns = history_for(history, policy)
+        else:
+            position = None
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
-                          observe=observe, history=history_for(history, policy) if history else (),
-                          conversation_id=conversation_id, position=position)
+                          observe=observe, history=turns, conversation_id=conversation_id, position=position)
         payload = build_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

@@ -21,7 +21,9 @@ from ..questions import question_kind
 from ..types import TurnRecord
 from .tables import SCHEMAS  # every table's columns, in order, as the migrations declare them
 
-_SECRET_KEY = re.compile(r"key|token|secret|password|credential|authorization", re.IGNORECASE)
+# "token" names a secret (`token`, `access_token`, `x-auth-token`) but not a count or a size (`max_tokens`,
+# `tokens_in`, the context policy's `token_budget`), which are configuration worth keeping.
+_SECRET_KEY = re.compile(r"key|token(?![s_a-z])|secret|password|credential|authorization", re.IGNORECASE)
 
 
 def redact_config(config: Any) -> Any:
@@ -51,7 +53,7 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
 TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages",
-               "ablations")
+               "ablations", "turn_context")
 #: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
 SHARED_TABLES = ("runs", "passages")
 
@@ -79,7 +81,7 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
               _sum_or_none([c.tokens_in for c in calls]), _sum_or_none([c.tokens_out for c in calls]),
               question_kind(record.question), len(sets["retrieved"]), len(sets["cited"]), len(sets["consulted"]),
               len(payload["rejected_citations"]), len(record.tool_calls), len(calls),
-              _sum_or_none([c.latency_ms for c in calls]))]
+              _sum_or_none([c.latency_ms for c in calls]), record.conversation_id, record.position)]
 
     tool_calls, items, passages = [], [], {}
 
@@ -105,15 +107,17 @@ def turn_rows(record: TurnRecord, payload: dict[str, Any], run_id: str,
 
     shown = {s["doc_id"]: i for i, s in enumerate(payload["sources"], start=1)}
     sources = [(tid, d["doc_id"], d["title"], d["url"], True, d["cited"], d["consulted"], d["exposure"],
-                d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]))
+                d["reason"], d.get("kind"), d.get("artifact_kind"), d.get("tool_call"), pos, shown.get(d["doc_id"]),
+                d.get("carried_from"))
                for pos, d in enumerate(payload["documents"], start=1)]
+    context = [(tid, h.turn_id, h.position, h.context) for h in record.history]
 
     model_calls = [(tid, seq, c.provider, c.model, c.model_version, c.latency_ms, c.tokens_in, c.tokens_out,
                     c.finish_reason, c.retries, c.n_tool_calls) for seq, c in enumerate(calls)]
 
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
            "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
-           "passages": list(passages.items())}
+           "passages": list(passages.items()), "turn_context": context}
     return {name: rows for name, rows in out.items() if rows}
 
 
@@ -164,6 +168,8 @@ def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None 
             created_at: datetime | None = None) -> tuple:
     """The `runs` row (in `SCHEMAS["runs"]` column order); secrets in `config` are redacted."""
     cfg = redact_config(config)
+    context = cfg.get("context") or {}
     return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
             cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
-            cfg.get("corpus_hash"), to_json(cfg), run_key, cfg.get("tool_protocol"))
+            cfg.get("corpus_hash"), to_json(cfg), run_key, cfg.get("tool_protocol"), context.get("turns"),
+            context.get("token_budget"))

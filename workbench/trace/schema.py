@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .schema_m009 import M009_ABLATIONS
 from .schema_m010 import M010_USAGE_PER_CORPUS
 from .schema_m011 import M011_EXPERIMENTS
+from .schema_m012 import M012_CONVERSATIONS
 
 
 @dataclass(frozen=True)
@@ -491,4 +492,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m009_ablations", M009_ABLATIONS),
     Migration("m010_usage_per_corpus", M010_USAGE_PER_CORPUS),
     Migration("m011_experiments", M011_EXPERIMENTS),
+    Migration("m012_conversations", M012_CONVERSATIONS),
 )

@@ -1,0 +1,91 @@
+"""Conversations in a real DuckDB trace file: m012's columns and `trace.conversations` (docs/design.md §11)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import duckdb
+import pytest
+
+from workbench.conversation import history_for
+from workbench.provenance import build_payload
+from workbench.session import Session
+from workbench.trace.conversations import list_conversations, load_conversation, next_position
+from workbench.types import ContextPolicy
+
+QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "Which articles do you have?"]
+
+
+def _comparable(record):
+    """What a follow-up's history is made of, without the timings the store rounds."""
+    return (record.question, record.answer, record.mode, record.turn_id, record.position,
+            [(c.name, c.exposure, c.args, c.error, [(i.doc_id, i.title, i.url, i.rank, i.score, i.chunk_index, i.snippet)
+                                                    for i in c.results]) for c in record.tool_calls],
+            [(e.n, e.doc_id, e.chunk_index, e.score, e.text, e.title, e.url) for e in record.excerpts])
+
+
+@pytest.mark.parametrize("mode", ["agent", "excerpts"])
+def test_a_stored_conversation_is_rebuilt_as_the_records_that_were_asked(tmp_path, mode):
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    asked = []
+    for q in QUESTIONS:
+        asked.append(session.ask(q, mode=mode, history=asked, conversation_id="c-1",
+                                 context=ContextPolicy(turns=1)).record)
+    session.ask("Unrelated single turn", mode=mode)
+    loaded = load_conversation(db, "c-1", session.corpus)
+    assert [_comparable(r) for r in loaded] == [_comparable(r) for r in asked]
+    assert [r.position for r in loaded] == [1, 2, 3]
+    # the history a fourth turn gets is the same from the store as from memory
+    policy = ContextPolicy(turns=1)
+    assert [_comparable(h) for h in history_for(loaded, policy)] == [_comparable(h) for h in history_for(asked, policy)]
+    if mode == "excerpts":  # numbers continue across the conversation
+        numbers = [e.n for r in loaded for e in r.excerpts]
+        assert numbers == list(range(1, len(numbers) + 1))
+    assert next_position(db, "c-1") == 4 and next_position(db, "new") == 1
+    assert load_conversation(db, "new", session.corpus) == []
+    [conv] = list_conversations(db)
+    assert (conv["conversation_id"], conv["turns"], conv["first_question"]) == ("c-1", 3, QUESTIONS[0])
+
+
+def test_the_turn_context_and_policy_are_stored_with_each_turn(tmp_path):
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    asked = []
+    for q in QUESTIONS:
+        asked.append(session.ask(q, history=asked, conversation_id="c-2",
+                                 context=ContextPolicy(turns=1)).record)
+    con = duckdb.connect(str(db), read_only=True, config={"autoload_known_extensions": False})
+    try:
+        states = con.execute("SELECT t.position, c.earlier_position, c.context FROM turn_context c "
+                             "JOIN turns t USING (turn_id) ORDER BY 1, 2").fetchall()
+        runs = con.execute("SELECT DISTINCT r.context_turns FROM turns t JOIN runs r USING (run_id) "
+                           "WHERE t.conversation_id = 'c-2'").fetchall()
+        positions = con.execute("SELECT position, conversation_id FROM turns ORDER BY position").fetchall()
+    finally:
+        con.close()
+    assert states == [(2, 1, "full"), (3, 1, "answer"), (3, 2, "full")]
+    assert runs == [(1,)]
+    assert positions == [(1, "c-2"), (2, "c-2"), (3, "c-2")]
+
+
+def test_a_failed_turn_is_not_history_but_keeps_its_position(tmp_path):
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    first = session.ask(QUESTIONS[0], conversation_id="c-3")
+    failed = replace(first.record, turn_id="failed-2", question=QUESTIONS[1], answer="", status="provider_error",
+                     error="the server closed the connection", position=2, tool_calls=())
+    session.tracer.log_turn(failed, build_payload(failed))
+    loaded = load_conversation(db, "c-3", session.corpus)
+    assert [r.turn_id for r in loaded] == [first.record.turn_id]
+    assert next_position(db, "c-3") == 3
+
+
+def test_the_context_policy_is_configuration_not_a_secret():
+    from workbench.trace.rows import redact_config
+
+    config = {"context": {"turns": 2, "token_budget": 4096}, "options": {"max_tokens": 256, "api_key": "s3",
+                                                                          "access_token": "s4", "token": "s5"}}
+    assert redact_config(config) == {"context": {"turns": 2, "token_budget": 4096},
+                                     "options": {"max_tokens": 256, "api_key": "<redacted>",
+                                                 "access_token": "<redacted>", "token": "<redacted>"}}
