@@ -109,6 +109,69 @@ def test_new_conversation_is_offered_once_there_is_a_turn(chat):
     assert not at.button(key="new-conversation").disabled
 
 
+# --- a conversation reopened from the trace database ------------------------------------------------------
+
+
+def reload(cid: str) -> AppTest:
+    """A fresh browser session opening `?conversation=cid` (a reload, or a shared link)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["conversation"] = cid
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_reload_reopens_the_conversation_and_a_follow_up_continues_it(chat, followup):
+    at = conversation(chat)
+    cid = at.session_state["conversation_id"]
+    asked = at.session_state["turns"]
+    again = reload(cid)
+    turns = again.session_state["turns"]
+    assert again.session_state["conversation_id"] == cid
+    assert [t.turn_id for t in turns] == [t.turn_id for t in asked]
+    assert [t.question for t in turns] == list(QUESTIONS)
+    assert [t.payload["answer"] for t in turns] == [t.payload["answer"] for t in asked]
+    for old, new in zip(asked, turns):  # each turn shown with the history it was asked with
+        assert [(h.turn_id, h.context) for h in new.answer.record.history] == \
+            [(h.turn_id, h.context) for h in old.answer.record.history]
+        for key in ("sets", "rejected_citations", "sources"):  # so provenance computed again gives the same payload
+            assert new.payload[key] == old.payload[key], key
+    assert turns[0].config.provider == followup.FollowUp.name, "the provider it ran with, not the sidebar's"
+    assert sources_rows(again) == sources_rows(at), "the same chips (carried ones: read in turn k) after the reload"
+    assert "Verify sources" not in [b.label for b in again.button], "no provider options to re-run a reopened turn"
+    again.sidebar.selectbox(key="cfg_provider").set_value(followup.FollowUp.name).run()
+    again = ask(again, "And on mobile?")
+    record = again.session_state["turns"][-1].answer.record
+    assert record.status == "ok" and record.conversation_id == cid and record.position == 4
+    assert [h.turn_id for h in record.history] == [t.turn_id for t in asked]
+
+
+def test_an_unknown_conversation_in_the_address_says_so_and_starts_a_new_one(app):
+    at = reload("c-nosuchconversation")
+    assert any("There is no conversation c\\-nosuchconversation" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    assert at.session_state["turns"] == [] and at.session_state["conversation_id"] != "c-nosuchconversation"
+    assert "conversation" not in at.query_params
+    at = reload("x" * 201)
+    assert any("1 to 200 characters" in w.value for w in at.warning)
+
+
+def test_a_past_conversation_is_reopened_from_the_picker(chat):
+    at = conversation(chat, QUESTIONS[:2])
+    first = at.session_state["conversation_id"]
+    ids = [t.turn_id for t in at.session_state["turns"]]
+    at.button(key="new-conversation").click().run()
+    at = ask(at, "What about SCIM provisioning?")
+    picker = at.selectbox(key="past-conversation")
+    assert [unescape(o) for o in picker.options] == ["What about SCIM provisioning? · 1 turn",
+                                                      f"{QUESTIONS[0]} · 2 turns"], "the latest first"
+    picker.set_value(first).run()
+    at.button(key="open-conversation").click().run()
+    assert not at.exception, at.exception
+    assert [t.turn_id for t in at.session_state["turns"]] == ids
+    assert at.session_state["conversation_id"] == first and at.query_params["conversation"] == first
+
+
 # --- carried documents say where they came from ---------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from ..errors import WorkbenchError
 from ..providers import provider_names
 from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
 from ..retrieval import retriever_names
-from .conversation import history, new_id
+from .conversation import history, new_id, next_position
 from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
 
@@ -117,7 +117,8 @@ def converse(questions: tuple[str, ...], cfg: RunConfig, session, done: list[Tur
     its own; a single question is a single turn), appending each turn to `done` as it finishes."""
     cid = new_id() if len(questions) > 1 else None
     for q in questions:
-        done.append(run(q, cfg, session, history=history(done), conversation_id=cid))
+        done.append(run(q, cfg, session, history=history(done), conversation_id=cid,
+                        position=next_position(done) if cid else None))
     return done
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import streamlit as st
 
+from ..conversation import history_turn
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
-from .state import RunConfig, Turn, get_session
+from .state import RunConfig, Turn, default_db, get_session
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
 CONVERSATION = "conversation_id"  # session_state: the open conversation's id
@@ -44,6 +45,12 @@ def history(earlier: list[Turn]) -> list[Any]:
     no record of what the model saw, is not part of the conversation the model is shown)."""
     return [t.answer.record for t in earlier
             if t.answer is not None and t.error is None and t.answer.record.status == "ok"]
+
+
+def next_position(earlier: list[Turn]) -> int:
+    """The place of the next turn: after every earlier turn that ran, a failed one too (its place is taken in the
+    trace store, though it is not history); a reopened conversation's failed turns are not reopened but counted."""
+    return 1 + max((t.answer.record.position or 0 for t in earlier if t.answer is not None), default=0)
 
 
 def clear_view() -> None:
@@ -88,20 +95,36 @@ def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
     return turn
 
 
+def as_asked(records: list[Any], details: dict[str, dict[str, Any]]) -> list[Any]:
+    """The rebuilt records of a conversation (`trace.conversations.load_conversation`) with what each was asked
+    with: its run's configuration, its latency, and its history, each earlier turn in the context state the
+    trace recorded for it (`turn_context`), so that provenance computed again finds the same carried documents."""
+    by_id = {r.turn_id: r for r in records}
+    out = []
+    for r in records:
+        d = details.get(r.turn_id, {})
+        earlier = tuple(history_turn(by_id[e], state, pos) for e, pos, state in d.get("context", ()) if e in by_id)
+        out.append(replace(r, config=d.get("config") or r.config, latency_ms=d.get("latency_ms"), history=earlier))
+    return out
+
+
 def reopen(cid: str, cfg: RunConfig) -> str | None:
     """Make conversation `cid` of the trace database the open one; a message when it cannot be."""
-    from ..trace.conversations import load_conversation
+    from ..trace.conversations import load_conversation, turn_details
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
         return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-        records = load_conversation(session.tracer.path if session.tracer else cfg.db, cid, session.corpus)
+        db = session.tracer.path if session.tracer else (cfg.db or default_db())
+        records = load_conversation(db, cid, session.corpus)
+        records = as_asked(records, turn_details(db, [r.turn_id for r in records]))
+        reopened = [turn_from_record(r, cfg) for r in records]
     except (WorkbenchError, OSError) as exc:
         return f"Cannot reopen conversation {cid}: {exc}"
-    if not records:
+    if not reopened:
         return f"There is no conversation {cid} in the trace database."
-    st.session_state[TURNS] = [turn_from_record(r, cfg) for r in records]
+    st.session_state[TURNS] = reopened
     st.session_state[CONVERSATION] = cid
     clear_view()
     return None
@@ -127,7 +150,7 @@ def ask(question: str, cfg: RunConfig) -> Turn:
     from .state import run
 
     earlier = turns()
-    turn = run(question, cfg, history=history(earlier), conversation_id=conversation_id())
+    turn = run(question, cfg, history=history(earlier), conversation_id=conversation_id(), position=next_position(earlier))
     earlier.append(turn)
     st.query_params[QUERY] = conversation_id()
     return turn
@@ -137,7 +160,7 @@ def _label(row: dict[str, Any]) -> str:
     first = display_text(str(row.get("first_question") or row.get("question") or ""), " ")
     first = first if len(first) <= 70 else first[:69] + "…"
     n = row.get("turns")
-    return f"{first} · {n} turns" if n is not None else first
+    return f"{first} · {n} turn{'' if n == 1 else 's'}" if n is not None else first
 
 
 def controls(cfg: RunConfig) -> None:
@@ -155,7 +178,7 @@ def past(cfg: RunConfig) -> None:
 
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-        rows = list_conversations(session.tracer.path if session.tracer else cfg.db)
+        rows = list_conversations(session.tracer.path if session.tracer else (cfg.db or default_db()))
     except (WorkbenchError, OSError) as exc:
         st.caption(escape_markdown(f"Cannot read the trace database: {exc}"))
         return

@@ -206,7 +206,7 @@ def example_question(cfg: RunConfig) -> str | None:
 
 
 def run(question: str, cfg: RunConfig, session: Session | None = None, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None) -> Turn:
+        conversation_id: str | None = None, position: int | None = None) -> Turn:
     """Ask `question` with `cfg` (in `session`, else the cached one for `cfg`: a worker thread without the
     page's script context gets its session from the page); every failure becomes `Turn.error`, never an
     exception. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11)."""
@@ -214,7 +214,8 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
     turn = Turn(question, cfg)
     try:
         turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
-        turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id)
+        turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
+                          position=position)
         payload = turn.answer.payload
         if payload.get("status") not in (None, "ok"):
             turn.error = payload.get("error") or payload.get("status")
@@ -227,12 +228,12 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
 
 
 def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None):
+        conversation_id: str | None = None, position: int | None = None):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
     options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
                        tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, **options)
+                       conversation_id=conversation_id, position=position, **options)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
