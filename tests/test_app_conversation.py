@@ -190,7 +190,7 @@ def test_carried_chips_and_the_provenance_expander_name_the_turn_that_read_them(
     assert "Set up SSO with Okta · read in turn 1" in rows[2]
     assert "Configure SAML single sign-on (SSO) · read in turn 2" in rows[2]
     md = unescape(texts(at))
-    assert "**Carried from earlier turns** (2)" in md
+    assert md.count("**Carried from earlier turns** (") == 2, "turns 2 and 3 carried documents"
     assert f"**Set up SSO with Okta** · read in turn 1 (“{QUESTIONS[0]}”)" in md
     assert f"**Configure SAML single sign-on (SSO)** · read in turn 2 (“{QUESTIONS[1]}”)" in md
 

@@ -425,10 +425,11 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
         pg.keyboard.type("scripted follow-up")
         pg.keyboard.press("Enter")
-        pg.get_by_test_id("stSidebar").get_by_text("scripted follow-up (test)").wait_for()
+        pg.get_by_test_id("stSidebar").get_by_label("Model (optional)").wait_for()  # offline's is a select box
         _settle(pg)
         for question in CONVERSATION:
             msg = _ask(pg, question)
+            assert "scripted follow-up (test)" in msg.inner_text(), "asked with the scripted provider"
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         text = chips.inner_text()
@@ -438,11 +439,19 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         assert "Set up SSO with Okta · read in turn 1" in second and "SAML single sign-on (SSO) · read" not in second
         assert "read in turn" not in pg.get_by_test_id("stChatMessage").nth(1).inner_text(), "turn 1 read its own"
         assert "?conversation=c-" in pg.url, pg.url
+        # the follow-up as the README shows it: its question, its answer and its chips, in one picture
+        question = pg.get_by_test_id("stChatMessage").nth(4)
+        _center(msg)
+        top, bottom = question.bounding_box(), chips.bounding_box()
+        pg.screenshot(path=str(ARTIFACTS / "conversation.png"), clip={
+            "x": top["x"] - 8, "y": top["y"] - 8, "width": top["width"] + 16,
+            "height": bottom["y"] + bottom["height"] - top["y"] + 16})
         _center(msg.get_by_text("Provenance", exact=True)).click()
-        carried = msg.get_by_text("Carried from earlier turns (2)")
-        carried.wait_for()
+        msg.get_by_text("Carried from earlier turns (", exact=False).wait_for()
+        for line in ("Set up SSO with Okta · read in turn 1 (“How do I configure SSO with Okta?”)",
+                     "Configure SAML single sign-on (SSO) · read in turn 2 (“And with SAML?”)"):
+            assert msg.get_by_text(line, exact=False).count() == 1, line
         _settle(pg)
-        _shot(pg, "conversation", pg.get_by_test_id("stMain"))
         url = pg.url
         pg.reload()
         pg.get_by_test_id("stChatInputTextArea").wait_for()
@@ -453,8 +462,9 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         assert chips.inner_text() == text, "the same chips after the reload"
-        for question in CONVERSATION:
-            assert pg.get_by_test_id("stChatMessage").filter(has_text=question).count() == 1, question
+        asked = pg.get_by_test_id("stChatMessage").filter(has=pg.get_by_test_id("stChatMessageAvatarUser"))
+        shown = [t.strip().splitlines()[-1] for t in asked.all_inner_texts()]  # the avatar's icon name, the question
+        assert shown == list(CONVERSATION), f"the questions, in order: {shown}"
     finally:
         pg.close()
     _publish("conversation")

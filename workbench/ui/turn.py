@@ -281,8 +281,8 @@ def provenance_sets(payload: dict[str, Any]) -> None:
                 via = _call_name(payload, d.get("tool_call"))
                 if d.get("excerpts"):
                     via = "excerpt " + ", ".join(f"[{n}]" for n in d["excerpts"])
-                if d.get("carried_from"):  # its tool call or excerpt is the earlier turn's
-                    via = carried_text(d)
+                if d.get("carried_from"):  # its tool call or excerpt is the earlier turn's (the reason names it)
+                    via = "carried"
                 label = d.get("label")
                 gen = f" · {label}" if label and label != "Source text" else ""
                 lines.append(f"- **{escape_markdown(d.get('title') or doc_id)}**{escape_markdown(gen)}  \n"
