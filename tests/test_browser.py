@@ -132,6 +132,16 @@ def _settle(page):
     page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=45_000)
 
 
+def _new_conversation(page):
+    """Start a new conversation (issue 22: every question after the first is a follow-up of the earlier ones), for
+    a test whose question stands on its own; a chat with no turn yet is one already."""
+    button = page.get_by_role("button", name="New conversation")
+    if button.is_enabled():
+        button.click()
+        page.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length === 0")
+        _settle(page)
+
+
 def _center(locator):
     """`locator` scrolled to the middle of the screen (at an edge, Streamlit's header or the chat input covers it)."""
     locator.evaluate("e => e.scrollIntoView({block: 'center'})")
@@ -285,6 +295,7 @@ def test_the_chat_is_usable_at_1024_px(page):
 
 
 def test_listing_answer_shows_links_and_no_source_chips(page):
+    _new_conversation(page)  # after earlier turns, a listing links documents they read: carried, so consulted (§11)
     msg = _ask(page, "Which articles do you have?")
     links = msg.locator("a[href^='#wb-cite-']")
     links.nth(20).wait_for()  # a loaded machine may still be drawing the answer when the run ends
@@ -302,6 +313,7 @@ def test_untrusted_corpus_text_executes_nothing(page, server):
     path.fill(str(server["corpus"]))
     path.press("Enter")
     _settle(page)
+    _new_conversation(page)  # another corpus: the demo corpus's turns are no history for it
     msg = _ask(page, "How do I calibrate the flux widget?")
     assert "corpus evil-corpus" in msg.inner_text()
     msg.locator("[class*='st-key-citations-'] button").first.click()
