@@ -109,6 +109,21 @@ def test_new_conversation_is_offered_once_there_is_a_turn(chat):
     assert not at.button(key="new-conversation").disabled
 
 
+def test_a_question_on_another_corpus_starts_a_new_conversation(chat, tmp_path, monkeypatch):
+    at = ask(chat, QUESTIONS[0])
+    old = at.session_state["conversation_id"]
+    corpus = tmp_path / "widgets"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("---\nid: a\ntitle: Calibrate the widget\n---\nPress calibrate twice.\n")
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(tmp_path))
+    at.sidebar.radio(key="cfg_corpus_source").set_value("Folder or JSONL path").run()
+    at.sidebar.text_input(key="cfg_corpus_path").input(str(corpus)).run()
+    at = ask(at, "How do I calibrate the widget?")
+    turns = at.session_state["turns"]
+    assert len(turns) == 1 and turns[0].answer.record.history == ()
+    assert turns[0].answer.record.conversation_id == at.session_state["conversation_id"] != old
+
+
 # --- a conversation reopened from the trace database ------------------------------------------------------
 
 

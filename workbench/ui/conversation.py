@@ -146,10 +146,15 @@ def follow_address(cfg: RunConfig) -> None:
 
 
 def ask(question: str, cfg: RunConfig) -> Turn:
-    """Ask `question` as the next turn of the open conversation and add it to the conversation."""
+    """Ask `question` as the next turn of the open conversation and add it to the conversation; asked on another
+    corpus than the conversation's last turn, it starts a new conversation."""
     from .state import run
 
     earlier = turns()
+    if earlier and earlier[-1].config.corpus != cfg.corpus:  # another corpus's turns are no history for this one
+        new_conversation()
+        st.toast("Another corpus: a new conversation (the earlier one stays in the trace database).", icon="ℹ️")
+        earlier = turns()
     turn = run(question, cfg, history=history(earlier), conversation_id=conversation_id(), position=next_position(earlier))
     earlier.append(turn)
     st.query_params[QUERY] = conversation_id()
