@@ -70,9 +70,9 @@ def new_conversation() -> None:
 
 
 def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
-    """A traced turn as the chat shows it: its payload computed again from its record (provenance is pure),
-    its claims judged again (the lexical judge is fast and offline), in the session of the sidebar's corpus."""
-    from ..faithfulness import assess_turn
+    """A traced turn as the chat shows it: its payload computed again from its record (provenance is pure), in the
+    session of the sidebar's corpus. Its claims are not judged again here (they are in the trace database's
+    `claims` table), so a reopened turn has no Claims expander."""
     from ..provenance import build_payload
     from ..session import Answer
 
@@ -82,16 +82,13 @@ def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
                    retriever=ran.get("retriever") or cfg.retriever, mode=record.mode,
                    k=int(ran.get("k") or cfg.k), options=options, tool_protocol=ran.get("tool_protocol"))
     turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0))
-    payload = build_payload(record)
     try:
         turn.session = get_session(cfg.corpus, tcfg.retriever, cfg.db)
-    except (WorkbenchError, OSError):
+    except (WorkbenchError, OSError):  # a retriever no longer registered: the sidebar's, for the documents
         turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
     if record.status != "ok":
         turn.error = record.error or record.status
-    elif record.answer:
-        turn.faithfulness = assess_turn(record, payload, turn.session.corpus)
-    turn.answer = Answer(record, payload, turn.faithfulness)  # no `request`: not re-run (verified) from here
+    turn.answer = Answer(record, build_payload(record))  # no `request`: not re-run (verified) from here
     return turn
 
 
