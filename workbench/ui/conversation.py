@@ -18,6 +18,7 @@ from ..conversation import history_turn
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
 from .state import RunConfig, Turn, default_db, get_session
+from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
 CONVERSATION = "conversation_id"  # session_state: the open conversation's id
@@ -175,16 +176,23 @@ def controls(cfg: RunConfig) -> None:
             past(cfg)
 
 
-def past(cfg: RunConfig) -> None:
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
+def _listed(path: str, version: tuple) -> list[dict[str, Any]]:
+    """The latest `MAX_LISTED` conversations of the trace database at `path`, read again only when it changed
+    (`version`): the chat draws its picker on every rerun, a click included."""
     from ..trace.conversations import list_conversations
 
+    return [dict(r) for r in list_conversations(path)][:MAX_LISTED]
+
+
+def past(cfg: RunConfig) -> None:
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-        rows = list_conversations(session.tracer.path if session.tracer else (cfg.db or default_db()))
+        path = str(session.tracer.path if session.tracer else (cfg.db or default_db()))
+        rows = _listed(path, db_version(path))
     except (WorkbenchError, OSError) as exc:
         st.caption(escape_markdown(f"Cannot read the trace database: {exc}"))
         return
-    rows = [dict(r) for r in rows][:MAX_LISTED]
     if not rows:
         st.caption("No conversation in the trace database yet.")
         return
