@@ -199,7 +199,7 @@ def past(cfg: RunConfig) -> None:
     ids = [str(r["conversation_id"]) for r in rows]
     by_id = dict(zip(ids, rows))
     chosen = st.selectbox("Conversation", ids, key="past-conversation",
-                          format_func=lambda c: escape_markdown(_label(by_id[c])))
+                          format_func=lambda c: _label(by_id[c]))  # options are plain text, never markdown
     if st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION)):
         problem = reopen(chosen, cfg)
         if problem:
