@@ -288,6 +288,8 @@ def rejection_text(c: dict[str, Any]) -> str:
     """Why a citation was rejected, in words: "not retrieved (nearest retrieved: x, edit distance 1)"."""
     if c.get("reason") == "out_of_range":
         return f"{c.get('target')} is out of range (no such excerpt)"
+    if c.get("reason") == "not_in_context":  # docs/design.md §11: an earlier turn had it, the policy dropped it
+        return f"not in context (read in turn {c.get('position') or c.get('turn_id') or '?'}, dropped by the context policy)"
     near = ""
     if c.get("nearest_doc_id"):
         near = f" (nearest retrieved: {c['nearest_doc_id']}, edit distance {c.get('edit_distance')})"

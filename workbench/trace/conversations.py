@@ -95,3 +95,28 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
                        conversation_id=conversation_id, position=pos,
                        started_at=started.isoformat() if started is not None else None)
             for tid, q, a, status, pos, mode, started in turns]
+
+
+def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What the app needs to show reopened turns as they were asked, per turn id: `config` (its run's recorded
+    configuration: provider, model, retriever, k, options, tool protocol, context policy), `latency_ms`, and
+    `context`, the (earlier turn id, its position, context state) of each earlier turn the model was given
+    (`turn_context`), oldest first."""
+    reader = _reader(db)
+    if not turn_ids or not Path(reader.path).exists() or not _has_conversations(reader):
+        return {}
+    _, rows = reader.rows("""
+        SELECT t.turn_id, t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.config_json
+        FROM turns t JOIN runs r USING (run_id) WHERE t.turn_id IN (SELECT unnest(?::VARCHAR[]))""", [turn_ids])
+    out: dict[str, dict[str, Any]] = {}
+    for tid, latency, provider, model, retriever, mode, k, config in rows:
+        cfg = {**(json.loads(config) if config else {}), "provider": provider, "model": model, "retriever": retriever,
+               "mode": mode, "k": k}
+        out[tid] = {"config": cfg, "latency_ms": latency, "context": []}
+    _, rows = reader.rows("""
+        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
+        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [turn_ids])
+    for tid, earlier, position, context in rows:
+        if tid in out:
+            out[tid]["context"].append((earlier, position, context))
+    return out
