@@ -6,6 +6,7 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -212,8 +213,6 @@ class Conversations:
     must be asked one after the other."""
 
     def __init__(self, session: Session, context: ContextPolicy | None = None):
-        import threading
-
         self.session = session
         self.context = context or ContextPolicy()
         self._known: dict[str, Conversation] = {}

@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import default_db_path, MAX_K
+from ..config import MAX_CONTEXT_TURNS, MAX_K, default_db_path
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
 from ..providers.steps import NATIVE, TOOL_PROTOCOLS
 from ..retrieval import retriever_names
 from ..terminal import neutralize
-from ..types import MODES
+from ..types import MODES, ContextPolicy
 
 
 def add_corpus_option(p: argparse.ArgumentParser) -> None:
@@ -106,8 +106,6 @@ def add_verify_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_context_option(p: argparse.ArgumentParser) -> None:
-    from ..config import MAX_CONTEXT_TURNS
-
     p.add_argument("--context-turns", type=context_turns, default=2, metavar="N",
                    help="in a conversation: how many of the latest earlier turns the model keeps with their tool "
                         "results (default 2, 0 to %d); older turns keep question and answer "
@@ -116,8 +114,6 @@ def add_context_option(p: argparse.ArgumentParser) -> None:
 
 def context_policy(args: argparse.Namespace):
     """The context policy (`types.ContextPolicy`) that `--context-turns` chose."""
-    from ..types import ContextPolicy
-
     return ContextPolicy(turns=args.context_turns)
 
 
@@ -196,8 +192,6 @@ def k_value(text: str) -> int:
 
 def context_turns(text: str) -> int:
     """argparse type for --context-turns: 0 to MAX_CONTEXT_TURNS (docs/security.md)."""
-    from ..config import MAX_CONTEXT_TURNS
-
     try:
         n = int(text)
     except ValueError:

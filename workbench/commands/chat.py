@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+import uuid
 
 from ..errors import WorkbenchError
 from ..questions import check_conversation_id
@@ -40,9 +42,6 @@ def register(sub) -> None:
 
 
 def new_conversation_id() -> str:
-    import time
-    import uuid
-
     return f"chat-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 

@@ -14,17 +14,16 @@ from typing import Any
 
 import streamlit as st
 
+from ..config import MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
 from ..conversation import history_turn
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
-from .state import RunConfig, Turn, default_db, get_session
+from .state import RunConfig, Turn, default_db, get_session, run
 from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
 CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
-#: The longest conversation id taken from the address bar (docs/security.md).
-MAX_CONVERSATION_ID_CHARS = 200
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
 MAX_LISTED = 50
 
@@ -146,8 +145,6 @@ def follow_address(cfg: RunConfig) -> None:
 def ask(question: str, cfg: RunConfig) -> Turn:
     """Ask `question` as the next turn of the open conversation and add it to the conversation; asked on another
     corpus than the conversation's last turn, it starts a new conversation."""
-    from .state import run
-
     earlier = turns()
     if earlier and earlier[-1].config.corpus != cfg.corpus:  # another corpus's turns are no history for this one
         new_conversation()
