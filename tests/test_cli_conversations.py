@@ -490,13 +490,10 @@ def test_three_turns_are_sent_their_history_in_the_openai_wire_format_and_stored
     assert payloads[2]["config"]["context"]["turns"] == 1 and t1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open question for the lead (docs/design.md §11 rule 1): turns 1 and 2 get these sets, but turn 3 does not "
-    "carry the link of turn 2's citation of sso-okta (accepted in turn 2's own payload, where sso-okta was carried "
-    "from turn 1's search) and rejects it as not_in_context naming turn 1; this test reads rule 1 as 'accepted "
-    "in that turn', which makes sso-okta a title exposure in turn 3, cited and not consulted"))
 def test_three_turns_get_the_design_s_sets_in_every_turn(three_turns):
-    """The §11 sets, worked out by hand from the rules (not by the code under test)."""
+    """The §11 sets, worked out by hand from the rules (not by the code under test). Rule 1 reads "accepted" as
+    accepted when that earlier answer was given: turn 2's link to sso-okta (carried then from turn 1's search)
+    stays in turn 3's context as a title exposure, although turn 1's search results are no longer there."""
     payloads, _, _ = three_turns
     first, second, third = payloads
     hits = set(first["sets"]["retrieved"])
