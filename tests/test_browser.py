@@ -457,22 +457,6 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
 CONVERSATION = ("How do I configure SSO with Okta?", "And with SAML?", "How long does that take?")
 
 
-def _carries_across_turns() -> bool:
-    """Whether the provenance core follows a conversation (docs/design.md §11, issue 22 item 1): a follow-up
-    citing the document an earlier turn opened gets it as a carried source."""
-    from workbench.provenance import build_payload
-    from workbench.types import HistoryTurn, ResultItem, ToolCall, TurnRecord
-
-    url = "https://help.orbitly.example/articles/sso-okta"
-    opened = ToolCall("fetch_document", "full", {"doc_id": "sso-okta"}, (ResultItem("sso-okta", "Okta", url),))
-    earlier = HistoryTurn("q1", f"[Okta]({url})", "full", turn_id="t-1", position=1, tool_calls=(opened,))
-    payload = build_payload(TurnRecord("q2", f"See [Okta]({url}).", history=(earlier,), conversation_id="c",
-                                       position=2, turn_id="t-2"))
-    return any(s.get("carried_from") == "t-1" for s in payload["sources"])
-
-
-@pytest.mark.skipif(not _carries_across_turns(), reason="the provenance core does not follow conversations yet "
-                                                        "(issue 22 item 1, branch typed-turn)")
 def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(browser, server):
     """Issue 22, item 6: follow-ups carry the earlier turns; the third answer cites documents that only the first
     and second turns' tool results put in its context, and says so on its chips; a reload reopens the
