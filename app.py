@@ -11,7 +11,8 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 
 from workbench.render import display_text  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
-from workbench.ui.state import example_question, run, sidebar, warm  # noqa: E402  (after set_page_config)
+from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
+from workbench.ui import conversation  # noqa: E402
 from workbench.ui.turn import document_panel, inline_citation_links, render_turn  # noqa: E402
 
 
@@ -20,10 +21,12 @@ def chat() -> None:
     problem = warm(cfg)  # load the corpus and index now, so the first question is fast
     if problem:
         st.error(problem, icon="🚫")
-    turns = st.session_state.setdefault("turns", [])
+    conversation.follow_address(cfg)  # ?conversation=ID (a reload, a link) reopens it from the trace database
+    turns = conversation.turns()
 
     st.title("Provenance Workbench")
     st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
+    controls = st.container()  # drawn once the question is asked: "New conversation" is on offer from the first turn
 
     # The side panel takes room only while a cited document is open. The chat is the first column either
     # way: the same place in the page, so opening or closing the panel keeps its expanders and scroll.
@@ -35,7 +38,9 @@ def chat() -> None:
                              key="question", max_chars=MAX_QUESTION_CHARS)  # one input, whichever corpus names its placeholder
     if question:
         with st.spinner("Answering…"):
-            turns.append(run(question, cfg))
+            conversation.ask(question, cfg)  # a follow-up: the earlier turns go with it as history
+    with controls:
+        conversation.controls(cfg)  # "New conversation", "Open a past conversation"
     inline_citation_links(turns)
 
     with chat_area:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pyarrow as pa  # noqa: E402
 
-from trace_write import make_turn  # noqa: E402
+from trace_write import ARROW_TYPES, make_turn  # noqa: E402
 from workbench.provenance import sources_payload  # noqa: E402
 from workbench.trace.connect import _WRITER_CONFIG, duckdb_connect  # noqa: E402
 from workbench.trace.rows import turn_rows  # noqa: E402
@@ -33,8 +33,14 @@ from workbench.trace.tables import SCHEMAS  # noqa: E402
 from workbench.trace.writer import TraceWriter  # noqa: E402
 
 CHILDREN = ("tool_calls", "retrieved_items", "citations", "sources")
-NESTED = pa.schema(list(SCHEMAS["turns"]) + [
-    (name, pa.list_(pa.struct([f for f in SCHEMAS[name] if f.name != "turn_id"]))) for name in CHILDREN])
+
+
+def _fields(name: str) -> list[tuple[str, pa.DataType]]:
+    return [(n, ARROW_TYPES[t]) for n, t in zip(SCHEMAS[name].names, SCHEMAS[name].types)]
+
+
+NESTED = pa.schema(_fields("turns") + [
+    (name, pa.list_(pa.struct([f for f in _fields(name) if f[0] != "turn_id"]))) for name in CHILDREN])
 
 QUERIES = {
     "consulted turns per document": "SELECT doc_id, count(*) FROM {t} WHERE consulted GROUP BY 1",
@@ -44,10 +50,10 @@ QUERIES = {
 
 
 def nested_row(rows: dict) -> pa.Table:
-    row = list(rows["turns"][0])
+    row = [rows["turns"][0].get(n) for n in SCHEMAS["turns"].names]
     for name in CHILDREN:
         names = SCHEMAS[name].names[1:]
-        row.append([dict(zip(names, r[1:])) for r in rows.get(name, [])])
+        row.append([{n: r.get(n) for n in names} for r in rows.get(name, [])])
     return pa.table({f.name: [v] for f, v in zip(NESTED, row)}, schema=NESTED)
 
 

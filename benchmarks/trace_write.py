@@ -3,16 +3,13 @@
     .venv/bin/python benchmarks/trace_write.py [--turns 300]
 
 Prints medians of: (1) one turn written in its own transaction on an open connection (the write
-itself, building its rows included), next to (1a) the previous write path (every table as an Arrow
-insert, optimizer on), (1b) the write as it was before the Arrow schemas were derived from the
-migrations (hand-written schemas, each bulk table bound to a specially named local variable for
-DuckDB's replacement scan; the write path is otherwise the same) and (1f) the floor of any
-one-transaction-per-turn write into these tables (one 1-row insert per table), timed turn by turn
-in the same run — this machine's speed drifts by up to
-3× within minutes, so only side-by-side figures compare; (2) `log_turn` as an interactive
-ask does it (the file attached to the process's in-memory DuckDB for the write), split into attach /
-write / detach, next to (2a) the previous interactive path (a DuckDB connection opened and closed
-per turn);
+itself, building its rows included: one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS column, …` per
+table, the rows dicts bound as one list per column), next to (1a) the previous write (one-row tables as VALUES, the others as Arrow
+tables scanned by DuckDB, which imports pandas to do it) and (1f) the floor of any
+one-transaction-per-turn write into these tables (one 1-row insert per table), timed turn by turn in the
+same run — this machine's speed drifts by up to 3× within minutes, so only side-by-side figures compare;
+(2) `log_turn` as an interactive ask does it (the file attached to the process's in-memory DuckDB for the
+write), split into attach / write / detach, next to (2a) a DuckDB connection opened and closed per turn;
 (3) per turn inside a buffered batch of 50 turns (how `eval` writes), connection included.
 A pure-Python reference loop timed at the start and end shows how fast the machine was.
 """
@@ -21,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import statistics
 import sys
 import tempfile
@@ -32,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.provenance import sources_payload  # noqa: E402
 
-from workbench.trace.connect import duckdb_connect, open_connection, write_connection  # noqa: E402
-from workbench.trace.rows import TURN_TABLES, rows_to_table, turn_rows  # noqa: E402
-from workbench.trace.writer import TraceWriter, _rollback, _values_sql  # noqa: E402
+from workbench.trace.connect import open_connection, write_connection  # noqa: E402
+from workbench.trace.rows import SHARED_TABLES, TURN_TABLES, turn_rows  # noqa: E402
+from workbench.trace.tables import SCHEMAS  # noqa: E402
+from workbench.trace.writer import TraceWriter, _rollback  # noqa: E402
 from workbench.types import ModelCall, ResultItem, ToolCall, TurnRecord  # noqa: E402
 
 
@@ -63,104 +62,56 @@ def reference_loop_ms() -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def previous_write(con, rows: dict) -> None:
-    """The write path before this version (the anchor): every table as a bulk Arrow insert, sent as one
-    script, on a connection with DuckDB's optimizer on."""
-    tables = {name: rows_to_table(name, r) for name, r in rows.items()}
-    turns_rows, tool_calls_rows = tables.get("turns"), tables.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
-    retrieved_items_rows, citations_rows, sources_rows = (tables.get("retrieved_items"), tables.get("citations"),  # noqa: F841
-                                                          tables.get("sources"))
-    model_calls_rows = tables.get("model_calls")  # noqa: F841
-    con.execute(" ".join(["BEGIN;"] + [f"INSERT INTO {n} BY NAME SELECT * FROM {n}_rows;" for n in tables]
-                         + ["COMMIT;"]))
+# (1a) The previous write, verbatim but for taking dict rows: rows as tuples in column order, one-row
+# tables as a parameterised VALUES insert, every other table as an Arrow table DuckDB scans.
+import functools  # noqa: E402
 
-
-# (1b) The trace write as it was before one definition per table: hand-written Arrow schemas (a second
-# copy of the DDL) and each bulk table bound to a local variable DuckDB's replacement scan finds by name.
 import pyarrow as pa  # noqa: E402
 
-S, I32, F64, B, TS = pa.string(), pa.int32(), pa.float64(), pa.bool_(), pa.timestamp("us", tz="UTC")
-HAND_SCHEMAS: dict[str, pa.Schema] = {
-    "turns": pa.schema([("turn_id", S), ("run_id", S), ("question", S), ("answer", S), ("status", S), ("error", S),
-                        ("started_at", TS), ("latency_ms", F64), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
-                        ("question_kind", S), ("n_retrieved", I32), ("n_cited", I32), ("n_consulted", I32),
-                        ("n_rejected", I32), ("n_tool_calls", I32), ("n_model_calls", I32),
-                        ("model_latency_ms", F64)]),
-    "tool_calls": pa.schema([("turn_id", S), ("seq", I32), ("name", S), ("exposure", S), ("args_json", S),
-                             ("latency_ms", F64), ("n_results", I32), ("error", S), ("call_id", S)]),
-    "retrieved_items": pa.schema([("turn_id", S), ("tool_call_seq", I32), ("rank", I32), ("doc_id", S),
-                                  ("chunk_index", I32), ("score", F64), ("exposure", S), ("position", I32),
-                                  ("excerpt_n", I32), ("page", I32)]),
-    "citations": pa.schema([("turn_id", S), ("idx", I32), ("target", S), ("doc_id", S), ("valid", B), ("reason", S),
-                            ("nearest_doc_id", S), ("edit_distance", I32), ("n", I32), ("start_offset", I32),
-                            ("end_offset", I32)]),
-    "sources": pa.schema([("turn_id", S), ("doc_id", S), ("title", S), ("url", S), ("retrieved", B), ("cited", B),
-                          ("consulted", B), ("exposure", S), ("reason", S), ("kind", S), ("artifact_kind", S),
-                          ("tool_call_seq", I32), ("position", I32), ("shown_position", I32)]),
-}
+ARROW_TYPES = {"VARCHAR": pa.string(), "INTEGER": pa.int32(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
+               "BOOLEAN": pa.bool_(), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"), "VARCHAR[]": pa.list_(pa.string())}
 
 
-def _hand_table(name: str, rows: list[tuple]) -> pa.Table:
-    schema = HAND_SCHEMAS[name]
+def _tuples(name: str, rows: list[dict]) -> list[tuple]:
+    return [tuple(r.get(c) for c in SCHEMAS[name].names) for r in rows]
+
+
+@functools.lru_cache(maxsize=None)
+def _values_sql(verb: str, name: str, n_rows: int) -> str:
+    cols = SCHEMAS[name].names
+    row = "(" + ", ".join("?" * len(cols)) + ")"
+    return f"{verb} INTO {name} ({', '.join(cols)}) VALUES " + ", ".join([row] * n_rows)
+
+
+def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
+    t = SCHEMAS[name]
+    schema = pa.schema([(n, ARROW_TYPES[ty]) for n, ty in zip(t.names, t.types)])
     cols = list(zip(*rows)) if rows else [()] * len(schema)
     return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
 
 
-def before_write(con, rows: dict) -> None:
-    """writer._commit before this version, verbatim but for the hand-written schemas above."""
+def previous_write(con, dict_rows: dict) -> None:
+    rows = {name: _tuples(name, r) for name, r in dict_rows.items()}
     begin = "BEGIN; "
     bulk: dict[str, pa.Table] = {}
     try:
-        for name in TURN_TABLES:
+        for name in ("runs", *TURN_TABLES):
             r = rows.get(name)
             if not r:
                 continue
-            if len(r) == 1:
-                con.execute(begin + _values_sql("INSERT", name, len(r)), [v for row in r for v in row])
+            if name == "runs" or len(r) == 1:
+                verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
+                con.execute(begin + _values_sql(verb, name, len(r)), [v for row in r for v in row])
                 begin = ""
             else:
-                bulk[name] = _hand_table(name, r)
-        turns_rows, tool_calls_rows = bulk.get("turns"), bulk.get("tool_calls")  # noqa: F841 (scanned by DuckDB)
-        retrieved_items_rows, citations_rows = bulk.get("retrieved_items"), bulk.get("citations")  # noqa: F841
-        sources_rows, claims_rows = bulk.get("sources"), bulk.get("claims")  # noqa: F841
-        con.execute(begin + " ".join([f"INSERT INTO {name} BY NAME SELECT * FROM {name}_rows;" for name in bulk]
-                                     + ["COMMIT;"]))
+                bulk[name] = rows_to_table(name, r)
+        script = begin + " ".join([f"INSERT {'OR IGNORE ' if name in SHARED_TABLES else ''}INTO {name} BY NAME "
+                                   f"SELECT * FROM {name}_rows;" for name in bulk] + ["COMMIT;"])
+        scope = {f"{name}_rows": table for name, table in bulk.items()}
+        eval("_con.execute(_script)", {}, {**scope, "_con": con, "_script": script})
     except BaseException:
         _rollback(con)
         raise
-
-
-def _singles_then_bulk(con, rows: dict) -> tuple[str, dict]:
-    """writer._commit's first half: BEGIN and every one-row table as VALUES; the rest as Arrow tables."""
-    begin, bulk = "BEGIN; ", {}
-    for name in TURN_TABLES:
-        r = rows.get(name)
-        if r and len(r) == 1:
-            con.execute(begin + _values_sql("INSERT", name, 1), list(r[0]))
-            begin = ""
-        elif r:
-            bulk[name] = rows_to_table(name, r)
-    return begin, bulk
-
-
-def register_write(con, rows: dict) -> None:
-    """(1r) alternative loop: each bulk table registered on the connection, then unregistered."""
-    begin, bulk = _singles_then_bulk(con, rows)
-    for name, table in bulk.items():
-        con.register(f"{name}_rows", table)
-    con.execute(begin + " ".join([f"INSERT INTO {n} BY NAME SELECT * FROM {n}_rows;" for n in bulk] + ["COMMIT;"]))
-    for name in bulk:
-        con.unregister(f"{name}_rows")
-
-
-def insert_into_write(con, rows: dict) -> None:
-    """(1i) alternative loop: each bulk table inserted through a DuckDB relation (`from_arrow(…).insert_into`)."""
-    begin, bulk = _singles_then_bulk(con, rows)
-    if begin:
-        con.execute("BEGIN")
-    for name, table in bulk.items():
-        con.from_arrow(table).insert_into(name)
-    con.execute("COMMIT")
 
 
 def floor_write(con, rows: dict) -> None:
@@ -168,8 +119,37 @@ def floor_write(con, rows: dict) -> None:
     insert into each table the turn touches (one row, whatever the turn holds), COMMIT."""
     con.execute("BEGIN")
     for name, r in rows.items():
-        con.execute(_values_sql("INSERT", name, 1), list(r[0]))
+        con.execute(_values_sql("INSERT", name, 1), list(_tuples(name, r[:1])[0]))
     con.execute("COMMIT")
+
+
+def flush_cost(tmp: Path, rounds: int = 7) -> tuple[list[float], list[float]]:
+    """CPU time of writing 50 turns in one transaction (a batch's flush): this write vs the previous one,
+    interleaved, each on its own file."""
+    from workbench.trace.writer import _commit
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    w_new, w_old = TraceWriter(tmp / "flush-new.duckdb"), TraceWriter(tmp / "flush-old.duckdb")
+    new, old = [], []
+    with w_new.connect() as cn, w_old.connect() as co:
+        for r in range(rounds):
+            merged: dict[str, list] = {}
+            for i in range(50):
+                t = dataclasses.replace(make_turn(i), turn_id=uuid.uuid4().hex)
+                for name, rows in turn_rows(t, sources_payload(t), "r" * 32).items():
+                    merged.setdefault(name, []).extend(rows)
+            for which in ((0, 1) if r % 2 else (1, 0)):
+                c = cpu()
+                if which:
+                    _commit(cn, merged)
+                    new.append(cpu() - c)
+                else:
+                    previous_write(co, merged)
+                    old.append(cpu() - c)
+    return new, old
 
 
 def med(xs: list[float]) -> float:
@@ -186,35 +166,21 @@ def main() -> None:
     payloads = [sources_payload(t) for t in turns]
     assert sum(len(c.results) for c in turns[0].tool_calls) == 51  # 50 search items + the fetch
 
-    # (1), (1a), (1b), (1r), (1i) and (1f), interleaved turn by turn (rotating which goes first), one file each
-    names = ("a", "old", "before", "floor", "register", "insert_into")
-    w, w_old, w_before, w_floor, w_reg, w_ins = (TraceWriter(tmp / f"{name}.duckdb") for name in names)
+    # (1), (1a) and (1f), interleaved turn by turn (rotating which goes first), one file each
+    w, w_old, w_floor = (TraceWriter(tmp / f"{name}.duckdb") for name in ("a", "old", "floor"))
     run_id = w.run_for(turns[0].config)
-    for other in (w_old, w_before, w_floor, w_reg, w_ins):
+    for other in (w_old, w_floor):
         with other.connect():
             pass  # created and migrated
-    old = duckdb_connect(w_old.path, config={"threads": 1, "preserve_insertion_order": False})
-    new_ms, cpu_ms, old_ms, before_ms, floor_ms = [], [], [], [], []
-    alternatives = {"register": (register_write, []), "insert_into": (insert_into_write, [])}
-    with (w.connect() as con, w_floor.connect() as floor, w_before.connect() as before, w_reg.connect() as reg,
-          w_ins.connect() as ins):
-        alt_cons = {"register": reg, "insert_into": ins}
+    new_ms, cpu_ms, old_ms, floor_ms = [], [], [], []
+    with w.connect() as con, w_old.connect() as old, w_floor.connect() as floor:
         w._write(con, {run_id}, turn_rows(turns[0], payloads[0], run_id))  # the run row, outside the timing
+        previous_write(old, {**turn_rows(turns[0], payloads[0], run_id), "runs": [w._new_runs[run_id]]})
         for i, (t, p) in enumerate(zip(turns, payloads)):
             t = dataclasses.replace(t, turn_id=uuid.uuid4().hex)
             p = {**p, "turn_id": t.turn_id}
-            for which in ((i + j) % 6 for j in range(6)):
-                if which in (4, 5):
-                    name = "register" if which == 4 else "insert_into"
-                    fn, times = alternatives[name]
-                    t0 = time.perf_counter()
-                    fn(alt_cons[name], turn_rows(t, p, run_id))
-                    times.append(time.perf_counter() - t0)
-                elif which == 3:
-                    t0 = time.perf_counter()
-                    before_write(before, turn_rows(t, p, run_id))
-                    before_ms.append(time.perf_counter() - t0)
-                elif which == 0:
+            for which in ((i + j) % 3 for j in range(3)):
+                if which == 0:
                     c0, t0 = time.process_time(), time.perf_counter()
                     w._write(con, {run_id}, turn_rows(t, p, run_id))
                     new_ms.append(time.perf_counter() - t0)
@@ -228,7 +194,6 @@ def main() -> None:
                     t0 = time.perf_counter()
                     floor_write(floor, rows)
                     floor_ms.append(time.perf_counter() - t0)
-    old.close()
 
     # (2) the interactive path, whole and split into attach / write / detach, next to (2a) the previous
     # interactive path (a fresh DuckDB connection opened and closed per turn), interleaved
@@ -273,6 +238,7 @@ def main() -> None:
         for t, p in zip(fresh, fresh_payloads):
             w3.log_turn(t, p)
     batch_ms = (time.perf_counter() - t0) / args.turns * 1000
+    flush_new, flush_old = flush_cost(tmp)
     ref_end = reference_loop_ms()
 
     import os
@@ -281,21 +247,16 @@ def main() -> None:
           f"{os.cpu_count()} CPUs; reference loop {ref_start:.0f} ms at the start, {ref_end:.0f} ms at the end")
     print(f"  (1)  one transaction per turn, open connection: median {med(new_ms):.2f} ms, "
           f"p90 {sorted(new_ms)[int(len(new_ms) * 0.9)] * 1000:.2f} ms (CPU {med(cpu_ms):.2f} ms)")
-    print(f"  (1a) anchor, the previous path, same turns interleaved: median {med(old_ms):.2f} ms "
-          f"(this path {med(new_ms) / med(old_ms):.2f}× of it)")
-    print(f"  (1b) anchor, before one definition per table (hand-written schemas, named locals), interleaved: "
-          f"median {med(before_ms):.2f} ms (this path {med(new_ms) / med(before_ms):.2f}× of it)")
-    for label, name in (("(1r) alternative loop, con.register + unregister per table", "register"),
-                        ("(1i) alternative loop, a relation's insert_into per table", "insert_into")):
-        times = alternatives[name][1]
-        print(f"  {label}, interleaved: median {med(times):.2f} ms "
-              f"({med(times) / med(before_ms):.2f}× of (1b))")
+    print(f"  (1a) anchor, the previous write (VALUES + Arrow tables), same turns interleaved: median "
+          f"{med(old_ms):.2f} ms (this path {med(new_ms) / med(old_ms):.2f}× of it)")
     print(f"  (1f) floor, one 1-row insert per table in one transaction, interleaved: median {med(floor_ms):.2f} ms")
     print(f"  (2)  log_turn, the file attached for the write and detached after: median {med(log_ms):.1f} ms "
           f"(attach {med(open_ms):.1f} + write {med(write_ms):.1f} + detach {med(close_ms):.1f} ms)")
-    print(f"  (2a) anchor, the previous interactive path (a DuckDB connection opened and closed per turn), "
+    print(f"  (2a) anchor, a DuckDB connection opened and closed per turn, "
           f"interleaved: median {med(prev_ms):.1f} ms")
     print(f"  (3)  buffered batch of 50 (eval), connection included: {batch_ms:.2f} ms per turn")
+    print(f"  (3a) one flush of 50 turns, CPU: median {med(flush_new):.1f} ms; the previous write (VALUES + Arrow, "
+          f"pandas already loaded by (1a)), interleaved: {med(flush_old):.1f} ms")
 
 
 if __name__ == "__main__":

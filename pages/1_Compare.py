@@ -1,11 +1,13 @@
-"""Compare: one question, 2–4 configurations (provider × retriever × mode) side by side."""
+"""Compare: one question or a whole conversation, 2–4 configurations (provider × retriever × mode) side by side."""
 
 import streamlit as st
 
 st.set_page_config(page_title="Compare · Provenance Workbench", page_icon="🔎", layout="wide")
 
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
-from workbench.ui.compare import advance, pick_configs, show, start  # noqa: E402
+from workbench.errors import WorkbenchError  # noqa: E402
+from workbench.render import escape_markdown  # noqa: E402
+from workbench.ui.compare import MAX_FOLLOWUPS, advance, followup_lines, pick_configs, show_conversations, start  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
 
 base = sidebar()
@@ -18,9 +20,17 @@ count = st.segmented_control("Configurations", [2, 3, 4], default=2, key="cmp_co
 configs = pick_configs(base, count or 2)
 with st.form("compare"):
     question = st.text_input("Question", value="How do I configure SSO?", key="cmp_question", max_chars=MAX_QUESTION_CHARS)
+    followups = st.text_area(f"Follow-ups (optional, one question per line, at most {MAX_FOLLOWUPS})", key="cmp_followups",
+                             placeholder="And with Okta?\nHow long does that take?", height=90,
+                             max_chars=(MAX_QUESTION_CHARS + 1) * MAX_FOLLOWUPS,
+                             help="Each column asks the question, then these in order as one conversation: every "
+                                  "follow-up goes with that column's earlier turns as history.")
     submitted = st.form_submit_button("Run all", type="primary")
 if submitted and question.strip():
-    start(question.strip(), configs)
+    try:
+        start(question.strip(), configs, followup_lines(followups))
+    except WorkbenchError as exc:
+        st.error(escape_markdown(str(exc)), icon="🚫")
 advance()
-if st.session_state.get("cmp_turns"):
-    show(st.session_state["cmp_turns"])
+if st.session_state.get("cmp_conversations"):
+    show_conversations(st.session_state["cmp_conversations"])

@@ -7,7 +7,9 @@ found"); a fetched document → an answer linking its URL. Every request can wai
 (a model's latency); the first `rate_limit_first` requests, and every `rate_limit_every`-th one, answer
 429 (a provider's rate limit). `hold` (a question) makes every request of that question's turn wait
 until `release()` (a turn that takes as long as a test needs: a slow model, without a fixed sleep);
-`held` is set when the first such request arrives.
+`held` is set when the first such request arrives. `fail` (a question) answers every request whose latest
+question it is with a server error (a turn that fails). `requests` keeps each request's messages, in
+arrival order (what the model was sent: a follow-up's history).
 Used by the concurrency tests and `benchmarks/eval_concurrency.py`.
 """
 
@@ -42,10 +44,17 @@ def agent_reply(messages: list[dict[str, Any]]) -> Reply:
     return ollama_reply(f"See `{content.get('doc_id')}`.")
 
 
+def latest_question(messages: list[dict[str, Any]]) -> str | None:
+    """The question a request is about: its last user message."""
+    return next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
+
+
 class AgentServer(LoopbackServer):
     def __init__(self, delay: float = 0.0, rate_limit_every: int = 0, rate_limit_first: int = 0,
-                 hold: str | None = None):
+                 hold: str | None = None, fail: str | None = None):
         self.delay = delay
+        self.fail = fail
+        self.requests: list[list[dict[str, Any]]] = []
         self.hold = hold
         self.held = threading.Event()
         self._released = threading.Event()
@@ -76,6 +85,7 @@ class AgentServer(LoopbackServer):
                 with server._lock:
                     server.posts += 1
                     n = server.posts
+                    server.requests.append(body.get("messages") or [])
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                 try:
@@ -90,6 +100,8 @@ class AgentServer(LoopbackServer):
                         with server._lock:
                             server.rate_limited += 1
                         self._send(ollama_error(429, "rate limit exceeded, slow down"))
+                    elif server.fail is not None and latest_question(messages) == server.fail:
+                        self._send(ollama_error(500, "the model crashed"))
                     else:
                         self._send(agent_reply(body.get("messages") or []))
                 finally:

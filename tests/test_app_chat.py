@@ -23,6 +23,11 @@ class BrokenProvider(Provider):
 register_provider("broken-test", BrokenProvider)
 
 
+def new_conversation(at: AppTest) -> AppTest:
+    """The "New conversation" button: the next question is not a follow-up of the last (issue 22)."""
+    return at.button(key="new-conversation").click().run()
+
+
 def captions(at: AppTest) -> list[str]:
     return [unescape(c.value) for c in at.caption]
 
@@ -79,7 +84,7 @@ def test_listing_answer_has_links_and_no_sources_row(app):
 def test_claims_expander_only_for_substantive_answers(app):
     at = ask(app, "How do I bake a sourdough loaf?")
     assert not [e.label for e in at.expander if e.label.startswith("Claims")], "a refusal is not a claim"
-    at = ask(at, "How do I configure SSO?")
+    at = ask(new_conversation(at), "How do I configure SSO?")
     labels = [e.label for e in at.expander if e.label.startswith("Claims")]
     assert len(labels) == 1 and labels[0] != "Claims (0)", labels
 
@@ -179,7 +184,7 @@ def test_the_placeholder_comes_from_the_loaded_corpus(app, tmp_path, monkeypatch
 def test_verify_sources_is_offered_only_on_an_answer_that_consulted_something(app):
     at = ask(app, "Which articles do you have?")
     assert "Verify sources" not in [b.label for b in at.button], "a listing read nothing: nothing to verify"
-    at = ask(at, "How do I bake a sourdough loaf?")
+    at = ask(new_conversation(at), "How do I bake a sourdough loaf?")
     assert "Verify sources" not in [b.label for b in at.button], "an answer that found nothing"
-    at = ask(at, "How do I configure SSO?")
+    at = ask(new_conversation(at), "How do I configure SSO?")
     assert [b.label for b in at.button].count("Verify sources") == 1

@@ -64,7 +64,7 @@ def server(tmp_path_factory):
     env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
            # the scripted test providers (a slow one for the compare page's Cancel) as a plug-in
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])),
-           "WORKBENCH_PLUGINS": "scripted"}
+           "WORKBENCH_PLUGINS": "scripted,scripted_conversation"}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
@@ -131,6 +131,16 @@ def _settle(page):
     """Wait until the script run is over (the status widget disappears)."""
     page.wait_for_timeout(300)
     page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=45_000)
+
+
+def _new_conversation(page):
+    """Start a new conversation (issue 22: every question after the first is a follow-up of the earlier ones), for
+    a test whose question stands on its own; a chat with no turn yet is one already."""
+    button = page.get_by_role("button", name="New conversation")
+    if button.is_enabled():
+        button.click()
+        page.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length === 0")
+        _settle(page)
 
 
 def _center(locator):
@@ -333,6 +343,7 @@ def test_the_chat_is_usable_at_1024_px(page):
 
 
 def test_listing_answer_shows_links_and_no_source_chips(page):
+    _new_conversation(page)  # after earlier turns, a listing links documents they read: carried, so consulted (§11)
     msg = _ask(page, "Which articles do you have?")
     links = msg.locator("a[href^='#wb-cite-']")
     links.nth(20).wait_for()  # a loaded machine may still be drawing the answer when the run ends
@@ -350,6 +361,7 @@ def test_untrusted_corpus_text_executes_nothing(page, server):
     path.fill(str(server["corpus"]))
     path.press("Enter")
     _settle(page)
+    _new_conversation(page)  # another corpus: the demo corpus's turns are no history for it
     msg = _ask(page, "How do I calibrate the flux widget?")
     assert "corpus evil-corpus" in msg.inner_text()
     msg.locator("[class*='st-key-citations-'] button").first.click()
@@ -385,13 +397,19 @@ def test_compare_page_runs_two_configurations(page, server):
     page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
     page.wait_for_timeout(500)
     _shot(page, "compare", page.get_by_test_id("stMain"))
-    if os.environ.get("UPDATE_SCREENSHOTS") != "1":  # a normal run never dirties the committed copies
+    _publish("chat", "provenance", "compare")
+
+
+def _publish(*names: str) -> None:
+    """Copy the named screenshots to docs/img (committed copies, quantised to stay small), only when asked for
+    with UPDATE_SCREENSHOTS=1: a normal run never dirties the committed copies."""
+    if os.environ.get("UPDATE_SCREENSHOTS") != "1":
         return
     docs = ROOT / "docs" / "img"
     docs.mkdir(parents=True, exist_ok=True)
     from PIL import Image
 
-    for name in ("chat", "provenance", "compare"):  # committed copies, quantised to stay small
+    for name in names:
         if (ARTIFACTS / f"{name}.png").exists():
             with Image.open(ARTIFACTS / f"{name}.png") as img:
                 img.convert("RGB").quantize(colors=128).save(docs / f"{name}.png", optimize=True)
@@ -432,6 +450,68 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
         asked = con.execute("SELECT r.provider, count(*) FROM turns t JOIN runs r USING (run_id) "
                             "WHERE t.question = ? GROUP BY ALL ORDER BY 1", [question]).fetchall()
     assert asked == [("offline", 2), ("scripted-slow", 1)], asked
+
+
+# --- a conversation: follow-ups, carried chips, a reload (issue 22, item 6) ----------------------------
+
+CONVERSATION = ("How do I configure SSO with Okta?", "And with SAML?", "How long does that take?")
+
+
+def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(browser, server):
+    """Issue 22, item 6: follow-ups carry the earlier turns; the third answer cites documents that only the first
+    and second turns' tool results put in its context, and says so on its chips; a reload reopens the
+    conversation from the trace database (`?conversation=ID`) with the same chips."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        pg.set_default_timeout(60_000)
+        pg.goto(server["url"])
+        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+        pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
+        pg.keyboard.type("scripted follow-up")
+        pg.keyboard.press("Enter")
+        pg.get_by_test_id("stSidebar").get_by_label("Model (optional)").wait_for()  # offline's is a select box
+        _settle(pg)
+        for question in CONVERSATION:
+            msg = _ask(pg, question)
+            assert "scripted follow-up (test)" in msg.inner_text(), "asked with the scripted provider"
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="read in turn 2").wait_for()
+        text = chips.inner_text()
+        assert "Set up SSO with Okta · read in turn 1" in text, text
+        assert "Configure SAML single sign-on (SSO) · read in turn 2" in text, text
+        second = pg.get_by_test_id("stChatMessage").nth(3).locator("[class*='st-key-sources-']").inner_text()
+        assert "Set up SSO with Okta · read in turn 1" in second and "SAML single sign-on (SSO) · read" not in second
+        assert "read in turn" not in pg.get_by_test_id("stChatMessage").nth(1).inner_text(), "turn 1 read its own"
+        assert "?conversation=c-" in pg.url, pg.url
+        # the follow-up as the README shows it: its question, its answer and its chips, in one picture
+        question = pg.get_by_test_id("stChatMessage").nth(4)
+        _center(msg)
+        top, bottom = question.bounding_box(), chips.bounding_box()
+        pg.screenshot(path=str(ARTIFACTS / "conversation.png"), clip={
+            "x": top["x"] - 8, "y": top["y"] - 8, "width": top["width"] + 16,
+            "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+        _center(msg.get_by_text("Provenance", exact=True)).click()
+        msg.get_by_text("Carried from earlier turns (", exact=False).wait_for()
+        for line in ("Set up SSO with Okta · read in turn 1 (“How do I configure SSO with Okta?”)",
+                     "Configure SAML single sign-on (SSO) · read in turn 2 (“And with SAML?”)"):
+            assert msg.get_by_text(line, exact=False).count() == 1, line
+        _settle(pg)
+        url = pg.url
+        pg.reload()
+        pg.get_by_test_id("stChatInputTextArea").wait_for()
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length >= 6")
+        _settle(pg)
+        assert pg.url == url, "the reload keeps the conversation in the address"
+        msg = pg.get_by_test_id("stChatMessage").nth(5)
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="read in turn 2").wait_for()
+        assert chips.inner_text() == text, "the same chips after the reload"
+        asked = pg.get_by_test_id("stChatMessage").filter(has=pg.get_by_test_id("stChatMessageAvatarUser"))
+        shown = [t.strip().splitlines()[-1] for t in asked.all_inner_texts()]  # the avatar's icon name, the question
+        assert shown == list(CONVERSATION), f"the questions, in order: {shown}"
+    finally:
+        pg.close()
+    _publish("conversation")
 
 
 # --- no outside request, no unvalidated link (issue 17, item 7) ----------------------------------

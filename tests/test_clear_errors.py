@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from bounded import workbench
+from clirun import cli as run_cli
 from workbench.session import Session
 
 
 def cli(*args, stdin: str | None = None):
-    return workbench(*args, input=stdin)
+    return run_cli(*args, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_judge_llm_with_an_unreachable_provider_fails_with_the_reason(tmp_path):
     from loopback import refused_url
 
     f = _jsonl(tmp_path / "j.jsonl", '{"id": 1, "claim": "a b", "evidence": ["a b"]}')
-    r = workbench("judge", f, "--method", "llm", "--provider", "ollama", env={"OLLAMA_HOST": refused_url()})
+    r = run_cli("judge", f, "--method", "llm", "--provider", "ollama", env={"OLLAMA_HOST": refused_url()})
     assert r.returncode == 2 and "cannot connect to Ollama" in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
 

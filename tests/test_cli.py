@@ -1,4 +1,5 @@
-"""The command line as a user runs it: real subprocesses, exit codes, JSON contracts."""
+"""The command line: exit codes, JSON contracts, messages. In-process (tests/clirun.py) but for the
+end-to-end tests, which run `python -m workbench` as a user does (the README's command, an exit code)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import sys
 
 import pytest
 
+from clirun import cli
 from conftest import ROOT, schema_validator
 
 
 def run(*args, stdin=None):
+    return cli(*args, input=stdin)
+
+
+def run_process(*args, stdin=None):
+    """End to end: a real `python -m workbench` process."""
     return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
                           cwd=ROOT, input=stdin, timeout=120)
 
@@ -22,7 +29,8 @@ def validator():
 
 
 def test_ask_prints_answer_sources_row_and_summary():
-    r = run("ask", "How do I configure SSO?", "--no-trace")
+    """End to end: the README's first command, as a user runs it."""
+    r = run_process("ask", "How do I configure SSO?", "--no-trace")
     assert r.returncode == 0, r.stderr
     assert "Sources: Configure SAML single sign-on (SSO)" in r.stdout
     assert "retrieved 5 · cited" in r.stdout and "offline (no LLM)" in r.stdout
@@ -56,6 +64,20 @@ def test_bad_input_exits_2_with_clear_message(args, needle):
     r = run(*args, "--no-trace") if args[0] == "ask" else run(*args)
     assert r.returncode == 2
     assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,stdin", [
+    (["provenance", "-"], "{not json"),  # a WorkbenchError: exit 2 and its message
+    (["ask", "--no-trace", "--k", "many", "hi"], None),  # argparse: SystemExit(2) and usage on stderr
+    (["--version"], None),  # argparse: SystemExit(0) and the version on stdout
+    (["sql", "SELECT 1"], None),  # another command's error path
+])
+def test_the_in_process_cli_gives_what_a_real_process_gives(args, stdin, tmp_path):
+    """tests/clirun.py against `python -m workbench`: the same exit code, stdout and stderr."""
+    args = [*args, "--db", str(tmp_path / "none.duckdb")] if args[0] == "sql" else args
+    real, here = run_process(*args, stdin=stdin), run(*args, stdin=stdin)
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode in (0, 2) and (real.stdout or real.stderr)
 
 
 def test_bad_questions_line_names_the_line(tmp_path):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, require_shared
+from clirun import cli
+from conftest import require_shared
 from workbench.config import DEMO_CORPUS
 from workbench.corpus import load_corpus
 from workbench.errors import CorpusError
@@ -137,8 +136,7 @@ def test_content_hash_changes_with_content(tmp_path):
 
 def test_cli_bad_corpus_exits_2_without_traceback(tmp_path):
     write(tmp_path / "bad.md", "---\nid: a\ntitle: [oops\n---\n")
-    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "--corpus", str(tmp_path), "hello"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = cli("ask", "--corpus", str(tmp_path), "hello")
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and "bad.md:3: bad YAML" in r.stderr
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
+from clirun import cli
 from workbench.faithfulness import (ClaimResult, assess_turn, get_judge, judge_names, parse_verdict,
                                     register_judge, split_claims)
 from workbench.faithfulness.judges import LLMJudge
@@ -277,8 +275,7 @@ def test_custom_judge_registers_like_a_builtin():
 
 
 def run_cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, cwd=ROOT,
-                          input=stdin, timeout=120)
+    return cli(*args, input=stdin)
 
 
 def test_judge_cli_json(tmp_path):

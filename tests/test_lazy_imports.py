@@ -71,13 +71,18 @@ def _file_of(module: str) -> Path | None:
     return None
 
 
-def _top_level(path: Path) -> list[str]:
-    """What a module imports when it is imported: its module-level imports (in `if`/`try` too)."""
+def _top_level(path: Path, lazy_names: bool = True) -> list[str]:
+    """What a module imports when it is imported: its module-level imports (in `if`/`try` too), and what its
+    module-level `__getattr__` imports to give its names (a package that exports lazily, `workbench.trace`,
+    is as heavy as what its names load)."""
     out = []
     tree = ast.parse(path.read_text(encoding="utf-8"))
     stack = list(tree.body)
     while stack:
         node = stack.pop()
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            out += [m for n in ast.walk(node) for m in _imports(path, n)] if lazy_names else []
+            continue
         if isinstance(node, (ast.If, ast.Try)):
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
@@ -108,7 +113,7 @@ def lazy_imports(root: Path = PKG) -> list[tuple[Path, int, str, bool]]:
     out = []
     for f in sorted(root.rglob("*.py")):
         tree = ast.parse(f.read_text(encoding="utf-8"))
-        top_modules = set(_top_level(f))
+        top_modules = set(_top_level(f, lazy_names=False))
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

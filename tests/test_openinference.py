@@ -19,7 +19,7 @@ from otlp_collector import Collector
 from workbench.cli import main
 from workbench.session import Session
 from workbench.trace import live
-from workbench.trace.rows import SCHEMAS, run_row, turn_rows
+from workbench.trace.rows import run_row, turn_rows
 from workbench.trace.spans import (StoredTurn, span_id_of, stored_turns, to_ns, trace_id_of, turn_spans)
 
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
@@ -266,9 +266,9 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
     runs = {}
     for rows, a in zip(seen, answers):
         if "runs" in rows:  # the writer announces a run's row with its first turn; live export reads it otherwise
-            runs[rows["runs"][0][0]] = dict(zip(SCHEMAS["runs"].names, rows["runs"][0]))
+            runs[rows["runs"][0]["run_id"]] = rows["runs"][0]
         (turn,) = rows["turns"]
-        assert turn_spans(StoredTurn.from_rows(rows, runs[turn[1]])) == replay[a.payload.turn_id]
+        assert turn_spans(StoredTurn.from_rows(rows, runs[turn["run_id"]])) == replay[a.payload.turn_id]
 
 
 def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run(tmp_path):
@@ -288,7 +288,7 @@ def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run
         assert root.attributes["session.id"] == live_root.attributes["session.id"]
         meta = json.loads(root.attributes["metadata"])
         if answer is single:
-            assert root.attributes["session.id"] == turn[1] and "conversation_id" not in meta  # its run id
+            assert root.attributes["session.id"] == turn["run_id"] and "conversation_id" not in meta  # its run id
         else:
             assert root.attributes["session.id"] == "c-9"
             assert (meta["conversation_id"], meta["position"]) == ("c-9", answer.record.position)

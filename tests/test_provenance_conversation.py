@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conftest import schema_validator
 from workbench.cli import main as cli_main
 from workbench.errors import TurnRecordError
-from workbench.payload import Rejection
+from workbench.payload import Rejection, Sets
 from workbench.provenance import sources_payload
 from workbench.types import Excerpt, HistoryTurn, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
 
@@ -384,3 +384,20 @@ def test_a_conversation_of_one_turn_gives_todays_payload(record):
     assert {k: v for k, v in first.items() if k not in ("conversation_id", "position", "turn_id")} == \
         {k: v for k, v in p.items() if k != "turn_id"}
     assert (first["conversation_id"], first["position"]) == ("c-1", 1)
+
+
+def test_an_earlier_link_is_accepted_against_the_context_its_own_turn_was_asked_with():
+    """Turn 1 opened okta without linking it; turn 2 (asked with turn 1 in full) linked it; by turn 3 the policy
+    keeps only turn 1's answer. Turn 2's link was accepted when it was given, so its title stays in context."""
+    t1 = earlier(1, "answer", fetch("okta"))
+    t2 = replace(earlier(2, "full", answer=f"As read before: {link('okta')}."), prior_context=(("t-1", "full"),))
+    payload = sources_payload(follow_up(f"See {link('okta')}.", history=[t1, t2]))
+    assert payload.sets == Sets(retrieved=("okta",), cited=("okta",), consulted=())
+    [source] = payload.sources
+    assert (source.exposure, source.carried_from, source.carried_position) == ("title", "t-2", 2)
+    assert payload.rejected_citations == ()
+    # a record that does not say how turn 2 was asked: its states now are all there is (a lower bound)
+    unknown = sources_payload(follow_up(f"See {link('okta')}.", history=[t1, replace(t2, prior_context=())]))
+    assert [(r.reason, r.position) for r in unknown.rejected_citations] == [("not_in_context", 1)]
+    schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(follow_up("x", history=[t1, t2]).to_dict())))
+    assert turn_record_from_dict(follow_up("x", history=[t1, t2]).to_dict()).history[1].prior_context == (("t-1", "full"),)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import APP
 from conftest import ROOT
-from bounded import workbench
+from clirun import cli
 from workbench.errors import ProviderOptionError, WorkbenchError
 from workbench.providers import Provider, Readiness, declared, get_provider, readiness, register_provider
 from workbench.providers.base import ModelStep
@@ -160,8 +160,8 @@ def test_options_are_recorded_with_the_turn_but_never_a_secret(tmp_path):
 def test_cli_option_and_fault_go_through_the_provider_schema(capsys):
     from workbench.cli import main
 
-    ok = workbench("ask", "--no-trace", "--json", "-o", "faults=corrupt_id", "--fault", "forget_link",
-                   "How do I configure SSO?")
+    ok = cli("ask", "--no-trace", "--json", "-o", "faults=corrupt_id", "--fault", "forget_link",
+          "How do I configure SSO?")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["config"]["options"] == {"faults": ["corrupt_id", "forget_link"]}
     for args, message in ((["--provider", "ollama", "--fault", "corrupt_id"], "provider 'ollama' has no option 'faults'"),

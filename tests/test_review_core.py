@@ -4,12 +4,10 @@ must end in `error: …` and exit 2, never a traceback."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from clirun import cli
 
 RECORD = {"question": "q", "answer": "See [SSO](sso-setup).", "tool_calls": [
     {"name": "fetch_document", "exposure": "full", "args": {"doc_id": "sso-setup"},
@@ -17,11 +15,9 @@ RECORD = {"question": "q", "answer": "See [SSO](sso-setup).", "tool_calls": [
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-def run(*args, stdin: bytes | None = None, cwd=ROOT):
-    env_cmd = [sys.executable, "-m", "workbench", *args]
-    r = subprocess.run(env_cmd, capture_output=True, cwd=cwd, input=stdin, timeout=120,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
-    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+def run(*args, stdin: bytes | None = None):
+    r = cli(*args, input=stdin)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_provenance_accepts_a_byte_order_mark_from_file_and_stdin(tmp_path):

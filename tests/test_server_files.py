@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import APP, unescape
 from conftest import ROOT
-from bounded import workbench
+from clirun import cli
 from workbench.config import DEMO_CORPUS, workbench_home
 from workbench.corpus import load_corpus
 from workbench.errors import PathNotAllowedError
@@ -247,7 +247,7 @@ def test_the_cli_warns_about_skipped_symlinks(tmp_path, outside):
     kb.mkdir()
     (kb / "a.md").write_text("---\nid: a\ntitle: A\n---\nAlpha about tokens.\n")
     (kb / "token.txt").symlink_to(outside / "token.txt")
-    r = workbench("ask", "--no-trace", "--corpus", str(kb), "token")
+    r = cli("ask", "--no-trace", "--corpus", str(kb), "token")
     assert r.returncode == 0, r.stderr
     assert SECRET not in r.stdout
     assert "warning:" in r.stderr and "token.txt" in r.stderr and "not followed" in r.stderr

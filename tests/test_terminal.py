@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from bounded import workbench
+from clirun import cli as run_cli
 from workbench.terminal import neutralize
 
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # writes "evil" to the clipboard
@@ -23,8 +23,8 @@ def _has_raw(text: str) -> list[str]:
 
 
 def cli(*args, stdin: str | None = None):
-    r = workbench(*args, input=stdin, text=False)
-    return r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
+    r = run_cli(*args, input=stdin)
+    return r.returncode, r.stdout, r.stderr
 
 
 @pytest.fixture(scope="module")

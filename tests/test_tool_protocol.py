@@ -12,7 +12,7 @@ import json
 import pytest
 
 from conftest import schema_validator
-from bounded import workbench
+from clirun import cli
 from loopback import OLLAMA, OPENAI, ScriptedServer
 from workbench.agent import run_turn
 from workbench.errors import CapabilityError, UnknownNameError
@@ -162,7 +162,7 @@ def test_json_steps_on_a_provider_without_json_schema_is_refused(demo_session):
 
 
 def test_cli_refuses_json_steps_for_offline_with_a_clear_error():
-    proc = workbench("ask", "--no-trace", "--tool-protocol", "json-steps", QUESTION, timeout=60)
+    proc = cli("ask", "--no-trace", "--tool-protocol", "json-steps", QUESTION)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: provider 'offline' cannot force its output to a JSON schema")
 

@@ -21,23 +21,17 @@ from workbench.trace import writer as W
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
 db, pause = sys.argv[1], float(sys.argv[2])
-if pause:  # from the second turn on, the writer's transaction stalls while DuckDB scans `sources` (after
+if pause:  # from the second turn on, the writer's transaction stalls before its `sources` insert (after
     # the `turns`, `tool_calls`, `retrieved_items` and `citations` rows went in), so the parent kills inside it
-    import pyarrow as pa
-    real, seen = W.rows_to_table, []
-    def stalling(name, rows):
-        table = real(name, rows)
-        if name != "sources":
-            return table
-        seen.append(1)
-        if len(seen) == 1:
-            return table
-        def batches():
-            print("MID", flush=True)
-            time.sleep(pause)
-            yield from table.to_batches()
-        return pa.RecordBatchReader.from_batches(table.schema, batches())
-    W.rows_to_table = stalling
+    real, seen = W._insert, []
+    def stalling(con, sql, rows):
+        if " INTO sources " in sql:
+            seen.append(1)
+            if len(seen) > 1:
+                print("MID", flush=True)
+                time.sleep(pause)
+        real(con, sql, rows)
+    W._insert = stalling
 
 w = W.TraceWriter(db)
 i = 0

@@ -154,17 +154,18 @@ def test_the_writers_columns_are_the_ones_duckdb_reads_from_the_migrations():
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE table_name <> 'migrations'")
               .fetchall()}
     assert set(table_columns()) == set(SCHEMAS) == tables
-    for name, schema in SCHEMAS.items():
-        assert con.sql(f"SELECT * FROM {name} LIMIT 0").to_arrow_table().schema.equals(schema), name
+    for name, table in SCHEMAS.items():  # the types the writer casts each column's values to are the table's
+        columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                              "ORDER BY column_index", [name]).fetchall()
+        cast = [(n, con.execute(f"SELECT typeof(NULL::{t})").fetchone()[0]) for n, t in zip(table.names, table.types)]
+        assert cast == columns, name
 
 
 def test_the_ddl_reader_refuses_what_it_does_not_understand():
     import pytest
 
     from workbench.trace.schema import Migration
-    from workbench.trace.tables import arrow_schemas, table_columns
+    from workbench.trace.tables import table_columns
 
     with pytest.raises(NotImplementedError, match="ALTER TABLE t RENAME"):
         table_columns((Migration("m1", "CREATE TABLE t (\n    a VARCHAR\n);"), Migration("m2", "ALTER TABLE t RENAME a TO b;")))
-    with pytest.raises(NotImplementedError, match="no Arrow type for \\['HUGEINT'\\]"):
-        arrow_schemas((Migration("m1", "CREATE TABLE t (\n    a HUGEINT NOT NULL\n);"),))

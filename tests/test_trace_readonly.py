@@ -15,7 +15,7 @@ import sys
 import duckdb
 import pytest
 
-from bounded import workbench
+from clirun import cli
 from damage import KINDS, blocks_of, damage, traced_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
@@ -34,7 +34,7 @@ def _state(path):
 
 
 def _cli(*args):
-    return workbench(*args)
+    return cli(*args)
 
 
 @pytest.fixture(scope="module")

@@ -255,16 +255,66 @@ def test_interactive_run_shared_by_sessions_of_one_process(tmp_path):
 
 def test_a_broken_trace_database_does_not_cost_the_answer(tmp_path):
     """The turn is answered and returned; the trace failure is reported beside it, and the CLI warns."""
-    import subprocess
-    import sys
-
+    from clirun import cli
     from workbench.session import Session
 
     bad = tmp_path / "not-a-db.duckdb"
     bad.write_text("this is not a DuckDB file")
     answer = Session.open(trace_db=bad).ask("How do I configure SSO?")
     assert answer.payload.sets.consulted and answer.trace_error
-    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "How do I configure SSO?", "--db", str(bad)],
-                       capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = cli("ask", "How do I configure SSO?", "--db", str(bad))
     assert r.returncode == 1 and "Sources: Configure SAML" in r.stdout
     assert "warning: this turn was not traced" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- rows are dicts keyed by column name; the write imports no pandas (issue 21, items 2 and 9) ---------
+
+
+def test_a_traced_ask_imports_neither_pandas_nor_pyarrow(tmp_path, demo_session):
+    """The writer binds its rows as a list of dicts; scanning Arrow tables made DuckDB import pandas, ~1 s of
+    every traced `ask` process (benchmarks/traced_ask.py). A fresh process, as `python -m workbench` is, with
+    the index on disk (building one may import them: that is not the traced path)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    assert demo_session.toolbox  # the demo index, built into this session's WORKBENCH_HOME
+
+    code = ("import sys; from workbench.cli import main; "
+            f"code = main(['ask', 'How do I configure SSO?', '--db', {str(tmp_path / 't.duckdb')!r}]); "
+            "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow'}))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "0 []", r.stdout
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:  # and the turn is there, whole
+        assert con.execute("SELECT count(*) FROM turns").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM sources").fetchone()[0] >= 1
+
+
+def test_rows_are_dicts_and_a_column_a_row_leaves_out_is_null(tmp_path):
+    """The writer completes every row over the table's columns (the migrations'), so a column added by a
+    migration is NULL until the rows carry it; a key that is no column is refused, not dropped."""
+    from workbench.trace.rows import turn_rows
+    from workbench.trace.tables import SCHEMAS
+
+    rec = TurnRecord(question="How do I configure SSO?", answer="See [SSO](sso-saml-setup).",
+                     tool_calls=(ToolCall("search", "snippet", {"query": "sso"},
+                                          (ResultItem("sso-saml-setup", "SSO", rank=1, score=2.0, chunk_index=0,
+                                                      snippet="Single sign-on"),)),),
+                     turn_id="t" * 32, config={"provider": "offline"}, started_at="2024-05-01T10:00:00+00:00")
+    rows = turn_rows(rec, sources_payload(rec), "r" * 32)
+    for name, rs in rows.items():
+        assert all(isinstance(r, dict) and set(r) <= set(SCHEMAS[name].names) for r in rs), name
+    del rows["turns"][0]["question_kind"]
+    w = TraceWriter(tmp_path / "t.duckdb")
+    with w.connect() as con:
+        w._write(con, set(), rows)
+        assert con.execute("SELECT question, question_kind, n_retrieved FROM turns").fetchall() == [
+            ("How do I configure SSO?", None, 1)]
+        assert con.execute("SELECT doc_id, rank, score, passage_id IS NOT NULL FROM retrieved_items").fetchall() == [
+            ("sso-saml-setup", 1, 2.0, True)]
+        bad = {"turns": [{**rows["turns"][0], "turn_id": "u" * 32, "no_such_column": 1}]}
+        with pytest.raises(ValueError, match="trace table turns has no column no_such_column"):
+            w._write(con, set(), bad)
+        assert con.execute("SELECT count(*) FROM turns").fetchone() == (1,)  # nothing of the refused turn

@@ -1,6 +1,7 @@
 """`ask --verify`, `eval --verify` and the verification in the payload contract (docs/design.md §2, §9).
 
-The CLI runs as a user runs it (a real subprocess); the payload's `verification` is optional, and clients
+The CLI runs in-process (tests/clirun.py), but for the plugin provider's test, which runs as a user runs it
+(a real subprocess: a plugin module, once imported, stays registered for the process); the payload's `verification` is optional, and clients
 that ignore it, or servers that never send it, keep working — tested both ways, as for `consulted`.
 """
 
@@ -17,11 +18,12 @@ import pytest
 from conftest import ROOT, schema_validator
 from bounded import workbench
 from workbench.payload import Payload
+from clirun import cli
 from workbench.render import link_table, source_chips, sources_row, verdicts, verification_lines
 
 
 def run(*args, env=None):
-    return workbench(*args, env=env)
+    return workbench(*args, env=env) if env else cli(*args)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,17 @@ its turns and retries them; turns still unwritten at the end count as failed (`u
 `trace_error`), and because they are not in the store the resume asks those questions again.
 A batch stops asking once `MAX_UNWRITTEN` turns wait for a store that keeps refusing them (the
 answers its workers are still computing are dropped: they were never written, so a resume asks them).
+
+Conversations (docs/design.md §11): questions with the same conversation id (a questions file's
+`"conversation"`) are one conversation, in their order, under one context policy. Its turns run one after
+the other, each with the answers before it as history (`session.Conversations`), while other
+conversations and single questions run beside them; writing stays in question order. In the trace store
+the conversation is `RUN_ID/ID`, so two runs of one file never share a conversation. A turn that fails
+(after its rate-limit re-asks) is written and keeps its position but is not history, and the
+conversation's later questions are not asked in this batch (`EvalResult.not_asked`): they would follow a
+turn the model never had. A resume loads each conversation's `ok` turns already written
+(`trace.conversations.load_conversation`), skips that many of its first questions and asks the rest with
+that history, at the positions after every turn written.
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ from .providers import declared
 from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
 from .providers.options import setting
 from .redact import recorded
+from .types import ContextPolicy
 from .terminal import StatusLine
 from .verify import DEFAULT_BUDGET
 
@@ -80,6 +92,9 @@ class EvalResult:
     trace_error: str | None = None
     #: Why the batch stopped before its last question, if it did.
     stopped: str | None = None
+    #: Questions not asked because an earlier turn of their conversation failed in this batch (a resume asks
+    #: them, from the failed one on).
+    not_asked: int = 0
     #: What interrupted the batch (`Stop.reason`: "SIGTERM", "SIGINT"), if anything did; its finished turns
     #: were written, the turns in progress dropped.
     interrupted: str | None = None
@@ -96,6 +111,19 @@ MAX_UNWRITTEN = 1000
 FINAL_FLUSH_TRIES = 3
 #: Seconds between looks at the trace store's queue (and at a `Stop`) while a turn runs.
 POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class NotAsked:
+    """A question of a conversation whose earlier turn failed in this batch: it would follow a turn that
+    never joined the conversation, so it is not asked (nor written); a resume asks it."""
+
+    question: str
+    conversation: str
+
+
+class _Dropped(Exception):
+    """A turn that waited for the one before it in its conversation while the batch stopped."""
 
 
 class Stop:
@@ -178,7 +206,8 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
              mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
              new_run: bool = False, progress: bool = True, tool_protocol: str | None = None,
              concurrency: int = 1, backoff: float | None = None, verify: bool = False,
-             verify_budget: int = DEFAULT_BUDGET, stop: Stop | None = None) -> EvalResult:
+             verify_budget: int = DEFAULT_BUDGET, stop: Stop | None = None,
+             conversations: list[str | None] | None = None, context: ContextPolicy | None = None) -> EvalResult:
     """Ask every question into one run of `session`'s trace store; skip those already answered in it.
 
     `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
@@ -187,8 +216,15 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     seconds (default: `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s). `verify` verifies every answer by
     ablation (`Session.verify`, at most `verify_budget` re-runs each, in the worker that asked it) over
     the session's one loaded index; a verifying batch is its own run. `progress` shows each turn's steps on
-    stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring)."""
+    stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring).
+
+    `conversations` gives each question's conversation id (None: a question of its own; the questions file's
+    `"conversation"`), `context` their context policy (see "Conversations" in the module docstring)."""
     options = dict(options or {})
+    convs = list(conversations) if conversations is not None else [None] * len(questions)
+    if len(convs) != len(questions):
+        raise WorkbenchError(f"{len(convs)} conversation ids for {len(questions)} questions")
+    context = context or ContextPolicy()
     from .trace import TraceReader
 
     if concurrency < 1:
@@ -203,6 +239,9 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
         settings["tool_protocol"] = tool_protocol
     if verify:  # likewise; and an unverified run is never resumed as if its turns had been verified
         settings["verify"] = verify_budget
+    if any(c is not None for c in convs):  # likewise: only a file with conversations has these
+        settings["conversations"] = convs
+        settings["context"] = context.to_dict()
     key = run_key(questions, settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
     existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
@@ -220,13 +259,38 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     else:
         result = EvalResult(tracer.new_run(kind="eval", run_key=key), False)
         done = Counter()
-    todo = []
-    for q in questions:
-        if done[q] > 0:
+    from .session import Conversations
+
+    chat = Conversations(session, context)
+    stored = {c: f"{result.run_id}/{c}" for c in convs if c is not None}  # a conversation of this run
+    kept = {}  # how many of each conversation's first questions the run has answered
+    for c, conversation in stored.items():
+        if existing is None:
+            chat.start(conversation)
+        earlier = chat.turns(conversation)
+        kept[c] = len(earlier)
+        done.subtract(t.question for t in earlier)  # `done` counts single questions only
+    todo: list[tuple[str, str | None]] = []
+    for q, c in zip(questions, convs):
+        if c is not None and kept[c] > 0:  # its first lines, answered before the interruption
+            kept[c] -= 1
+            result.skipped += 1
+        elif c is None and done[q] > 0:
             done[q] -= 1
             result.skipped += 1
         else:
-            todo.append(q)
+            todo.append((q, c))
+    # the turns of one conversation run one after the other: each waits for the one before it
+    before: dict[int, int] = {}
+    latest: dict[str, int] = {}
+    for n, (_, c) in enumerate(todo, start=1):
+        if c is not None:
+            if c in latest:
+                before[n] = latest[c]
+            latest[c] = n
+    ended = {n: threading.Event() for n in before.values()}  # set when turn n is over, however it ended
+    broken: set[str] = set()  # conversations whose turn failed in this batch: their later turns are not asked
+    closing = threading.Event()
 
     session.toolbox  # build or load the index before the clock starts
     tracer.prepare()  # and create or migrate the store: a finished turn's flush is then only its write
@@ -237,25 +301,43 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
     pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
     counter = threading.Lock()
 
-    def ask(item: tuple[int, str]):
-        """One question, asked again (after a shared pause) while the provider rate-limits it."""
-        n, q = item
-        observe = shown.observer(n, q) if shown else None
-        for attempt in range(RATE_LIMIT_RETRIES + 1):
-            pause.wait()
-            answer = session.ask(q, provider=provider, model=model, mode=mode, k=k, tool_protocol=tool_protocol,
-                                 verify=verify, verify_budget=verify_budget, log=False, observe=observe, **options)
-            if answer.payload.status != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
-                return answer
-            pause.extend(attempt)
-            with counter:
-                result.rate_limited += 1
+    def ask(item: tuple[int, tuple[str, str | None]]):
+        """One question (after the turn before it in its conversation), asked again (after a shared pause)
+        while the provider rate-limits it."""
+        n, (q, c) = item
+        if n in before:
+            while not ended[before[n]].wait(POLL_S):
+                if closing.is_set():
+                    raise _Dropped()
+        answer = None
+        try:
+            if c in broken:
+                return NotAsked(q, c)
+            observe = shown.observer(n, q) if shown else None
+            for attempt in range(RATE_LIMIT_RETRIES + 1):
+                pause.wait()
+                answer = chat.ask(q, stored.get(c), provider=provider, model=model, mode=mode, k=k,
+                                  tool_protocol=tool_protocol, verify=verify, verify_budget=verify_budget, log=False,
+                                  observe=observe, **options)
+                if answer.payload.status != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
+                    return answer
+                pause.extend(attempt)
+                with counter:
+                    result.rate_limited += 1
+        finally:
+            if c is not None and (answer is None or answer.payload.status != "ok"):
+                broken.add(c)
+            if n in ended:
+                ended[n].set()
 
     t0 = time.perf_counter()
     failed: set[str] = set()
     unwritten: list[str] = []
 
     def write(n: int, answer) -> None:
+        if isinstance(answer, NotAsked):
+            result.not_asked += 1
+            return
         answer = session.log(answer, run_id=result.run_id)
         result.payloads.append(answer.payload)
         result.asked += 1
@@ -296,6 +378,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
                     write(n, answer)
                 raise
             finally:
+                closing.set()
                 runner.close()  # no worker asks on (their turns in progress are dropped, a resume asks them)
                 unwritten = _final_flush(tracer, result)
     finally:

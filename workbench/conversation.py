@@ -22,7 +22,8 @@ def history_turn(record: TurnRecord, context: str, position: int) -> HistoryTurn
     return HistoryTurn(question=record.question, answer=record.answer, context=context,  # type: ignore[arg-type]
                        turn_id=record.turn_id, position=record.position or position, mode=record.mode,
                        tool_calls=record.tool_calls, excerpts=record.excerpts,
-                       steps=tuple(c.n_tool_calls for c in record.model_calls if c.n_tool_calls))
+                       steps=tuple(c.n_tool_calls for c in record.model_calls if c.n_tool_calls),
+                       prior_context=tuple((h.turn_id, h.context) for h in record.history if h.turn_id))
 
 
 def history_for(earlier: Sequence[TurnRecord], policy: ContextPolicy) -> tuple[HistoryTurn, ...]:

@@ -30,7 +30,7 @@ import hashlib
 import re
 import unicodedata
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -356,10 +356,11 @@ def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
 # A follow-up's allow-list holds what this turn exposed plus what is *carried*: the exposures of earlier
 # turns whose tool results the context policy kept (`full`), and — with exposure `title` — the documents
 # linked by accepted citations of earlier answers the policy kept (`full` or `answer`). An earlier
-# answer's link is *accepted* when it resolves against that turn's own allow-list, rebuilt the same way
-# from its own exposures and the turns before it, in the context states this record gives them: a policy
-# only ever weakens an earlier turn's state as the conversation goes on, so this is never more than the
-# allow-list that turn really had.
+# answer's link is *accepted* when it resolves against the allow-list that turn had when it was answered,
+# rebuilt the same way from its own exposures and the turns before it in the context states it was asked
+# with (`HistoryTurn.prior_context`, which the workbench records). A record that does not say gives the
+# states it gives them now: a policy only ever weakens an earlier turn's state as the conversation goes on,
+# so that is never more than the allow-list the turn really had.
 
 
 @dataclass
@@ -387,7 +388,7 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
     linked: list[dict[str, _Retrieved]] = []
     for i, h in enumerate(history):
         allow = collect_retrieved(h)
-        for doc_id, c in _carried(history[:i], linked).items():
+        for doc_id, c in _carried(_as_asked(history[:i], h), linked).items():
             allow.setdefault(doc_id, c.meta)
         table, accepted = _lookup(allow), {}
         for c in extract_citations(h.answer, h.mode):
@@ -396,6 +397,14 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
                 accepted.setdefault(doc_id, allow[doc_id])
         linked.append(accepted)
     return linked
+
+
+def _as_asked(before: tuple[HistoryTurn, ...], h: HistoryTurn) -> tuple[HistoryTurn, ...]:
+    """The turns before `h` in the context states `h` itself was asked with, where its record says."""
+    then = dict(h.prior_context)
+    if not then:
+        return before
+    return tuple(replace(b, context=then[b.turn_id]) if b.turn_id in then else b for b in before)
 
 
 def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]]) -> dict[str, _Carried]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import MAX_QUESTION_CHARS
+from .config import MAX_CONVERSATION_ID_CHARS, MAX_QUESTION_CHARS
 from .errors import CorpusError, WorkbenchError
 from .jsonl import json_objects
 
@@ -166,16 +166,18 @@ def _question(obj: dict[str, Any], name: str, i: int, need_id: bool) -> Question
     tags = obj.get("tags")
     if tags is not None and (not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)):
         raise CorpusError(f'"tags" must be a list of strings, not {_shown(tags)}', name, i)
-    conversation = obj.get("conversation")
-    if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
-        raise CorpusError(f'"conversation" must be non-empty text (the conversation\'s id), not '
-                          f'{_shown(conversation)}', name, i)
     if no_sources and (expected or must_cite):
         raise CorpusError('"expect_no_sources" is true but "expected" or "must_cite" names documents: a turn '
                           'cannot consult nothing and consult or cite those', name, i)
     both = sorted(set(must_cite) & set(must_not))
     if both:
         raise CorpusError(f'{", ".join(both)} is in both "must_cite" and "must_not_cite"', name, i)
+    conversation = obj.get("conversation")
+    if conversation is not None:
+        try:
+            check_conversation_id(conversation)
+        except WorkbenchError as exc:
+            raise CorpusError(f'"conversation": {exc}', name, i) from None
     return Question(text, i, obj.get("id"), expected, kind, no_sources, must_cite, must_not, tuple(tags or ()),
                     conversation, {k: v for k, v in obj.items() if k not in FIELDS})
 
@@ -185,6 +187,20 @@ def check_question_length(text: str) -> None:
     if len(text) > MAX_QUESTION_CHARS:
         raise WorkbenchError(f"the question is {len(text):,} characters long; a question may have at most "
                              f"{MAX_QUESTION_CHARS:,} (ask about one thing at a time, or quote less)")
+
+
+def check_conversation_id(value: Any) -> str:
+    """A conversation id (`ask --conversation`, a questions file's `"conversation"`): 1 to
+    `MAX_CONVERSATION_ID_CHARS` characters of printable text, no control character (docs/security.md)."""
+    if not isinstance(value, str) or not value.strip():
+        raise WorkbenchError(f"a conversation id must be non-empty text, not {_shown(value)}")
+    if len(value) > MAX_CONVERSATION_ID_CHARS:
+        raise WorkbenchError(f"a conversation id may have at most {MAX_CONVERSATION_ID_CHARS} characters, not "
+                             f"{len(value):,}")
+    if not value.isprintable():
+        raise WorkbenchError(f"a conversation id must be printable text without control characters, not "
+                             f"{_shown(value)}")
+    return value
 
 
 def read_questions(path: str | Path, *, need_id: bool = False) -> list[Question]:

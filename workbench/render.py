@@ -288,6 +288,8 @@ def rejection_text(c: CitationEntry | Rejection) -> str:
     """Why a citation was rejected, in words: "not retrieved (nearest retrieved: x, edit distance 1)"."""
     if c.reason == "out_of_range":
         return f"{c.target} is out of range (no such excerpt)"
+    if c.reason == "not_in_context":  # docs/design.md §11: an earlier turn had it, the policy dropped it
+        return f"not in context (read in turn {c.position or c.turn_id or '?'}, dropped by the context policy)"
     near = ""
     if c.nearest_doc_id:
         near = f" (nearest retrieved: {c.nearest_doc_id}, edit distance {c.edit_distance})"
@@ -631,3 +633,19 @@ def timeline(record: Any) -> list[dict[str, Any]]:
     for nxt in tools:  # a record without per-call tool counts: the tool calls end to end
         tool(*nxt)
     return rows
+
+
+def document_lines(payload: Payload) -> list[str]:
+    """Every retrieved document of a turn as a line of text (the CLI chat's `/sources`): title and id, how it
+    was exposed, whether it was cited and consulted and why, and the earlier turn a carried one came from
+    (docs/design.md §11); then each rejected citation."""
+    lines = []
+    for d in payload.documents:
+        marks = [m for m, on in (("cited", d.cited), ("consulted", d.consulted)) if on]
+        carried = f" · carried from turn {d.carried_position}" if d.carried_position else ""
+        lines.append(f"  {d.title or d.doc_id} ({d.doc_id}) · {d.exposure}{carried} · "
+                     f"{', '.join(marks) or 'not consulted'}" + (f": {d.reason}" if d.reason else ""))
+    for r in payload.rejected_citations:
+        where = f" (turn {r.position})" if r.position else ""
+        lines.append(f"  rejected {r.target}: {r.reason}{where}")
+    return lines or ["  nothing was retrieved"]

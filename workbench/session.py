@@ -6,6 +6,7 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,7 +59,7 @@ class Session:
         # Every ask is traced unless opted out (trace=False / --no-trace); docs/traces.md.
         self.tracer = None
         if trace:
-            from .trace.writer import TraceWriter  # duckdb and pyarrow load only when tracing
+            from .trace.writer import TraceWriter  # duckdb loads only when tracing
 
             self.tracer = TraceWriter(trace_db or default_db_path())
             if env(OTLP_ENDPOINT_ENV):  # live OTLP export of each written turn (trace/live.py)
@@ -190,6 +191,69 @@ class Session:
             return replace(answer, trace_error=str(exc))
         except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
             return replace(answer, trace_error=f"{type(exc).__name__}: {exc}")
+        return answer
+
+
+@dataclass
+class Conversation:
+    """One conversation as `Conversations` keeps it: its `ok` turns so far, oldest first (the history of its
+    next turn), and the position its next turn takes (failed turns are not history but keep their positions)."""
+
+    conversation_id: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    next_position: int = 1
+
+
+class Conversations:
+    """Conversations asked through one session (`ask`, `chat`, `eval`): each id's turns so far, loaded from the
+    trace store the first time the id is asked (`trace.conversations`: a conversation goes on where it
+    stopped) and kept in memory after, so every turn is asked with its conversation's history under one
+    context policy. A failed turn takes its position but is not history (the model never had an answer from
+    it). Different conversations may be asked from several threads at once; the turns of one conversation
+    must be asked one after the other."""
+
+    def __init__(self, session: Session, context: ContextPolicy | None = None):
+        self.session = session
+        self.context = context or ContextPolicy()
+        self._known: dict[str, Conversation] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conversation_id: str) -> Conversation:
+        """`conversation_id` so far (from the session's trace store the first time; empty when untraced)."""
+        with self._lock:
+            if conversation_id not in self._known:
+                self._known[conversation_id] = self._load(conversation_id)
+            return self._known[conversation_id]
+
+    def turns(self, conversation_id: str) -> list[TurnRecord]:
+        """The `ok` turns of `conversation_id` so far, oldest first."""
+        return list(self.get(conversation_id).turns)
+
+    def _load(self, conversation_id: str) -> Conversation:
+        tracer = self.session.tracer
+        if tracer is None:
+            return Conversation(conversation_id)
+        from .trace.conversations import load_conversation, next_position
+
+        return Conversation(conversation_id, load_conversation(tracer.path, conversation_id, self.session.corpus),
+                            next_position(tracer.path, conversation_id))
+
+    def start(self, conversation_id: str) -> None:
+        """Begin `conversation_id` with no earlier turn, without looking in the trace store (an id known to be
+        new: a new eval run's, a fresh chat's)."""
+        with self._lock:
+            self._known[conversation_id] = Conversation(conversation_id)
+
+    def ask(self, question: str, conversation_id: str | None, **kwargs: Any) -> Answer:
+        """`Session.ask` as the next turn of `conversation_id` (None: a question of its own)."""
+        if conversation_id is None:
+            return self.session.ask(question, **kwargs)
+        c = self.get(conversation_id)
+        answer = self.session.ask(question, history=tuple(c.turns), conversation_id=conversation_id,
+                                  context=self.context, position=c.next_position, **kwargs)
+        c.next_position += 1
+        if answer.record.status == "ok":
+            c.turns.append(answer.record)
         return answer
 
 

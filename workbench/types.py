@@ -155,6 +155,10 @@ class HistoryTurn:
     #: answer step excluded), so its tool calls go back to the model step by step as they happened; empty
     #: (e.g. a record written by hand): one tool call per step.
     steps: tuple[int, ...] = ()
+    #: The context this turn itself was asked with: (turn id, context state) of each earlier turn it had, as
+    #: its own record's `history` gave them. Provenance reads which of its links were *accepted* against the
+    #: allow-list it really had (docs/design.md §11); empty: not known, the states of this record are used.
+    prior_context: tuple[tuple[str, ContextState], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import default_db_path, MAX_K
+from ..config import MAX_CONTEXT_TURNS, MAX_K, default_db_path
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
 from ..providers.steps import NATIVE, TOOL_PROTOCOLS
 from ..retrieval import retriever_names
 from ..terminal import neutralize
-from ..types import MODES
+from ..types import MODES, ContextPolicy
 
 
 def add_corpus_option(p: argparse.ArgumentParser) -> None:
@@ -105,6 +105,18 @@ def add_verify_options(p: argparse.ArgumentParser) -> None:
                         "over it get no verdict")
 
 
+def add_context_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--context-turns", type=context_turns, default=2, metavar="N",
+                   help="in a conversation: how many of the latest earlier turns the model keeps with their tool "
+                        "results (default 2, 0 to %d); older turns keep question and answer "
+                        "(docs/design.md §11)" % MAX_CONTEXT_TURNS)
+
+
+def context_policy(args: argparse.Namespace):
+    """The context policy (`types.ContextPolicy`) that `--context-turns` chose."""
+    return ContextPolicy(turns=args.context_turns)
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON, one object per line")
 
@@ -175,4 +187,15 @@ def k_value(text: str) -> int:
     n = positive_int(text)
     if n > MAX_K:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_K}, not {n}")
+    return n
+
+
+def context_turns(text: str) -> int:
+    """argparse type for --context-turns: 0 to MAX_CONTEXT_TURNS (docs/security.md)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= n <= MAX_CONTEXT_TURNS:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_CONTEXT_TURNS}, not {n}")
     return n

@@ -15,15 +15,18 @@ from ..errors import WorkbenchError
 from ..questions import check_unique, read_dataset
 from ..render import VERDICT_LABELS
 from ..terminal import neutralize
-from ._options import (add_db_option, add_run_options, add_verify_options, db_path, positive_int,
-                       provider_options, warn_skipped)
+from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
+                       db_path, positive_int, provider_options, warn_skipped)
 from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
 
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="Batch-run a questions file into the trace store (one run, resumable).")
-    p.add_argument("questions", metavar="QUESTIONS.jsonl", help='a file of {"question": …} lines')
+    p.add_argument("questions", metavar="QUESTIONS.jsonl",
+                   help='a file of {"question": …} lines; lines with the same "conversation": ID are one '
+                        "conversation, asked in file order")
+    add_context_option(p)
     add_run_options(p)
     add_db_option(p)
     add_verify_options(p)
@@ -59,6 +62,7 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
         ("asked", result.asked),
         ("skipped (already answered)", result.skipped),
         ("failed", result.failed),
+        *([("not asked (an earlier turn of its conversation failed)", result.not_asked)] if result.not_asked else []),
         ("not written to the trace store", result.unwritten),
         ("avg retrieved / cited / consulted", f"{avg('retrieved')} / {avg('cited')} / {avg('consulted')}"),
         ("turns with rejected citations", sum(bool(p.rejected_citations) for p in ps)),
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
                           options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
                           tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
-                          verify_budget=args.verify_budget, stop=stop)
+                          verify_budget=args.verify_budget, stop=stop,
+                          conversations=[q.conversation for q in dataset.questions], context=context_policy(args))
     if result.concurrency < args.concurrency:
         print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
               f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
@@ -106,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if result.interrupted:  # a partial run is neither scored nor recorded as an experiment
         print(neutralize(interrupted_message(result, len(questions), resumable=args.name is None)), file=sys.stderr)
         exit_now(exit_code(result.interrupted))
-    code = 1 if result.failed or result.stopped else 0
+    code = 1 if result.failed or result.not_asked or result.stopped else 0
     return after_run(args, session, result, dataset, tags) or code
 
 

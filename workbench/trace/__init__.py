@@ -6,14 +6,17 @@
 Tables and views are documented in docs/traces.md, generated from the schema by `docs.py`.
 """
 
-from .reader import TraceReader, check_read_only, query_df
-
 __all__ = ["TraceReader", "TraceWriter", "check_read_only", "query_df"]
 
 
 def __getattr__(name: str):
-    if name == "TraceWriter":  # the writer needs pyarrow; readers (`workbench sql`) start faster without it
+    # Lazily: a traced `ask` loads only the writer, `workbench sql` only the reader (each a process start).
+    if name == "TraceWriter":
         from .writer import TraceWriter
 
         return TraceWriter
+    if name in ("TraceReader", "check_read_only", "query_df"):
+        from . import reader
+
+        return getattr(reader, name)
     raise AttributeError(name)

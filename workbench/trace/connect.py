@@ -48,9 +48,9 @@ YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyw
 _MARKER_FRESH_S = 1.0
 _HEADER_MAGIC_AT, _HEADER_MAGIC = 8, b"DUCK"  # every DuckDB database file: an 8-byte checksum, then "DUCK"
 # The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
-# their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT *`
-# from Arrow has nothing to optimise, and the optimizer's passes cost ~0.25 ms a statement: ~15% of a
-# turn's write, measured in benchmarks/trace_write.py). The writer turns it back on for migrations and
+# their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT` of
+# the rows bound as a parameter has nothing to optimise, and the optimizer's passes cost ~0.25 ms a
+# statement: ~15% of a turn's write, measured in benchmarks/trace_write.py). The writer turns it back on for migrations and
 # its one lookup by turn_id (writer._optimized). Readers keep the defaults (every core, optimizer on).
 _WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optimizer": False}
 # "unique file handle conflict": this process has the file open through another DuckDB instance

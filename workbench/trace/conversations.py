@@ -11,9 +11,11 @@ answer is not part of what the model is given (its position still counts). Read-
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..conversation import history_turn
 from ..corpus import Corpus
 from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
 from .reader import TraceReader
@@ -90,8 +92,47 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
         tool_calls.setdefault(tid, []).append(ToolCall(
             name=name, exposure=exposure, args=json.loads(args) if args else {},
             results=tuple(results.get((tid, seq), ())), error=error, latency_ms=latency, call_id=call_id))
-    return [TurnRecord(question=q, answer=a, mode=mode or "agent", tool_calls=tuple(tool_calls.get(tid, ())),
-                       excerpts=tuple(excerpts.get(tid, ())), turn_id=tid, status=status,
-                       conversation_id=conversation_id, position=pos,
-                       started_at=started.isoformat() if started is not None else None)
-            for tid, q, a, status, pos, mode, started in turns]
+    records = [TurnRecord(question=q, answer=a, mode=mode or "agent", tool_calls=tuple(tool_calls.get(tid, ())),
+                          excerpts=tuple(excerpts.get(tid, ())), turn_id=tid, status=status,
+                          conversation_id=conversation_id, position=pos,
+                          started_at=started.isoformat() if started is not None else None)
+               for tid, q, a, status, pos, mode, started in turns]
+    # each turn's own history, in the context states it was asked with (`turn_context`): what its links were
+    # accepted against (provenance of a later follow-up reads it, docs/design.md §11)
+    _, context = reader.rows("""
+        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
+        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [ids])
+    asked_with: dict[str, list[tuple[str, int, str]]] = {}
+    for tid, earlier, position, state in context:
+        asked_with.setdefault(tid, []).append((earlier, position, state))
+    by_id: dict[str, TurnRecord] = {}
+    for i, r in enumerate(records):  # oldest first: an earlier turn has its own history before it is used
+        history = tuple(history_turn(by_id[e], state, position) for e, position, state in asked_with.get(r.turn_id, ())
+                        if e in by_id)
+        records[i] = by_id[r.turn_id] = replace(r, history=history) if history else r
+    return records
+
+
+def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What the app needs to show reopened turns as they were asked, per turn id: `config` (its run's recorded
+    configuration: provider, model, retriever, k, options, tool protocol, context policy), `latency_ms`, and
+    `context`, the (earlier turn id, its position, context state) of each earlier turn the model was given
+    (`turn_context`), oldest first."""
+    reader = _reader(db)
+    if not turn_ids or not Path(reader.path).exists() or not _has_conversations(reader):
+        return {}
+    _, rows = reader.rows("""
+        SELECT t.turn_id, t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.config_json
+        FROM turns t JOIN runs r USING (run_id) WHERE t.turn_id IN (SELECT unnest(?::VARCHAR[]))""", [turn_ids])
+    out: dict[str, dict[str, Any]] = {}
+    for tid, latency, provider, model, retriever, mode, k, config in rows:
+        cfg = {**(json.loads(config) if config else {}), "provider": provider, "model": model, "retriever": retriever,
+               "mode": mode, "k": k}
+        out[tid] = {"config": cfg, "latency_ms": latency, "context": []}
+    _, rows = reader.rows("""
+        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
+        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [turn_ids])
+    for tid, earlier, position, context in rows:
+        if tid in out:
+            out[tid]["context"].append((earlier, position, context))
+    return out

@@ -35,8 +35,10 @@ def _expectation_rows(did: str, dataset: Dataset) -> list[tuple]:
     rows = []
     for q in dataset.questions:
         qid = None if q.id is None else q.id if isinstance(q.id, str) else json.dumps(q.id, ensure_ascii=False)
+        # the line's conversation has no column of its own (yet): kept with its other fields, as before it was read
+        extra = {**q.extra, "conversation": q.conversation} if q.conversation is not None else q.extra
         rows.append((did, q.line, qid, q.text, q.kind, list(q.expected), q.expect_no_sources, list(q.must_cite),
-                     list(q.must_not_cite), list(q.tags), to_json(q.extra) if q.extra else None))
+                     list(q.must_not_cite), list(q.tags), to_json(extra) if extra else None))
     return rows
 
 

@@ -59,7 +59,7 @@ class LiveExporter:
         """The callback a `TraceWriter` calls with each committed turn's rows."""
         return lambda rows: self.submit(db, rows)
 
-    def submit(self, db: str | Path, rows: dict[str, list[tuple]]) -> None:
+    def submit(self, db: str | Path, rows: dict[str, list[dict[str, Any]]]) -> None:
         """Queue one committed turn; drops it (and counts it) when the collector has fallen far behind."""
         with self._lock:
             self._pending += 1
@@ -114,19 +114,17 @@ class LiveExporter:
                 for _ in items:
                     self._queue.task_done()
 
-    def _spans(self, db: str, rows: dict[str, list[tuple]]):
+    def _spans(self, db: str, rows: dict[str, list[dict[str, Any]]]):
         run = rows.get("runs")
-        (run_id,) = {r[1] for r in rows["turns"]}
+        (run_id,) = {r["run_id"] for r in rows["turns"]}
         run_row = self._run_row(db, run_id, run[0] if run else None)
         return turn_spans(StoredTurn.from_rows(rows, run_row), self.project)
 
-    def _run_row(self, db: str, run_id: str, row: tuple | None) -> dict[str, Any] | None:
+    def _run_row(self, db: str, run_id: str, row: dict[str, Any] | None) -> dict[str, Any] | None:
         """The run's configuration: from the writer when it wrote the run, else read once from the database."""
         if run_id not in self._runs:
-            from .rows import SCHEMAS
-
             if row is not None:
-                self._runs[run_id] = dict(zip(SCHEMAS["runs"].names, row))
+                self._runs[run_id] = dict(row)
             else:
                 from .reader import TraceReader
 

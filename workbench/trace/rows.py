@@ -1,7 +1,8 @@
 """Pure conversion of one turn (record + payload + claims) into rows for the trace store.
 
-No database here: `writer.py` inserts these rows in one transaction per turn (single rows as
-parameterised VALUES, the rest as bulk Arrow tables built by `rows_to_table`).
+A row is a dict keyed by column name (`SCHEMAS` gives every table's columns; a column a row leaves
+out is NULL). No database here: `writer.py` inserts these rows in one transaction per turn, one bulk
+insert per table.
 Excerpt-mode turns: every excerpt `[n]` is a `retrieved_items` row with `tool_call_seq` NULL (no
 tool call returned it), `rank` = `excerpt_n` = n, exposure `snippet`.
 """
@@ -13,8 +14,6 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
-
-import pyarrow as pa
 
 from ..payload import Payload
 from ..questions import question_kind
@@ -50,25 +49,26 @@ def passage_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def rows_to_table(name: str, rows: list[tuple]) -> pa.Table:
-    schema = SCHEMAS[name]
-    cols = list(zip(*rows)) if rows else [()] * len(schema)
-    return pa.table({f.name: list(c) for f, c in zip(schema, cols)}, schema=schema)
+#: A row: column name → value.
+Row = dict[str, Any]
 
 
 def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
-              claims: Iterable[Any] | None = None) -> dict[str, list[tuple]]:
-    """Rows (tuples in `SCHEMAS` column order, i.e. the order the migrations give the columns) for every
-    trace table touched by one turn; empty tables are omitted."""
+              claims: Iterable[Any] | None = None) -> dict[str, list[Row]]:
+    """Rows (dicts keyed by column name) for every trace table touched by one turn; empty tables are omitted."""
     tid = payload.turn_id
     sets = payload.sets
     calls = record.model_calls
-    turns = [(tid, run_id, record.question, record.answer, record.status, record.error,
-              parse_time(record.started_at), record.latency_ms,
-              _sum_or_none([c.tokens_in for c in calls]), _sum_or_none([c.tokens_out for c in calls]),
-              question_kind(record.question), len(sets.retrieved), len(sets.cited), len(sets.consulted),
-              len(payload.rejected_citations), len(record.tool_calls), len(calls),
-              _sum_or_none([c.latency_ms for c in calls]), record.conversation_id, record.position)]
+    turns = [{"turn_id": tid, "run_id": run_id, "question": record.question, "answer": record.answer,
+              "status": record.status, "error": record.error, "started_at": parse_time(record.started_at),
+              "latency_ms": record.latency_ms,
+              "tokens_in": _sum_or_none([c.tokens_in for c in calls]),
+              "tokens_out": _sum_or_none([c.tokens_out for c in calls]),
+              "question_kind": question_kind(record.question), "n_retrieved": len(sets.retrieved),
+              "n_cited": len(sets.cited), "n_consulted": len(sets.consulted),
+              "n_rejected": len(payload.rejected_citations), "n_tool_calls": len(record.tool_calls),
+              "n_model_calls": len(calls), "model_latency_ms": _sum_or_none([c.latency_ms for c in calls]),
+              "conversation_id": record.conversation_id, "position": record.position}]
 
     tool_calls, items, passages = [], [], {}
 
@@ -80,29 +80,40 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
         return pid
 
     for seq, call in enumerate(record.tool_calls):
-        tool_calls.append((tid, seq, call.name, call.exposure, to_json(call.args), call.latency_ms,
-                           len(call.results), call.error, call.call_id))
+        tool_calls.append({"turn_id": tid, "seq": seq, "name": call.name, "exposure": call.exposure,
+                           "args_json": to_json(call.args), "latency_ms": call.latency_ms,
+                           "n_results": len(call.results), "error": call.error, "call_id": call.call_id})
         for pos, it in enumerate(call.results, start=1):
-            items.append((tid, seq, it.rank, it.doc_id, it.chunk_index, it.score, call.exposure, pos, None, it.page,
-                          passage(it.snippet)))
+            items.append({"turn_id": tid, "tool_call_seq": seq, "rank": it.rank, "doc_id": it.doc_id,
+                          "chunk_index": it.chunk_index, "score": it.score, "exposure": call.exposure,
+                          "position": pos, "excerpt_n": None, "page": it.page, "passage_id": passage(it.snippet)})
     for pos, e in enumerate(record.excerpts, start=1):
-        items.append((tid, None, e.n, e.doc_id, e.chunk_index, e.score, "snippet", pos, e.n, e.page, passage(e.text)))
+        items.append({"turn_id": tid, "tool_call_seq": None, "rank": e.n, "doc_id": e.doc_id,
+                      "chunk_index": e.chunk_index, "score": e.score, "exposure": "snippet", "position": pos,
+                      "excerpt_n": e.n, "page": e.page, "passage_id": passage(e.text)})
 
-    citations = [(tid, i, c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance, c.n, c.start,
-                  c.end) for i, c in enumerate(payload.citations)]
+    citations = [{"turn_id": tid, "idx": i, "target": c.target, "doc_id": c.doc_id, "valid": c.valid,
+                  "reason": c.reason, "nearest_doc_id": c.nearest_doc_id, "edit_distance": c.edit_distance,
+                  "n": c.n, "start_offset": c.start, "end_offset": c.end}
+                 for i, c in enumerate(payload.citations)]
 
     shown = {s.doc_id: i for i, s in enumerate(payload.sources, start=1)}
-    sources = [(tid, d.doc_id, d.title, d.url, True, d.cited, d.consulted, d.exposure, d.reason, d.kind,
-                d.artifact_kind, d.tool_call, pos, shown.get(d.doc_id), d.carried_from)
+    sources = [{"turn_id": tid, "doc_id": d.doc_id, "title": d.title, "url": d.url, "retrieved": True,
+                "cited": d.cited, "consulted": d.consulted, "exposure": d.exposure, "reason": d.reason,
+                "kind": d.kind, "artifact_kind": d.artifact_kind, "tool_call_seq": d.tool_call,
+                "position": pos, "shown_position": shown.get(d.doc_id), "carried_from": d.carried_from}
                for pos, d in enumerate(payload.documents, start=1)]
-    context = [(tid, h.turn_id, h.position, h.context) for h in record.history]
 
-    model_calls = [(tid, seq, c.provider, c.model, c.model_version, c.latency_ms, c.tokens_in, c.tokens_out,
-                    c.finish_reason, c.retries, c.n_tool_calls) for seq, c in enumerate(calls)]
+    model_calls = [{"turn_id": tid, "seq": seq, "provider": c.provider, "model": c.model,
+                    "model_version": c.model_version, "latency_ms": c.latency_ms, "tokens_in": c.tokens_in,
+                    "tokens_out": c.tokens_out, "finish_reason": c.finish_reason, "retries": c.retries,
+                    "n_tool_calls": c.n_tool_calls} for seq, c in enumerate(calls)]
 
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
            "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
-           "passages": list(passages.items()), "turn_context": context}
+           "passages": [{"passage_id": pid, "text": text} for pid, text in passages.items()],
+           "turn_context": [{"turn_id": tid, "earlier_turn_id": h.turn_id, "earlier_position": h.position,
+                             "context": h.context} for h in record.history]}
     return {name: rows for name, rows in out.items() if rows}
 
 
@@ -124,7 +135,7 @@ def _opt_bool(v: Any) -> bool | None:
     return None if v is None else bool(v)
 
 
-def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
+def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[Row]:
     """Rows for `claims`; a missing `claim_idx` is the claim's position; unknown fields go to extra_json."""
     now = datetime.now(timezone.utc)
     rows = []
@@ -133,28 +144,32 @@ def claim_rows(turn_id: str, claims: Iterable[Any]) -> list[tuple]:
         extra = {k: v for k, v in c.items() if k not in _CLAIM_FIELDS and k != "turn_id"}
         span = c.get("best_span")
         cited = c.get("cited_doc_ids")
-        rows.append((turn_id, int(c["claim_idx"]) if c.get("claim_idx") is not None else i, str(c.get("text", "")),
-                     list(cited) if cited is not None else None, c.get("judge"),
-                     None if c.get("score") is None else float(c["score"]), c.get("verdict"),
-                     span if span is None or isinstance(span, str) else to_json(span),
-                     _opt_bool(c.get("wrong_excerpt")), _opt_bool(c.get("generated_only")),
-                     to_json(extra) if extra else None, now, c.get("judge_version")))
+        rows.append({"turn_id": turn_id, "claim_idx": int(c["claim_idx"]) if c.get("claim_idx") is not None else i,
+                     "text": str(c.get("text", "")), "cited_doc_ids": list(cited) if cited is not None else None,
+                     "judge": c.get("judge"), "score": None if c.get("score") is None else float(c["score"]),
+                     "verdict": c.get("verdict"),
+                     "best_span": span if span is None or isinstance(span, str) else to_json(span),
+                     "wrong_excerpt": _opt_bool(c.get("wrong_excerpt")),
+                     "generated_only": _opt_bool(c.get("generated_only")),
+                     "extra_json": to_json(extra) if extra else None, "added_at": now,
+                     "judge_version": c.get("judge_version")})
     return rows
 
 
-def ablation_rows(turn_id: str, ablations: Iterable[dict[str, Any]]) -> list[tuple]:
-    """Rows for the `ablations` table from dicts keyed by its column names (`Verification.rows()`); the
-    turn id is `turn_id`'s whatever the dicts say."""
+def ablation_rows(turn_id: str, ablations: Iterable[dict[str, Any]]) -> list[Row]:
+    """Rows for the `ablations` table from dicts keyed by its column names (`Verification.rows()`; other keys
+    are left out); the turn id is `turn_id`'s whatever the dicts say."""
     names = SCHEMAS["ablations"].names
-    return [tuple(turn_id if name == "turn_id" else a.get(name) for name in names) for a in ablations]
+    return [{name: turn_id if name == "turn_id" else a.get(name) for name in names} for a in ablations]
 
 
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
-            created_at: datetime | None = None) -> tuple:
-    """The `runs` row (in `SCHEMAS["runs"]` column order); secrets in `config` are redacted."""
+            created_at: datetime | None = None) -> Row:
+    """The `runs` row; secrets in `config` are redacted."""
     cfg = redact_config(config)
     context = cfg.get("context") or {}
-    return (run_id, created_at or datetime.now(timezone.utc), kind, cfg.get("provider"), cfg.get("model"),
-            cfg.get("retriever"), cfg.get("mode"), cfg.get("k"), cfg.get("prompt_version"), cfg.get("corpus_id"),
-            cfg.get("corpus_hash"), to_json(cfg), run_key, cfg.get("tool_protocol"), context.get("turns"),
-            context.get("token_budget"))
+    return {"run_id": run_id, "created_at": created_at or datetime.now(timezone.utc), "kind": kind,
+            **{k: cfg.get(k) for k in ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id",
+                                       "corpus_hash", "tool_protocol")},
+            "config_json": to_json(cfg), "run_key": run_key,
+            "context_turns": context.get("turns"), "context_token_budget": context.get("token_budget")}

@@ -97,12 +97,10 @@ class StoredTurn:
     verdicts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_rows(cls, rows: dict[str, list[tuple]], run: dict[str, Any] | None = None) -> "StoredTurn":
-        """From `rows.turn_rows` output (tuples in `rows.SCHEMAS` column order): what live export sees."""
-        from .rows import SCHEMAS
-
-        named = {name: [dict(zip(SCHEMAS[name].names, r)) for r in rs] for name, rs in rows.items() if name in SCHEMAS}
-        texts = dict(rows.get("passages", ()))
+    def from_rows(cls, rows: dict[str, list[dict[str, Any]]], run: dict[str, Any] | None = None) -> "StoredTurn":
+        """From `rows.turn_rows` output (dicts keyed by column name): what live export sees."""
+        named = {name: [dict(r) for r in rs] for name, rs in rows.items()}
+        texts = {p["passage_id"]: p["text"] for p in rows.get("passages", ())}
         for it in named.get("retrieved_items", []):  # as the database read joins them
             it["text"] = texts.get(it["passage_id"])
         (turn,) = named["turns"]

@@ -1,32 +1,21 @@
 """The columns of every trace table, derived from the migrations' DDL: one definition per table.
 
 The migrations in `schema.py` are the only place a table or column is declared. The writer needs
-each table's columns in order and their Arrow types (its bulk inserts are Arrow tables), so they
-are read here from the migrations' `CREATE TABLE` and `ALTER TABLE … ADD COLUMN` statements, the
-only two shapes the migrations use (any other `ALTER TABLE` is refused until this module learns
-it). Parsing the SQL takes ~0.25 ms at import; asking DuckDB instead (migrating an in-memory
-database) took 82–163 ms per process here, more than a traced turn (benchmarks/README.md). tests/test_trace_migrations.py
-checks the result against DuckDB's own reading of a migrated database, so the two cannot disagree.
+each table's columns in order and their DuckDB types (its bulk inserts bind each column's values as
+a list cast to `<type>[]`), so they are read here from the migrations' `CREATE TABLE` and
+`ALTER TABLE … ADD COLUMN` statements, the only two shapes the migrations use (any other
+`ALTER TABLE` is refused until this module learns it). Parsing the SQL takes ~0.25 ms at import;
+asking DuckDB instead (migrating an in-memory database) took 82–163 ms per process here, more
+than a traced turn (benchmarks/README.md). tests/test_trace_migrations.py checks the result
+against DuckDB's own reading of a migrated database, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
 import re
-
-import pyarrow as pa
+from dataclasses import dataclass
 
 from .schema import MIGRATIONS, Migration
-
-#: DuckDB type (as the migrations spell it) → the Arrow type DuckDB reads into that column losslessly.
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "VARCHAR": pa.string(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-    "VARCHAR[]": pa.list_(pa.string()),
-}
 
 _CREATE = re.compile(r"^CREATE TABLE (\w+) \((.*?)\n\);", re.S | re.M)
 _ADD = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+) ([\w\[\]]+)\s*;", re.M)
@@ -48,16 +37,19 @@ def table_columns(migrations: tuple[Migration, ...] = MIGRATIONS) -> dict[str, l
     return tables
 
 
-def arrow_schemas(migrations: tuple[Migration, ...] = MIGRATIONS) -> dict[str, pa.Schema]:
-    """The Arrow schema of every table (column order and types as the migrations leave them)."""
-    out = {}
-    for table, columns in table_columns(migrations).items():
-        unknown = [t for _, t in columns if t not in ARROW_TYPES]
-        if unknown:
-            raise NotImplementedError(f"table {table}: no Arrow type for {unknown}; add it to ARROW_TYPES")
-        out[table] = pa.schema([(name, ARROW_TYPES[t]) for name, t in columns])
-    return out
+@dataclass(frozen=True)
+class Table:
+    """One trace table as the writer sees it: its columns in order and their DuckDB types."""
+
+    name: str
+    names: tuple[str, ...]
+    types: tuple[str, ...]
 
 
-#: Table name → Arrow schema, for every table the trace store writes.
-SCHEMAS: dict[str, pa.Schema] = arrow_schemas()
+def table_schemas(migrations: tuple[Migration, ...] = MIGRATIONS) -> dict[str, Table]:
+    return {name: Table(name, tuple(n for n, _ in cols), tuple(t for _, t in cols))
+            for name, cols in table_columns(migrations).items()}
+
+
+#: Table name → its columns and types, for every table the trace store writes.
+SCHEMAS: dict[str, Table] = table_schemas()

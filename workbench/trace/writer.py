@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
-import pyarrow as pa
 
 from ..errors import TraceStoreError
 from ..payload import Payload
@@ -29,7 +28,7 @@ from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import write_connection
 from .migrate import migrate
-from .rows import SHARED_TABLES, TURN_TABLES, ablation_rows, claim_rows, rows_to_table, run_row, turn_rows
+from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
 
 _MAX_RETRY_S = 30.0
@@ -55,42 +54,47 @@ def _optimized(con) -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=None)
-def _values_sql(verb: str, name: str, n_rows: int) -> str:
-    cols = SCHEMAS[name].names
-    row = "(" + ", ".join("?" * len(cols)) + ")"
-    return f"{verb} INTO {name} ({', '.join(cols)}) VALUES " + ", ".join([row] * n_rows)
+def _insert_sql(name: str) -> str:
+    """One bulk insert into table `name`: one parameter per column, the column's values as a list; the lists
+    are unnested side by side into rows and matched to the table's columns by name."""
+    t = SCHEMAS[name]
+    verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
+    return (f"{verb} INTO {name} BY NAME SELECT "
+            + ", ".join(f'unnest(?::{ty}[]) AS "{col}"' for col, ty in zip(t.names, t.types)))
 
 
-def _commit(con, rows: dict[str, list[tuple]]) -> None:
-    """One transaction: BEGIN with the run rows and every single-row table (the turn itself) as one
-    parameterised VALUES insert each; then one bulk `INSERT … BY NAME` from an Arrow table for every other
-    table, sent with COMMIT as one script that reads each Arrow table as `<table>_rows`.
+def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
+    """The rows of `name` (dicts keyed by column name) as one list per column, in the table's order; a column
+    a row leaves out is NULL, a key that is no column of the table is refused (never dropped silently)."""
+    names = SCHEMAS[name].names
+    unknown = set().union(*rows).difference(names)
+    if unknown:
+        raise ValueError(f"trace table {name} has no column {', '.join(sorted(unknown))}")
+    return [[r.get(n) for r in rows] for n in names]
 
-    Why this shape (measured, benchmarks/trace_write.py): each statement costs DuckDB ~0.5–1 ms here
-    whatever its size, so a turn is as few statements as its tables allow; a one-row VALUES insert is
-    cheaper than building and scanning a one-row Arrow table; row-by-row `executemany` is never used.
+
+def _insert(con, sql: str, columns: list[list[Any]]) -> None:
+    con.execute(sql, columns)
+
+
+def _commit(con, rows: dict[str, list[Row]]) -> None:
+    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS col, …`
+    whose parameters are the table's columns as lists (BEGIN is sent with the first); then COMMIT.
+
+    Why this shape (measured, benchmarks/trace_write.py and benchmarks/traced_ask.py): each statement costs
+    DuckDB ~0.5–1 ms here whatever its size, so a turn is one statement per table it touches; row-by-row
+    `executemany` is never used. Python lists bound as parameters are converted by DuckDB itself, while
+    scanning an Arrow table (the previous shape) made DuckDB import pandas (and the writer pyarrow): ~1 s of
+    a traced `ask` process. One list per column converts ~4× faster than one list of row structs
+    (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
     """
     begin = "BEGIN; "  # sent with the first statement (parameters bind to a script's last statement)
-    bulk: dict[str, pa.Table] = {}
     for name in ("runs", *TURN_TABLES):
         r = rows.get(name)
-        if not r:
-            continue
-        if name == "runs" or len(r) == 1:
-            verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
-            con.execute(begin + _values_sql(verb, name, len(r)), [v for row in r for v in row])
+        if r:
+            _insert(con, begin + _insert_sql(name), _columns(name, r))
             begin = ""
-        else:
-            bulk[name] = rows_to_table(name, r)
-    script = begin + " ".join([f"INSERT {'OR IGNORE ' if name in SHARED_TABLES else ''}INTO {name} BY NAME "
-                               f"SELECT * FROM {name}_rows;" for name in bulk] + ["COMMIT;"])
-    # DuckDB's replacement scan finds `<table>_rows` among the local variables of the frame that calls
-    # `execute`; evaluating that one constant call with `scope` as its locals binds every bulk table in
-    # one loop. Measured side by side (benchmarks/trace_write.py): `con.register` + `unregister` per
-    # table makes the whole write 1.4–1.6× slower (two catalog changes per table), a relation's
-    # `insert_into` per table 1.3–1.4×; this costs the same as naming each table in a local variable.
-    scope = {f"{name}_rows": table for name, table in bulk.items()}
-    eval("_con.execute(_script)", {}, {**scope, "_con": con, "_script": script})
+    con.execute(begin + "COMMIT")
 
 
 class TraceWriter:
@@ -100,7 +104,7 @@ class TraceWriter:
         self.path = Path(path)
         self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
-        self._new_runs: dict[str, tuple] = {}  # run_id → `runs` row, written with the run's first turn
+        self._new_runs: dict[str, Row] = {}  # run_id → `runs` row, written with the run's first turn
         self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
         self._passages: set[str] = set()  # passage ids this writer has committed
         self._queue: list[dict[str, Any]] | None = None
@@ -114,7 +118,7 @@ class TraceWriter:
         self._lock = threading.RLock()
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
-        self.listeners: list[Callable[[dict[str, list[tuple]]], None]] = []
+        self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
 
     # --- connections -------------------------------------------------------------------------
 
@@ -140,10 +144,8 @@ class TraceWriter:
 
     def prepare(self) -> None:
         """Pay the first write's one-time costs now (a batch calls it before its first turn, so that turn's
-        flush is only its write): create and migrate the file unless this process already did, and build an
-        Arrow table once (pyarrow then imports pandas: seconds on a busy machine). A file another process
-        holds is left to the first write, which retries it and reports a failure."""
-        rows_to_table("sources", [])
+        flush is only its write): create and migrate the file unless this process already did. A file another
+        process holds is left to the first write, which retries it and reports a failure."""
         if str(self.path.resolve()) in _MIGRATED:
             return
         try:
@@ -242,7 +244,7 @@ class TraceWriter:
         queued = self._queue
         try:
             with self.connect() as con:
-                merged: dict[str, list[tuple]] = {}
+                merged: dict[str, list[Row]] = {}
                 for item in queued:
                     for name, rows in item["rows"].items():
                         merged.setdefault(name, []).extend(rows)
@@ -286,13 +288,13 @@ class TraceWriter:
                 self._queue = []
             return ids
 
-    def _write(self, con, run_ids: set[str], rows: dict[str, list[tuple]], strict: bool = False) -> None:
+    def _write(self, con, run_ids: set[str], rows: dict[str, list[Row]], strict: bool = False) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
         # Passages repeat across turns (the same chunk, asked again): skip those this writer already stored.
         # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
-        passages = {pid: text for pid, text in rows.get("passages", ()) if pid not in self._passages}
-        rows = {**rows, "passages": list(passages.items())}
+        passages = {p["passage_id"]: p for p in rows.get("passages", ()) if p["passage_id"] not in self._passages}
+        rows = {**rows, "passages": list(passages.values())}
         try:
             _commit(con, {**rows, "runs": new_runs} if new_runs else rows)
         except duckdb.ConstraintException as exc:
@@ -317,7 +319,7 @@ class TraceWriter:
         turn (one transaction); return how many."""
         return self._add(turn_id, "ablations", ablation_rows(turn_id, ablations))
 
-    def _add(self, turn_id: str, table: str, rows: list[tuple]) -> int:
+    def _add(self, turn_id: str, table: str, rows: list[Row]) -> int:
         if not rows:
             return 0
         with self.connect() as con:

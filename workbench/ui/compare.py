@@ -1,7 +1,8 @@
-"""The compare page's layout: 2–4 configurations answering one question, side by side.
+"""The compare page's layout: 2–4 configurations answering one question, or one conversation, side by side.
 
-A run of the page is a *job* kept in the session: its question, its configurations and the turns finished
-so far. Columns run one at a time, each with its own progress box; between two columns the job checks
+A run of the page is a *job* kept in the session: its questions, its configurations and the columns finished
+so far. With follow-up questions, each column asks them in order as one conversation of its own, each
+follow-up with that column's earlier turns as history (docs/design.md §11). Columns run one at a time, each with its own progress box; between two columns the job checks
 its stop flag, so "Cancel" stops it after the column that is running (a provider call is never cut), and
 the finished columns stay. Any other click during a run (which makes Streamlit rerun the page) resumes
 the job where it was instead of losing it.
@@ -20,6 +21,7 @@ from ..errors import WorkbenchError
 from ..providers import provider_names
 from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
 from ..retrieval import retriever_names
+from .conversation import history, new_id, next_position
 from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
 
@@ -28,6 +30,9 @@ LIST_ORDER = ("cited", "consulted", "retrieved")
 #: Documents a set list shows before "show all".
 FIRST_SHOWN = 10
 JOB = "cmp_job"
+#: The most follow-up questions a compare job asks after its first (docs/security.md): each is one more turn
+#: per column.
+MAX_FOLLOWUPS = 5
 
 
 def letter(i: int) -> str:
@@ -75,20 +80,46 @@ POLL_SECONDS = 0.5
 class Job:
     question: str
     configs: list[RunConfig]
-    turns: list[Turn] = field(default_factory=list)
+    #: Each finished column's turns: its conversation, one turn per question.
+    columns: list[list[Turn]] = field(default_factory=list)
     cancelled: bool = False
-    running: Future | None = None  # the turn of column len(turns), while it runs
+    running: Future | None = None  # the conversation of column len(columns), while it runs
     started: float = 0.0
+    followups: tuple[str, ...] = ()
+    partial: list[Turn] = field(default_factory=list)  # the running column's turns so far
+
+    @property
+    def questions(self) -> tuple[str, ...]:
+        return (self.question, *self.followups)
 
     @property
     def finished(self) -> bool:
-        return len(self.turns) == len(self.configs) or (self.cancelled and self.running is None)
+        return len(self.columns) == len(self.configs) or (self.cancelled and self.running is None)
 
 
-def start(question: str, configs: list[RunConfig]) -> None:
+def followup_lines(text: str) -> tuple[str, ...]:
+    """The follow-up questions typed one per line (blank lines skipped); more than `MAX_FOLLOWUPS` is refused."""
+    lines = tuple(line.strip() for line in (text or "").splitlines() if line.strip())
+    if len(lines) > MAX_FOLLOWUPS:
+        raise WorkbenchError(f"at most {MAX_FOLLOWUPS} follow-up questions (one per line), not {len(lines)}")
+    return lines
+
+
+def start(question: str, configs: list[RunConfig], followups: tuple[str, ...] = ()) -> None:
     """A new job (replacing any other, whose running turn still finishes and is traced); `advance` runs it."""
-    st.session_state[JOB] = Job(question, list(configs))
+    st.session_state[JOB] = Job(question, list(configs), followups=tuple(followups))
     st.session_state.pop("cmp_turns", None)
+    st.session_state.pop("cmp_conversations", None)
+
+
+def converse(questions: tuple[str, ...], cfg: RunConfig, session, done: list[Turn]) -> list[Turn]:
+    """Ask `questions` in order with `cfg`, each follow-up with the earlier turns as history (one conversation of
+    its own; a single question is a single turn), appending each turn to `done` as it finishes."""
+    cid = new_id() if len(questions) > 1 else None
+    for q in questions:
+        done.append(run(q, cfg, session, history=history(done), conversation_id=cid,
+                        position=next_position(done) if cid else None))
+    return done
 
 
 def _cancel() -> None:
@@ -102,16 +133,22 @@ def _status_label(i: int, cfg: RunConfig, state: str) -> str:
 
 
 def _done_label(i: int, job: Job) -> str:
-    return _status_label(i, job.configs[i], f"done in {job.turns[i].elapsed_ms / 1000:.1f} s")
+    seconds = sum(t.elapsed_ms for t in job.columns[i]) / 1000
+    return _status_label(i, job.configs[i], f"done in {seconds:.1f} s")
+
+
+def _failed(column: list[Turn]) -> bool:
+    return any(t.error for t in column)
 
 
 def _submit(job: Job) -> None:
-    cfg = job.configs[len(job.turns)]
+    cfg = job.configs[len(job.columns)]
     try:  # the session is resolved here, in the page's script thread (its cache and spinner need it)
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
     except (WorkbenchError, OSError):
         session = None  # `run` meets the same error and makes it the column's `Turn.error`
-    job.running = _WORKERS.submit(run, job.question, cfg, session)
+    job.partial = []
+    job.running = _WORKERS.submit(converse, job.questions, cfg, session, job.partial)
     job.started = time.monotonic()
 
 
@@ -124,36 +161,39 @@ def advance() -> None:
     if not job.finished:
         control = st.empty()  # the Cancel button while the job runs, emptied when it ends
         if job.cancelled:
-            control.info(f"Cancelling: column {letter(len(job.turns))} finishes first.", icon="⏹")
+            control.info(f"Cancelling: column {letter(len(job.columns))} finishes first.", icon="⏹")
         else:
             control.button("Cancel", key="cmp_cancel", on_click=_cancel, icon="⏹",
                            help="Stops after the column that is running; the finished columns are kept")
         boxes = []
         for i, (col, cfg) in enumerate(zip(st.columns(len(job.configs)), job.configs)):
             with col:
-                if i < len(job.turns):
-                    boxes.append(st.status(_done_label(i, job), state="error" if job.turns[i].error else "complete"))
+                if i < len(job.columns):
+                    boxes.append(st.status(_done_label(i, job), state="error" if _failed(job.columns[i]) else "complete"))
                 else:
                     boxes.append(st.status(_status_label(i, cfg, "waiting"), state="running"))
         while not job.finished:  # the flag is set by the Cancel button's callback, seen between columns
-            i = len(job.turns)
+            i = len(job.columns)
             if job.running is None:
                 _submit(job)
             while True:
                 try:
-                    turn = job.running.result(timeout=POLL_SECONDS)
+                    column = job.running.result(timeout=POLL_SECONDS)
                     break
                 except FutureTimeout:  # a rerun (a click) may stop the script here: the turn runs on
-                    boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)}) "
-                                                        f"· {time.monotonic() - job.started:.0f} s"), state="running")
-            job.turns.append(turn)
+                    at = f" · turn {min(len(job.partial) + 1, len(job.questions))} of {len(job.questions)}" \
+                        if len(job.questions) > 1 else ""
+                    boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)})"
+                                                        f"{at} · {time.monotonic() - job.started:.0f} s"), state="running")
+            job.columns.append(column)
             job.running = None
-            boxes[i].update(label=_done_label(i, job), state="error" if turn.error else "complete")
+            boxes[i].update(label=_done_label(i, job), state="error" if _failed(column) else "complete")
         control.empty()
-    st.session_state["cmp_turns"] = job.turns
-    if job.cancelled and len(job.turns) < len(job.configs):
-        skipped = ", ".join(letter(i) for i in range(len(job.turns), len(job.configs)))
-        st.warning(f"Cancelled: {len(job.turns)} of {len(job.configs)} columns ran; not run: {skipped}.", icon="⏹")
+    st.session_state["cmp_conversations"] = job.columns
+    st.session_state["cmp_turns"] = [column[-1] for column in job.columns]  # each column's last (or only) turn
+    if job.cancelled and len(job.columns) < len(job.configs):
+        skipped = ", ".join(letter(i) for i in range(len(job.columns), len(job.configs)))
+        st.warning(f"Cancelled: {len(job.columns)} of {len(job.configs)} columns ran; not run: {skipped}.", icon="⏹")
 
 
 # --- the result ----------------------------------------------------------------------------------
@@ -259,13 +299,25 @@ def answer_height(turns: list[Turn]) -> int | str:
     return ANSWER_HEIGHT if long else "content"
 
 
-def show(turns: list[Turn]) -> None:
+def show_conversations(columns: list[list[Turn]]) -> None:
+    """Each column's conversation, turn by turn: one block of answers and sets per question (a single question:
+    one block, as `show`)."""
+    positions = max((len(c) for c in columns), default=0)
+    for p in range(positions):
+        row = [c[p] for c in columns if p < len(c)]
+        if positions > 1:
+            st.markdown(f"#### Turn {p + 1}: {escape_markdown(display_text(row[0].question, ' '))}")
+        show(row, suffix="" if p == 0 else f"-t{p + 1}")
+
+
+def show(turns: list[Turn], suffix: str = "") -> None:
+    """Side by side, one turn per column; `suffix` tells the widget keys of a conversation's later turns apart."""
     diff = differences(turns)
-    st.plotly_chart(sizes_figure(turns), width="stretch", config={"displayModeBar": False}, key="cmp-sizes")
+    st.plotly_chart(sizes_figure(turns), width="stretch", config={"displayModeBar": False}, key=f"cmp-sizes{suffix}")
     # One row per block, so answers and each of the three sets line up across the columns.
     height = answer_height(turns)
     for i, (col, turn) in enumerate(zip(st.columns(len(turns)), turns)):
-        with col, st.container(key=f"cmp-col-{i}", border=True, height=height):
+        with col, st.container(key=f"cmp-col-{i}{suffix}", border=True, height=height):
             st.markdown(f"### {letter(i)}")
             render_turn(turn, viewer=False, details=False)
     for name in LIST_ORDER:

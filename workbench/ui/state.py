@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import streamlit as st
 import uuid
@@ -214,15 +214,17 @@ def example_question(cfg: RunConfig) -> str | None:
     return questions.example_question([d.title for d in corpus.documents if d.kind != "generated"])
 
 
-def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:
+def run(question: str, cfg: RunConfig, session: Session | None = None, *, history: Sequence[Any] = (),
+        conversation_id: str | None = None, position: int | None = None) -> Turn:
     """Ask `question` with `cfg` (in `session`, else the cached one for `cfg`: a worker thread without the
     page's script context gets its session from the page); every failure becomes `Turn.error`, never an
-    exception."""
+    exception. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11)."""
     start = time.perf_counter()
     turn = Turn(question, cfg)
     try:
         turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
-        turn.answer = ask(turn.session, question, cfg)
+        turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
+                          position=position)
         payload = turn.answer.payload
         if payload.status != "ok":
             turn.error = payload.error or payload.status
@@ -232,11 +234,13 @@ def run(question: str, cfg: RunConfig, session: Session | None = None) -> Turn:
     return turn
 
 
-def ask(session: Session, question: str, cfg: RunConfig):
+def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[Any] = (),
+        conversation_id: str | None = None, position: int | None = None):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
     options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
-                       tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, **options)
+                       tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
+                       conversation_id=conversation_id, position=position, **options)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:

@@ -7,13 +7,14 @@ All text from the corpus or the model goes through `render.escape_markdown` / `r
 from __future__ import annotations
 
 import functools
+from typing import Any
 from functools import partial
 
 import streamlit as st
 
-from ..payload import Payload
+from ..payload import Document, Payload, Source
 from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
-                      display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
+                      display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
                       plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
 from . import verify as verification
 from .state import Turn
@@ -202,6 +203,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         verification.verify_action(turn)
         with st.expander("Provenance", expanded=False):
             provenance_sets(payload)
+            carried_list(turn)
             verification.explain(payload)
         with st.expander(f"Tool calls ({len(payload.tool_calls)})", expanded=False):
             tool_calls(payload)
@@ -265,11 +267,42 @@ def sources_row(turn: Turn) -> None:
     badges = []
     for s in chips:
         tag = f" · {s.label}" if s.label and s.label != "Source text" else ""
+        if s.carried_position is not None:  # docs/design.md §11: it came in the context of an earlier turn
+            tag += f" · {carried_text(s)}"
         badges.append(verification.badge(s.doc_id, (s.title or s.doc_id) + tag, judged))
     # A bordered box with an icon: nothing an answer can draw (its headings are demoted, `:` directives and
     # icons escaped), so a "# Sources" or "**Sources**" in an answer cannot pass for it (docs/security.md).
     with st.container(key=f"sources-{turn.turn_id}", border=True):
         st.markdown(":material/fact_check: **Sources** " + " ".join(badges))
+
+
+def carried_text(entry: Source | Document) -> str:
+    """Where a carried document came from: "read in turn 1" (its `carried_position`; the turn id without it)."""
+    return f"read in turn {entry.carried_position or entry.carried_from}"
+
+
+def carried_documents(turn: Turn) -> list[tuple[Document, Any]]:
+    """The turn's carried documents (docs/design.md §11), each with the earlier turn (`HistoryTurn`) that read
+    it, or None when the record does not hold that turn, in the order of the turns."""
+    record = getattr(turn.answer, "record", None)
+    earlier = {h.turn_id: h for h in getattr(record, "history", ())}
+    documents = turn.payload.documents if turn.payload is not None else ()
+    carried = [d for d in documents if d.carried_from]
+    carried.sort(key=lambda d: d.carried_position or 0)
+    return [(d, earlier.get(d.carried_from)) for d in carried]
+
+
+def carried_list(turn: Turn) -> None:
+    """In the Provenance expander: each document this turn had from an earlier one, with that turn."""
+    carried = carried_documents(turn)
+    if not carried:
+        return
+    lines = []
+    for d, h in carried:
+        asked = f" (“{display_text(h.question, ' ')}”)" if h is not None else ""
+        lines.append(f"- **{escape_markdown(d.title or d.doc_id)}** · "
+                     f"{escape_markdown(carried_text(d) + asked)} · `{d.exposure}`")
+    st.markdown(f"**Carried from earlier turns** ({len(carried)})  \n" + "\n".join(lines))
 
 
 def _call_name(payload: Payload, idx: int | None) -> str:
@@ -300,6 +333,8 @@ def provenance_sets(payload: Payload) -> None:
                 via = _call_name(payload, d.tool_call)
                 if d.excerpts:
                     via = "excerpt " + ", ".join(f"[{n}]" for n in d.excerpts)
+                if d.carried_from:  # its tool call or excerpt is the earlier turn's (the reason names it)
+                    via = "carried"
                 gen = f" · {d.label}" if d.label and d.label != "Source text" else ""
                 lines.append(f"- **{escape_markdown(d.title or doc_id)}**{escape_markdown(gen)}  \n"
                              f"  `{d.exposure}` · {escape_markdown(via)} · "

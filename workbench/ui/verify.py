@@ -31,10 +31,12 @@ def _keys(turn: Turn) -> dict[str, str]:
 
 
 def can_verify(turn: Turn) -> bool:
-    """An answered turn of this app session that consulted something, not verified yet (an answer that read
+    """An answered turn of this app session (a turn reopened from the trace database has no provider options to
+    re-run it with) that consulted something, not verified yet (an answer that read
     nothing, a listing or "I could not find …", has no source to verify)."""
     p = turn.payload
-    return (turn.session is not None and turn.error is None and p is not None and p.status == "ok"
+    return (turn.session is not None and bool(getattr(turn.answer, "request", None))  # asked here, not reopened
+            and turn.error is None and p is not None and p.status == "ok"
             and bool((p.answer or "").strip()) and bool(p.sets.consulted) and p.verification is None)
 
 
