@@ -78,7 +78,7 @@ def check_machinery(answer, provider: str, protocol: str | None) -> None:
     assert record.status in CLEAN, (record.status, record.error)
     assert (record.error is None) == (record.status == "ok"), record.error
     assert "Traceback" not in (record.error or "")
-    schema_validator("payload.schema.json").validate(payload)
+    schema_validator("payload.schema.json").validate(payload.to_json())
     schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
     assert payload.config["provider"] == provider and payload.config["tool_protocol"] == protocol
     assert record.model_calls, "no model call was recorded"
@@ -121,7 +121,7 @@ def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
     assert (row["provider"], row["tool_protocol"], row["status"]) == ("llamacpp", "json-steps", record.status)
     assert row["model"] == str(Path(default_gguf()).absolute()) and row["n_model_calls"] == len(record.model_calls)
     assert "(default model)" in answer.payload.config["model_label"]
-    assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload)
+    assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload.to_json())
     # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
     err = capfd.readouterr().err
     assert "print_timing" not in err and "slot" not in err
