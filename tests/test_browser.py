@@ -430,7 +430,7 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
     page.get_by_test_id("stButtonGroup").get_by_text("4", exact=True).click()
     page.get_by_text("Configuration D").wait_for()
     _settle(page)
-    page.get_by_label("Question").fill(question)
+    page.get_by_label("Question", exact=True).fill(question)
     page.get_by_role("button", name="Run all").click()
     running = page.get_by_test_id("stExpander").filter(has_text="C · scripted slow (test)").filter(
         has_text="running (3 of 4)")
@@ -587,7 +587,7 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     # the compare page lays the same titles out again (same session: the sidebar keeps the corpus)
     page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()
     page.get_by_role("button", name="Run all").wait_for()
-    page.get_by_label("Question").fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
+    page.get_by_label("Question", exact=True).fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
     page.get_by_role("button", name="Run all").click()
     page.locator(".st-key-cmp-col-1").wait_for()
     _settle(page)
