@@ -326,7 +326,9 @@ def test_the_chat_is_usable_at_1024_px(page):
         names = provenance.locator("strong").filter(has_text="Consulted")
         names.first.wait_for()
         for name in ("Retrieved", "Cited", "Consulted"):  # one line box each: no word broken
-            rects = provenance.locator("strong").filter(has_text=name).first.evaluate("e => e.getClientRects().length")
+            strong = provenance.locator("strong").filter(has_text=name).first
+            strong.wait_for(state="visible")  # laid out (a rerun under load may be redrawing it)
+            rects = strong.evaluate("e => e.getClientRects().length")
             assert rects == 1, f"{name} is broken over {rects} lines"
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "nothing sticks out"
         chat, side = msg.bounding_box(), panel.bounding_box()
