@@ -301,7 +301,7 @@ def test_verify_sources_puts_each_verdict_on_its_chip(page):
     chips = msg.locator("[class*='st-key-sources-']").inner_text()
     assert "Configure SAML single sign-on (SSO) · load-bearing" in chips
     assert "Set up SSO with Microsoft Entra ID (Azure AD) · decorative" in chips
-    assert msg.get_by_role("button", name="Verify sources").count() == 0
+    msg.get_by_role("button", name="Verify sources").wait_for(state="detached")  # gone once verified (the rerun may lag)
     _shot(page, "verified", msg)
 
 
@@ -326,7 +326,9 @@ def test_the_chat_is_usable_at_1024_px(page):
         names = provenance.locator("strong").filter(has_text="Consulted")
         names.first.wait_for()
         for name in ("Retrieved", "Cited", "Consulted"):  # one line box each: no word broken
-            rects = provenance.locator("strong").filter(has_text=name).first.evaluate("e => e.getClientRects().length")
+            strong = provenance.locator("strong").filter(has_text=name).first
+            strong.wait_for(state="visible")  # laid out (a rerun under load may be redrawing it)
+            rects = strong.evaluate("e => e.getClientRects().length")
             assert rects == 1, f"{name} is broken over {rects} lines"
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "nothing sticks out"
         chat, side = msg.bounding_box(), panel.bounding_box()
@@ -430,7 +432,7 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
     page.get_by_test_id("stButtonGroup").get_by_text("4", exact=True).click()
     page.get_by_text("Configuration D").wait_for()
     _settle(page)
-    page.get_by_label("Question").fill(question)
+    page.get_by_label("Question", exact=True).fill(question)
     page.get_by_role("button", name="Run all").click()
     running = page.get_by_test_id("stExpander").filter(has_text="C · scripted slow (test)").filter(
         has_text="running (3 of 4)")
@@ -587,7 +589,7 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     # the compare page lays the same titles out again (same session: the sidebar keeps the corpus)
     page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()
     page.get_by_role("button", name="Run all").wait_for()
-    page.get_by_label("Question").fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
+    page.get_by_label("Question", exact=True).fill(f"calibrate the beacon widget ![c]({b}/compare.png)")
     page.get_by_role("button", name="Run all").click()
     page.locator(".st-key-cmp-col-1").wait_for()
     _settle(page)
