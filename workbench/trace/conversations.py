@@ -18,23 +18,35 @@ from typing import Any
 from ..conversation import history_turn
 from ..corpus import Corpus
 from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
-from .reader import TraceReader
+from .reader import TraceReader, as_reader
 
 
-def _reader(db: str | Path | TraceReader) -> TraceReader:
-    return db if isinstance(db, TraceReader) else TraceReader(db)
-
-
-def _has_conversations(reader: TraceReader) -> bool:
-    """Whether the database has m012's conversation columns (an older one has no conversations yet)."""
+def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
+    """A reader of `db`, or None when it holds no conversations: no file yet, or one from before m012 (whose
+    `turn_context` came with `turns.conversation_id`)."""
+    reader = as_reader(db)
+    if not Path(reader.path).exists():
+        return None
     reader.check()
-    return reader.schema.has("turn_context")  # created by m012 with turns.conversation_id
+    return reader if reader.schema.has("turn_context") else None
+
+
+def _asked_with(reader: TraceReader, turn_ids: list[str]) -> dict[str, list[tuple[str, int, str]]]:
+    """Per turn, the (earlier turn id, its position, context state) of each earlier turn it was asked with
+    (`turn_context`), oldest first."""
+    _, rows = reader.rows("""
+        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
+        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [turn_ids])
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    for tid, earlier, position, state in rows:
+        out.setdefault(tid, []).append((earlier, position, state))
+    return out
 
 
 def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every conversation in the store, latest first: id, turns, first question, first and last turn times."""
-    reader = _reader(db)
-    if not Path(reader.path).exists() or not _has_conversations(reader):
+    reader = _with_conversations(db)
+    if reader is None:
         return []
     columns, rows = reader.rows("""
         SELECT conversation_id, count(*) AS turns, max(position) AS last_position,
@@ -47,8 +59,8 @@ def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
 
 def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
     """The position the next turn of `conversation_id` takes (1 for a new conversation)."""
-    reader = _reader(db)
-    if not Path(reader.path).exists() or not _has_conversations(reader):
+    reader = _with_conversations(db)
+    if reader is None:
         return 1
     _, rows = reader.rows("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?", [conversation_id])
     return int(rows[0][0]) + 1
@@ -56,8 +68,8 @@ def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
 
 def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus: Corpus) -> list[TurnRecord]:
     """The `ok` turns of `conversation_id`, oldest first, rebuilt as `TurnRecord`s (empty: a new conversation)."""
-    reader = _reader(db)
-    if not Path(reader.path).exists() or not _has_conversations(reader):
+    reader = _with_conversations(db)
+    if reader is None:
         return []
     _, turns = reader.rows("""
         SELECT t.turn_id, t.question, coalesce(t.answer, ''), t.status, t.position, r.mode, t.started_at
@@ -99,12 +111,7 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
                for tid, q, a, status, pos, mode, started in turns]
     # each turn's own history, in the context states it was asked with (`turn_context`): what its links were
     # accepted against (provenance of a later follow-up reads it, docs/design.md §11)
-    _, context = reader.rows("""
-        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
-        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [ids])
-    asked_with: dict[str, list[tuple[str, int, str]]] = {}
-    for tid, earlier, position, state in context:
-        asked_with.setdefault(tid, []).append((earlier, position, state))
+    asked_with = _asked_with(reader, ids)
     by_id: dict[str, TurnRecord] = {}
     for i, r in enumerate(records):  # oldest first: an earlier turn has its own history before it is used
         history = tuple(history_turn(by_id[e], state, position) for e, position, state in asked_with.get(r.turn_id, ())
@@ -118,8 +125,8 @@ def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str,
     configuration: provider, model, retriever, k, options, tool protocol, context policy), `latency_ms`, and
     `context`, the (earlier turn id, its position, context state) of each earlier turn the model was given
     (`turn_context`), oldest first."""
-    reader = _reader(db)
-    if not turn_ids or not Path(reader.path).exists() or not _has_conversations(reader):
+    reader = _with_conversations(db) if turn_ids else None
+    if reader is None:
         return {}
     _, rows = reader.rows("""
         SELECT t.turn_id, t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.config_json
@@ -129,10 +136,7 @@ def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str,
         cfg = {**(json.loads(config) if config else {}), "provider": provider, "model": model, "retriever": retriever,
                "mode": mode, "k": k}
         out[tid] = {"config": cfg, "latency_ms": latency, "context": []}
-    _, rows = reader.rows("""
-        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
-        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [turn_ids])
-    for tid, earlier, position, context in rows:
+    for tid, earlier in _asked_with(reader, turn_ids).items():
         if tid in out:
-            out[tid]["context"].append((earlier, position, context))
+            out[tid]["context"] = earlier
     return out

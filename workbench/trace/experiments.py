@@ -19,7 +19,7 @@ from ..errors import WorkbenchError
 from ..providers import declared
 from ..questions import Dataset
 from ..redact import recorded, redact_config
-from .reader import TraceReader
+from .reader import TraceReader, as_reader
 from .rows import to_json
 
 
@@ -91,10 +91,6 @@ def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields
             **fields}
 
 
-def _reader(db: str | Path | TraceReader) -> TraceReader:
-    return db if isinstance(db, TraceReader) else TraceReader(db)
-
-
 def has_experiments(reader: TraceReader) -> bool:
     """Whether the trace database has the experiment tables (migration m011); False when it does not exist yet."""
     if not reader.path.exists():
@@ -105,7 +101,7 @@ def has_experiments(reader: TraceReader) -> bool:
 
 def named_run(db: str | Path | TraceReader, name: str) -> str | None:
     """The run that holds `name`, or None (also when the database or its experiments table does not exist yet)."""
-    reader = _reader(db)
+    reader = as_reader(db)
     if not has_experiments(reader):
         return None
     _, rows = reader.rows("SELECT run_id FROM experiments WHERE name = ?", [name])
@@ -149,7 +145,7 @@ def _run_dict(columns: list[str], row: tuple) -> dict[str, Any]:
 
 def list_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every run recorded as an experiment, newest first, with its corpus, dataset, tags and configuration."""
-    reader = _reader(db)
+    reader = as_reader(db)
     if not has_experiments(reader):
         return []
     columns, rows = reader.rows(RUNS_SQL + " ORDER BY r.created_at DESC")
@@ -158,7 +154,7 @@ def list_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
 
 def find_run(db: str | Path | TraceReader, ref: str) -> dict[str, Any]:
     """The experiment run named `ref` (or whose run id is `ref`); `ExperimentError` listing the names otherwise."""
-    reader = _reader(db)
+    reader = as_reader(db)
     if has_experiments(reader):
         columns, rows = reader.rows(RUNS_SQL + " WHERE e.name = ? OR e.run_id = ? ORDER BY e.name NULLS LAST",
                                     [ref, ref])
@@ -187,7 +183,7 @@ def run_label(run: Mapping[str, Any]) -> str:
 def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any] | None:
     """One stored turn as the Experiments page links to it: the turn and its run, its documents with their
     membership in the three sets (and verdicts, when verified), its citations. None when there is no such turn."""
-    reader = _reader(db)
+    reader = as_reader(db)
     columns, rows = reader.rows(
         "SELECT t.turn_id, t.run_id, e.name AS run_name, t.question, t.answer, t.status, t.error, t.started_at, "
         "t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
@@ -208,7 +204,7 @@ def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any
 def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every run, newest first, for run pickers: its configuration, corpus, number of turns and, for an experiment
     run, its name and dataset (NULL otherwise, and on a database written before experiments existed)."""
-    reader = _reader(db)
+    reader = as_reader(db)
     known = has_experiments(reader)
     columns, rows = reader.rows(
         "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "

@@ -181,6 +181,11 @@ class TraceReader:
         return dict(rows)
 
 
+def as_reader(db: "str | Path | TraceReader") -> TraceReader:
+    """`db` if it is a reader already, else a reader of the database at that path."""
+    return db if isinstance(db, TraceReader) else TraceReader(db)
+
+
 def query_df(sql: str, db: str | Path | None = None):
     """Notebook helper: run a read-only query on the trace store (default database) into a DataFrame."""
 
