@@ -84,13 +84,15 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     state = _Turn(observe)
     try:
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
+            render = _Rendered(toolbox)  # each earlier turn's messages, built once (its tool calls run again)
             if context is not None:
-                history = _fit(question, history, context, provider, toolbox, cfg)
+                history = _fit(question, history, context, provider, render, cfg)
+            carried = [m for h in history for m in render.messages(h)]
             if mode == "agent":
                 driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
-                _agent_loop(question, driver, toolbox, max_steps, state, history)
+                _agent_loop(question, driver, toolbox, max_steps, state, carried)
             else:
-                _excerpt_turn(question, provider, toolbox, k, state, history)
+                _excerpt_turn(question, provider, toolbox, k, state, history, carried)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
         if isinstance(exc, _Overflow):
@@ -134,23 +136,37 @@ class _Turn:
         self.emit("model_done")
 
 
+class _Rendered:
+    """`turn_messages` of each earlier turn in each state, built once per turn: fitting the history to its budget
+    and sending it use the same messages, and a carried tool call runs again only once."""
+
+    def __init__(self, toolbox: Toolbox):
+        self.toolbox = toolbox
+        self._done: dict[tuple[Any, ...], tuple[list[dict[str, Any]], int]] = {}
+
+    def _get(self, h: HistoryTurn) -> tuple[list[dict[str, Any]], int]:
+        key = (h.turn_id, h.position, h.question, h.context)
+        if key not in self._done:
+            messages = turn_messages(h, self.toolbox)
+            self._done[key] = (messages, messages_tokens(messages))
+        return self._done[key]
+
+    def messages(self, h: HistoryTurn) -> list[dict[str, Any]]:
+        return self._get(h)[0]
+
+    def tokens(self, h: HistoryTurn) -> int:
+        return self._get(h)[1]
+
+
 def _fit(question: str, history: tuple[HistoryTurn, ...], policy: ContextPolicy, provider: Provider,
-         toolbox: Toolbox, cfg: dict[str, Any]) -> tuple[HistoryTurn, ...]:
+         render: _Rendered, cfg: dict[str, Any]) -> tuple[HistoryTurn, ...]:
     """`history` fitted to the policy's token budget (`conversation.fit_history`), the policy, budget and context
     recorded in `cfg["context"]`; raises the `context_overflow` that ends the turn, after `run_turn` has the
     fitted history to record (it is returned through the exception's `history`)."""
     window = provider.context_window()
     budget = token_budget(policy, window)
     cfg["context"] = {**policy.to_dict(), "budget_tokens": budget, "context_tokens": window}
-    sizes: dict[tuple[Any, ...], int] = {}
-
-    def size(h: HistoryTurn) -> int:
-        key = (h.turn_id, h.position, h.question, h.context)
-        if key not in sizes:
-            sizes[key] = messages_tokens(turn_messages(h, toolbox))
-        return sizes[key]
-
-    fit = fit_history(history, question, budget, window, size)
+    fit = fit_history(history, question, budget, window, render.tokens)
     if fit.overflow:
         raise _Overflow(fit.overflow, fit.history)
     return fit.history
@@ -204,10 +220,10 @@ def _steps(h: HistoryTurn) -> list[int]:
 
 
 def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn,
-                history: tuple[HistoryTurn, ...] = ()) -> None:
+                carried: list[dict[str, Any]]) -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": PROMPTS[AGENT_PROMPT_VERSION]},
-        *history_messages(history, toolbox),
+        *carried,
         {"role": "user", "content": question},
     ]
     specs = toolbox.specs()
@@ -254,13 +270,13 @@ def excerpt_message(question: str, excerpts: list[Excerpt]) -> str:
 
 
 def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn,
-                  history: tuple[HistoryTurn, ...] = ()) -> None:
+                  history: tuple[HistoryTurn, ...], carried: list[dict[str, Any]]) -> None:
     # excerpt numbers are unique within a conversation: this turn continues after the last one issued
     first = 1 + max((e.n for h in history for e in h.excerpts), default=0)
     state.excerpts = build_excerpts(toolbox, question, k, first)
     messages = [
         {"role": "system", "content": PROMPTS[EXCERPTS_PROMPT_VERSION]},
-        *history_messages(history, toolbox),
+        *carried,
         {"role": "user", "content": excerpt_message(question, state.excerpts)},
     ]
     state.emit("model_call")
