@@ -284,12 +284,17 @@ def citation_entries(payload: Payload) -> list[dict[str, Any]]:
     return entries
 
 
+def read_in_turn(position: int | None, turn_id: str | None) -> str:
+    """Which earlier turn had a document: "read in turn 1" (its position; its id when the position is unknown)."""
+    return f"read in turn {position or turn_id or '?'}"
+
+
 def rejection_text(c: CitationEntry | Rejection) -> str:
     """Why a citation was rejected, in words: "not retrieved (nearest retrieved: x, edit distance 1)"."""
     if c.reason == "out_of_range":
         return f"{c.target} is out of range (no such excerpt)"
     if c.reason == "not_in_context":  # docs/design.md §11: an earlier turn had it, the policy dropped it
-        return f"not in context (read in turn {c.position or c.turn_id or '?'}, dropped by the context policy)"
+        return f"not in context ({read_in_turn(c.position, c.turn_id)}, dropped by the context policy)"
     near = ""
     if c.nearest_doc_id:
         near = f" (nearest retrieved: {c.nearest_doc_id}, edit distance {c.edit_distance})"

@@ -13,7 +13,7 @@ from functools import partial
 import streamlit as st
 
 from ..payload import Document, Payload, Source
-from ..render import (REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
+from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
                       plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
 from . import verify as verification
@@ -277,8 +277,8 @@ def sources_row(turn: Turn) -> None:
 
 
 def carried_text(entry: Source | Document) -> str:
-    """Where a carried document came from: "read in turn 1" (its `carried_position`; the turn id without it)."""
-    return f"read in turn {entry.carried_position or entry.carried_from}"
+    """Where a carried document came from: "read in turn 1" (`render.read_in_turn`)."""
+    return read_in_turn(entry.carried_position, entry.carried_from)
 
 
 def carried_documents(turn: Turn) -> list[tuple[Document, Any]]:
