@@ -122,9 +122,8 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
 
 def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str, dict[str, Any]]:
     """What the app needs to show reopened turns as they were asked, per turn id: `config` (its run's recorded
-    configuration: provider, model, retriever, k, options, tool protocol, context policy), `latency_ms`, and
-    `context`, the (earlier turn id, its position, context state) of each earlier turn the model was given
-    (`turn_context`), oldest first."""
+    configuration: provider, model, retriever, k, options, tool protocol, context policy) and `latency_ms` (their
+    history comes with them from `load_conversation`)."""
     reader = _with_conversations(db) if turn_ids else None
     if reader is None:
         return {}
@@ -135,8 +134,5 @@ def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str,
     for tid, latency, provider, model, retriever, mode, k, config in rows:
         cfg = {**(json.loads(config) if config else {}), "provider": provider, "model": model, "retriever": retriever,
                "mode": mode, "k": k}
-        out[tid] = {"config": cfg, "latency_ms": latency, "context": []}
-    for tid, earlier in _asked_with(reader, turn_ids).items():
-        if tid in out:
-            out[tid]["context"] = earlier
+        out[tid] = {"config": cfg, "latency_ms": latency}
     return out

@@ -15,7 +15,6 @@ from typing import Any
 import streamlit as st
 
 from ..config import MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
-from ..conversation import history_turn
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
 from .state import RunConfig, Turn, default_db, get_session, run
@@ -93,15 +92,13 @@ def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
 
 
 def as_asked(records: list[Any], details: dict[str, dict[str, Any]]) -> list[Any]:
-    """The rebuilt records of a conversation (`trace.conversations.load_conversation`) with what each was asked
-    with: its run's configuration, its latency, and its history, each earlier turn in the context state the
-    trace recorded for it (`turn_context`), so that provenance computed again finds the same carried documents."""
-    by_id = {r.turn_id: r for r in records}
+    """The rebuilt records of a conversation (`trace.conversations.load_conversation`, each with its history in
+    the context states the trace recorded, so that provenance computed again finds the same carried documents)
+    with the rest of what each was asked with: its run's configuration and its latency."""
     out = []
     for r in records:
         d = details.get(r.turn_id, {})
-        earlier = tuple(history_turn(by_id[e], state, pos) for e, pos, state in d.get("context", ()) if e in by_id)
-        out.append(replace(r, config=d.get("config") or r.config, latency_ms=d.get("latency_ms"), history=earlier))
+        out.append(replace(r, config=d.get("config") or r.config, latency_ms=d.get("latency_ms")))
     return out
 
 
