@@ -16,6 +16,9 @@ LINES = [
     {"question": "How do I stop our paid subscription from renewing at the end of the month?",
      "expected": ["billing-cancel-subscription"]},
     {"question": "What articles do you have?", "expect_no_sources": True},
+    # expects the wrong article, so it fails in every run: the pass rates lie strictly between 0 and 1 and their
+    # intervals are not degenerate, so the error bars' two sides differ (a swap of upper and lower shows)
+    {"question": "How do I reset my password?", "expected": ["billing-cancel-subscription"]},
 ]
 
 
@@ -47,9 +50,15 @@ def test_the_page_shows_the_leaderboard_with_error_bars_and_links_changed_questi
     assert list(board["pass rate"]) == [round(r["pass_rate"], 3) for r in expected["runs"]]
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     bars = {t["name"]: t for t in chart["data"]}
-    lo, hi = expected["runs"][0]["ci"]["pass_rate"]
-    assert bars["pass rate"]["error_y"]["arrayminus"][0] == pytest.approx(expected["runs"][0]["pass_rate"] - lo)
-    assert bars["pass rate"]["error_y"]["array"][0] == pytest.approx(hi - expected["runs"][0]["pass_rate"])
+    error_y = bars["pass rate"]["error_y"]
+    assert error_y["symmetric"] is False
+    for i, run in enumerate(expected["runs"]):
+        lo, hi = run["ci"]["pass_rate"]
+        value = run["pass_rate"]
+        # not degenerate, and lopsided: the bar above (hi - value) and the bar below (value - lo) differ
+        assert 0 < value < 1 and lo < value < hi and hi - value != pytest.approx(value - lo), run
+        assert error_y["array"][i] == pytest.approx(hi - value)  # the bar above the value reaches the upper end
+        assert error_y["arrayminus"][i] == pytest.approx(value - lo)  # the bar below reaches the lower end
     diff = at.dataframe[1].value
     assert list(diff["question"]) == [d["question"] for d in expected["diff"]] and len(diff)
     first = expected["diff"][0]
@@ -80,4 +89,4 @@ def test_the_usage_pages_run_picker_names_each_runs_name_corpus_and_dataset(db):
     assert len(options) == 2
     for name in ("clean", "faulty"):
         (label,) = [o for o in options if o.startswith(f"{name} · ")]
-        assert "corpus demo" in label and "dataset exp" in label and "3 turns" in label
+        assert "corpus demo" in label and "dataset exp" in label and "4 turns" in label
