@@ -258,3 +258,22 @@ def test_the_gate_refuses_an_unknown_baseline_before_asking(tmp_path, capsys, qu
     assert code == 2 and "no run named 'old'" in err and not db.exists()
     code, _, err = _cli(capsys, "eval", questions, "--db", db, "--fail-on-regression", "--no-progress")
     assert code == 2 and "needs --baseline" in err
+
+
+def test_an_empty_expected_without_expect_no_sources_is_named_with_a_warning(tmp_path, capsys):
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text('{"question": "How do I configure SSO?", "expected": ["sso-saml"]}\n'
+                  '{"question": "How do I install Orbitly on Kubernetes?", "expected": []}\n'
+                  '{"question": "What articles do you have?", "expected": [], "expect_no_sources": true}\n')
+    assert [w.split(": ")[0] for w in read_dataset(qs).warnings] == [f"{qs}:2"]
+    code, _, err = _cli(capsys, "eval", qs, "--db", tmp_path / "t.duckdb", "--no-progress")
+    assert code == 0
+    assert f"{qs}:2: warning:" in err and "asserts nothing" in err and f"{qs}:3" not in err and f"{qs}:1" not in err
+
+
+def test_the_demo_gold_set_asserts_something_on_every_line():
+    from conftest import ROOT
+
+    gold = read_dataset(ROOT / "data" / "demo_gold.jsonl")
+    assert gold.warnings == ()
+    assert all(q.expected or q.expect_no_sources for q in gold.questions)

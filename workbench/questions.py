@@ -125,6 +125,9 @@ class Dataset:
     name: str
     content_hash: str
     questions: tuple[Question, ...]
+    #: Lines whose expectations assert nothing (an empty `"expected"` and no `expect_no_sources`), as warnings
+    #: naming FILE:LINE; `eval` prints them.
+    warnings: tuple[str, ...] = ()
 
 
 def _ids(obj: dict[str, Any], key: str, name: str, line: int) -> tuple[str, ...]:
@@ -220,10 +223,22 @@ def read_dataset(path: str | Path, *, need_id: bool = False) -> Dataset:
         raise CorpusError(f"cannot read questions file: {exc.strerror}", name) from None
     except UnicodeDecodeError as exc:
         raise CorpusError(f"not valid UTF-8 text ({exc.reason} at byte {exc.start})", name) from None
-    out = [_question(obj, name, i, need_id) for i, obj in json_objects(lines, name)]
+    objects = list(json_objects(lines, name))
+    out = [_question(obj, name, i, need_id) for i, obj in objects]
     if not out:
         raise CorpusError("no questions in file", name)
-    return Dataset(Path(path).stem, hashlib.sha256(blob).hexdigest(), tuple(out))
+    return Dataset(Path(path).stem, hashlib.sha256(blob).hexdigest(), tuple(out),
+                   tuple(_asserts_nothing(objects, name)))
+
+
+def _asserts_nothing(objects: list[tuple[int, Any]], name: str) -> list[str]:
+    """A warning for each line that gives `"expected": []` without `expect_no_sources` (nor a citation
+    expectation): such a line passes whatever the turn consults, so it looks like a check and is none."""
+    return [f'{name}:{i}: warning: "expected" is empty and "expect_no_sources" is not set: an empty "expected" '
+            'asserts nothing (write "expect_no_sources": true if the turn must consult nothing)'
+            for i, obj in objects
+            if obj.get("expected") == [] and not obj.get("expect_no_sources")
+            and not obj.get("must_cite") and not obj.get("must_not_cite")]
 
 
 def dataset_of(name: str, lines: list[dict[str, Any]]) -> Dataset:

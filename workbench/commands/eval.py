@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from ..session import Session
 
     dataset = read_dataset(args.questions)
+    for line in dataset.warnings:
+        print(neutralize(line), file=sys.stderr)
     questions = [q.text for q in dataset.questions]
     tags = before_run(args, dataset)
     options = provider_options(args)
