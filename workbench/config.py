@@ -84,8 +84,22 @@ def default_db_path() -> Path:
     return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
 
 
+#: The longest wait any duration setting may ask for (a lock, a query, an export request), docs/security.md:
+#: `inf` or `1e300` would reach `time` and DuckDB as an overflow, and nobody waits an hour on purpose.
+MAX_WAIT_SECONDS = 3600.0
+
+
+def check_wait_seconds(value: float, what: str) -> float:
+    """`value` if it is a finite number of seconds of at most `MAX_WAIT_SECONDS`; else a `WorkbenchError`
+    naming `what` and the range (NaN and infinities included)."""
+    if not value <= MAX_WAIT_SECONDS:
+        raise WorkbenchError(f"{what} is too long: a wait may be at most {MAX_WAIT_SECONDS:g} seconds (one hour)")
+    return value
+
+
 def seconds_setting(name: str, default: float) -> float:
-    """The number of seconds in `$name` (`default` when unset, empty or not above 0); not a number: an error."""
+    """The number of seconds in `$name` (`default` when unset, empty or not above 0); not a number, or over
+    `MAX_WAIT_SECONDS`: an error."""
     raw = env(name)
     if raw is None:
         return default
@@ -93,7 +107,9 @@ def seconds_setting(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise WorkbenchError(f"{name}={raw!r} is not a number of seconds") from None
-    return value if value > 0 else default
+    if value != value:  # NaN
+        raise WorkbenchError(f"{name}={raw!r} is not a number of seconds")
+    return check_wait_seconds(value, f"{name}={raw}") if value > 0 else default
 
 
 #: Where live OTLP export sends each written turn (`trace/live.py`); unset: no live export.

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import MAX_CONTEXT_TURNS, MAX_K, default_db_path
+from ..config import MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, default_db_path
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
 from ..providers.steps import NATIVE, TOOL_PROTOCOLS
@@ -167,6 +167,8 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    if not value <= MAX_WAIT_SECONDS:
+        raise argparse.ArgumentTypeError(f"may be at most {MAX_WAIT_SECONDS:g} seconds (one hour), not {text}")
     return value
 
 
