@@ -1,4 +1,5 @@
-"""Small text utilities shared by the offline provider and the judges: stemmed content words, sentences."""
+"""Small text utilities: stemmed content words and sentences (the offline provider, the judges), and CSV cells
+safe for spreadsheets (every CSV the CLI and the app write)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,16 @@ def sentences(text: str, *, whole_items: bool = False) -> list[str]:
         elif block:
             out.extend(s.strip() for s in _SENTENCE_END.split(block) if s.strip())
     return out
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP "CSV injection"): a visitor's question such as
+#: `=HYPERLINK(…)` would run when an analyst opens the doc-gap CSV (docs/security.md).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value):
+    """`value` for a CSV meant for a spreadsheet: text that a spreadsheet would take for a formula gets a
+    leading `'` (shown as text, the rest kept exactly); numbers and everything else pass unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value

@@ -9,6 +9,7 @@ from datetime import date, datetime
 from typing import Any, TextIO
 
 from ..terminal import neutralize
+from ..text import spreadsheet_cell
 
 MAX_CELL = 60
 
@@ -48,10 +49,12 @@ def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None
 
 
 def print_csv(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
+    """CSV for spreadsheets: a cell that would start a formula is written as text (`text.spreadsheet_cell`)."""
     w = csv.writer(out or sys.stdout)
-    w.writerow(columns)
+    w.writerow([spreadsheet_cell(c) for c in columns])
     for r in rows:
-        w.writerow(["" if v is None else (v.isoformat() if isinstance(v, (datetime, date)) else v) for v in r])
+        w.writerow([spreadsheet_cell("" if v is None else (v.isoformat() if isinstance(v, (datetime, date)) else v))
+                    for v in r])
 
 
 def print_json(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:

@@ -12,6 +12,7 @@ from ..analysis.charts import measure_figure, split_columns
 from ..config import default_db_path
 from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render import display_text, display_value, escape_markdown
+from ..text import spreadsheet_cell
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,18 @@ def chart(df: pd.DataFrame, key: str) -> None:
 
 def shown(df: pd.DataFrame) -> pd.DataFrame:
     """`df` as the page shows it: every string cell and column name through `render.display_text` (bidi
-    controls visible, long lines wrapped); the CSV download keeps the data exactly."""
+    controls visible, long lines wrapped); the CSV download keeps the data (`csv_bytes`)."""
     return df.map(display_value).rename(columns=lambda c: display_text(str(c)))
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    """The CSV download of `df`: the data exactly, except that a cell a spreadsheet would take for a formula
+    is written as text (`text.spreadsheet_cell`, docs/security.md)."""
+    # CRLF rows (RFC 4180), so a cell holding a bare CR is quoted instead of splitting its row
+    return df.map(spreadsheet_cell).rename(columns=spreadsheet_cell).to_csv(index=False, lineterminator="\r\n").encode()
 
 
 def table(df: pd.DataFrame, name: str, key: str) -> None:
     st.dataframe(shown(df), hide_index=True, width="stretch")
-    st.download_button("Download CSV", df.to_csv(index=False).encode(), file_name=f"{name}.csv",
+    st.download_button("Download CSV", csv_bytes(df), file_name=f"{name}.csv",
                        mime="text/csv", key=f"csv-{key}")
