@@ -134,3 +134,58 @@ def test_llamacpp_failures_never_show_its_loopback_servers_key(answer, tmp_path)
     record = run_turn("How do I configure SSO?", provider, Session.open(trace=False).toolbox, mode="excerpts", k=2)
     assert record.status == "provider_error" and record.error
     assert key not in record.error and key not in json.dumps(record.to_dict(), default=str)
+
+
+TOKEN, SIG = "Tok3n-in-the-query-4242", "Sig-in-the-query-7777"
+
+
+def _with_query(url: str) -> str:
+    return f"{url}?access_token={TOKEN}&sig={SIG}&model_hint=small"
+
+
+def _query_leaks(text: str) -> bool:
+    return TOKEN in text or SIG in text
+
+
+@pytest.mark.parametrize("text", [
+    f"GET http://h/v1?access_token={TOKEN}&sig={SIG}", f"http://h/?token={TOKEN}", f"http://h/?key={TOKEN}",
+    f"http://h/x?X-Amz-Signature={SIG}&X-Amz-Credential={TOKEN}", f"http://h/?apiKey={TOKEN}",
+    f"http://h/?client_secret={TOKEN};sig={SIG}", f"url='http://h/?password={TOKEN}'",
+])
+def test_redact_removes_credential_query_parameters_and_keeps_the_rest(text):
+    out = scrub_secrets(text)
+    assert not _query_leaks(out) and "=[redacted]" in out
+
+
+def test_ordinary_query_parameters_are_kept():
+    text = "http://h/v1/models?page=2&max_tokens=5&design=a"
+    assert scrub_secrets(text) == text
+
+
+@both
+@pytest.mark.parametrize("fault", ["server_error", "connection_error"])
+def test_query_credentials_never_reach_errors_traces_or_the_export(wire, fault, tmp_path):
+    """Before the fix `?access_token=` and `&sig=` of a server URL reached turns.error, runs.config_json and the
+    Parquet export."""
+    from workbench.cli import main
+
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    if fault == "connection_error":
+        result = session.ask("How do I configure SSO?", provider=wire.provider,
+                             **wire.options(_with_query(refused_url()), retries=0))
+    else:
+        with ScriptedServer([wire.error(500, f"bad request for ?access_token={TOKEN}")], repeat_last=True) as srv:
+            result = session.ask("How do I configure SSO?", provider=wire.provider,
+                                 **wire.options(_with_query(srv.url), retries=0))
+    assert result.record.status != "ok" and result.record.error
+    assert not _query_leaks(result.record.error)
+    assert not _query_leaks(json.dumps(result.payload.to_json()))
+    assert not _query_leaks(json.dumps(result.record.to_dict(), default=str))
+    con = duckdb.connect(str(db), read_only=True)
+    stored = json.dumps(con.execute("SELECT t.error, r.config_json FROM turns t JOIN runs r USING (run_id)").fetchall())
+    con.close()
+    assert not _query_leaks(stored) and "access_token=[redacted]" in stored
+    assert main(["export", "--parquet", str(tmp_path / "pq"), "--db", str(db)]) == 0
+    exported = b"".join(p.read_bytes() for p in (tmp_path / "pq").rglob("*.parquet"))
+    assert exported and TOKEN.encode() not in exported and SIG.encode() not in exported

@@ -3,11 +3,13 @@
 Three paths lead out of the workbench, and each goes through one function here:
 - text (an error message, a model's or SDK's exception) through `scrub_secrets`: the given secrets,
   URL userinfo (`http://user:pass@…`), the credentials of a configured server URL (`$OLLAMA_HOST`, any
-  `*_HOST` / `*_URL` / `*_ENDPOINT`), `?key=` URL parameters and bearer tokens become `[redacted]`;
+  `*_HOST` / `*_URL` / `*_ENDPOINT`), credential-looking URL query parameters (`?key=`, `?access_token=`,
+  `&sig=` …) and bearer tokens become `[redacted]`;
 - a provider's options, recorded with a turn or a run, through `recorded`: an option the provider's
   `options_schema` marks `writeOnly` is never recorded, and text values are scrubbed;
 - a configuration stored in the trace (`runs.config`, `experiments.config`) through `redact_config`:
-  a value whose key names a secret (key, token, password …) becomes `<redacted>`, at any depth.
+  a value whose key names a secret (key, token, password …) becomes `<redacted>`, at any depth, and text
+  values lose their credential query parameters.
 
 A leaf module: it imports nothing from the workbench but `config` (the environment's server URLs).
 """
@@ -22,7 +24,12 @@ from .config import environment
 
 #: What a secret in text is replaced by.
 REDACTED = "[redacted]"
-_KEY_PARAM = re.compile(r"(?i)([?&](?:key|api_key|apikey)=)[^&\s'\"]+")
+# A URL query parameter (`?name=value`, `&name=value`, `;name=value`) and the words of a parameter name that
+# make its value a credential (`?access_token=`, `&sig=`, `?X-Amz-Signature=`, `?api-key=`, `?client_secret=`).
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#\s'\"<>?]{1,100})=([^&;#\s'\"<>]+)")
+_CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "sig",
+                               "signature", "auth", "authorization", "credential", "credentials", "jwt", "session",
+                               "sessionid", "accesstoken", "apitoken", "clientsecret", "bearer", "code"})
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 # scheme://userinfo@ — userinfo runs to the *last* @ before the host (an unencoded @ in a password).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
@@ -77,14 +84,30 @@ def _env_credentials() -> list[str]:
 
 
 def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every secret, URL userinfo, credential of a configured server URL, `?key=` URL parameter
-    and bearer token replaced by `[redacted]` (see the module docstring). Every provider failure goes
+    """`text` with every secret, URL userinfo, credential of a configured server URL, credential query
+    parameter and bearer token replaced by `[redacted]` (see the module docstring). Every provider failure goes
     through it (`providers.http.failure`), as does the agent's message for an unexpected provider exception."""
     for secret in sorted({s for s in (*secrets, *_env_credentials()) if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
-    text = _KEY_PARAM.sub(rf"\1{REDACTED}", text)
+    text = scrub_query_credentials(text)
     return _BEARER.sub(rf"\1{REDACTED}", text)
+
+
+def is_credential_parameter(name: str) -> bool:
+    """A query parameter whose name looks like a credential's: one of its words (split at `_`, `-`, `.` and
+    case changes) is key, token, secret, password, sig(nature), auth … (`_CREDENTIAL_WORDS`)."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", unquote(name))
+    words = [w.lower() for w in re.split(r"[\s_.\-\[\]]+", spaced) if w]
+    return any(w in _CREDENTIAL_WORDS for w in words) or "".join(words) in _CREDENTIAL_WORDS
+
+
+def scrub_query_credentials(text: str) -> str:
+    """`text` with the value of every credential-looking URL query parameter (`is_credential_parameter`)
+    replaced by `[redacted]`, the parameter's name kept so the message still says what was sent."""
+    if "=" not in text:
+        return text
+    return _QUERY_PARAM.sub(lambda m: f"{m[1]}{m[2]}={REDACTED}" if is_credential_parameter(m[2]) else m[0], text)
 
 
 def recorded(schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,9 +125,12 @@ def recorded(schema: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str,
 
 
 def redact_config(config: Any) -> Any:
-    """Drop values whose key names a secret, at any depth: secrets never reach traces."""
+    """Drop values whose key names a secret, at any depth, and the credential query parameters of any URL in
+    a text value: secrets never reach traces."""
     if isinstance(config, dict):
         return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
     if isinstance(config, (list, tuple)):
         return [redact_config(v) for v in config]
+    if isinstance(config, str):  # a server URL's `?access_token=` is as secret as a `token` key
+        return scrub_query_credentials(config)
     return config
