@@ -154,8 +154,17 @@ def documents(draw):
 def test_citations_are_exactly_the_parsers_links(doc):
     cits = extract_citations(doc, "agent")
     assert [STD.normalizeLink(c.target) for c in cits] == parser_links(doc)
-    for c in cits:  # each citation's span, parsed alone, is that one link
-        assert parser_links(doc[c.start:c.end]) == [STD.normalizeLink(c.target)], doc[c.start:c.end]
+    for c in cits:  # each citation's span, parsed alone, is that link and the ones nested in its text
+        # (an autolink inside a link's text is a link of its own, a token inside the outer one: CommonMark)
+        inner = [STD.normalizeLink(o.target) for o in cits if o is not c and c.start <= o.start and o.end <= c.end]
+        assert parser_links(doc[c.start:c.end]) == [STD.normalizeLink(c.target), *inner], doc[c.start:c.end]
+
+
+def test_an_autolink_inside_a_links_text_is_a_citation_of_its_own():
+    doc = "[ <https://help.example.com/articles/0> \\[t](0)"
+    cits = extract_citations(doc, "agent")
+    assert [c.target for c in cits] == ["0", "https://help.example.com/articles/0"] == parser_links(doc)
+    assert cits[0].start <= cits[1].start and cits[1].end <= cits[0].end
 
 
 def parser_markers(doc: str) -> list[int]:
