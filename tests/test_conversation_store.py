@@ -87,5 +87,5 @@ def test_the_context_policy_is_configuration_not_a_secret():
     config = {"context": {"turns": 2, "token_budget": 4096}, "options": {"max_tokens": 256, "api_key": "s3",
                                                                           "access_token": "s4", "token": "s5"}}
     assert redact_config(config) == {"context": {"turns": 2, "token_budget": 4096},
-                                     "options": {"max_tokens": 256, "api_key": "<redacted>",
-                                                 "access_token": "<redacted>", "token": "<redacted>"}}
+                                     "options": {"max_tokens": 256, "api_key": "[redacted]",
+                                                 "access_token": "[redacted]", "token": "[redacted]"}}
