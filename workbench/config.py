@@ -78,6 +78,15 @@ def uploads_dir() -> Path:
     return workbench_home() / "uploads"
 
 
+#: Where a Gemini key is read from, in order: the Gemini provider and the Gemini embedding alike.
+GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def gemini_api_key() -> str | None:
+    """The Gemini API key of the environment (`GEMINI_KEY_ENVS`, the first one set), else None."""
+    return next((env(v) for v in GEMINI_KEY_ENVS if env(v)), None)
+
+
 def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
     db = env("WORKBENCH_DB")
