@@ -1,7 +1,8 @@
 """Canned read-only queries for the trace explorer, over the tables and documented views of docs/traces.md.
 
 The comparisons group by every field of a run's configuration (provider, model, retriever, mode, k, tool
-protocol), so two providers with the same retriever, or one retriever at two values of k, are two rows;
+protocol, and the provider options, `faults` included), so two providers with the same retriever, one
+retriever at two values of k, or a run with a fault beside a clean one, are two rows;
 the run comparison groups by run, named by its experiment name (`eval --name`, table `experiments` of
 migration m011) where the trace database has one.
 """
@@ -12,8 +13,13 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 
-#: A run's configuration: what a comparison groups by.
-CONFIG = "r.provider, r.model, r.retriever, r.mode, r.k, r.tool_protocol"
+#: A run's configuration, as (expression, column): what a comparison groups by. The provider options come from
+#: the run's recorded configuration (secrets are never recorded), as compact JSON text.
+_CONFIG_FIELDS = (("r.provider", "provider"), ("r.model", "model"), ("r.retriever", "retriever"), ("r.mode", "mode"),
+                  ("r.k", "k"), ("r.tool_protocol", "tool_protocol"),
+                  ("coalesce(json_extract(r.config_json, '$.options'), '{}')::VARCHAR", "options"))
+CONFIG = ", ".join(expr if expr.endswith(f".{name}") else f"{expr} AS {name}" for expr, name in _CONFIG_FIELDS)
+_CONFIG_GROUP = ", ".join(expr for expr, _ in _CONFIG_FIELDS)
 
 _MEASURES = """count(*) AS turns,
        round(avg((t.status <> 'ok')::INTEGER), 3) AS error_rate,
@@ -57,7 +63,7 @@ ORDER BY turns DESC""",
         "Run comparison": f"""SELECT {run} AS run, {CONFIG},
        {_MEASURES}
 FROM turns t JOIN runs r USING (run_id){names}
-GROUP BY r.run_id, {run}, {CONFIG}
+GROUP BY r.run_id, {run}, {_CONFIG_GROUP}
 ORDER BY min(t.started_at)""",
         "Latest turns": """SELECT started_at, provider, retriever, mode, question, status,
        n_retrieved, n_cited, n_consulted, n_rejected
