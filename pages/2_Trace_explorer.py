@@ -1,10 +1,11 @@
-"""Trace explorer: read-only SQL over the trace database, canned queries, chart and CSV."""
+"""Trace explorer: read-only SQL over the trace database, canned and saved queries, chart and CSV."""
 
 import streamlit as st
 
 st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.ui.queries import canned, has_run_names  # noqa: E402
+from workbench.render import display_text, escape_markdown  # noqa: E402
+from workbench.ui.queries import choices, linked_choice, save_fields, save_or_delete, show_choice  # noqa: E402
 from workbench.ui.state import default_db, sidebar  # noqa: E402
 from workbench.ui.tables import chart, on_submit, table  # noqa: E402
 from workbench.ui.usage import live_export_status  # noqa: E402
@@ -14,20 +15,24 @@ st.title("Trace explorer")
 st.caption("Read-only SQL over the trace database (DuckDB). Tables and views: docs/traces.md. "
            "Anything but SELECT is refused.")
 live_export_status()
-CANNED = canned(has_run_names(cfg.db or default_db()))
+DB = cfg.db or default_db()
+QUERIES = choices(DB)
+if flash := st.session_state.pop("query_flash", None):
+    st.success(escape_markdown(flash), icon="💾")
 
-
-def _load_canned():
-    st.session_state["sql"] = CANNED[st.session_state["canned"]]
-    st.session_state["sql_chosen"] = True  # choosing a canned query runs it, like submitting it
-
-
-st.session_state.setdefault("canned", next(iter(CANNED)))
-st.session_state.setdefault("sql", CANNED[st.session_state["canned"]])
-st.selectbox("Canned query", list(CANNED), key="canned", on_change=_load_canned)
+picked = st.session_state.pop("query_next", None) or linked_choice(QUERIES)
+if picked in QUERIES:
+    show_choice(picked, QUERIES)
+elif st.session_state.get("canned") not in QUERIES:
+    show_choice(next(iter(QUERIES)), QUERIES)
+    st.session_state["sql_chosen"] = False
+st.selectbox("Query", list(QUERIES), key="canned", format_func=display_text,
+             on_change=lambda: show_choice(st.session_state["canned"], QUERIES),
+             help="The canned queries, then the ones saved in this trace database (Saved · …)")
 with st.form("sql-form"):
     sql = st.text_area("SQL", key="sql", height=180)
     submitted = st.form_submit_button("Run query", type="primary")
+    save_name, save = save_fields()
 result = on_submit(cfg.db, sql, submitted=submitted or st.session_state.pop("sql_chosen", False))
 result.show_message()
 df = result.df
@@ -35,3 +40,6 @@ if df is not None:
     st.caption(f"{len(df)} rows")
     chart(df, key="sql-chart")
     table(df, "query", key="sql")
+if (shown_next := save_or_delete(DB, sql, st.session_state["canned"], save_name, save)) is not None:
+    st.session_state["query_next"] = shown_next
+    st.rerun()

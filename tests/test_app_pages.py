@@ -355,3 +355,68 @@ def pd_ts(value):
     import pandas as pd
 
     return pd.Timestamp(value)
+
+
+# --- saved, named queries (issue 34, item 10) ---
+
+def test_a_saved_query_is_listed_beside_the_canned_ones_and_opened_by_its_link(db):
+    from workbench.session import Session
+    from workbench.trace.saved_queries import saved_queries
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = page("2_Trace_explorer.py")
+    sql = "SELECT question, n_consulted FROM turn_sets ORDER BY started_at"
+    at.text_area(key="sql").set_value(sql)
+    at.text_input(key="save_query_name").set_value("Consulted per question")
+    at.button(key="save_query").click().run()
+    assert not at.exception, at.exception
+    assert [(q.name, q.sql) for q in saved_queries(db)] == [("Consulted per question", sql)]
+    options = at.selectbox(key="canned").options
+    assert "Saved · Consulted per question" in options and options.index("Saved · Consulted per question") > 0
+    assert at.selectbox(key="canned").value == "Saved · Consulted per question"
+    assert at.query_params["query"] == ["Consulted per question"] or at.query_params["query"] == "Consulted per question"
+    assert any("Saved as" in s.value for s in at.success)
+
+    # a link to it, in another browser session: the query is loaded and run
+    linked = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
+    linked.query_params["query"] = "Consulted per question"
+    linked.run()
+    assert not linked.exception, linked.exception
+    assert linked.text_area(key="sql").value == sql
+    assert list(linked.dataframe[0].value.columns) == ["question", "n_consulted"]
+
+    # deleting it takes it off the list and the store
+    linked.button(key="delete_query").click().run()
+    assert saved_queries(db) == [] and "Saved · Consulted per question" not in linked.selectbox(key="canned").options
+
+
+@pytest.mark.parametrize("name, sql, said", [
+    ("", "SELECT 1", "give the query a name"),
+    ("evil\u202ename", "SELECT 1", "control or bidi"),
+    ("wipe", "DROP TABLE turns", "DROP statements are not allowed"),
+    ("big", "SELECT 1 -- " + "x" * 20_000, "at most 20,000 characters"),
+])
+def test_a_query_that_cannot_be_saved_says_why_and_nothing_is_saved(db, name, sql, said):
+    from workbench.session import Session
+    from workbench.trace.saved_queries import saved_queries
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = page("2_Trace_explorer.py")
+    at.text_area(key="sql").set_value(sql)
+    at.text_input(key="save_query_name").set_value(name)
+    at.button(key="save_query").click().run()
+    assert not at.exception, at.exception
+    assert any(said in unescape(e.value) for e in at.error), [e.value for e in at.error]
+    assert saved_queries(db) == []
+
+
+def test_a_link_to_a_query_that_is_not_saved_says_so(db):
+    from workbench.session import Session
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
+    at.query_params["query"] = "Nobody saved this"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("No saved query is named" in w.value for w in at.warning)
+    assert at.dataframe[0].value is not None  # the page still opens with its first canned query
