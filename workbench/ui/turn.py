@@ -130,12 +130,38 @@ export default function(component) {
 """ % (LINK_PREFIX, LINK_PREFIX)
 # The side panel sits at the top of its column: when the reader is further down the chat, it would open out
 # of sight. Sticky, it stays in view as the chat scrolls (within its column, under Streamlit's header).
+# Below `PANEL_OVERLAY_PX` of window width, a column beside the chat would squeeze it (at 1024 px, with the
+# sidebar open, to ~270 px: chips cut mid-title, the panel's title one word a line). There the chat keeps the
+# whole width and the panel opens over its right side, under Streamlit's header, scrolling on its own.
+PANEL_OVERLAY_PX = 1200
 _PANEL_CSS = """
 [data-testid="stLayoutWrapper"]:has(> .st-key-doc-panel) {
   position: sticky;
   top: 4rem;
 }
-"""  # several lines: Streamlit takes a one-line css= for a file path
+@media (max-width: %dpx) {
+  [data-testid="stHorizontalBlock"]:has(.st-key-doc-panel) > [data-testid="stColumn"]:first-child {
+    flex: 1 1 100%% !important;
+    width: 100%% !important;
+    max-width: 100%% !important;
+  }
+  [data-testid="stColumn"]:has(.st-key-doc-panel) {
+    position: fixed;
+    top: 3.75rem;
+    right: 0.5rem;
+    width: min(440px, calc(100vw - 1rem)) !important;
+    max-width: min(440px, calc(100vw - 1rem)) !important;
+    max-height: calc(100vh - 4.5rem);
+    overflow-y: auto;
+    z-index: 999990;
+    background: var(--st-background-color, #fff);
+    background-color: Canvas;
+    border-radius: 0.5rem;
+    box-shadow: 0 0.25rem 1.5rem rgba(0, 0, 0, 0.25);
+    padding: 0.5rem;
+  }
+}
+""" % PANEL_OVERLAY_PX  # several lines: Streamlit takes a one-line css= for a file path
 _links_component = None
 
 
