@@ -467,6 +467,22 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
 CONVERSATION = ("How do I configure SSO with Okta?", "And with SAML?", "How long does that take?")
 
 
+#: Records every skeleton Streamlit shows where citation pills belong (issue 34, item 2: an empty grey bar
+#: after an answer, 16 of them for seconds on a reopened conversation), from the page's first paint.
+SKELETON_WATCH = """
+window.__pillSkeletons = [];
+new MutationObserver((changes) => {
+  for (const change of changes) for (const node of change.addedNodes) {
+    if (node.nodeType !== 1) continue;
+    for (const e of [node, ...node.querySelectorAll('[data-testid=stSkeleton]')]) {
+      if (e.getAttribute('data-testid') !== 'stSkeleton' || !e.closest('[class*=st-key-citations-]')) continue;
+      if (getComputedStyle(e).display !== 'none' && e.getClientRects().length) window.__pillSkeletons.push(e.outerHTML.slice(0, 80));
+    }
+  }
+}).observe(document, {childList: true, subtree: true});
+"""
+
+
 def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(browser, server):
     """Issue 22, item 6: follow-ups carry the earlier turns; the third answer cites documents that only the first
     and second turns' tool results put in its context, and says so on its chips; a reload reopens the
@@ -474,6 +490,7 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         pg.set_default_timeout(60_000)
+        pg.add_init_script(SKELETON_WATCH)
         pg.goto(server["url"])
         pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
         pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
@@ -487,6 +504,7 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         text = chips.inner_text()
+        assert pg.evaluate("window.__pillSkeletons") == [], "a grey bar stood where an answer's pills belong"
         assert "Set up SSO with Okta · read in turn 1" in text, text
         assert "Configure SAML single sign-on (SSO) · read in turn 2" in text, text
         second = pg.get_by_test_id("stChatMessage").nth(3).locator("[class*='st-key-sources-']").inner_text()
@@ -516,6 +534,8 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         assert chips.inner_text() == text, "the same chips after the reload"
+        msg.locator("[class*='st-key-citations-'] button").first.wait_for()
+        assert pg.evaluate("window.__pillSkeletons") == [], "grey bars stood where the reopened turns' pills belong"
         asked = pg.get_by_test_id("stChatMessage").filter(has=pg.get_by_test_id("stChatMessageAvatarUser"))
         shown = [t.strip().splitlines()[-1] for t in asked.all_inner_texts()]  # the avatar's icon name, the question
         assert shown == list(CONVERSATION), f"the questions, in order: {shown}"

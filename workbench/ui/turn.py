@@ -163,15 +163,35 @@ _PANEL_CSS = """
 }
 """ % PANEL_OVERLAY_PX  # several lines: Streamlit takes a one-line css= for a file path
 _links_component = None
+# Where pills belong, a skeleton is never shown (see `inline_citation_links`); the preloading widget neither.
+_SKELETON_CSS = """<style>
+[class*="st-key-citations-"] [data-testid="stSkeleton"], .st-key-pills-preload, .st-key-page-style { display: none; }
+</style>"""
+
+
+def page_style() -> None:
+    """The chat page's own style, first thing on the page (see `inline_citation_links`): a constant, no
+    visitor's text. Markdown, because `st.html` and a component's CSS reach the page later than the pills'
+    skeletons of a reopened conversation."""
+    with st.container(key="page-style"):  # hidden by its own style: it takes no room
+        st.markdown(_SKELETON_CSS, unsafe_allow_html=True)
 
 
 def inline_citation_links(turns: list[Turn]) -> None:
-    """Mount the component that makes the answers' inline citations open the side panel (once per page)."""
+    """Mount the component that makes the answers' inline citations open the side panel (once per page), and
+    load the pills' widget before any answer needs it.
+
+    Streamlit loads a pills widget's code the first time one is drawn and shows a grey skeleton bar until
+    then (16 of them, for seconds, on a reopened conversation). A hidden pills widget drawn with the page
+    loads that code before the first answer, and the CSS hides a skeleton where pills belong, so an answer's
+    pills are drawn with it or not at all until they are ready."""
     global _links_component
     if _links_component is None:  # registered once per process: a second registration only warns
         _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS, css=_PANEL_CSS,
                                                       isolate_styles=False)  # the CSS is for the page
     _links_component(key=LINKS_KEY, on_open_change=partial(_on_inline_citation, turns), height=0)
+    with st.container(key="pills-preload"):
+        st.pills("preload", ["·"], key="pills-preload-widget", label_visibility="collapsed", disabled=True)
 
 
 def panel_targets(turn: Turn) -> dict[str, str]:
