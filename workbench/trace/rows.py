@@ -39,7 +39,7 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
 TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages",
-               "ablations", "turn_context")
+               "ablations", "turn_context", "turn_lines")
 #: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
 SHARED_TABLES = ("runs", "passages")
 

@@ -88,8 +88,12 @@ def _commit(con, rows: dict[str, list[Row]]) -> None:
     a traced `ask` process. One list per column converts ~4× faster than one list of row structs
     (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
     """
+    tables = ("runs", *TURN_TABLES)
+    unknown = set(rows).difference(tables)
+    if unknown:  # never dropped silently
+        raise ValueError(f"no trace table {', '.join(sorted(unknown))} is written with a turn (rows.TURN_TABLES)")
     begin = "BEGIN; "  # sent with the first statement (parameters bind to a script's last statement)
-    for name in ("runs", *TURN_TABLES):
+    for name in tables:
         r = rows.get(name)
         if r:
             _insert(con, begin + _insert_sql(name), _columns(name, r))
