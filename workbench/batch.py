@@ -132,6 +132,10 @@ class NotAsked:
     conversation: str
 
 
+class ResumeError(WorkbenchError):
+    """A run asked to be resumed with a configuration other than its own (`EvalSpec.new_run` starts a new one)."""
+
+
 class _Dropped(Exception):
     """A turn that waited for the one before it in its conversation while the batch stopped."""
 
@@ -395,8 +399,8 @@ def check_same_configuration(run: dict[str, Any], settings: dict[str, Any], key:
     if not differ and run.get("eval_settings_json") and (run.get("run_key") or "").split(" @")[0] != key:
         differ = ["another questions file or corpus (its run key differs)"]
     if differ:
-        raise WorkbenchError(f"run {run['run_id']} was made with " + "; ".join(differ) + ": use the same settings "
-                             "to resume it, or give --new-run (new_run=True) to start a new run with these")
+        raise ResumeError(f"run {run['run_id']} was made with " + "; ".join(differ) + ": use the same settings "
+                          "to resume it, or start a new run with these")
 
 
 def plan_resume(reader, run_id: str, items: list[EvalItem]) -> ResumePlan:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..batch import EvalResult, EvalSpec, Stop, run_eval
+from ..batch import EvalResult, EvalSpec, ResumeError, Stop, run_eval
 from ..errors import WorkbenchError
 from ..questions import read_dataset
 from ..render import VERDICT_LABELS
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     warn_skipped(session.corpus)
     stop = Stop()
-    with stop_on_signals(stop):  # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
+    # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
+    with stop_on_signals(stop), _new_run_hint():
         result = run_eval(session, dataset.questions, EvalSpec(
             provider=args.provider, model=args.model, mode=args.mode, k=args.k, options=options, run_id=args.run_id,
             new_run=args.new_run, progress=not args.no_progress, tool_protocol=args.tool_protocol,
@@ -117,6 +119,14 @@ def run(args: argparse.Namespace) -> int:
         exit_now(exit_code(result.interrupted))
     code = 1 if result.failed or result.not_asked or result.stopped else 0
     return after_run(args, session, result, dataset, tags) or code
+
+
+@contextmanager
+def _new_run_hint():
+    try:
+        yield
+    except ResumeError as exc:
+        raise WorkbenchError(f"{exc} (--new-run)") from None
 
 
 def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
@@ -181,6 +191,8 @@ def _figure(scores: dict, key: str) -> str:
 
 
 def print_gate(gate: dict) -> None:
+    from ..trace.scoring import line_label
+
     cur, old = gate["run"], gate["baseline"]
     for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
         now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
@@ -192,7 +204,7 @@ def print_gate(gate: dict) -> None:
         print(neutralize(f"REGRESSION: {reason}"))
     print(f"regressed questions ({len(gate['questions'])}):")
     for q in gate["questions"]:
-        print(neutralize(f"  - {q['question']}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
+        print(neutralize(f"  - {line_label(q)}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
                          f"turn {q['turn_id']}"))
 
 

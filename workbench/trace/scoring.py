@@ -124,6 +124,12 @@ def by_line(rows: Sequence[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     return out
 
 
+def line_label(row: dict[str, Any]) -> str:
+    """A line as people read it: its question, after its conversation in brackets when it is a turn of one."""
+    conversation = row.get("conversation")
+    return f"[{conversation}] {row['question']}" if conversation is not None else row["question"]
+
+
 def diff(questions: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The lines whose pass/fail or consulted set differs between the runs, with both per run (None: the run
     did not ask it), in the first run's order."""
