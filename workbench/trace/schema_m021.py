@@ -22,7 +22,10 @@ COMMENT ON COLUMN turn_lines.line IS 'The line of the questions file (from 1) th
 
 ALTER TABLE runs ADD COLUMN eval_settings_json VARCHAR;
 COMMENT ON COLUMN runs.eval_settings_json IS 'Eval runs: the configuration the batch was asked with (provider, model, options, retriever, mode, k, tool protocol, verification, context policy) as JSON, compared on resume; NULL for interactive runs and runs from before m021. Never holds secrets.';
+"""
 
+#: The view, now joining each line to the turn recorded for it (m011's otherwise, as it was written).
+M021_VIEW = r"""
 DROP VIEW expectation_results;
 CREATE VIEW expectation_results AS
 WITH lined AS (  -- each experiment turn with the dataset line it answered
@@ -83,42 +86,30 @@ SELECT *,
        CASE WHEN verified AND len(expected) > 0
             THEN len(list_intersect(load_bearing, expected)) / len(expected) END AS load_bearing_recall
 FROM checked;
-COMMENT ON VIEW expectation_results IS 'Per experiment run and line of its dataset: the run''s latest turn for the line (by the line it answered, `turn_lines`; never by question text, which two conversations may share), its consulted, cited and load-bearing sets, each assertion (docs/experiments.md) and the per-turn figures. A line without a turn (an interrupted run) fails every assertion. `trace/scoring.py` averages these rows per run, with bootstrap intervals.';
-COMMENT ON COLUMN expectation_results.run_id IS 'The run.';
-COMMENT ON COLUMN expectation_results.name IS 'The run''s name; NULL when unnamed.';
-COMMENT ON COLUMN expectation_results.dataset_id IS 'Its dataset.';
-COMMENT ON COLUMN expectation_results.line IS 'Line of the dataset.';
-COMMENT ON COLUMN expectation_results.question_id IS 'The line''s `id`.';
-COMMENT ON COLUMN expectation_results.question IS 'The question.';
-COMMENT ON COLUMN expectation_results.conversation IS 'The line''s conversation (its `"conversation"` in the file); NULL for a question asked on its own.';
-COMMENT ON COLUMN expectation_results.tags IS 'The line''s tags.';
-COMMENT ON COLUMN expectation_results.turn_id IS 'The run''s latest turn for the line; NULL when it was never asked.';
-COMMENT ON COLUMN expectation_results.status IS 'That turn''s status.';
-COMMENT ON COLUMN expectation_results.latency_ms IS 'That turn''s latency (ms).';
-COMMENT ON COLUMN expectation_results.tokens_in IS 'That turn''s prompt tokens.';
-COMMENT ON COLUMN expectation_results.tokens_out IS 'That turn''s completion tokens.';
-COMMENT ON COLUMN expectation_results.rejected IS 'That turn''s rejected citations (distinct targets).';
-COMMENT ON COLUMN expectation_results.expected IS 'Documents that must be consulted.';
-COMMENT ON COLUMN expectation_results.expect_no_sources IS 'Whether the turn must consult nothing.';
-COMMENT ON COLUMN expectation_results.must_cite IS 'Documents that must be cited.';
-COMMENT ON COLUMN expectation_results.must_not_cite IS 'Documents that must be neither cited nor consulted.';
-COMMENT ON COLUMN expectation_results.retrieved IS 'The turn''s retrieved set (the naive sources row), in retrieved order.';
-COMMENT ON COLUMN expectation_results.consulted IS 'The turn''s consulted set, in retrieved order.';
-COMMENT ON COLUMN expectation_results.cited IS 'The turn''s cited set.';
-COMMENT ON COLUMN expectation_results.load_bearing IS 'Documents its latest verification found load-bearing (empty when unverified).';
-COMMENT ON COLUMN expectation_results.verified IS 'Whether the turn was verified by ablation.';
-COMMENT ON COLUMN expectation_results.answered IS 'Whether the run has a turn for the line.';
-COMMENT ON COLUMN expectation_results.expected_consulted IS 'Assertion: every `expected` document was consulted.';
-COMMENT ON COLUMN expectation_results.no_sources_ok IS 'Assertion: `expect_no_sources` implies an empty consulted set.';
-COMMENT ON COLUMN expectation_results.must_cite_ok IS 'Assertion: every `must_cite` document was cited.';
-COMMENT ON COLUMN expectation_results.must_not_cite_ok IS 'Assertion: no `must_not_cite` document was cited or consulted.';
-COMMENT ON COLUMN expectation_results.no_rejected IS 'Assertion: no citation was rejected.';
-COMMENT ON COLUMN expectation_results.status_ok IS 'Assertion: the turn ended `ok`.';
-COMMENT ON COLUMN expectation_results.passed IS 'Every assertion passed.';
-COMMENT ON COLUMN expectation_results.consulted_precision IS '|consulted ∩ expected| / |consulted|, for a turn with `expected` and a non-empty consulted set; else NULL.';
-COMMENT ON COLUMN expectation_results.consulted_recall IS '|consulted ∩ expected| / |expected|, for a turn with `expected`; else NULL.';
-COMMENT ON COLUMN expectation_results.retrieved_precision IS 'The same as consulted_precision for the retrieved set (the naive row, for contrast).';
-COMMENT ON COLUMN expectation_results.retrieved_recall IS 'The same as consulted_recall for the retrieved set.';
-COMMENT ON COLUMN expectation_results.load_bearing_precision IS 'The same as consulted_precision for the load-bearing row, for a verified turn; else NULL.';
-COMMENT ON COLUMN expectation_results.load_bearing_recall IS 'The same as consulted_recall for the load-bearing row, for a verified turn; else NULL.';
 """
+#: What the view says anew; its other comments are m011's, carried over (`score_by_line`).
+M021_VIEW_COMMENTS = r"""
+COMMENT ON VIEW expectation_results IS 'Per experiment run and line of its dataset: the run''s latest turn for the line (by the line it answered, `turn_lines`; never by question text, which two conversations may share), its consulted, cited and load-bearing sets, each assertion (docs/experiments.md) and the per-turn figures. A line without a turn (an interrupted run) fails every assertion. `trace/scoring.py` averages these rows per run, with bootstrap intervals.';
+COMMENT ON COLUMN expectation_results.conversation IS 'The line''s conversation (its `"conversation"` in the file); NULL for a question asked on its own.';
+COMMENT ON COLUMN expectation_results.turn_id IS 'The run''s latest turn for the line; NULL when it was never asked.';
+COMMENT ON COLUMN expectation_results.answered IS 'Whether the run has a turn for the line.';
+"""
+#: Every comment of a view and its columns, as COMMENT statements.
+_COMMENTS = """
+SELECT CASE WHEN column_name IS NULL THEN 'VIEW ' || view_name ELSE 'COLUMN ' || view_name || '.' || column_name END,
+       comment
+FROM (SELECT view_name, NULL AS column_name, comment FROM duckdb_views() WHERE view_name = ?
+      UNION ALL
+      SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name = ?)
+WHERE comment IS NOT NULL
+"""
+
+
+def score_by_line(con) -> None:
+    """Replace `expectation_results` (`M021_VIEW`): DuckDB drops a replaced view's comments, so m011's are
+    carried over rather than restated here, and the new ones (`M021_VIEW_COMMENTS`) set after them."""
+    kept = con.execute(_COMMENTS, ["expectation_results", "expectation_results"]).fetchall()
+    con.execute(M021_VIEW)
+    for target, comment in kept:
+        con.execute(f"COMMENT ON {target} IS '" + comment.replace("'", "''") + "'")
+    con.execute(M021_VIEW_COMMENTS)
