@@ -243,3 +243,41 @@ def test_session_ask_refuses_what_the_cli_refuses_before_the_turn_runs(tmp_path,
     with pytest.raises(WorkbenchError, match=message):
         session.ask("How do I configure SSO?", **kwargs)
     assert not db.exists(), "nothing ran, nothing was written"
+
+
+def test_a_run_from_before_turn_lines_still_resumes_as_it_did(tmp_path):
+    """A run written before m021 has no `turn_lines` and no recorded configuration: its resume matches the
+    stored turns as then (a conversation's ok turns skip its first lines, a single question its own), and its
+    lines are scored by question text, as they were."""
+    db, f = tmp_path / "t.duckdb", _write(tmp_path / "q.jsonl", LINES)
+    assert cli("eval", f, "--db", db, "--no-progress").returncode == 0
+    with duckdb.connect(str(db)) as con:  # the run as an older version left it, one line short
+        con.execute("DELETE FROM turn_lines")
+        con.execute("UPDATE runs SET eval_settings_json = NULL")
+        con.execute("DELETE FROM turns WHERE question = ?", [LINES[2]["question"]])
+    r = cli("eval", f, "--db", db, "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^skipped \(already answered\) +3$", r.stdout, re.M), r.stdout
+    assert [q for (q,) in _rows(db, "SELECT question FROM turns ORDER BY rowid")][-1] == LINES[2]["question"]
+    assert _rows(db, "SELECT count(*) FILTER (WHERE answered) FROM expectation_results") == [(len(LINES),)]
+
+
+def test_the_batch_is_small_functions_with_one_job_each():
+    """`run_eval` was 186 lines with 17 parameters: no function of batch.py is over 80 lines, and `run_eval`
+    takes a frozen `EvalSpec` (its fields as keywords) instead of one parameter per setting."""
+    import ast
+    import dataclasses
+    import inspect
+
+    from workbench import batch
+
+    tree = ast.parse(inspect.getsource(batch))
+    long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 80]
+    assert not long
+    params = inspect.signature(batch.run_eval).parameters
+    assert len(params) <= 5 and dataclasses.fields(batch.EvalSpec)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.EvalSpec().k = 3  # type: ignore[misc]
+    with pytest.raises(WorkbenchError, match="unexpected keyword"):
+        batch.run_eval(None, ["q"], colour="red")
