@@ -258,6 +258,7 @@ class EvalSpec:
     progress: bool = True
 
     def __post_init__(self):
+        object.__setattr__(self, "options", dict(self.options or {}))  # None (as run_eval always took) is none
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise WorkbenchError(f"concurrency must be at least 1, not {self.concurrency!r}")
         if not isinstance(self.context, ContextPolicy):
@@ -305,9 +306,10 @@ def eval_items(questions: Sequence[str | Question], conversations: Sequence[str 
     for n, q in enumerate(questions, start=1):
         conv = conversations[n - 1] if conversations is not None else None
         if isinstance(q, Question):
-            items.append(EvalItem(n, q.line, q.text, q.conversation if conversations is None else conv))
+            items.append(EvalItem(n=n, line=q.line, question=q.text,
+                                  conversation=q.conversation if conversations is None else conv))
         else:
-            items.append(EvalItem(n, n, q, conv))
+            items.append(EvalItem(n=n, line=n, question=q, conversation=conv))
     return items
 
 
