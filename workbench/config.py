@@ -28,6 +28,11 @@ MAX_QUESTION_CHARS = 8000
 MAX_CONVERSATION_ID_CHARS = 200
 #: Most earlier turns a follow-up may keep with their tool results (`--context-turns`, `ContextPolicy.turns`).
 MAX_CONTEXT_TURNS = 50
+#: How many earlier turns keep their tool results when nobody says (`ContextPolicy.turns`, `--context-turns`).
+DEFAULT_CONTEXT_TURNS = 2
+#: Largest token budget a context policy may state (`ContextPolicy.token_budget`): above any model's context
+#: (the largest are 2 million tokens), far below what the trace store's INTEGER column holds.
+MAX_CONTEXT_TOKENS = 10_000_000
 
 
 def env(name: str, default: str | None = None) -> str | None:
