@@ -105,7 +105,7 @@ def open_export(out_dir: str | Path):
     out = Path(out_dir)
     folders = sorted(p for p in out.iterdir() if p.is_dir()) if out.is_dir() else []
     if not folders:
-        raise TraceStoreError(f"{out} holds no Parquet export (python -m workbench export --parquet {out})")
+        raise TraceStoreError(f"{out} holds no Parquet export of a trace database")
     con = duckdb_connect()
     for folder in folders:
         source = f"read_parquet('{_quoted(str(folder))}/**/*.parquet', hive_partitioning = true)"

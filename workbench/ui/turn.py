@@ -154,7 +154,6 @@ _PANEL_CSS = """
     max-height: calc(100vh - 4.5rem);
     overflow-y: auto;
     z-index: 999990;
-    background: var(--st-background-color, #fff);
     background-color: Canvas;
     border-radius: 0.5rem;
     box-shadow: 0 0.25rem 1.5rem rgba(0, 0, 0, 0.25);
