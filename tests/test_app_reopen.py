@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 from streamlit.testing.v1 import AppTest
 
+import scripted
 from apptest import APP, ask, texts, unescape
+from workbench.providers.base import _PROVIDERS, register_provider
 
 QUESTION = "How do I configure SSO?"
 
@@ -138,3 +141,65 @@ def test_a_conversation_whose_corpus_is_gone_says_so_and_keeps_its_citations(app
     warning = unescape("\n".join(w.value for w in again.warning))
     assert "Asked with corpus widgets" in warning and "which is not loaded" in warning, warning
     assert reopened.session is None and "Verify sources" not in labels(again), "no corpus to re-run it against"
+
+
+# --- its provider options are stored (secrets never), so it can be verified again ----------------------------
+
+SECRET = "s3cr3t-token-value"
+
+
+class Keyed(scripted.OnlyFrom):
+    """`OnlyFrom` with a recorded option (`style`) and a secret one (`token`, `writeOnly`), recording what it is
+    built with."""
+
+    name = "scripted-keyed"
+    label = "scripted keyed (test)"
+    options_schema = {"type": "object", "additionalProperties": False, "properties": {
+        "style": {"type": "string", "title": "Style"}, "token": {"type": "string", "writeOnly": True, "title": "Token"}}}
+    built: list[dict] = []
+
+    def __init__(self, model=None, **options):
+        super().__init__(model, **options)
+        Keyed.built.append(dict(options))
+
+
+@pytest.fixture
+def keyed():
+    register_provider(Keyed.name, Keyed)
+    Keyed.built.clear()
+    yield Keyed
+    _PROVIDERS.unregister(Keyed.name)
+
+
+def with_keyed(at: AppTest) -> AppTest:
+    """The sidebar on the keyed provider, its style and token typed."""
+    at.run()
+    at.sidebar.selectbox(key="cfg_provider").set_value(Keyed.name).run()
+    at.sidebar.text_input(key=f"cfg_opt_{Keyed.name}_style").input("terse").run()
+    at.sidebar.text_input(key=f"cfg_opt_{Keyed.name}_token").input(SECRET).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_reopened_turn_is_verified_with_its_stored_options_and_the_sidebars_secret(app, keyed, tmp_path):
+    at = ask(with_keyed(app), QUESTION)
+    cid = at.session_state["conversation_id"]
+    again = AppTest.from_file(APP, default_timeout=60)
+    with_keyed(again)
+    again.query_params["conversation"] = cid
+    again.run()
+    (turn,) = again.session_state["turns"]
+    assert turn.config.provider == Keyed.name and dict(turn.config.options) == {"style": "terse"}, \
+        "the recorded options, the secret not among them"
+    keyed.built.clear()
+    again = click(again, "Verify sources")
+    again = click(again, next(label for label in labels(again) if label.startswith("Run ")))
+    (turn,) = again.session_state["turns"]
+    assert turn.payload.verification is not None
+    assert keyed.built and all(o == {"style": "terse", "token": SECRET} for o in keyed.built), keyed.built
+    con = duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True)
+    try:
+        stored = " ".join(str(v) for (v,) in con.execute("SELECT config_json FROM runs").fetchall())
+    finally:
+        con.close()
+    assert '"style": "terse"' in stored and SECRET not in stored, "options stored, secrets never"
