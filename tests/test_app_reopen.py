@@ -76,6 +76,7 @@ def test_a_verified_turn_shows_its_verdicts_and_claims_after_a_reload(app):
     assert [e.label for e in again.expander if e.label.startswith("Claims")] == claims
     assert [c.text for c in reopened.faithfulness.claims] == [c.text for c in turn.faithfulness.claims]
     assert [c.verdict for c in reopened.faithfulness.claims] == [c.verdict for c in turn.faithfulness.claims]
+    assert "citation recall and precision are not stored" in "\n".join(c.value for c in again.caption)
     assert "Verify sources" not in labels(again), "verified already, as before the reload"
 
 
