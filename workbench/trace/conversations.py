@@ -106,8 +106,8 @@ def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
 
 def read_conversation(db: str | Path | TraceReader, conversation_id: str,
                       corpus: Corpus | None = None) -> list[StoredConversationTurn]:
-    """The `ok` turns of `conversation_id`, oldest first, whole (empty: a new conversation). `corpus` only fills in
-    an excerpt's file name (the store does not keep it) for the documents it holds."""
+    """The `ok` turns of `conversation_id`, oldest first, whole (empty: a new conversation). `corpus`, when it is the
+    one a turn was asked with (its content hash), only fills in its excerpts' file names (the store keeps none)."""
     reader = _with_conversations(db)
     if reader is None:
         return []
@@ -152,6 +152,9 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
     """One stored turn's record, without its history."""
     turn = t.turn
     shown = {s["doc_id"]: s for s in t.sources}  # what the turn recorded of each document it retrieved
+    config = _config(t.run)
+    if corpus is not None and corpus.content_hash != config.get("corpus_hash"):
+        corpus = None  # another corpus's file names are not this turn's
     results: dict[int, list[ResultItem]] = {}
     excerpts: list[Excerpt] = []
     for i in t.retrieved_items:
@@ -174,7 +177,6 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
                                   model_version=m["model_version"], retries=m["retries"] or 0,
                                   n_tool_calls=m["n_tool_calls"] or 0) for m in t.model_calls)
     started = turn.get("started_at")
-    config = _config(t.run)
     return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or "agent",
                       tool_calls=calls, excerpts=tuple(excerpts), turn_id=turn["turn_id"], status=turn["status"],
                       error=turn.get("error"), model_calls=model_calls, config=config,

@@ -143,7 +143,8 @@ def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
     if v is not None:
         payload = replace(payload, verification=v.to_payload())
     own = stored.faithfulness[0] if stored.faithfulness else None
-    request = rerun_request(asked, cfg) if turn.session is not None else {}
+    rerunnable = turn.session is not None and turn.session.retriever_name == tcfg.retriever
+    request = rerun_request(asked, cfg) if rerunnable else {}
     turn.answer = Answer(record, payload, faithfulness=own, verification=v, request=request)
     turn.llm_faithfulness = next((f for f in stored.faithfulness[1:] if f.judge == "llm"), None)
     return turn
