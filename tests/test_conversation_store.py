@@ -117,3 +117,17 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
     assert stored[0].verification.to_payload()["verdicts"] == first.payload.verification["verdicts"]
     assert stored[1].verification is None
     assert [h.steps for h in stored[1].record.history] == [h.steps for h in second.record.history]
+
+
+def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path):
+    from workbench.trace.conversations import read_conversation
+
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    first = session.ask(QUESTIONS[0], conversation_id="c-5", verify=True)
+    again = session.verify(first)
+    assert again.verification.verification_id != first.verification.verification_id
+    (stored,) = read_conversation(db, "c-5")
+    assert stored.verification.verification_id == again.verification.verification_id
+    assert [a.seq for a in stored.verification.ablations] == [a.seq for a in again.verification.ablations]
+    assert stored.verification.to_payload()["details"] == again.payload.verification["details"]
