@@ -544,6 +544,38 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
     _publish("conversation")
 
 
+def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(browser, server):
+    """Issue 33 item 2: a turn verified before a reload shows the stored verdicts on its chips, its Claims
+    expander and the time it was recorded with afterwards, and offers no second verification."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        pg.set_default_timeout(60_000)
+        pg.goto(server["url"])
+        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+        msg = _ask(pg, "How do I configure SSO?")
+        msg.get_by_role("button", name="Verify sources").click()
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="load-bearing").wait_for()
+        msg.get_by_role("button", name="Verify sources").wait_for(state="detached")
+        _settle(pg)
+        text, caption = chips.inner_text(), msg.get_by_text("⚙", exact=False).inner_text()
+        assert msg.get_by_text("Claims (", exact=False).count() == 1, "the fresh turn has its Claims expander"
+        assert "?conversation=c-" in pg.url, pg.url
+        pg.reload()
+        pg.get_by_test_id("stChatInputTextArea").wait_for()
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length >= 2")
+        _settle(pg)
+        msg = pg.get_by_test_id("stChatMessage").nth(1)
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="load-bearing").wait_for()
+        assert chips.inner_text() == text, "the stored verdicts on the same chips"
+        assert msg.get_by_text("⚙", exact=False).inner_text() == caption, "the recorded time, not another"
+        assert msg.get_by_text("Claims (", exact=False).count() == 1, "its claims, as stored"
+        assert msg.get_by_role("button", name="Verify sources").count() == 0, "verified already"
+    finally:
+        pg.close()
+
+
 # --- no outside request, no unvalidated link (issue 17, item 7) ----------------------------------
 
 

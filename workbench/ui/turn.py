@@ -220,7 +220,9 @@ def config_caption(turn: Turn) -> None:
     cfg = turn.config
     ran = turn.payload.config if turn.payload is not None else {}
     described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
-    st.caption(escape_markdown(f"⚙ {described} · {turn.elapsed_ms:.0f} ms"))
+    st.caption(escape_markdown(f"⚙ {described} · {turn.recorded_ms:.0f} ms"))
+    if turn.note:
+        st.warning(escape_markdown(turn.note), icon="⚠️")
 
 
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:
