@@ -63,6 +63,7 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator
 
 from .agent import StepEvent
+from .conversation import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared
@@ -325,7 +326,7 @@ def run_eval(session, questions: list[str], *, provider: str = "offline", model:
                 with counter:
                     result.rate_limited += 1
         finally:
-            if c is not None and (answer is None or answer.payload.status != "ok"):
+            if c is not None and (answer is None or not is_history(answer.record)):
                 broken.add(c)
             if n in ended:
                 ended[n].set()

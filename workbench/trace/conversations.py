@@ -4,8 +4,8 @@ A follow-up asked from the CLI (`ask --conversation ID`), a resumed `eval` or th
 records of the conversation's earlier turns: `load_conversation` rebuilds them from the stored rows (the
 question, answer and mode, each tool call with its arguments and the documents it returned, each excerpt
 with its number and text), taking titles, URLs and kinds from the corpus being asked (they are what the
-model would be shown again). Only turns that ended `ok` are returned: a failed turn's question without an
-answer is not part of what the model is given (its position still counts). Read-only, like every reader.
+model would be shown again). Only the turns that are history (`conversation.is_history`) are returned; the
+positions of the others still count (`last_position`). Read-only, like every reader.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..conversation import history_turn
+from ..conversation import history_of, history_turn
 from ..corpus import Corpus
 from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
 from .reader import TraceReader, as_reader
@@ -57,27 +57,33 @@ def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     return [dict(zip(columns, r)) for r in rows]
 
 
-def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
-    """The position the next turn of `conversation_id` takes (1 for a new conversation)."""
+def last_position(db: str | Path | TraceReader, conversation_id: str) -> int:
+    """The position of the last turn of `conversation_id` in the store, failed or not (0: a new conversation);
+    the next turn's is `conversation.next_position([last])`."""
     reader = _with_conversations(db)
     if reader is None:
-        return 1
+        return 0
     _, rows = reader.rows("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?", [conversation_id])
-    return int(rows[0][0]) + 1
+    return int(rows[0][0])
 
 
 def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus: Corpus) -> list[TurnRecord]:
-    """The `ok` turns of `conversation_id`, oldest first, rebuilt as `TurnRecord`s (empty: a new conversation)."""
+    """The turns of `conversation_id` that are history, oldest first, rebuilt as `TurnRecord`s (empty: a new
+    conversation)."""
     reader = _with_conversations(db)
     if reader is None:
         return []
     _, turns = reader.rows("""
         SELECT t.turn_id, t.question, coalesce(t.answer, ''), t.status, t.position, r.mode, t.started_at
         FROM turns t JOIN runs r USING (run_id)
-        WHERE t.conversation_id = ? AND t.status = 'ok' ORDER BY t.position, t.started_at""", [conversation_id])
-    if not turns:
+        WHERE t.conversation_id = ? ORDER BY t.position, t.started_at""", [conversation_id])
+    records = history_of(TurnRecord(question=q, answer=a, mode=mode or "agent", turn_id=tid, status=status,
+                                    conversation_id=conversation_id, position=pos,
+                                    started_at=started.isoformat() if started is not None else None)
+                         for tid, q, a, status, pos, mode, started in turns)
+    if not records:
         return []
-    ids = [t[0] for t in turns]
+    ids = [r.turn_id for r in records]
     _, calls = reader.rows("""
         SELECT turn_id, seq, name, exposure, args_json, error, call_id, latency_ms
         FROM tool_calls WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, seq""", [ids])
@@ -104,11 +110,8 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
         tool_calls.setdefault(tid, []).append(ToolCall(
             name=name, exposure=exposure, args=json.loads(args) if args else {},
             results=tuple(results.get((tid, seq), ())), error=error, latency_ms=latency, call_id=call_id))
-    records = [TurnRecord(question=q, answer=a, mode=mode or "agent", tool_calls=tuple(tool_calls.get(tid, ())),
-                          excerpts=tuple(excerpts.get(tid, ())), turn_id=tid, status=status,
-                          conversation_id=conversation_id, position=pos,
-                          started_at=started.isoformat() if started is not None else None)
-               for tid, q, a, status, pos, mode, started in turns]
+    records = [replace(r, tool_calls=tuple(tool_calls.get(r.turn_id, ())), excerpts=tuple(excerpts.get(r.turn_id, ())))
+               for r in records]
     # each turn's own history, in the context states it was asked with (`turn_context`): what its links were
     # accepted against (provenance of a later follow-up reads it, docs/design.md §11)
     asked_with = _asked_with(reader, ids)

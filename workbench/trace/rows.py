@@ -68,7 +68,9 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
               "n_cited": len(sets.cited), "n_consulted": len(sets.consulted),
               "n_rejected": len(payload.rejected_citations), "n_tool_calls": len(record.tool_calls),
               "n_model_calls": len(calls), "model_latency_ms": _sum_or_none([c.latency_ms for c in calls]),
-              "conversation_id": record.conversation_id, "position": record.position}]
+              "conversation_id": record.conversation_id, "position": record.position,
+              # asked as `position`, it read the history through the turn before; the writer may place it later
+              "history_through": record.position - 1 if record.conversation_id and record.position else None}]
 
     tool_calls, items, passages = [], [], {}
 
