@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import threading
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import yaml
@@ -24,6 +27,7 @@ from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
 from .terminal import all_visible
+from .text import STOPWORDS, english_stemmer, words
 from .types import Document
 
 #: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
@@ -57,6 +61,8 @@ class Corpus:
         self.skipped: tuple[str, ...] = tuple(skipped)
         self._by_id = {d.doc_id: d for d in self.documents}
         self.content_hash = _content_hash(self.documents)
+        self._terms: dict[str, frozenset[str]] | None = None  # doc_id → its terms, built at the first `topic`
+        self._terms_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -77,6 +83,60 @@ class Corpus:
 
     def __repr__(self) -> str:
         return f"Corpus({self.corpus_id!r}, {len(self)} documents, hash={self.content_hash[:12]})"
+
+    def doc_terms(self) -> dict[str, frozenset[str]]:
+        """Each document's terms (`terms` of its title and text), computed once (the first `topic` asked)."""
+        with self._terms_lock:
+            if self._terms is None:
+                self._terms = {d.doc_id: terms(f"{d.title}\n{d.text}") for d in self.documents}
+            return self._terms
+
+
+# --- what a question is about, for the doc-gap queue (docs/traces.md, "Doc gaps") -------------------------------
+
+#: The kinds of doc gap (`Topic.kind`), the strongest first: `doc_gaps.kind` of a question is its turns' strongest.
+GAP_KINDS = ("retrieved_unused", "not_found", "off_topic")
+#: A question is off the corpus's topic when fewer than this share of its terms occur anywhere in the corpus.
+OFF_TOPIC_SHARE = 0.5
+#: A retrieved document is relevant to a question when it holds at least this share of the question's terms that
+#: occur in the corpus (and at least one).
+RELEVANT_SHARE = 0.5
+
+
+def terms(text: str) -> frozenset[str]:
+    """The distinct stemmed words of `text` that are not stop words (as BM25 and the judges count them)."""
+    ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return frozenset(english_stemmer().stemWords(ws)) if ws else frozenset()
+
+
+@dataclass(frozen=True)
+class Topic:
+    """How a question meets a corpus, recorded with its turn: `terms` (its distinct terms), `in_corpus` (how many
+    occur in some document) and `relevant` (how many of the turn's retrieved documents are relevant to it)."""
+
+    terms: int
+    in_corpus: int
+    relevant: int
+
+    @property
+    def kind(self) -> str:
+        """The doc gap its turn is when it consults nothing: `off_topic` (too few of its terms are in the corpus:
+        no article of this knowledge base is missing), `retrieved_unused` (a relevant document was retrieved and
+        not used: a retrieval or model miss, not an article to write) or `not_found` (nothing relevant retrieved)."""
+        if self.terms and self.in_corpus < OFF_TOPIC_SHARE * self.terms:
+            return "off_topic"
+        return "retrieved_unused" if self.relevant else "not_found"
+
+
+def topic(question: str, corpus: Corpus, retrieved: Iterable[str]) -> Topic:
+    """`question` against `corpus` and the documents its turn retrieved (`RELEVANT_SHARE`, `OFF_TOPIC_SHARE`)."""
+    asked = terms(question)
+    by_doc = corpus.doc_terms()
+    known = {t for t in asked if any(t in d for d in by_doc.values())}
+    need = max(1, math.ceil(len(known) * RELEVANT_SHARE))
+    relevant = sum(1 for doc_id in dict.fromkeys(retrieved)
+                   if known and len(known & by_doc.get(doc_id, frozenset())) >= need)
+    return Topic(terms=len(asked), in_corpus=len(known), relevant=relevant)
 
 
 def _content_hash(documents: tuple[Document, ...]) -> str:

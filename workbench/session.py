@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
 from .questions import check_question_length
-from .corpus import Corpus, load_corpus
+from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
 from .provenance import sources_payload
 from .providers import declared, get_provider
@@ -43,6 +43,9 @@ class Answer:
     #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
     #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
     request: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: How its question meets the corpus and what it retrieved (`corpus.topic`), recorded with the turn: the kind
+    #: of doc gap it is when it consults nothing.
+    topic: Topic | None = None
 
 
 class Session:
@@ -138,7 +141,8 @@ class Session:
         if verify and record.status == "ok" and record.answer.strip():
             checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
             payload = replace(payload, verification=checked.to_payload())
-        answer = Answer(record, payload, faith, None, checked, request)
+        answer = Answer(record, payload, faith, None, checked, request,
+                        topic=topic(question, self.corpus, payload.sets.retrieved))
         return self.log(answer, run_id=run_id, if_moved=if_moved) if log else answer
 
     def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
@@ -189,7 +193,7 @@ class Session:
             self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
                                  claims=answer.faithfulness.claims if answer.faithfulness else None,
                                  ablations=answer.verification.rows() if answer.verification else None,
-                                 if_moved=if_moved)
+                                 if_moved=if_moved, topic=answer.topic)
         except ConversationMoved:
             raise  # not a store failure: the caller asks the turn again with the new history
         except TraceStoreError as exc:  # a broken trace database must not cost the user the answer

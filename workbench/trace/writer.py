@@ -217,20 +217,21 @@ class TraceWriter:
 
     def log_turn(self, record: TurnRecord, payload: Payload, *, claims: Iterable[Any] | None = None,
                  run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None,
-                 if_moved: str = "append") -> str:
+                 if_moved: str = "append", topic: Any = None) -> str:
         """Write one turn (all its tables, one transaction) and return its turn_id; `ablations` are the rows
         of its verification (`Verification.rows()`), when it was verified before being written.
 
         A conversation turn takes the next free position of its conversation (`placed` tells which). When
         that is not the position it was asked as (another turn landed while it ran), `if_moved="raise"`
         raises `ConversationMoved` and writes nothing, for the caller to ask it again with the new history;
-        a queued turn (`buffered`) is always written after the others."""
+        a queued turn (`buffered`) is always written after the others. `topic` (`corpus.Topic`) is how its
+        question met the corpus (the doc-gap kind, m017)."""
         with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
             run_id = run_id or self.run_for(record.config)
             if run_id in self._declared and run_id not in self._new_runs:
                 kind, run_key = self._declared[run_id]
                 self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
-        rows = turn_rows(record, payload, run_id, claims)  # outside the lock: threads build rows in parallel
+        rows = turn_rows(record, payload, run_id, claims, topic)  # outside the lock: threads build rows in parallel
         if ablations:
             rows["ablations"] = ablation_rows(payload.turn_id, ablations)
         with self._lock:
