@@ -246,10 +246,10 @@ class Conversations:
         tracer = self.session.tracer
         if tracer is None:
             return Conversation(conversation_id)
-        from .trace.conversations import last_position, load_conversation
+        from .trace.conversations import conversation_so_far
 
-        return Conversation(conversation_id, load_conversation(tracer.path, conversation_id, self.session.corpus),
-                            next_position([last_position(tracer.path, conversation_id)]))
+        turns, last = conversation_so_far(tracer.path, conversation_id, self.session.corpus)
+        return Conversation(conversation_id, turns, next_position([last]))
 
     def start(self, conversation_id: str) -> None:
         """Begin `conversation_id` with no earlier turn, without looking in the trace store (an id known to be

@@ -70,9 +70,16 @@ def last_position(db: str | Path | TraceReader, conversation_id: str) -> int:
 def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus: Corpus) -> list[TurnRecord]:
     """The turns of `conversation_id` that are history, oldest first, rebuilt as `TurnRecord`s (empty: a new
     conversation)."""
+    return conversation_so_far(db, conversation_id, corpus)[0]
+
+
+def conversation_so_far(db: str | Path | TraceReader, conversation_id: str,
+                        corpus: Corpus) -> tuple[list[TurnRecord], int]:
+    """`load_conversation`, and the position of the conversation's last turn (failed or not) read with it, in one
+    query: a turn landing between two reads would otherwise be in the position but not in the history."""
     reader = _with_conversations(db)
     if reader is None:
-        return []
+        return [], 0
     _, turns = reader.rows("""
         SELECT t.turn_id, t.question, coalesce(t.answer, ''), t.status, t.position, r.mode, t.started_at
         FROM turns t JOIN runs r USING (run_id)
@@ -81,8 +88,9 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
                                     conversation_id=conversation_id, position=pos,
                                     started_at=started.isoformat() if started is not None else None)
                          for tid, q, a, status, pos, mode, started in turns)
+    last = max((pos or 0 for _, _, _, _, pos, _, _ in turns), default=0)
     if not records:
-        return []
+        return [], last
     ids = [r.turn_id for r in records]
     _, calls = reader.rows("""
         SELECT turn_id, seq, name, exposure, args_json, error, call_id, latency_ms
@@ -120,7 +128,7 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
         history = tuple(history_turn(by_id[e], state, position) for e, position, state in asked_with.get(r.turn_id, ())
                         if e in by_id)
         records[i] = by_id[r.turn_id] = replace(r, history=history) if history else r
-    return records
+    return records, last
 
 
 def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str, dict[str, Any]]:
