@@ -133,3 +133,69 @@ def test_m016_renumbers_positions_written_twice_before_it_and_refuses_them_after
     with pytest.raises(duckdb.ConstraintException):
         con.execute("INSERT INTO turns (turn_id, run_id, question, status, conversation_id, position) "
                     "VALUES ('t5', 'r1', 'q', 'ok', 'c', 4)")
+
+
+def _asked_as(position: int, n: int) -> list:
+    from workbench.types import TurnRecord
+
+    return [TurnRecord(question=f"Question {i}?", answer="An answer.", turn_id=f"t-{position}-{i}",
+                       config={"provider": "offline", "mode": "agent"}, started_at="2024-05-01T10:00:00+00:00",
+                       latency_ms=1.0, conversation_id="c", position=position) for i in range(n)]
+
+
+def test_threads_writing_turns_asked_as_one_place_get_consecutive_places(tmp_path):
+    import threading
+
+    from workbench.errors import ConversationMoved
+    from workbench.provenance import sources_payload
+    from workbench.trace.writer import TraceWriter
+
+    db = tmp_path / "t.duckdb"
+    records = _asked_as(1, 8)
+    go = threading.Barrier(len(records))
+
+    def write(record):
+        w = TraceWriter(db)  # a writer each, as separate sessions have
+        go.wait()
+        w.log_turn(record, sources_payload(record))
+        assert w.placed(record.turn_id) is not None
+
+    threads = [threading.Thread(target=write, args=(r,)) for r in records]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT position, history_through FROM turns ORDER BY position").fetchall() == \
+            [(p, 0) for p in range(1, 9)]
+    late = _asked_as(3, 1)[0]
+    with pytest.raises(ConversationMoved) as moved:
+        TraceWriter(db).log_turn(late, sources_payload(late), if_moved="raise")
+    assert (moved.value.asked, moved.value.last) == (3, 8)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM turns").fetchone() == (8,), "nothing of the refused turn is written"
+
+
+def test_a_place_taken_between_the_read_and_the_insert_is_read_again(tmp_path, monkeypatch):
+    from workbench.provenance import sources_payload
+    from workbench.trace import writer as W
+
+    db = tmp_path / "t.duckdb"
+    w = W.TraceWriter(db)
+    first, second = _asked_as(1, 2)
+    w.log_turn(first, sources_payload(first))
+    real, stale = W._place, []
+
+    def placing_stale(con, turns, if_moved):  # the first read misses turn 1, as a racing writer's would
+        placed = real(con, turns, if_moved)
+        if not stale:
+            stale.append(1)
+            return [{**r, "position": 1} for r in placed]
+        return placed
+
+    monkeypatch.setattr(W, "_place", placing_stale)
+    w.log_turn(second, sources_payload(second))
+    assert stale and w.placed(second.turn_id) == 2
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT turn_id, position FROM turns ORDER BY position").fetchall() == \
+            [(first.turn_id, 1), (second.turn_id, 2)]

@@ -5,7 +5,7 @@ records of the conversation's earlier turns: `load_conversation` rebuilds them f
 question, answer and mode, each tool call with its arguments and the documents it returned, each excerpt
 with its number and text), taking titles, URLs and kinds from the corpus being asked (they are what the
 model would be shown again). Only the turns that are history (`conversation.is_history`) are returned; the
-positions of the others still count (`last_position`). Read-only, like every reader.
+positions of the others still count (`conversation_so_far`). Read-only, like every reader.
 """
 
 from __future__ import annotations
@@ -55,16 +55,6 @@ def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
         FROM turns WHERE conversation_id IS NOT NULL
         GROUP BY conversation_id ORDER BY last_at DESC NULLS LAST, conversation_id""")
     return [dict(zip(columns, r)) for r in rows]
-
-
-def last_position(db: str | Path | TraceReader, conversation_id: str) -> int:
-    """The position of the last turn of `conversation_id` in the store, failed or not (0: a new conversation);
-    the next turn's is `conversation.next_position([last])`."""
-    reader = _with_conversations(db)
-    if reader is None:
-        return 0
-    _, rows = reader.rows("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?", [conversation_id])
-    return int(rows[0][0])
 
 
 def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus: Corpus) -> list[TurnRecord]:

@@ -19,7 +19,7 @@ from .schema_m012 import M012_CONVERSATIONS
 from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
 from .schema_m016 import M016_CONVERSATION_POSITIONS
-from .schema_m017 import M017_DOC_GAP_KINDS
+from .schema_m017 import M017_DOC_GAP_KINDS, keep_gap_comments
 
 
 @dataclass(frozen=True)
@@ -499,5 +499,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
     Migration("m016_conversation_positions", M016_CONVERSATION_POSITIONS),
-    Migration("m017_doc_gap_kinds", M017_DOC_GAP_KINDS),
+    Migration("m017_doc_gap_kinds", M017_DOC_GAP_KINDS, keep_gap_comments),
 )

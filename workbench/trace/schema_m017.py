@@ -9,10 +9,13 @@
 - `doc_gaps_for` (and so `doc_gaps`) gets a `kind` column: `retrieved_unused`, `not_found`, `off_topic`, or
   NULL for a question whose turns were all written before m017. Its SQL is m013's, stated here whole as its
   own statement (not derived from the frozen text), with the kind added; the rules of what is a gap are
-  unchanged. The view is made again (its columns changed), so its comments are stated again.
+  unchanged. The view is made again (its columns changed); DuckDB drops a replaced view's comments, so the
+  Python step (`keep_gap_comments`) carries its column comments over, as m014 does, and adds the new ones.
 
 Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
 """
+
+from .schema_m014 import _COMMENTS  # the comments of chosen views and their columns, as m014 keeps them
 
 M017_DOC_GAP_KINDS = r"""
 CREATE UNIQUE INDEX turns_conversation_position ON turns (conversation_id, position);
@@ -25,7 +28,10 @@ COMMENT ON COLUMN turns.question_terms IS 'Distinct terms of the question (stemm
 COMMENT ON COLUMN turns.corpus_terms IS 'How many of them occur in some document of the corpus asked.';
 COMMENT ON COLUMN turns.relevant_retrieved IS 'Retrieved documents relevant to the question: each holds at least half of the question''s terms that occur in the corpus (docs/traces.md, "Doc gaps").';
 COMMENT ON COLUMN turns.gap_kind IS 'The kind of doc gap the turn is when it consults nothing (`doc_gaps.kind`): `off_topic` (fewer than half of its terms occur in the corpus), `retrieved_unused` (a relevant document was retrieved), else `not_found`. Set for every turn; only `doc_gaps` says whether it is a gap.';
+"""
 
+#: The gap queue with its kind: the macro, and the view over it made again (its columns changed).
+M017_GAP_QUEUE = r"""
 CREATE OR REPLACE MACRO doc_gaps_for(run_ids := NULL, providers := NULL, corpus_ids := NULL) AS TABLE
 WITH ok AS (  -- only turns that ended `ok` count, for the gaps and for what the knowledge base answers
     SELECT lower(trim(regexp_replace(t.question, '\s+', ' ', 'g'))) AS question_key, t.turn_id, t.run_id,
@@ -60,15 +66,22 @@ GROUP BY 1, 2
 ORDER BY asks DESC, last_seen DESC, question_key, corpus_id;
 
 CREATE OR REPLACE VIEW doc_gaps AS FROM doc_gaps_for();
+"""
+
+#: What m017 says anew: the view (it now has a kind) and its new column.
+M017_GAP_COMMENTS = r"""
 COMMENT ON VIEW doc_gaps IS 'The doc-gap queue: substantive questions whose `ok` turns consulted nothing, grouped by normalised question and corpus, with counts, first/last seen and the `kind` of gap (an article to write is `not_found`; `retrieved_unused` is a retrieval or model miss; `off_topic` is outside the knowledge base). Not gaps: structural (listing) questions, turns that did not end `ok` (a failed model says nothing about the knowledge base), follow-ups whose answer cites a document carried from an earlier turn of the conversation (answered from what that turn read, docs/design.md §11), and questions that any `ok` turn on the same corpus, in any run, consulted a document for (the knowledge base answers them; the model that consulted nothing missed it: see `provider_summary.gap_rate`). For chosen runs, providers or corpora: `FROM doc_gaps_for(run_ids := [...], providers := [...], corpus_ids := [...])`.';
-COMMENT ON COLUMN doc_gaps.question_key IS 'The question lower-cased with whitespace collapsed: the grouping key.';
-COMMENT ON COLUMN doc_gaps.corpus_id IS 'The knowledge base the question was asked of (the run''s `corpus_id`): a gap belongs to a corpus.';
-COMMENT ON COLUMN doc_gaps.question IS 'The most recent wording of the question.';
-COMMENT ON COLUMN doc_gaps.asks IS 'How many `ok` turns asked it and consulted nothing.';
-COMMENT ON COLUMN doc_gaps.runs IS 'In how many runs.';
-COMMENT ON COLUMN doc_gaps.first_seen IS 'First such turn (UTC).';
-COMMENT ON COLUMN doc_gaps.last_seen IS 'Latest such turn (UTC).';
-COMMENT ON COLUMN doc_gaps.last_turn_id IS 'The latest such turn, to inspect it.';
-COMMENT ON COLUMN doc_gaps.max_retrieved IS 'Most documents any of those turns retrieved (0: retrieval found nothing at all).';
 COMMENT ON COLUMN doc_gaps.kind IS 'What kind of gap (from its turns'' `turns.gap_kind`, the strongest of them): `retrieved_unused` (some turn retrieved a relevant document and none used it: fix retrieval or the model, not the docs), `not_found` (nothing relevant was retrieved: an article to write), `off_topic` (fewer than half of the question''s terms occur in the corpus: not this knowledge base''s subject); NULL when every turn was written before m017.';
 """
+
+
+def keep_gap_comments(con) -> None:
+    """Replace the gap queue (`M017_GAP_QUEUE`), keeping the comments of the columns `doc_gaps` had, then
+    comment the view and its new `kind` column (`M017_GAP_COMMENTS`)."""
+    kept = con.execute(_COMMENTS, [["doc_gaps"], ["doc_gaps"]]).fetchall()
+    con.execute(M017_GAP_QUEUE)
+    for _, column, comment in kept:
+        if column is not None:
+            quoted = comment.replace("'", "''")
+            con.execute(f"COMMENT ON COLUMN doc_gaps.{column} IS '{quoted}'")
+    con.execute(M017_GAP_COMMENTS)

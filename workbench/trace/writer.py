@@ -93,12 +93,13 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     conversation in their order), read inside the transaction this opens, so two writers never give one place
     twice. A turn asked as another position (the conversation moved while it ran: docs/design.md, "Concurrent
     turns of one conversation") is written there anyway, its `history_through` telling what it saw, unless
-    `if_moved` is "raise": then `ConversationMoved` is raised and nothing is written."""
+    `if_moved` is "raise" and another turn took its place: then `ConversationMoved` is raised and nothing is
+    written. (A turn asked after turns the store does not have, whose writes failed, just takes the next place.)"""
     last = dict(con.execute(_LAST_POSITIONS, [sorted({r["conversation_id"] for r in turns})]).fetchall())
     placed = []
     for r in turns:
         position = next_position([last.get(r["conversation_id"])])
-        if if_moved == "raise" and r.get("position") is not None and r["position"] != position:
+        if if_moved == "raise" and r.get("position") is not None and position > r["position"]:
             raise ConversationMoved(r["conversation_id"], r["position"], position - 1)
         last[r["conversation_id"]] = position
         placed.append({**r, "position": position})
