@@ -27,7 +27,7 @@ from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
 from .terminal import all_visible
-from .text import STOPWORDS, english_stemmer, words
+from .text import STOPWORDS, distinct_words, english_stemmer
 from .types import Document
 
 #: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
@@ -61,7 +61,8 @@ class Corpus:
         self.skipped: tuple[str, ...] = tuple(skipped)
         self._by_id = {d.doc_id: d for d in self.documents}
         self.content_hash = _content_hash(self.documents)
-        self._terms: dict[str, frozenset[str]] | None = None  # doc_id → its terms, built at the first `topic`
+        self._terms: dict[str, frozenset[str]] = {}  # doc_id → its terms, for the documents `topic` looked at
+        self._vocabulary: frozenset[str] | None = None  # every document's terms, built at the first `topic`
         self._terms_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -84,12 +85,23 @@ class Corpus:
     def __repr__(self) -> str:
         return f"Corpus({self.corpus_id!r}, {len(self)} documents, hash={self.content_hash[:12]})"
 
-    def doc_terms(self) -> dict[str, frozenset[str]]:
-        """Each document's terms (`terms` of its title and text), computed once (the first `topic` asked)."""
+    def vocabulary(self) -> frozenset[str]:
+        """Every term of the corpus (`terms` of all titles and texts), computed once, at the first `topic`."""
         with self._terms_lock:
-            if self._terms is None:
-                self._terms = {d.doc_id: terms(f"{d.title}\n{d.text}") for d in self.documents}
-            return self._terms
+            if self._vocabulary is None:
+                self._vocabulary = terms(*(t for d in self.documents for t in (d.title, d.text)))
+            return self._vocabulary
+
+    def terms_of(self, doc_id: str) -> frozenset[str]:
+        """The terms of document `doc_id`'s title and text (none for an unknown id), kept once computed."""
+        with self._terms_lock:
+            found = self._terms.get(doc_id)
+        if found is None:
+            doc = self.get(doc_id)
+            found = terms(doc.title, doc.text) if doc else frozenset()
+            with self._terms_lock:
+                self._terms[doc_id] = found
+        return found
 
 
 # --- what a question is about, for the doc-gap queue (docs/traces.md, "Doc gaps") -------------------------------
@@ -103,9 +115,10 @@ OFF_TOPIC_SHARE = 0.5
 RELEVANT_SHARE = 0.5
 
 
-def terms(text: str) -> frozenset[str]:
-    """The distinct stemmed words of `text` that are not stop words (as BM25 and the judges count them)."""
-    ws = [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+def terms(*texts: str) -> frozenset[str]:
+    """The distinct stemmed words of `texts` that are not stop words (as BM25 and the judges count them); each
+    distinct word is stemmed once."""
+    ws = [w for w in distinct_words(*texts) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
     return frozenset(english_stemmer().stemWords(ws)) if ws else frozenset()
 
 
@@ -131,11 +144,9 @@ class Topic:
 def topic(question: str, corpus: Corpus, retrieved: Iterable[str]) -> Topic:
     """`question` against `corpus` and the documents its turn retrieved (`RELEVANT_SHARE`, `OFF_TOPIC_SHARE`)."""
     asked = terms(question)
-    by_doc = corpus.doc_terms()
-    known = {t for t in asked if any(t in d for d in by_doc.values())}
+    known = asked & corpus.vocabulary()
     need = max(1, math.ceil(len(known) * RELEVANT_SHARE))
-    relevant = sum(1 for doc_id in dict.fromkeys(retrieved)
-                   if known and len(known & by_doc.get(doc_id, frozenset())) >= need)
+    relevant = sum(1 for doc_id in dict.fromkeys(retrieved) if known and len(known & corpus.terms_of(doc_id)) >= need)
     return Topic(terms=len(asked), in_corpus=len(known), relevant=relevant)
 
 
