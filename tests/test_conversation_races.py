@@ -199,3 +199,22 @@ def test_a_place_taken_between_the_read_and_the_insert_is_read_again(tmp_path, m
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT turn_id, position FROM turns ORDER BY position").fetchall() == \
             [(first.turn_id, 1), (second.turn_id, 2)]
+
+
+def test_a_refused_turn_leaves_the_writer_connection_as_it_was(tmp_path):
+    """`ConversationMoved` is raised inside the write transaction, after the placement turned the optimizer on:
+    the process's writer connection (reused for every later write) gets it back off."""
+    from workbench.errors import ConversationMoved
+    from workbench.provenance import sources_payload
+    from workbench.trace.connect import write_connection
+    from workbench.trace.writer import TraceWriter
+
+    db = tmp_path / "t.duckdb"
+    w = TraceWriter(db)
+    for r in _asked_as(1, 2):
+        w.log_turn(r, sources_payload(r))
+    late = _asked_as(1, 1)[0]
+    with pytest.raises(ConversationMoved):
+        w.log_turn(late, sources_payload(late), if_moved="raise")
+    with write_connection(db, timeout=5) as con:
+        assert con.execute("SELECT current_setting('enable_optimizer')").fetchone() == (False,)

@@ -33,7 +33,7 @@ from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, ru
 from .tables import SCHEMAS
 
 _MAX_RETRY_S = 30.0
-#: Times a write is placed again when the unique index on (conversation_id, position) refused it (m016).
+#: Times a write is placed again when the unique index on (conversation_id, position) refused it (m017).
 _PLACE_RETRIES = 3
 #: Positions kept for `TraceWriter.placed` (the oldest are forgotten: a batch never asks for them).
 _MAX_PLACED = 10_000
@@ -45,6 +45,10 @@ def _rollback(con) -> None:
     try:
         con.execute("ROLLBACK")
     except duckdb.Error:  # the failure came before BEGIN took effect: nothing to undo
+        pass
+    try:  # a failure between `_place` and the first insert left the optimizer on (the connection is reused)
+        con.execute("SET enable_optimizer = false")
+    except duckdb.Error:
         pass
 
 
@@ -82,7 +86,7 @@ def _insert(con, sql: str, columns: list[list[Any]]) -> None:
     con.execute(sql, columns)
 
 
-#: The last position of each conversation, read in the write transaction (the optimizer on for the index, m016).
+#: The last position of each conversation, read in the write transaction (the optimizer on for the index, m017).
 _LAST_POSITIONS = """BEGIN; SET enable_optimizer = true;
 SELECT conversation_id, max(position) FROM turns
 WHERE conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation_id"""
@@ -337,7 +341,7 @@ class TraceWriter:
     def _write(self, con, run_ids: set[str], rows: dict[str, list[Row]], strict: bool = False,
                if_moved: str = "append") -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing. A conversation
-        position another writer took first (the unique index, m016) is placed again, up to `_PLACE_RETRIES`."""
+        position another writer took first (the unique index, m017) is placed again, up to `_PLACE_RETRIES`."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
         # Passages repeat across turns (the same chunk, asked again): skip those this writer already stored.
         # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
