@@ -27,9 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import duckdb  # noqa: E402
-
 from workbench.provenance import sources_payload  # noqa: E402
+from workbench.trace.connect import duckdb_connect  # noqa: E402
 from workbench.trace.writer import TraceWriter  # noqa: E402
 from workbench.types import ResultItem, ToolCall, TurnRecord  # noqa: E402
 
@@ -55,7 +54,7 @@ def rounds(db: Path, mode: str, n: int) -> tuple[int, int, int]:
             _, err = p.communicate()
             if p.returncode:
                 print(f"round {r}: exit {p.returncode}: {err.strip()[-300:]}", file=sys.stderr)
-        with duckdb.connect(str(db), read_only=True) as con:
+        with duckdb_connect(db, read_only=True) as con:
             positions = [p for (p,) in con.execute("SELECT position FROM turns WHERE conversation_id = ?", [cid]).fetchall()]
             numbers = [n for (n,) in con.execute("""
                 SELECT i.excerpt_n FROM retrieved_items i JOIN turns t USING (turn_id)
