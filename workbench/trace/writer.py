@@ -86,7 +86,10 @@ def _insert(con, sql: str, columns: list[list[Any]]) -> None:
     con.execute(sql, columns)
 
 
-#: The last position of each conversation, read in the write transaction (the optimizer on for the index, m017).
+#: The last position of each conversation, read in the write transaction, with the optimizer on: the filter is then
+#: pushed into the scan (measured at 1M turns: 0.9 ms for one conversation, 1.8 ms for a list, 4–14 ms without).
+_LAST_POSITION = """BEGIN; SET enable_optimizer = true;
+SELECT conversation_id, max(position) FROM turns WHERE conversation_id = ? GROUP BY conversation_id"""
 _LAST_POSITIONS = """BEGIN; SET enable_optimizer = true;
 SELECT conversation_id, max(position) FROM turns
 WHERE conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation_id"""
@@ -99,7 +102,9 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     turns of one conversation") is written there anyway, its `history_through` telling what it saw, unless
     `if_moved` is "raise" and another turn took its place: then `ConversationMoved` is raised and nothing is
     written. (A turn asked after turns the store does not have, whose writes failed, just takes the next place.)"""
-    last = dict(con.execute(_LAST_POSITIONS, [sorted({r["conversation_id"] for r in turns})]).fetchall())
+    ids = sorted({r["conversation_id"] for r in turns})
+    read = con.execute(_LAST_POSITION, ids) if len(ids) == 1 else con.execute(_LAST_POSITIONS, [ids])
+    last = dict(read.fetchall())
     placed = []
     for r in turns:
         position = next_position([last.get(r["conversation_id"])])
