@@ -286,3 +286,50 @@ def test_compare_refuses_too_many_follow_ups(app):
     assert not at.exception, at.exception
     assert any(f"at most {MAX_FOLLOWUPS} follow-up questions" in unescape(e.value) for e in at.error)
     assert "cmp_conversations" not in at.session_state
+
+
+def test_two_app_sessions_on_one_conversation_each_take_the_next_place(chat, followup):
+    """Issue 33 item 3: a tab that did not see another session's turn still writes after it (never at its place),
+    and then shows it, so its next question is asked with the whole conversation."""
+    import duckdb
+
+    at = ask(chat, QUESTIONS[0])
+    cid = at.session_state["conversation_id"]
+    other = reload(cid)
+    other.sidebar.selectbox(key="cfg_provider").set_value(followup.FollowUp.name).run()
+    other = ask(other, QUESTIONS[1])
+    assert other.session_state["turns"][-1].answer.record.position == 2
+    at = ask(at, QUESTIONS[2])  # this tab still shows one turn
+    turns = at.session_state["turns"]
+    assert turns[-1].answer.record.position == 3 and turns[-1].error is None
+    assert [t.question for t in turns] == list(QUESTIONS), "the other session's turn is shown in its place"
+    with duckdb.connect(str(turns[-1].session.tracer.path), read_only=True) as con:
+        assert con.execute("SELECT position, history_through FROM turns WHERE conversation_id = ? ORDER BY position",
+                           [cid]).fetchall() == [(1, 0), (2, 1), (3, 1)]
+    at = ask(at, "And on mobile?")
+    record = at.session_state["turns"][-1].answer.record
+    assert record.position == 4 and [h.position for h in record.history] == [1, 2, 3]
+
+
+def test_an_excerpt_turn_another_session_overtook_is_asked_again_with_its_turn(app):
+    """In excerpt mode the overtaken turn is asked again after the other session's turn, so no excerpt number is
+    issued twice in the conversation (docs/design.md, "Concurrent turns of one conversation")."""
+    import duckdb
+
+    app.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
+    at = ask(app, "How do I configure SSO?")
+    cid = at.session_state["conversation_id"]
+    other = reload(cid)
+    other.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
+    other = ask(other, "And with Okta?")
+    at = ask(at, "How do I rotate an API key?")
+    turns = at.session_state["turns"]
+    assert [t.answer.record.position for t in turns] == [1, 2, 3] and turns[-1].error is None
+    assert [h.position for h in turns[-1].answer.record.history] == [1, 2], "asked again with the other's turn"
+    with duckdb.connect(str(turns[-1].session.tracer.path), read_only=True) as con:
+        numbers = [n for (n,) in con.execute("""
+            SELECT i.excerpt_n FROM retrieved_items i JOIN turns t USING (turn_id)
+            WHERE t.conversation_id = ? AND i.excerpt_n IS NOT NULL""", [cid]).fetchall()]
+        assert con.execute("SELECT position, history_through FROM turns WHERE conversation_id = ? ORDER BY 1",
+                           [cid]).fetchall() == [(1, 0), (2, 1), (3, 2)]
+    assert numbers and len(numbers) == len(set(numbers))

@@ -10,7 +10,7 @@ import pytest
 from workbench.conversation import history_for
 from workbench.provenance import sources_payload
 from workbench.session import Session
-from workbench.trace.conversations import list_conversations, load_conversation, next_position
+from workbench.trace.conversations import conversation_so_far, list_conversations, load_conversation
 from workbench.types import ContextPolicy
 
 QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "Which articles do you have?"]
@@ -42,7 +42,7 @@ def test_a_stored_conversation_is_rebuilt_as_the_records_that_were_asked(tmp_pat
     if mode == "excerpts":  # numbers continue across the conversation
         numbers = [e.n for r in loaded for e in r.excerpts]
         assert numbers == list(range(1, len(numbers) + 1))
-    assert next_position(db, "c-1") == 4 and next_position(db, "new") == 1
+    assert conversation_so_far(db, "c-1", session.corpus)[1] == 3 and conversation_so_far(db, "new", session.corpus) == ([], 0)
     assert load_conversation(db, "new", session.corpus) == []
     [conv] = list_conversations(db)
     assert (conv["conversation_id"], conv["turns"], conv["first_question"]) == ("c-1", 3, QUESTIONS[0])
@@ -78,7 +78,7 @@ def test_a_failed_turn_is_not_history_but_keeps_its_position(tmp_path):
     session.tracer.log_turn(failed, sources_payload(failed))
     loaded = load_conversation(db, "c-3", session.corpus)
     assert [r.turn_id for r in loaded] == [first.record.turn_id]
-    assert next_position(db, "c-3") == 3
+    assert conversation_so_far(db, "c-3", session.corpus)[1] == 2  # the failed turn keeps its place
 
 
 def test_the_context_policy_is_configuration_not_a_secret():

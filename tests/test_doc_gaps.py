@@ -127,3 +127,55 @@ def test_doc_gaps_page_filters_by_provider_corpus_and_run(traced, monkeypatch):
     assert shown() == {(CAPITAL, "demo")}
     at.multiselect(key="gaps_runs").set_value([runs["ollama", "demo"]]).run()
     assert not at.dataframe and any("No gaps" in s.value for s in at.success), "a failed turn is no gap"
+
+
+# --- the kind of gap (issue 33 item 8): a retrieval miss, an article to write, or not this corpus's subject ---------
+
+OKTA, REFUND, CUP, COLOUR = ("Where do I find the Okta metadata URL?", "How do I get a refund?",
+                             "Who won the World Cup?", "Can I change the colour of the login page?")
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory, demo):
+    """Guesser turns that consult nothing: in excerpt mode (the right article retrieved and not used) and in agent
+    mode (it never searches: nothing retrieved), on and off the demo corpus's subject."""
+    db = tmp_path_factory.mktemp("kinds") / "traces.duckdb"
+    register_provider(Guesser.name, Guesser)
+    try:
+        session = Session.open(demo, trace_db=db)
+        for q in (OKTA, REFUND, BREAD, CUP):
+            answer = session.ask(q, provider=Guesser.name, mode="excerpts")
+            assert not answer.payload.sets.consulted
+            if q in (OKTA, REFUND, CUP):  # BM25 finds something for the World Cup too, none of it about it
+                assert answer.payload.sets.retrieved
+        assert not session.ask(COLOUR, provider=Guesser.name).payload.sets.retrieved
+    finally:
+        _PROVIDERS.unregister(Guesser.name)
+    return db
+
+
+def test_each_gap_says_whether_it_was_retrieved_unused_not_found_or_off_topic(kinds):
+    columns, rows = TraceReader(kinds).gaps()
+    got = {r[columns.index("question")]: r[columns.index("kind")] for r in rows}
+    assert got == {OKTA: "retrieved_unused", REFUND: "retrieved_unused", COLOUR: "not_found",
+                   BREAD: "off_topic", CUP: "off_topic"}
+    assert {r[columns.index("question")] for r in TraceReader(kinds).gaps(kinds=["not_found"])[1]} == {COLOUR}
+
+
+def test_cli_gaps_csv_has_the_kind_and_filters_by_it(kinds, capsys):
+    assert main(["gaps", "--db", str(kinds), "--csv", "--kind", "off_topic"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {(r["question"], r["kind"]) for r in rows} == {(BREAD, "off_topic"), (CUP, "off_topic")}
+    with pytest.raises(SystemExit) as refused:
+        main(["gaps", "--db", str(kinds), "--kind", "articles"])
+    assert refused.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_doc_gaps_page_filters_by_kind(kinds, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_DB", str(kinds))
+    at = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert set(at.dataframe[0].value["kind"]) == {"retrieved_unused", "not_found", "off_topic"}
+    at.multiselect(key="gaps_kinds").set_value(["not_found"]).run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["question"]) == [COLOUR], "only the articles to write"

@@ -7,6 +7,7 @@ Each rule of `workbench/providers/offline.py`'s docstring has a test here; the a
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -23,10 +24,11 @@ MOBILE = "https://help.orbitly.example/articles/mobile-apps"
 
 
 def converse(session, *questions, **kw):
-    """Ask `questions` as one conversation; the answers, oldest first."""
-    answers = []
+    """Ask `questions` as one new conversation (an id of its own: the trace store places a turn after the
+    turns its conversation already has); the answers, oldest first."""
+    answers, cid = [], f"c-test-{uuid.uuid4().hex[:8]}"
     for q in questions:
-        answers.append(session.ask(q, history=[a.record for a in answers], conversation_id="c-test", **kw))
+        answers.append(session.ask(q, history=[a.record for a in answers], conversation_id=cid, **kw))
     return answers
 
 
@@ -85,7 +87,7 @@ def test_and_with_okta_is_searched_with_the_sso_question(demo_session):
     _, second = converse(demo_session, "How do I configure SSO?", "And with Okta?")
     assert searched(second) == ["And with Okta? How do I configure SSO?"]
     assert second.payload.sets.consulted == ("sso-okta",)  # the opened SSO article is not "seen also" again
-    assert second.record.position == 2 and second.record.conversation_id == "c-test"
+    assert second.record.position == 2 and second.record.conversation_id.startswith("c-test-")
 
 
 def test_a_follow_up_opens_the_hit_about_its_own_words(demo_session):

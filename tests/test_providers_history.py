@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 
 import pytest
 
@@ -92,11 +93,12 @@ def converse(session, wire, replies, questions, policies=None, **extra):
     """Ask `questions` as one conversation against one server scripted with `replies`; (answers, requests of each
     turn). Turn i's context policy is `policies[i]`, else `ROOMY`."""
     answers, per_turn = [], []
+    cid = f"c-{uuid.uuid4().hex[:12]}"  # a conversation of its own: the store places a turn after its conversation's
     with ScriptedServer(replies) as srv:
         for i, q in enumerate(questions):
             seen = len(srv.posts())
             answers.append(session.ask(q, provider=wire.provider, history=[a.record for a in answers],
-                                       conversation_id="c-1", context=(policies or {}).get(i, ROOMY),
+                                       conversation_id=cid, context=(policies or {}).get(i, ROOMY),
                                        **wire.options(srv.url, **extra)))
             assert answers[-1].record.status == "ok", answers[-1].record.error
             per_turn.append(srv.posts()[seen:])
@@ -124,7 +126,7 @@ def test_a_follow_up_sends_the_earlier_turn_exactly_as_its_last_request_had_it(w
     assert [n for n, _ in tool_pairs(wire.provider, second_of_2)] == ["search", "fetch_document", "search"]
     record = answers[1].record
     assert [(h.position, h.context, h.steps) for h in record.history] == [(1, "full", (1, 1))]
-    assert record.config["context"]["budget_tokens"] == 100_000 and record.position == 2 and record.conversation_id == "c-1"
+    assert record.config["context"]["budget_tokens"] == 100_000 and record.position == 2 and record.conversation_id == answers[0].record.conversation_id
     schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
 
 
@@ -146,7 +148,7 @@ def test_answer_turns_give_question_and_answer_and_dropped_turns_nothing(wire, d
     first_two = [a.record for a in answers[:2]]
     with ScriptedServer([wire.reply(A3)]) as srv:
         budget = ContextPolicy(turns=2, token_budget=_tokens_of(answers[2].record.history[1:], demo_session) + 5)
-        third = demo_session.ask(Q3, provider=wire.provider, history=first_two, conversation_id="c-1",
+        third = demo_session.ask(Q3, provider=wire.provider, history=first_two, conversation_id=first_two[0].conversation_id,
                                  context=budget, **wire.options(srv.url))
         [request] = srv.posts()
     assert third.record.status == "ok", third.record.error
@@ -273,7 +275,8 @@ def test_verification_re_runs_a_follow_up_with_the_prompt_cache_off(llama, demo_
 def test_a_history_that_cannot_fit_ends_context_overflow_before_any_call(wire, demo_session):
     answers, _ = converse(demo_session, wire, three_turns(wire)[:3], [Q1])
     with ScriptedServer([wire.reply(A2)]) as srv:
-        result = demo_session.ask(Q2, provider=wire.provider, history=[answers[0].record], conversation_id="c-1",
+        result = demo_session.ask(Q2, provider=wire.provider, history=[answers[0].record],
+                                  conversation_id=answers[0].record.conversation_id,
                                   context=ContextPolicy(token_budget=10), **wire.options(srv.url))
         assert srv.posts() == []  # nothing was sent
     record = result.record

@@ -72,6 +72,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
 from .config import MAX_CONVERSATION_ID_CHARS
+from .conversation import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared
@@ -529,7 +530,7 @@ class _Asker:
                 with self._count:
                     self.result.rate_limited += 1
         finally:
-            self.schedule.over(item, answer is not None and answer.payload.status == "ok")
+            self.schedule.over(item, answer is not None and is_history(answer.record))
 
 
 # --- writing: in question order, buffered, nothing lost silently -------------------------------------------------

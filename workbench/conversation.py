@@ -12,9 +12,43 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from .types import ContextPolicy, HistoryTurn, TurnRecord
+
+R = TypeVar("R")
+
+
+# --- a conversation's places: one rule, used by the trace store, the session, the app and eval ----------------
+
+def is_history(record: TurnRecord) -> bool:
+    """Whether a later turn is asked with `record` in its history: only a turn that answered (`ok`). A failed
+    turn is not history (the model never had an answer from it) but keeps its place (`next_position`)."""
+    return record.status == "ok"
+
+
+def history_of(records: Iterable[R], record: Callable[[R], TurnRecord | None] = lambda r: r) -> list[R]:
+    """The items of `records` (oldest first) that a follow-up is asked with (`is_history`); `record` gives an
+    item's turn record (None: a turn that never ran)."""
+    return [r for r in records if (rec := record(r)) is not None and is_history(rec)]
+
+
+def next_position(taken: Iterable[int | None]) -> int:
+    """The place of the next turn of a conversation whose turns so far took the positions `taken`: after every
+    one of them, failed turns too (1 for a new conversation)."""
+    return 1 + max((p for p in taken if p is not None), default=0)
+
+
+#: Times a turn is asked again because its conversation moved while it ran (`reask_when_moved`); after that it is
+#: written after the turns that landed (docs/security.md: two turns at once need one re-ask, not a loop).
+MAX_REASKS = 3
+
+
+def reask_when_moved(mode: str) -> bool:
+    """Whether a turn whose conversation moved while it ran (another turn landed first, docs/design.md,
+    "Concurrent turns of one conversation") is asked again with the new history rather than written after it:
+    in excerpt mode, whose numbers continue the history's and would repeat the other turn's."""
+    return mode == "excerpts"
 
 
 def history_turn(record: TurnRecord, context: str, position: int) -> HistoryTurn:

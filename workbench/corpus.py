@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import threading
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import yaml
@@ -24,6 +27,7 @@ from . import safe_yaml
 from .errors import CorpusError
 from .jsonl import json_objects
 from .terminal import all_visible
+from .text import STOPWORDS, distinct_words, english_stemmer
 from .types import Document
 
 #: Front matter larger than this is refused (safe_yaml: no aliases, bounded size and nesting).
@@ -57,6 +61,9 @@ class Corpus:
         self.skipped: tuple[str, ...] = tuple(skipped)
         self._by_id = {d.doc_id: d for d in self.documents}
         self.content_hash = _content_hash(self.documents)
+        self._terms: dict[str, frozenset[str]] = {}  # doc_id → its terms, for the documents `topic` looked at
+        self._vocabulary: frozenset[str] | None = None  # every document's terms, built at the first `topic`
+        self._terms_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -77,6 +84,70 @@ class Corpus:
 
     def __repr__(self) -> str:
         return f"Corpus({self.corpus_id!r}, {len(self)} documents, hash={self.content_hash[:12]})"
+
+    def vocabulary(self) -> frozenset[str]:
+        """Every term of the corpus (`terms` of all titles and texts), computed once, at the first `topic`."""
+        with self._terms_lock:
+            if self._vocabulary is None:
+                self._vocabulary = terms(*(t for d in self.documents for t in (d.title, d.text)))
+            return self._vocabulary
+
+    def terms_of(self, doc_id: str) -> frozenset[str]:
+        """The terms of document `doc_id`'s title and text (none for an unknown id), kept once computed."""
+        with self._terms_lock:
+            found = self._terms.get(doc_id)
+        if found is None:
+            doc = self.get(doc_id)
+            found = terms(doc.title, doc.text) if doc else frozenset()
+            with self._terms_lock:
+                self._terms[doc_id] = found
+        return found
+
+
+# --- what a question is about, for the doc-gap queue (docs/traces.md, "Doc gaps") -------------------------------
+
+#: The kinds of doc gap (`Topic.kind`), the strongest first: `doc_gaps.kind` of a question is its turns' strongest.
+GAP_KINDS = ("retrieved_unused", "not_found", "off_topic")
+#: A question is off the corpus's topic when fewer than this share of its terms occur anywhere in the corpus.
+OFF_TOPIC_SHARE = 0.5
+#: A retrieved document is relevant to a question when it holds at least this share of the question's terms that
+#: occur in the corpus (and at least one).
+RELEVANT_SHARE = 0.5
+
+
+def terms(*texts: str) -> frozenset[str]:
+    """The distinct stemmed words of `texts` that are not stop words (as BM25 and the judges count them); each
+    distinct word is stemmed once."""
+    ws = [w for w in distinct_words(*texts) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return frozenset(english_stemmer().stemWords(ws)) if ws else frozenset()
+
+
+@dataclass(frozen=True)
+class Topic:
+    """How a question meets a corpus, recorded with its turn: `terms` (its distinct terms), `in_corpus` (how many
+    occur in some document) and `relevant` (how many of the turn's retrieved documents are relevant to it)."""
+
+    terms: int
+    in_corpus: int
+    relevant: int
+
+    @property
+    def kind(self) -> str:
+        """The doc gap its turn is when it consults nothing: `off_topic` (too few of its terms are in the corpus:
+        no article of this knowledge base is missing), `retrieved_unused` (a relevant document was retrieved and
+        not used: a retrieval or model miss, not an article to write) or `not_found` (nothing relevant retrieved)."""
+        if self.terms and self.in_corpus < OFF_TOPIC_SHARE * self.terms:
+            return "off_topic"
+        return "retrieved_unused" if self.relevant else "not_found"
+
+
+def topic(question: str, corpus: Corpus, retrieved: Iterable[str]) -> Topic:
+    """`question` against `corpus` and the documents its turn retrieved (`RELEVANT_SHARE`, `OFF_TOPIC_SHARE`)."""
+    asked = terms(question)
+    known = asked & corpus.vocabulary()
+    need = max(1, math.ceil(len(known) * RELEVANT_SHARE))
+    relevant = sum(1 for doc_id in dict.fromkeys(retrieved) if known and len(known & corpus.terms_of(doc_id)) >= need)
+    return Topic(terms=len(asked), in_corpus=len(known), relevant=relevant)
 
 
 def _content_hash(documents: tuple[Document, ...]) -> str:

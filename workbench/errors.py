@@ -79,6 +79,19 @@ class TraceStoreError(WorkbenchError):
     """The trace database cannot be opened, stays locked, or a trace query failed; names the fix."""
 
 
+class ConversationMoved(WorkbenchError):
+    """A conversation turn asked as position `asked` found, when written, that another turn had taken that place
+    (the conversation's last position is now `last`); raised instead of writing only when the caller asked so
+    (`if_moved="raise"`: it asks the turn again with the new history). Never a `TraceStoreError`: the store is fine."""
+
+    def __init__(self, conversation_id: str, asked: int, last: int):
+        super().__init__(f"conversation {conversation_id!r} moved while the turn ran: it was asked as turn {asked}, "
+                         f"and turn {last} is now the last one")
+        self.conversation_id = conversation_id
+        self.asked = asked
+        self.last = last
+
+
 class ReadOnlyQueryError(TraceStoreError):
     """`workbench sql` was given a statement that could write (DROP, INSERT, ATTACH, COPY …); it only reads."""
 

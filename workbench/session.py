@@ -14,16 +14,16 @@ from typing import Any, Sequence
 from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
 from .questions import check_conversation_id, check_question_length
-from .corpus import Corpus, load_corpus
+from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
 from .provenance import sources_payload
 from .providers import declared, get_provider
 from .redact import recorded
 from .retrieval import get_retriever, retriever_names
-from .errors import TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
+from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
-from .conversation import history_for
+from .conversation import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
@@ -43,6 +43,9 @@ class Answer:
     #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
     #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
     request: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: How its question meets the corpus and what it retrieved (`corpus.topic`), recorded with the turn: the kind
+    #: of doc gap it is when it consults nothing.
+    topic: Topic | None = None
 
 
 class Session:
@@ -86,7 +89,7 @@ class Session:
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,
-            position: int | None = None, **provider_options: Any) -> Answer:
+            position: int | None = None, if_moved: str = "append", **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -106,9 +109,10 @@ class Session:
         A follow-up (docs/design.md §11) passes the conversation's earlier turns' records, oldest first, as
         `history`, with its `conversation_id`; `context` is the policy that decides what of them the model
         still has (default `ContextPolicy()`: the turns, then the token budget, `agent.run_turn`), recorded in
-        the turn's configuration with the budget and context it worked with. `position` is the turn's place in
-        it (default: after `history`; `trace.conversations.next_position` when failed turns, which are not
-        history, came before).
+        the turn's configuration with the budget and context it worked with. `position` is the place it is asked
+        as (default: after `history`; pass it when failed turns, which are not history, came before); the
+        trace store writes it at the next free place, and `if_moved` says what happens when another turn took
+        this one first (`TraceWriter.log_turn`).
         """
         _check_inputs(question, k)
         _check_conversation(conversation_id, context, position)
@@ -122,7 +126,7 @@ class Session:
         policy = None
         if conversation_id is not None or history:
             policy = context or ContextPolicy()
-            position = position or len(history) + 1
+            position = position or next_position(h.position or i for i, h in enumerate(history, start=1))
             turns = history_for(history, policy)
         else:
             position = None
@@ -138,8 +142,9 @@ class Session:
         if verify and record.status == "ok" and record.answer.strip():
             checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
             payload = replace(payload, verification=checked.to_payload())
-        answer = Answer(record, payload, faith, None, checked, request)
-        return self.log(answer, run_id=run_id) if log else answer
+        answer = Answer(record, payload, faith, None, checked, request,
+                        topic=topic(question, self.corpus, payload.sets.retrieved))
+        return self.log(answer, run_id=run_id, if_moved=if_moved) if log else answer
 
     def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
@@ -179,20 +184,30 @@ class Session:
         p = get_provider(request["provider"], model=request["model"], **options)
         return verify_turn(record, self.toolbox, p, payload=payload, judge=judge, budget=budget, sampling=pinned)
 
-    def log(self, answer: Answer, *, run_id: str | None = None, line: int | None = None) -> Answer:
+    def log(self, answer: Answer, *, run_id: str | None = None, line: int | None = None,
+            if_moved: str = "append") -> Answer:
         """Write `answer` (and its verification's `ablations` rows) to the trace store (unless tracing is
-        off); a failure is kept in `trace_error`. `line` is the line of an eval's questions file it answers."""
+        off); a failure is kept in `trace_error`. `line` is the line of an eval's questions file it answers. A
+        conversation turn comes back with the position it was written at; `if_moved="raise"` raises
+        `ConversationMoved` instead of writing one another turn overtook."""
         if self.tracer is None:
             return answer
         try:
             self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
                                  claims=answer.faithfulness.claims if answer.faithfulness else None,
-                                 ablations=answer.verification.rows() if answer.verification else None, line=line)
+                                 ablations=answer.verification.rows() if answer.verification else None,
+                                 line=line, if_moved=if_moved, topic=answer.topic)
+        except ConversationMoved:
+            raise  # not a store failure: the caller asks the turn again with the new history
         except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
             return replace(answer, trace_error=str(exc))
         except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
             return replace(answer, trace_error=f"{type(exc).__name__}: {exc}")
-        return answer
+        placed = self.tracer.placed(answer.payload.turn_id)
+        if placed is None or placed == answer.record.position:
+            return answer
+        return replace(answer, record=replace(answer.record, position=placed),
+                       payload=replace(answer.payload, position=placed))
 
 
 @dataclass
@@ -234,10 +249,10 @@ class Conversations:
         tracer = self.session.tracer
         if tracer is None:
             return Conversation(conversation_id)
-        from .trace.conversations import load_conversation, next_position
+        from .trace.conversations import conversation_so_far
 
-        return Conversation(conversation_id, load_conversation(tracer.path, conversation_id, self.session.corpus),
-                            next_position(tracer.path, conversation_id))
+        turns, last = conversation_so_far(tracer.path, conversation_id, self.session.corpus)
+        return Conversation(conversation_id, turns, next_position([last]))
 
     def keep_only(self, conversation_id: str, turn_ids: Sequence[str]) -> None:
         """Go on with only these stored turns of `conversation_id` as its history (a resumed eval: the turns of
@@ -253,15 +268,35 @@ class Conversations:
         with self._lock:
             self._known[conversation_id] = Conversation(conversation_id)
 
+    def forget(self, conversation_id: str) -> None:
+        """Read `conversation_id` from the trace store again at its next turn (another process added to it)."""
+        with self._lock:
+            self._known.pop(conversation_id, None)
+
     def ask(self, question: str, conversation_id: str | None, **kwargs: Any) -> Answer:
-        """`Session.ask` as the next turn of `conversation_id` (None: a question of its own)."""
+        """`Session.ask` as the next turn of `conversation_id` (None: a question of its own).
+
+        When another turn of the conversation (another process, another app session) was written while this
+        one ran, the turn is written after it (its `history_through` says what it saw) or, where that would
+        break the conversation's numbering (`reask_when_moved`), asked again with the conversation read anew,
+        at most `MAX_REASKS` times; either way the next turn reads the conversation from the store again."""
         if conversation_id is None:
             return self.session.ask(question, **kwargs)
-        c = self.get(conversation_id)
-        answer = self.session.ask(question, history=tuple(c.turns), conversation_id=conversation_id,
-                                  context=self.context, position=c.next_position, **kwargs)
-        c.next_position += 1
-        if answer.record.status == "ok":
+        reask = reask_when_moved(kwargs.get("mode", "agent")) and kwargs.get("log", True)
+        for attempt in range(MAX_REASKS + 1):
+            c = self.get(conversation_id)
+            try:
+                answer = self.session.ask(question, history=tuple(c.turns), conversation_id=conversation_id,
+                                          context=self.context, position=c.next_position,
+                                          if_moved="raise" if reask and attempt < MAX_REASKS else "append", **kwargs)
+                break
+            except ConversationMoved:
+                self.forget(conversation_id)
+        if answer.record.position != c.next_position:
+            self.forget(conversation_id)
+            return answer
+        c.next_position = next_position([answer.record.position])
+        if is_history(answer.record):
             c.turns.append(answer.record)
         return answer
 

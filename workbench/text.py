@@ -45,6 +45,14 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+def distinct_words(*texts: str) -> set[str]:
+    """The distinct `words` of `texts` (collected before lower-casing: a long text costs C-level work only)."""
+    found: set[str] = set()
+    for text in texts:
+        found.update(_WORD.findall(text))
+    return {w.lower() for w in found}
+
+
 def content_terms(text: str) -> list[str]:
     """Stemmed words minus stop words, in order (duplicates kept)."""
     return list(_content_terms(text))

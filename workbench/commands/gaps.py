@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..corpus import GAP_KINDS
 from ._options import add_db_option, db_path
 from ._table import add_format_options, emit
 
@@ -17,6 +18,10 @@ def register(sub) -> None:
                    help="only turns of these providers (repeatable)")
     p.add_argument("--corpus-id", action="append", default=[], metavar="ID",
                    help="only questions asked of these corpora (`runs.corpus_id`, repeatable)")
+    p.add_argument("--kind", action="append", default=[], choices=GAP_KINDS,
+                   help="only gaps of these kinds (repeatable): retrieved_unused (a relevant document was retrieved "
+                        "and not used), not_found (nothing relevant retrieved: an article to write), off_topic "
+                        "(not this knowledge base's subject); docs/traces.md, \"Doc gaps\"")
     add_db_option(p)
     add_format_options(p)
     p.set_defaults(func=run)
@@ -25,6 +30,6 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..trace import TraceReader
 
-    columns, rows = TraceReader(db_path(args)).gaps(args.run, args.provider, args.corpus_id)
+    columns, rows = TraceReader(db_path(args)).gaps(args.run, args.provider, args.corpus_id, args.kind)
     emit(columns, rows, args.fmt)
     return 0

@@ -7,8 +7,9 @@ as it was asked (question, answer, mode, each tool call with its arguments and t
 each excerpt, the model calls, the run's configuration, the latency, its history in the context states it
 was asked with), what it was asked with (`AskedWith`, typed), the claims judged and the latest verification.
 Titles, URLs and kinds are the ones the turn recorded (its `sources` rows), so the record does not depend on
-the corpus loaded now. Only turns that ended `ok` are returned: a failed turn's question without an answer
-is not part of what the model is given (its position still counts). Read-only, like every reader.
+the corpus loaded now. Only the turns that are history (`conversation.is_history`) are returned: a failed turn's question
+without an answer is not part of what the model is given, but its position still counts
+(`conversation_so_far`). Read-only, like every reader.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Mapping
 
 import duckdb
 
-from ..conversation import history_turn
+from ..conversation import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness
@@ -95,32 +96,47 @@ def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     return [dict(zip(columns, r)) for r in rows]
 
 
-def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
-    """The position the next turn of `conversation_id` takes (1 for a new conversation)."""
-    reader = _with_conversations(db)
-    if reader is None:
-        return 1
-    _, rows = reader.rows("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?", [conversation_id])
-    return int(rows[0][0]) + 1
-
-
 def read_conversation(db: str | Path | TraceReader, conversation_id: str,
                       corpus: Corpus | None = None) -> list[StoredConversationTurn]:
-    """The `ok` turns of `conversation_id`, oldest first, whole (empty: a new conversation). `corpus`, when it is the
-    one a turn was asked with (its content hash), only fills in its excerpts' file names (the store keeps none)."""
+    """The turns of `conversation_id` that are history, oldest first, whole (empty: a new conversation). `corpus`,
+    when it is the one a turn was asked with (its content hash), only fills in its excerpts' file names (the store
+    keeps none)."""
+    return _read(db, conversation_id, corpus)[0]
+
+
+def conversation_so_far(db: str | Path | TraceReader, conversation_id: str,
+                        corpus: Corpus | None = None) -> tuple[list[TurnRecord], int]:
+    """The records of `read_conversation` (the history of the conversation's next turn), and the position of its
+    last turn, failed or not, read in one snapshot: a turn landing between two reads would otherwise be in the
+    position but not in the history."""
+    turns, last = _read(db, conversation_id, corpus)
+    return [t.record for t in turns], last
+
+
+def _read(db: str | Path | TraceReader, conversation_id: str,
+          corpus: Corpus | None) -> tuple[list[StoredConversationTurn], int]:
     reader = _with_conversations(db)
     if reader is None:
-        return []
+        return [], 0
     with reader.connect() as con:
         try:
-            stored = [t for t in read_stored_turns(con, schema=reader.schema, conversation_id=conversation_id,
-                                                   whole=True) if t.turn["status"] == "ok"]
+            con.execute("BEGIN TRANSACTION")  # one snapshot: the last position and the turns agree
+            (last,) = con.execute("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?",
+                                  [conversation_id]).fetchone()
+            stored = list(read_stored_turns(con, schema=reader.schema, conversation_id=conversation_id, whole=True))
+            con.execute("COMMIT")
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not read conversation {conversation_id} from {reader.path}: {exc}") from None
+    return _conversation_turns(stored, corpus), int(last)
+
+
+def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None) -> list[StoredConversationTurn]:
     out: list[StoredConversationTurn] = []
     by_id: dict[str, TurnRecord] = {}
     for t in stored:  # oldest first: an earlier turn has its own history before a later one is asked with it
         record = _record(t, corpus)
+        if not is_history(record):
+            continue
         # its own history, in the context states it was asked with (`turn_context`): what its links were accepted
         # against (provenance of a later follow-up reads it, docs/design.md §11)
         history = tuple(history_turn(by_id[c["earlier_turn_id"]], c["context"], c["earlier_position"])

@@ -16,7 +16,8 @@ from typing import Any, Iterator
 import duckdb
 
 from ..config import default_db_path, lock_timeout, query_timeout
-from ..errors import ReadOnlyQueryError, TraceStoreError
+from ..corpus import GAP_KINDS
+from ..errors import ReadOnlyQueryError, TraceStoreError, WorkbenchError
 from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
 from .history import Schema
 from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
@@ -159,12 +160,21 @@ class TraceReader:
                                                **duckdb_limits(temp_directory)})
 
     def gaps(self, run_ids: list[str] | None = None, providers: list[str] | None = None,
-             corpus_ids: list[str] | None = None) -> tuple[list[str], list[tuple]]:
-        """The doc-gap queue (`doc_gaps_for`), over every run or only the given runs, providers and corpora
-        (None or empty: no restriction)."""
-        return self.rows("SELECT question, corpus_id, asks, runs, first_seen, last_seen, max_retrieved, last_turn_id "
-                         "FROM doc_gaps_for(run_ids := ?, providers := ?, corpus_ids := ?)",
-                         [run_ids or None, providers or None, corpus_ids or None])
+             corpus_ids: list[str] | None = None, kinds: list[str] | None = None) -> tuple[list[str], list[tuple]]:
+        """The doc-gap queue (`doc_gaps_for`), over every run or only the given runs, providers, corpora and
+        kinds of gap (`GAP_KINDS`; None or empty: no restriction); `kind` is NULL on a database from before m017."""
+        unknown = sorted(set(kinds or ()) - set(GAP_KINDS))
+        if unknown:
+            raise WorkbenchError(f"unknown doc-gap kind {unknown[0]!r}; choose one of: {', '.join(GAP_KINDS)}")
+        if self.schema is None:
+            self.check()
+        kind = "kind" if "m017_doc_gap_kinds" in self.schema.applied else "NULL::VARCHAR AS kind"  # before m017
+        return self.rows(f"""
+            SELECT * FROM (SELECT question, corpus_id, asks, runs, first_seen, last_seen, max_retrieved, last_turn_id,
+                                  {kind}
+                           FROM doc_gaps_for(run_ids := ?, providers := ?, corpus_ids := ?))
+            WHERE ?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], kind)""",
+                         [run_ids or None, providers or None, corpus_ids or None, kinds or None, kinds or None])
 
     def find_run(self, *, run_id: str | None = None, run_key: str | None = None) -> dict[str, Any] | None:
         """The run with `run_id`, or the latest with `run_key`; None when absent (or no database yet)."""

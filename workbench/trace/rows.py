@@ -54,8 +54,9 @@ Row = dict[str, Any]
 
 
 def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
-              claims: Iterable[Any] | None = None) -> dict[str, list[Row]]:
-    """Rows (dicts keyed by column name) for every trace table touched by one turn; empty tables are omitted."""
+              claims: Iterable[Any] | None = None, topic: Any = None) -> dict[str, list[Row]]:
+    """Rows (dicts keyed by column name) for every trace table touched by one turn; empty tables are omitted.
+    `topic` (`corpus.Topic`, when known) fills the doc-gap columns (m017)."""
     tid = payload.turn_id
     sets = payload.sets
     calls = record.model_calls
@@ -68,7 +69,11 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
               "n_cited": len(sets.cited), "n_consulted": len(sets.consulted),
               "n_rejected": len(payload.rejected_citations), "n_tool_calls": len(record.tool_calls),
               "n_model_calls": len(calls), "model_latency_ms": _sum_or_none([c.latency_ms for c in calls]),
-              "conversation_id": record.conversation_id, "position": record.position}]
+              "conversation_id": record.conversation_id, "position": record.position,
+              # asked as `position`, it read the history through the turn before; the writer may place it later
+              "history_through": record.position - 1 if record.conversation_id and record.position else None,
+              "question_terms": topic.terms if topic else None, "corpus_terms": topic.in_corpus if topic else None,
+              "relevant_retrieved": topic.relevant if topic else None, "gap_kind": topic.kind if topic else None}]
 
     tool_calls, items, passages = [], [], {}
 

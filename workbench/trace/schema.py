@@ -18,6 +18,8 @@ from .schema_m011 import M011_EXPERIMENTS
 from .schema_m012 import M012_CONVERSATIONS
 from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
+from .schema_m016 import M016_CONVERSATION_POSITIONS
+from .schema_m017 import M017_DOC_GAP_KINDS, keep_gap_comments
 from .schema_m021 import M021_TURN_LINES, score_by_line
 from .schema_m022 import M022_SAVED_QUERIES
 
@@ -498,6 +500,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m012_conversations", M012_CONVERSATIONS),
     Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
+    Migration("m016_conversation_positions", M016_CONVERSATION_POSITIONS),
+    Migration("m017_doc_gap_kinds", M017_DOC_GAP_KINDS, keep_gap_comments),
     Migration("m021_turn_lines", M021_TURN_LINES, score_by_line),
     Migration("m022_saved_queries", M022_SAVED_QUERIES),
 )

@@ -21,7 +21,8 @@ from ..errors import WorkbenchError
 from ..providers import provider_names
 from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
 from ..retrieval import retriever_names
-from .conversation import history, new_id, next_position
+from ..conversation import next_position
+from .conversation import history, new_id, places
 from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
 
@@ -118,7 +119,7 @@ def converse(questions: tuple[str, ...], cfg: RunConfig, session, done: list[Tur
     cid = new_id() if len(questions) > 1 else None
     for q in questions:
         done.append(run(q, cfg, session, history=history(done), conversation_id=cid,
-                        position=next_position(done) if cid else None))
+                        position=next_position(places(done)) if cid else None))
     return done
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
-from ..errors import WorkbenchError
+from ..conversation import MAX_REASKS, history_of, next_position, reask_when_moved
+from ..errors import ConversationMoved, WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
 from ..redact import REDACTED
@@ -46,16 +47,14 @@ def conversation_id() -> str:
 
 
 def history(earlier: list[Turn]) -> list[Any]:
-    """The records a follow-up sends as its history: the earlier turns that answered (a failed turn, which has
-    no record of what the model saw, is not part of the conversation the model is shown)."""
-    return [t.answer.record for t in earlier
-            if t.answer is not None and t.error is None and t.answer.record.status == "ok"]
+    """The records a follow-up sends as its history (`conversation.history_of`: the earlier turns that answered)."""
+    return [t.answer.record for t in history_of(earlier, lambda t: t.answer.record if t.answer is not None else None)]
 
 
-def next_position(earlier: list[Turn]) -> int:
-    """The place of the next turn: after every earlier turn that ran, a failed one too (its place is taken in the
-    trace store, though it is not history); a reopened conversation's failed turns are not reopened but counted."""
-    return 1 + max((t.answer.record.position or 0 for t in earlier if t.answer is not None), default=0)
+def places(earlier: list[Turn]) -> list[int | None]:
+    """The positions the earlier turns that ran took (failed ones too), for `conversation.next_position`; a
+    reopened conversation's failed turns are not reopened, and the store places the turn after them anyway."""
+    return [t.answer.record.position for t in earlier if t.answer is not None]
 
 
 def clear_view() -> None:
@@ -193,10 +192,42 @@ def ask(question: str, cfg: RunConfig) -> Turn:
         new_conversation()
         st.toast("Another corpus: a new conversation (the earlier one stays in the trace database).", icon="ℹ️")
         earlier = turns()
-    turn = run(question, cfg, history=history(earlier), conversation_id=conversation_id(), position=next_position(earlier))
+    cid, reask = conversation_id(), reask_when_moved(cfg.mode)
+    for attempt in range(MAX_REASKS + 1):
+        asked = next_position(places(earlier))
+        try:
+            turn = run(question, cfg, history=history(earlier), conversation_id=cid, position=asked,
+                       if_moved="raise" if reask and attempt < MAX_REASKS else "append")
+            break
+        except ConversationMoved:  # another session's turn landed first: ask again after it
+            earlier = catch_up(cid, cfg)
+    if turn.answer is not None and turn.answer.record.position not in (None, asked):
+        earlier = catch_up(cid, cfg, turn.answer.record.turn_id)  # written after another session's turns
     earlier.append(turn)
-    st.query_params[QUERY] = conversation_id()
+    st.query_params[QUERY] = cid
     return turn
+
+
+def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
+    """The open conversation with the turns other sessions (another tab, another process) wrote to the trace
+    database added in their places (not `asked`, the turn being added here), so the next turn is asked with
+    them (docs/design.md, "Concurrent turns of one conversation"); the turns asked here are kept as they are."""
+    from ..trace.conversations import read_conversation
+
+    earlier = turns()
+    known = {t.answer.record.turn_id for t in earlier if t.answer is not None} | {asked}
+    try:
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+        db = session.tracer.path if session.tracer else (cfg.db or default_db())
+        added = [reopened_turn(t, cfg) for t in read_conversation(db, cid, session.corpus)
+                 if t.record.turn_id not in known]
+    except (WorkbenchError, OSError):  # the store cannot be read now: the next turn is placed after them anyway
+        return earlier
+    for a in added:  # oldest first, each before the first turn asked here after it
+        at = a.answer.record.position or 0
+        i = next((i for i, t in enumerate(earlier) if t.answer and (t.answer.record.position or 0) > at), len(earlier))
+        earlier.insert(i, a)
+    return earlier
 
 
 def _label(row: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import uuid
 from .. import questions
 from ..config import DEMO_CORPUS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
-from ..errors import PathNotAllowedError, WorkbenchError
+from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
 from ..payload import Payload
 from ..providers import declared, get_provider, provider_names, readiness, steps
@@ -224,19 +224,22 @@ def example_question(cfg: RunConfig) -> str | None:
 
 
 def run(question: str, cfg: RunConfig, session: Session | None = None, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None, position: int | None = None) -> Turn:
+        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append") -> Turn:
     """Ask `question` with `cfg` (in `session`, else the cached one for `cfg`: a worker thread without the
     page's script context gets its session from the page); every failure becomes `Turn.error`, never an
-    exception. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11)."""
+    exception, but `ConversationMoved` (`if_moved="raise"`, `Session.log`), which the caller answers by asking
+    again. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11)."""
     start = time.perf_counter()
     turn = Turn(question, cfg)
     try:
         turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
         turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
-                          position=position)
+                          position=position, if_moved=if_moved)
         payload = turn.answer.payload
         if payload.status != "ok":
             turn.error = payload.error or payload.status
+    except ConversationMoved:
+        raise
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
     turn.elapsed_ms = (time.perf_counter() - start) * 1000
@@ -244,12 +247,12 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
 
 
 def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None, position: int | None = None):
+        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append"):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
     options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
                        tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, position=position, **options)
+                       conversation_id=conversation_id, position=position, if_moved=if_moved, **options)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
