@@ -86,7 +86,8 @@ class Session:
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,
-            position: int | None = None, **provider_options: Any) -> Answer:
+            position: int | None = None, user_id: str | None = None, owner: str | None = None,
+            **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -108,7 +109,8 @@ class Session:
         still has (default `ContextPolicy()`: the turns, then the token budget, `agent.run_turn`), recorded in
         the turn's configuration with the budget and context it worked with. `position` is the turn's place in
         it (default: after `history`; `trace.conversations.next_position` when failed turns, which are not
-        history, came before).
+        history, came before). `user_id` (who asked: the signed-in person) and `owner` (whose turn it is) are
+        recorded with it (`turns.user_id`, `turns.owner`; the app sets them, docs/security.md).
         """
         _check_inputs(question, k)
         if verify:
@@ -128,6 +130,8 @@ class Session:
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
                           observe=observe, history=turns, conversation_id=conversation_id, position=position,
                           context=policy)
+        if user_id is not None or owner is not None:
+            record = replace(record, user_id=user_id, owner=owner)
         payload = sources_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

@@ -68,7 +68,8 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
               "n_cited": len(sets.cited), "n_consulted": len(sets.consulted),
               "n_rejected": len(payload.rejected_citations), "n_tool_calls": len(record.tool_calls),
               "n_model_calls": len(calls), "model_latency_ms": _sum_or_none([c.latency_ms for c in calls]),
-              "conversation_id": record.conversation_id, "position": record.position}]
+              "conversation_id": record.conversation_id, "position": record.position,
+              "user_id": record.user_id, "owner": record.owner}]
 
     tool_calls, items, passages = [], [], {}
 
