@@ -128,9 +128,13 @@ def test_a_question_on_another_corpus_starts_a_new_conversation(chat, tmp_path, 
 # --- a conversation reopened from the trace database ------------------------------------------------------
 
 
-def reload(cid: str) -> AppTest:
-    """A fresh browser session opening `?conversation=cid` (a reload, or a shared link)."""
+def reload(cid: str, browser: AppTest | None = None) -> AppTest:
+    """A fresh browser session opening `?conversation=cid`: a reload of `browser` (the same browser, so the same
+    viewer: without sign-in a browser is known by its token, `identity.browser_token`), else another browser
+    (a shared link)."""
     at = AppTest.from_file(APP, default_timeout=60)
+    if browser is not None:
+        at.session_state["viewer_token"] = browser.session_state["viewer_token"]
     at.query_params["conversation"] = cid
     at.run()
     assert not at.exception, at.exception
@@ -141,7 +145,7 @@ def test_a_reload_reopens_the_conversation_and_a_follow_up_continues_it(chat, fo
     at = conversation(chat)
     cid = at.session_state["conversation_id"]
     asked = at.session_state["turns"]
-    again = reload(cid)
+    again = reload(cid, at)
     turns = again.session_state["turns"]
     assert again.session_state["conversation_id"] == cid
     assert [t.turn_id for t in turns] == [t.turn_id for t in asked]

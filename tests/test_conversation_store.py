@@ -10,7 +10,7 @@ import pytest
 from workbench.conversation import history_for
 from workbench.provenance import sources_payload
 from workbench.session import Session
-from workbench.trace.conversations import list_conversations, load_conversation, next_position
+from workbench.trace.conversations import conversation_owner, list_conversations, load_conversation, next_position
 from workbench.types import ContextPolicy
 
 QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "Which articles do you have?"]
@@ -89,3 +89,22 @@ def test_the_context_policy_is_configuration_not_a_secret():
     assert redact_config(config) == {"context": {"turns": 2, "token_budget": 4096},
                                      "options": {"max_tokens": 256, "api_key": "<redacted>",
                                                  "access_token": "<redacted>", "token": "<redacted>"}}
+
+
+def test_each_conversation_is_its_first_turns_owners(tmp_path):
+    """Issue 31 item 3: `list_conversations(owner=…)` lists only that owner's conversations (and, when asked for,
+    the ownerless ones the CLI asked), and `conversation_owner` names whose a conversation is."""
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    a = session.ask("How do I configure SSO?", conversation_id="c-ana", user_id="ana@x.example", owner="user:ana@x.example")
+    session.ask("And with Okta?", history=[a.record], conversation_id="c-ana", user_id="ana@x.example",
+                owner="user:ana@x.example")
+    session.ask("How do I reset my password?", conversation_id="c-bo", owner="browser:0123")
+    session.ask("Which articles do you have?", conversation_id="c-cli")  # asked outside the app: nobody's
+    mine = list_conversations(db, owner="user:ana@x.example", ownerless=False)
+    assert [(r["conversation_id"], r["turns"], r["owner"]) for r in mine] == [("c-ana", 2, "user:ana@x.example")]
+    assert {r["conversation_id"] for r in list_conversations(db, owner="browser:0123")} == {"c-bo", "c-cli"}
+    assert {r["conversation_id"] for r in list_conversations(db)} == {"c-ana", "c-bo", "c-cli"}
+    assert conversation_owner(db, "c-ana") == (True, "user:ana@x.example")
+    assert conversation_owner(db, "c-cli") == (True, None)
+    assert conversation_owner(db, "c-none") == (False, None)
