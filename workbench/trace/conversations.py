@@ -18,6 +18,7 @@ from typing import Any
 from ..conversation import history_turn
 from ..corpus import Corpus
 from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
+from .history import OWNERS
 from .reader import TraceReader, as_reader
 
 
@@ -41,10 +42,6 @@ def _asked_with(reader: TraceReader, turn_ids: list[str]) -> dict[str, list[tupl
     for tid, earlier, position, state in rows:
         out.setdefault(tid, []).append((earlier, position, state))
     return out
-
-
-#: The migration that records whose each turn is (`turns.owner`); a database without it has ownerless turns only.
-OWNERS = "m018_turn_user"
 
 
 def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None,

@@ -55,6 +55,12 @@ class Viewer:
         return self.user_id is not None
 
     @property
+    def sql_owner(self) -> str | None:
+        """Whose turns the Trace explorer's SQL is limited to: None (everything) for a signed-in analyst; this
+        browser's own (and nobody's) without sign-in, so one browser never reads another's uploads."""
+        return None if self.signed_in else self.owner
+
+    @property
     def uploads_token(self) -> str:
         """The name of this viewer's uploads folder: 32 hex digits derived from `owner`, so a signed-in person
         finds their uploads again in every session, and nobody can name another's."""
