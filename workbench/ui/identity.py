@@ -147,30 +147,40 @@ def _sign_in_page(auth: Mapping) -> None:
             st.login(name)
 
 
-def gate() -> Viewer:
-    """The viewer of this run; with `[auth]` configured, a visitor who has not signed in sees the sign-in page
-    and the script stops there (no page, no chat, no trace data)."""
+def _viewer() -> Viewer | None:
+    """The viewer of this run, or None: `[auth]` is configured and nobody has signed in."""
     auth = auth_settings()
-    if auth is not None:
-        uid = user_id_of(st.user) if st.user.is_logged_in else None
-        if uid is None:
-            st.session_state.pop(VIEWER, None)
-            _sign_in_page(auth)
-            st.stop()
-        viewer = Viewer(user_id=uid, owner=f"user:{uid}", analyst=uid in analysts())
-    else:
-        if not loopback():
-            _warned_at_start()
-            st.warning(TRUST_WARNING, icon=":material/public:")
-        viewer = Viewer(user_id=None, owner=f"browser:{browser_token()}", analyst=True)
+    if auth is None:
+        return Viewer(user_id=None, owner=f"browser:{browser_token()}", analyst=True)
+    uid = user_id_of(st.user) if st.user.is_logged_in else None
+    return None if uid is None else Viewer(user_id=uid, owner=f"user:{uid}", analyst=uid in analysts())
+
+
+def gate() -> Viewer:
+    """The viewer of this run. With `[auth]` configured, a visitor who has not signed in gets the sign-in page
+    as the app's only page (so no URL reaches another page, `pages/` included) and the script stops there: no
+    chat, no page, no trace data. Without `[auth]` on an address that is not loopback, the page says that
+    anyone who can reach it is trusted."""
+    viewer = _viewer()
+    if viewer is None:
+        st.session_state.pop(VIEWER, None)
+        auth = auth_settings() or {}
+        st.navigation([st.Page(lambda: _sign_in_page(auth), title="Sign in", url_path="sign-in", default=True)],
+                      position="hidden").run()
+        st.stop()
+    if not viewer.signed_in and not loopback():
+        _warned_at_start()
+        st.warning(TRUST_WARNING, icon=":material/public:")
     st.session_state[VIEWER] = viewer
     return viewer
 
 
 def current() -> Viewer:
-    """The viewer `gate` let in on this run (a page run on its own, as under AppTest, passes the gate here)."""
-    viewer = st.session_state.get(VIEWER)
-    return viewer if isinstance(viewer, Viewer) else gate()
+    """The viewer of this run, checked again (a page run on its own, as under AppTest, passes the gate here)."""
+    viewer = _viewer()
+    if viewer is None or st.session_state.get(VIEWER) != viewer:
+        return gate()
+    return viewer
 
 
 def signed_in_box(viewer: Viewer) -> None:
