@@ -5,16 +5,13 @@ docs/security.md: one app server and one provider for the whole module, so this 
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
+
+from streamlit_server import ask, free_port, streamlit_app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -26,14 +23,6 @@ UPLOAD = f"---\nid: payroll\ntitle: Payroll key rotation\n---\nRotate the payrol
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,36 +37,16 @@ def provider():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, provider):
     tmp = tmp_path_factory.mktemp("signin")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     (tmp / "secrets.toml").write_text(
         f'[auth]\nredirect_uri = "{url}/oauth2callback"\ncookie_secret = "{secrets.token_hex(16)}"\n'
         f'client_id = "workbench-test"\nclient_secret = "{secrets.token_hex(8)}"\n'
         f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n')
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
+    env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
            "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none", "--secrets.files", str(tmp / "secrets.toml")]
-    log = open(tmp / "streamlit.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.2)  # polling a starting server: the condition is its health answer
-    else:
-        proc.terminate()
-        pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
-    yield {"url": url, "db": tmp / "traces.duckdb", "tmp": tmp, "log": tmp / "streamlit.log"}
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with streamlit_app(tmp, env, "--secrets.files", str(tmp / "secrets.toml"), port=port) as served:
+        yield {"url": served.url, "db": tmp / "traces.duckdb", "tmp": tmp}
 
 
 @pytest.fixture(scope="module")
@@ -113,13 +82,7 @@ def _sign_in(browser, server, subject: str):
 
 
 def _ask(page, question: str):
-    before = page.get_by_test_id("stChatMessage").count()
-    box = page.get_by_test_id("stChatInputTextArea")
-    box.fill(question)
-    box.press("Enter")
-    page.wait_for_function(f"document.querySelectorAll('[data-testid=stChatMessage]').length >= {before + 2}")
-    _settle(page)
-    return page.get_by_test_id("stChatMessage").last
+    return ask(page, question, _settle)
 
 
 def _text(locator) -> str:
