@@ -53,7 +53,7 @@ def _filter(table: str, columns: set[str]) -> str:
 
 def _order(table: str) -> int:
     """Copy order: turns first (the rest select by them), then per-turn tables, passages, runs, the rest."""
-    return {"turns": 0, "retrieved_items": 1, "passages": 2, "runs": 3}.get(table, 1 if table != "experiments" else 4)
+    return {"turns": 0, "passages": 2, "runs": 3, "experiments": 4}.get(table, 1)
 
 
 def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
