@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import binascii
 import os
+from pathlib import Path
 
 import pytest
 from streamlit import config as st_config
@@ -73,3 +74,23 @@ def test_without_sign_in_on_a_network_address_every_page_says_anyone_is_trusted(
 def test_on_loopback_without_sign_in_there_is_no_warning(app):
     assert not [w.value for w in app.warning if "anyone who can reach" in w.value]
     assert TRUST_WARNING.startswith("This app has no sign-in")
+
+
+AUTH = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32, "client_id": "c",
+        "client_secret": "s", "server_metadata_url": "http://127.0.0.1:9/.well-known/openid-configuration"}
+
+
+@pytest.mark.parametrize("page", ["app.py", *(f"pages/{p.name}" for p in sorted((Path(__file__).parent.parent
+                                                                                 / "pages").glob("*.py")))])
+def test_with_auth_every_page_run_on_its_own_shows_only_the_sign_in_page(page, tmp_path, monkeypatch):
+    """Each page file, run directly (not through app.py's navigation), stops at the sign-in page too."""
+    from conftest import ROOT
+
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    at.secrets["auth"] = AUTH
+    at.run()
+    assert not at.exception, at.exception
+    assert [b.label for b in at.button] == ["Sign in"], [b.label for b in at.button]
+    assert not at.chat_input and not at.sidebar.children and not at.dataframe and not at.text_area
+    assert not (tmp_path / "traces.duckdb").exists(), "no trace data is touched before sign-in"

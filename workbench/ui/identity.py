@@ -152,7 +152,7 @@ def _viewer() -> Viewer | None:
     auth = auth_settings()
     if auth is None:
         return Viewer(user_id=None, owner=f"browser:{browser_token()}", analyst=True)
-    uid = user_id_of(st.user) if st.user.is_logged_in else None
+    uid = user_id_of(st.user) if st.user.get("is_logged_in", False) else None
     return None if uid is None else Viewer(user_id=uid, owner=f"user:{uid}", analyst=uid in analysts())
 
 
