@@ -14,10 +14,11 @@ from workbench.render import display_text  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui import conversation, identity  # noqa: E402
-from workbench.ui.turn import document_panel, inline_citation_links, render_turn  # noqa: E402
+from workbench.ui.turn import document_panel, inline_citation_links, page_style, render_turn  # noqa: E402
 
 
 def chat() -> None:
+    page_style()
     cfg = sidebar()
     problem = warm(cfg)  # load the corpus and index now, so the first question is fast
     if problem:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -55,7 +56,7 @@ def test_trace_explorer_runs_canned_and_typed_queries_and_refuses_writes(db):
 
     at = page("2_Trace_explorer.py", chat)
     df = at.dataframe[0].value
-    assert list(df.columns[:7]) == ["provider", "model", "retriever", "mode", "k", "tool_protocol", "turns"]
+    assert list(df.columns[:8]) == ["provider", "model", "retriever", "mode", "k", "tool_protocol", "options", "turns"]
     assert int(df["turns"].sum()) == 2
     assert at.get("plotly_chart"), "results are charted"
     at.selectbox(key="canned").set_value("Tool usage").run()
@@ -247,13 +248,64 @@ def test_trace_explorer_compares_every_configuration_field_and_charts_one_measur
     assert len(fig["data"]) == 1, "one measure per chart"
     measure = at.selectbox(key="sql-chart-measure")
     assert "k" not in measure.options and "runs" in measure.options and "turns" in measure.options
-    names = fig["data"][0]["x"]
+    names = _bar_names(fig["data"][0])
     assert sorted(names) == ["offline · k 5", "offline · k 7", "scripted-only-from · k 5"], names
     assert "retriever bm25" not in " ".join(names) and "bm25" in fig["layout"]["title"]["text"]
     measure.set_value("avg_retrieved").run()
     fig = _figure(at)
-    assert len(fig["data"]) == 1 and fig["layout"]["yaxis"]["title"]["text"] == "avg_retrieved"
-    assert sorted(fig["data"][0]["y"]) == sorted(df["avg_retrieved"])
+    bars = fig["data"][0]
+    axis = "xaxis" if bars.get("orientation") == "h" else "yaxis"
+    assert len(fig["data"]) == 1 and fig["layout"][axis]["title"]["text"] == "avg_retrieved"
+    assert sorted(bars["x" if axis == "xaxis" else "y"]) == sorted(df["avg_retrieved"])
+
+
+def _bar_names(bars: dict) -> list[str]:
+    return bars["y"] if bars.get("orientation") == "h" else bars["x"]
+
+
+def test_trace_explorer_charts_label_runs_and_models_shortly_with_the_whole_value_on_hover(db):
+    """Issue 34, items 5 and 6: a GGUF path and 32-character run ids no longer squeeze the plot under
+    diagonal labels, and a run with a fault is its own configuration, never merged into the clean one."""
+    from workbench.session import Session
+    from workbench.trace import TraceReader
+
+    session = Session.open(trace_db=db)
+    session.ask("How do I configure SSO?")
+    session.ask("How do I configure SSO?", faults=["corrupt_id"])
+    gguf = "/home/someone/models/very/deep/folder/SmolLM2-135M-Instruct-Q8_0.gguf"
+    with duckdb.connect(str(db)) as con:  # as a llamacpp run records its model: the file's whole path
+        con.execute("UPDATE runs SET model = ? WHERE config_json NOT LIKE '%corrupt_id%'", [gguf])
+    at = page("2_Trace_explorer.py")  # "Set sizes by configuration"
+    df = at.dataframe[0].value
+    assert len(df) == 2 and sorted(df["options"]) == ['{"faults":["corrupt_id"]}', "{}"], df
+    bars = _figure(at)["data"][0]
+    names = _bar_names(bars)
+    assert bars.get("orientation") == "h", "long labels read beside their bars, not diagonally under them"
+    assert any(n.startswith("SmolLM2-135M-Instruct-Q8_0.gguf") for n in names), names
+    assert all("/home/someone" not in n and len(n) <= 60 for n in names), names
+    assert any(gguf in h for h in bars["hovertext"]), "the whole value is on hover"
+
+    at.selectbox(key="canned").set_value("Run comparison").run()
+    _, runs = TraceReader(db).rows("SELECT run_id FROM runs ORDER BY created_at")
+    bars = _figure(at)["data"][0]
+    names = _bar_names(bars)
+    assert sorted(n.split(" · ")[0] for n in names) == sorted(f"{r[0][:8]}…" for r in runs), names
+    assert sorted(h.split(" · ")[0] for h in bars["hovertext"]) == sorted(r[0] for r in runs)
+
+
+def test_doc_gap_chart_labels_are_not_cut(db):
+    from workbench.session import Session
+
+    session = Session.open(trace_db=db)
+    long_question = "How do I bake a sourdough loaf with a crisp crust in a small electric oven at home?"
+    session.ask(long_question)
+    session.ask("What is the capital of Mongolia?")
+    at = page("3_Doc_gaps.py")
+    bars = _figure(at)["data"][0]
+    assert bars.get("orientation") == "h" and at.get("plotly_chart")
+    assert long_question in bars["hovertext"] and all(len(n) <= 32 for n in _bar_names(bars))
+    layout = _figure(at)["layout"]
+    assert layout["yaxis"].get("automargin") is True
 
 
 def test_trace_explorer_compares_runs(db):
@@ -301,9 +353,75 @@ def test_trace_explorer_time_chart_of_one_bucket_has_one_tick(db):
     assert len(axis["tickvals"]) == 1 and axis["ticktext"] == [df["hour"][0].strftime("%Y-%m-%d %H:%M")]
     low, high = (pd_ts(v) for v in axis["range"])
     assert (high - low).total_seconds() == 2 * 3600, "one bucket either side"
+    assert _figure(at)["layout"]["yaxis"]["rangemode"] == "tozero", "one point's count reads from zero"
 
 
 def pd_ts(value):
     import pandas as pd
 
     return pd.Timestamp(value)
+
+
+# --- saved, named queries (issue 34, item 10) ---
+
+def test_a_saved_query_is_listed_beside_the_canned_ones_and_opened_by_its_link(db):
+    from workbench.session import Session
+    from workbench.trace.saved_queries import saved_queries
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = page("2_Trace_explorer.py")
+    sql = "SELECT question, n_consulted FROM turn_sets ORDER BY started_at"
+    at.text_area(key="sql").set_value(sql)
+    at.text_input(key="save_query_name").set_value("Consulted per question")
+    at.button(key="save_query").click().run()
+    assert not at.exception, at.exception
+    assert [(q.name, q.sql) for q in saved_queries(db)] == [("Consulted per question", sql)]
+    options = at.selectbox(key="canned").options
+    assert "Saved · Consulted per question" in options and options.index("Saved · Consulted per question") > 0
+    assert at.selectbox(key="canned").value == "Saved · Consulted per question"
+    assert at.query_params["query"] == ["Consulted per question"] or at.query_params["query"] == "Consulted per question"
+    assert any("Saved as" in s.value for s in at.success)
+
+    # a link to it, in another browser session: the query is loaded and run
+    linked = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
+    linked.query_params["query"] = "Consulted per question"
+    linked.run()
+    assert not linked.exception, linked.exception
+    assert linked.text_area(key="sql").value == sql
+    assert list(linked.dataframe[0].value.columns) == ["question", "n_consulted"]
+
+    # deleting it takes it off the list and the store
+    linked.button(key="delete_query").click().run()
+    assert saved_queries(db) == [] and "Saved · Consulted per question" not in linked.selectbox(key="canned").options
+
+
+@pytest.mark.parametrize("name, sql, said", [
+    ("", "SELECT 1", "give the query a name"),
+    ("evil\u202ename", "SELECT 1", "control or bidi"),
+    ("wipe", "DROP TABLE turns", "DROP statements are not allowed"),
+    ("big", "SELECT 1 -- " + "x" * 20_000, "at most 20,000 characters"),
+])
+def test_a_query_that_cannot_be_saved_says_why_and_nothing_is_saved(db, name, sql, said):
+    from workbench.session import Session
+    from workbench.trace.saved_queries import saved_queries
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = page("2_Trace_explorer.py")
+    at.text_area(key="sql").set_value(sql)
+    at.text_input(key="save_query_name").set_value(name)
+    at.button(key="save_query").click().run()
+    assert not at.exception, at.exception
+    assert any(said in unescape(e.value) for e in at.error), [e.value for e in at.error]
+    assert saved_queries(db) == []
+
+
+def test_a_link_to_a_query_that_is_not_saved_says_so(db):
+    from workbench.session import Session
+
+    Session.open(trace_db=db).ask("How do I configure SSO?")
+    at = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
+    at.query_params["query"] = "Nobody saved this"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("No saved query is named" in w.value for w in at.warning)
+    assert at.dataframe[0].value is not None  # the page still opens with its first canned query

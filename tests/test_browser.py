@@ -297,8 +297,16 @@ def test_the_chat_is_usable_at_1024_px(page):
             assert rects == 1, f"{name} is broken over {rects} lines"
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "nothing sticks out"
         chat, side = msg.bounding_box(), panel.bounding_box()
-        assert chat["x"] + chat["width"] <= side["x"], f"the chat and the panel overlap: {chat} {side}"
-        assert side["x"] + side["width"] <= 1024, f"the panel is cut: {side}"
+        # Issue 34, item 1: the chat keeps at least 480 px (it was ~270 px beside the panel); the panel opens
+        # over its right side, whole and within the window
+        assert chat["width"] >= 480, f"the chat is squeezed to {chat['width']:.0f} px"
+        assert side["x"] >= 0 and side["x"] + side["width"] <= 1024 and side["width"] >= 300, f"the panel: {side}"
+        title = panel.locator("h4").first
+        assert title.evaluate("e => e.getClientRects().length") <= 3, "the panel's title is one word a line"
+        cut = msg.locator("[class*='st-key-sources-']").first.evaluate("""box => [...box.querySelectorAll('*')]
+            .filter(e => getComputedStyle(e).textOverflow === 'ellipsis' && e.scrollWidth > e.clientWidth + 1)
+            .map(e => e.textContent)""")
+        assert not cut, f"source chips cut with an ellipsis: {cut}"  # every chip's title and verdict whole
         close = page.locator(".st-key-close-doc button").first
         assert close.evaluate("e => e.scrollWidth <= e.clientWidth && e.clientWidth >= 32"), "the ✕ is cut"
         _shot(page, "chat-1024")
@@ -424,6 +432,22 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
 CONVERSATION = ("How do I configure SSO with Okta?", "And with SAML?", "How long does that take?")
 
 
+#: Records every skeleton Streamlit shows where citation pills belong (issue 34, item 2: an empty grey bar
+#: after an answer, 16 of them for seconds on a reopened conversation), from the page's first paint.
+SKELETON_WATCH = """
+window.__pillSkeletons = [];
+new MutationObserver((changes) => {
+  for (const change of changes) for (const node of change.addedNodes) {
+    if (node.nodeType !== 1) continue;
+    for (const e of [node, ...node.querySelectorAll('[data-testid=stSkeleton]')]) {
+      if (e.getAttribute('data-testid') !== 'stSkeleton' || !e.closest('[class*=st-key-citations-]')) continue;
+      if (getComputedStyle(e).display !== 'none' && e.getClientRects().length) window.__pillSkeletons.push(e.outerHTML.slice(0, 80));
+    }
+  }
+}).observe(document, {childList: true, subtree: true});
+"""
+
+
 def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(browser, server):
     """Issue 22, item 6: follow-ups carry the earlier turns; the third answer cites documents that only the first
     and second turns' tool results put in its context, and says so on its chips; a reload reopens the
@@ -431,6 +455,7 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         pg.set_default_timeout(60_000)
+        pg.add_init_script(SKELETON_WATCH)
         pg.goto(server["url"])
         pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
         pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
@@ -444,6 +469,7 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         text = chips.inner_text()
+        assert pg.evaluate("window.__pillSkeletons") == [], "a grey bar stood where an answer's pills belong"
         assert "Set up SSO with Okta · read in turn 1" in text, text
         assert "Configure SAML single sign-on (SSO) · read in turn 2" in text, text
         second = pg.get_by_test_id("stChatMessage").nth(3).locator("[class*='st-key-sources-']").inner_text()
@@ -473,12 +499,46 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         chips = msg.locator("[class*='st-key-sources-']")
         chips.filter(has_text="read in turn 2").wait_for()
         assert chips.inner_text() == text, "the same chips after the reload"
+        msg.locator("[class*='st-key-citations-'] button").first.wait_for()
+        assert pg.evaluate("window.__pillSkeletons") == [], "grey bars stood where the reopened turns' pills belong"
         asked = pg.get_by_test_id("stChatMessage").filter(has=pg.get_by_test_id("stChatMessageAvatarUser"))
         shown = [t.strip().splitlines()[-1] for t in asked.all_inner_texts()]  # the avatar's icon name, the question
         assert shown == list(CONVERSATION), f"the questions, in order: {shown}"
     finally:
         pg.close()
     _publish("conversation")
+
+
+def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(browser, server):
+    """Issue 33 item 2: a turn verified before a reload shows the stored verdicts on its chips, its Claims
+    expander and the time it was recorded with afterwards, and offers no second verification."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        pg.set_default_timeout(60_000)
+        pg.goto(server["url"])
+        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+        msg = _ask(pg, "How do I configure SSO?")
+        msg.get_by_role("button", name="Verify sources").click()
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="load-bearing").wait_for()
+        msg.get_by_role("button", name="Verify sources").wait_for(state="detached")
+        _settle(pg)
+        text, caption = chips.inner_text(), msg.get_by_text("⚙", exact=False).inner_text()
+        assert msg.get_by_text("Claims (", exact=False).count() == 1, "the fresh turn has its Claims expander"
+        assert "?conversation=c-" in pg.url, pg.url
+        pg.reload()
+        pg.get_by_test_id("stChatInputTextArea").wait_for()
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length >= 2")
+        _settle(pg)
+        msg = pg.get_by_test_id("stChatMessage").nth(1)
+        chips = msg.locator("[class*='st-key-sources-']")
+        chips.filter(has_text="load-bearing").wait_for()
+        assert chips.inner_text() == text, "the stored verdicts on the same chips"
+        assert msg.get_by_text("⚙", exact=False).inner_text() == caption, "the recorded time, not another"
+        assert msg.get_by_text("Claims (", exact=False).count() == 1, "its claims, as stored"
+        assert msg.get_by_role("button", name="Verify sources").count() == 0, "verified already"
+    finally:
+        pg.close()
 
 
 # --- no outside request, no unvalidated link (issue 17, item 7) ----------------------------------

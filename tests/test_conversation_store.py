@@ -87,8 +87,50 @@ def test_the_context_policy_is_configuration_not_a_secret():
     config = {"context": {"turns": 2, "token_budget": 4096}, "options": {"max_tokens": 256, "api_key": "s3",
                                                                           "access_token": "s4", "token": "s5"}}
     assert redact_config(config) == {"context": {"turns": 2, "token_budget": 4096},
-                                     "options": {"max_tokens": 256, "api_key": "<redacted>",
-                                                 "access_token": "<redacted>", "token": "<redacted>"}}
+                                     "options": {"max_tokens": 256, "api_key": "[redacted]",
+                                                 "access_token": "[redacted]", "token": "[redacted]"}}
+
+
+def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
+    """Issue 32 item 6: reopening reads each turn whole through the one reader of stored turns (configuration,
+    latency, model calls, claims, verification), with the titles and URLs the turn recorded, whatever corpus is
+    loaded now; what it was asked with is typed (`AskedWith`)."""
+    from workbench.corpus import Corpus
+    from workbench.trace.conversations import AskedWith, read_conversation
+
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    first = session.ask(QUESTIONS[0], conversation_id="c-4", verify=True)
+    second = session.ask(QUESTIONS[1], history=[first.record], conversation_id="c-4")
+    stored = read_conversation(db, "c-4", Corpus("empty", str(tmp_path), []))  # another corpus: nothing of it
+    assert [t.record.turn_id for t in stored] == [first.record.turn_id, second.record.turn_id]
+    for t, asked in zip(stored, (first, second)):
+        assert _comparable(t.record) == _comparable(asked.record)
+        assert t.record.latency_ms == asked.record.latency_ms
+        assert t.record.model_calls == asked.record.model_calls
+        assert t.record.config == asked.record.config
+        assert sources_payload(t.record).rejected_citations == asked.payload.rejected_citations
+        assert [c.text for c in t.faithfulness[0].claims] == [c.text for c in asked.faithfulness.claims]
+        assert t.asked_with == AskedWith(provider="offline", model="extractive-v1", retriever="bm25", mode="agent", k=5,
+                                         tool_protocol="native", corpus_id="demo",
+                                         corpus_hash=session.corpus.content_hash)
+    assert stored[0].verification.to_payload()["verdicts"] == first.payload.verification["verdicts"]
+    assert stored[1].verification is None
+    assert [h.steps for h in stored[1].record.history] == [h.steps for h in second.record.history]
+
+
+def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path):
+    from workbench.trace.conversations import read_conversation
+
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    first = session.ask(QUESTIONS[0], conversation_id="c-5", verify=True)
+    again = session.verify(first)
+    assert again.verification.verification_id != first.verification.verification_id
+    (stored,) = read_conversation(db, "c-5")
+    assert stored.verification.verification_id == again.verification.verification_id
+    assert [a.seq for a in stored.verification.ablations] == [a.seq for a in again.verification.ablations]
+    assert stored.verification.to_payload()["details"] == again.payload.verification["details"]
 
 
 def test_each_conversation_is_its_first_turns_owners(tmp_path):

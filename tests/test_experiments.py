@@ -220,7 +220,7 @@ def test_secrets_in_the_configuration_are_never_stored(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     (config,) = con.execute("SELECT config_json FROM experiments").fetchone()
     con.close()
-    assert "sk-live-123" not in config and json.loads(config)["options"] == {"api_key": "<redacted>", "timeout": 5}
+    assert "sk-live-123" not in config and json.loads(config)["options"] == {"api_key": "[redacted]", "timeout": 5}
 
 
 # --- the regression gate ---------------------------------------------------------------------------------------

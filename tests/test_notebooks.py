@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import duckdb
 import nbformat
 import pytest
 
@@ -59,6 +60,7 @@ def test_cells_only_call_the_library(name):
 #: (not only in time) and cannot outlast the cell timeout on a loaded machine.
 TEST_PARAMETERS = {
     "02_compare_retrievers_providers": 'LOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+    "03_trace_analysis": "DEMO = True",
 }
 _RUNS: dict[str, tuple[Path, object]] = {}
 
@@ -75,7 +77,7 @@ def executed(name: str, tmp_path_factory) -> tuple[Path, object]:
     return home, nb
 
 
-def _execute(name: str, home: Path) -> tuple[Path, object]:
+def _execute(name: str, home: Path, parameters: str | None = None) -> tuple[Path, object]:
     from nbclient import NotebookClient
 
     # The kernel inherits the test's environment: a fresh home, and no real provider configured, so the
@@ -89,8 +91,9 @@ def _execute(name: str, home: Path) -> tuple[Path, object]:
         nb = _read(name)
         # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
         nb.cells.insert(1, nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
-        if name in TEST_PARAMETERS:
-            nb.cells.insert(2, nbformat.v4.new_code_cell(TEST_PARAMETERS[name]))
+        parameters = TEST_PARAMETERS.get(name) if parameters is None else parameters
+        if parameters:
+            nb.cells.insert(2, nbformat.v4.new_code_cell(parameters))
         NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
         return home, nb
@@ -164,6 +167,32 @@ def test_trace_analysis_shows_conversations_and_carried_citations(tmp_path_facto
 def test_trace_analysis_exports_parquet(tmp_path_factory):
     home, _ = executed("03_trace_analysis", tmp_path_factory)
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))
+
+
+def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
+    """Issue 34, item 8: with its default parameters notebook 03 analyses the database the app and the CLI
+    write (`<WORKBENCH_HOME>/traces.duckdb` here), never one of its own, and asks nothing."""
+    from workbench.session import Session
+
+    home = tmp_path / "home"
+    app_db = home / "traces.duckdb"
+    session = Session.open(trace_db=app_db)
+    session.ask("How do I rotate an API key?")
+    session.ask("How do I configure SSO?", conversation_id="team-sso")
+    session.ask("And with Okta?", conversation_id="team-sso")
+    _, nb = _execute("03_trace_analysis", home, parameters="")
+    if isinstance(nb, BaseException):
+        raise nb
+    text = _text(nb)
+    assert f"trace database: {app_db}" in text and f"{app_db}: 3 turns" in text
+    assert "team-sso" in text and "How do I rotate an API key?" in text
+    assert not (home / "notebooks" / "03_traces.duckdb").exists()
+    assert duckdb.connect(str(app_db), read_only=True).execute("SELECT count(*) FROM turns").fetchone() == (3,)
+
+
+def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path):
+    _, nb = _execute("03_trace_analysis", tmp_path / "home", parameters="")
+    assert isinstance(nb, BaseException) and "set DEMO = True" in str(nb)
 
 
 def test_strip_script_removes_outputs(tmp_path, capsys):

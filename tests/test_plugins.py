@@ -24,17 +24,22 @@ from workbench.providers import base
 from workbench.retrieval import base as retrieval_base
 
 DOCS = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
-EXAMPLES = {name: re.search(rf"```python\n(# {name}\.py\n.*?)```", DOCS, re.S).group(1)
+EXAMPLES_DIR = ROOT / "examples" / "plugins"
+EXAMPLES = {name: (EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8")
             for name in ("my_provider", "my_retriever", "my_judge")}
 REGISTRIES = {"my_provider": (base._PROVIDERS, "openfirst"), "my_retriever": (retrieval_base._RETRIEVERS, "titles"),
               "my_judge": (judges._JUDGES, "overlap")}
 
 
+def test_the_page_shows_the_shipped_examples_as_they_are():
+    shown = {m.group(1): m.group(0)[len("```python\n"):-len("```")]
+             for m in re.finditer(r"```python\n# examples/plugins/(\w+)\.py\n.*?```", DOCS, re.S)}
+    assert shown == EXAMPLES
+
+
 @pytest.fixture
-def plugin_dir(tmp_path):
-    for name, source in EXAMPLES.items():
-        (tmp_path / f"{name}.py").write_text(source)
-    yield tmp_path
+def plugin_dir():
+    yield EXAMPLES_DIR
     for module, (reg, name) in REGISTRIES.items():
         reg.unregister(name)
         registry._imported_plugins.discard(module)

@@ -175,8 +175,11 @@ def test_vector_ollama_speaks_api_embed(demo, embed_server, monkeypatch, tmp_pat
     assert len(embed_server.requests) == n
 
 
-def test_vector_gemini_speaks_batch_embed_contents(demo, embed_server, monkeypatch, tmp_path):
-    monkeypatch.setenv("GEMINI_API_KEY", "test-key-123")
+@pytest.mark.parametrize("key_var", ["GEMINI_API_KEY", "GOOGLE_API_KEY"])  # as the Gemini provider reads them
+def test_vector_gemini_speaks_batch_embed_contents(demo, embed_server, monkeypatch, tmp_path, key_var):
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(key_var, "test-key-123")
     monkeypatch.setenv("GEMINI_BASE_URL", embed_server.url)
     monkeypatch.setenv("GEMINI_EMBED_MODEL", "text-embedding-004")
     r = get_retriever("vector-gemini", demo, cache_dir=tmp_path)
@@ -191,7 +194,8 @@ def test_vector_gemini_speaks_batch_embed_contents(demo, embed_server, monkeypat
 
 @pytest.mark.parametrize("name, env", [("vector-ollama", "OLLAMA_HOST"), ("vector-gemini", "GEMINI_API_KEY")])
 def test_unconfigured_embeddings_name_the_variable(demo, monkeypatch, tmp_path, name, env, capsys):
-    monkeypatch.delenv(env, raising=False)
+    for var in (env, "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
     with pytest.raises(EmbeddingError, match=f"not configured: set {env}"):
         get_retriever(name, demo, cache_dir=tmp_path)
     queries = tmp_path / "q.jsonl"

@@ -43,7 +43,7 @@ def test_config_path_redacts_secret_keys_at_any_depth():
     config = {"provider": "openai", "options": {"api_key": KEY, "nested": [{"Authorization": KEY}]},
               "password": PASSWORD, "k": 5}
     out = redact_config(config)
-    assert _clean(out) and out["k"] == 5 and out["options"]["api_key"] == "<redacted>"
+    assert _clean(out) and out["k"] == 5 and out["options"]["api_key"] == "[redacted]"
 
 
 def test_failure_path_redacts_the_given_secrets_and_the_providers_own_url():

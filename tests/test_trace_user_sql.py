@@ -82,5 +82,8 @@ def test_doc_gap_chart_shows_html_in_questions_as_text(tmp_path, monkeypatch):
     at = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert at.dataframe[0].value["question"][0] == question, "the table keeps the question as asked"
-    (label,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
-    assert label == question.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    (label,) = bars["y" if bars.get("orientation") == "h" else "x"]
+    (hover,) = bars["hovertext"]
+    assert hover == question.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert "<" not in label and ">" not in label and label.startswith("How do I bake &lt;a")

@@ -1,8 +1,15 @@
 """Batch runs: a list of questions into one resumable run of the trace store.
 
 Resuming: the run is found by `run_id`, or by its run key (a hash of the questions and the
-configuration), so re-running the same batch after an interruption continues the same run.
-Questions that already have an `ok` turn in the run are skipped; failed turns are asked again.
+configuration), so re-running the same batch after an interruption continues the same run. A run is
+resumed only with the configuration it was asked with (`runs.eval_settings_json`: provider, model,
+options, retriever, mode, k, tool protocol, verification, context policy; and its questions and corpus):
+any difference is refused, naming it, unless `new_run` starts a new run (`check_same_configuration`).
+Each turn is stored with the line of the questions file it answered (`turn_lines`), and a resume goes by
+what is stored, line by line (`plan_resume`): lines with an `ok` turn are skipped, failed or missing ones
+asked again. The parts: `EvalSpec` (how to ask), `open_run` and `plan_resume` (which run, what is left),
+`_Schedule` (conversation order), `_Asker` (a turn with its rate-limit pauses, on a worker), `_InOrder`
+(the workers), `_Writer` (writes in order, counts, flushes) and `_drive` (the loop over the answers).
 Turns are buffered and flushed together (whole turns per transaction), so an interruption loses at
 most the last half second of turns, never part of one. Used by `workbench eval`, the notebooks
 and the benchmarks.
@@ -40,12 +47,13 @@ Conversations (docs/design.md §11): questions with the same conversation id (a 
 `"conversation"`) are one conversation, in their order, under one context policy. Its turns run one after
 the other, each with the answers before it as history (`session.Conversations`), while other
 conversations and single questions run beside them; writing stays in question order. In the trace store
-the conversation is `RUN_ID/ID`, so two runs of one file never share a conversation. A turn that fails
-(after its rate-limit re-asks) is written and keeps its position but is not history, and the
-conversation's later questions are not asked in this batch (`EvalResult.not_asked`): they would follow a
-turn the model never had. A resume loads each conversation's `ok` turns already written
-(`trace.conversations.load_conversation`), skips that many of its first questions and asks the rest with
-that history, at the positions after every turn written.
+the conversation is `RUN_ID/ID` (`stored_conversation_id`: at most 200 characters, like every conversation
+id), so two runs of one file never share a conversation. A turn that fails (after its rate-limit re-asks)
+is written and keeps its position but is not history, and the conversation's later questions are not
+asked in this batch (`EvalResult.not_asked`): they would follow a turn the model never had. A resume skips
+a conversation's lines up to the first one without a stored `ok` turn and asks the rest, with the stored
+turns of the skipped lines as history (`trace.conversations.load_conversation`), at the positions after
+every turn written.
 """
 
 from __future__ import annotations
@@ -57,17 +65,19 @@ import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from queue import SimpleQueue
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
+from .config import MAX_CONVERSATION_ID_CHARS
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared
 from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
 from .providers.options import setting
+from .questions import Question
 from .redact import recorded
 from .types import ContextPolicy
 from .terminal import StatusLine
@@ -120,6 +130,10 @@ class NotAsked:
 
     question: str
     conversation: str
+
+
+class ResumeError(WorkbenchError):
+    """A run asked to be resumed with a configuration other than its own (`EvalSpec.new_run` starts a new one)."""
 
 
 class _Dropped(Exception):
@@ -202,192 +216,399 @@ def run_key(questions: list[str], settings: dict[str, Any], corpus_hash: str) ->
     return "eval-" + hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def run_eval(session, questions: list[str], *, provider: str = "offline", model: str | None = None,
-             mode: str = "agent", k: int = 5, options: dict[str, Any] | None = None, run_id: str | None = None,
-             new_run: bool = False, progress: bool = True, tool_protocol: str | None = None,
-             concurrency: int = 1, backoff: float | None = None, verify: bool = False,
-             verify_budget: int = DEFAULT_BUDGET, stop: Stop | None = None,
-             conversations: list[str | None] | None = None, context: ContextPolicy | None = None) -> EvalResult:
-    """Ask every question into one run of `session`'s trace store; skip those already answered in it.
+def stored_conversation_id(run_id: str, conversation: str) -> str:
+    """The trace store's id of a questions file's conversation in one run: `RUN_ID/ID`, so two runs of one file
+    never share a conversation. Kept within `MAX_CONVERSATION_ID_CHARS`, the bound `ask --conversation`, `chat`
+    and the app hold: an `ID` too long for that keeps its first characters and ends in `~` and 12 hex digits
+    of its sha256, so the id stays unique and can still be followed up (docs/experiments.md)."""
+    whole = f"{run_id}/{conversation}"
+    if len(whole) <= MAX_CONVERSATION_ID_CHARS:
+        return whole
+    tag = "~" + hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{run_id}/{conversation[:MAX_CONVERSATION_ID_CHARS - len(run_id) - 1 - len(tag)]}{tag}"
 
-    `options` are the provider's options (checked against its `options_schema` by `Session.ask`);
-    `tool_protocol` is the agent's tool protocol (`native` or `json-steps`, default: the provider's);
-    `concurrency` turns run at once (see the module docstring); `backoff` is the first rate-limit pause in
-    seconds (default: `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s). `verify` verifies every answer by
-    ablation (`Session.verify`, at most `verify_budget` re-runs each, in the worker that asked it) over
-    the session's one loaded index; a verifying batch is its own run. `progress` shows each turn's steps on
-    stderr; `stop` ends the batch early, keeping its finished turns (see the module docstring).
 
-    `conversations` gives each question's conversation id (None: a question of its own; the questions file's
-    `"conversation"`), `context` their context policy (see "Conversations" in the module docstring)."""
-    options = dict(options or {})
-    convs = list(conversations) if conversations is not None else [None] * len(questions)
-    if len(convs) != len(questions):
-        raise WorkbenchError(f"{len(convs)} conversation ids for {len(questions)} questions")
-    context = context or ContextPolicy()
+@dataclass(frozen=True)
+class EvalSpec:
+    """How a batch asks its questions (`run_eval`): the configuration of its turns, which run it goes into, and
+    how it runs. Frozen; `run_eval(session, questions, **fields)` builds one, refusing unknown fields."""
+
+    provider: str = "offline"
+    model: str | None = None
+    mode: str = "agent"
+    k: int = 5
+    #: The provider's options (checked against its `options_schema` by `Session.ask`); secrets never recorded.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: The agent's tool protocol (`native` or `json-steps`); None: the provider's.
+    tool_protocol: str | None = None
+    #: Verify every answer by ablation (`Session.verify`, at most `verify_budget` re-runs each).
+    verify: bool = False
+    verify_budget: int = DEFAULT_BUDGET
+    #: Each question's conversation id (None: a question of its own), when the questions are plain text.
+    conversations: tuple[str | None, ...] | None = None
+    context: ContextPolicy = field(default_factory=ContextPolicy)
+    #: Resume this run (it must have been asked with this configuration); None: the run of the same run key.
+    run_id: str | None = None
+    #: Start a new run whatever exists.
+    new_run: bool = False
+    concurrency: int = 1
+    #: First rate-limit pause in seconds (default `$WORKBENCH_PROVIDER_BACKOFF`, else 1 s).
+    backoff: float | None = None
+    #: Show each turn's steps on stderr.
+    progress: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", dict(self.options or {}))  # None (as run_eval always took) is none
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise WorkbenchError(f"concurrency must be at least 1, not {self.concurrency!r}")
+        if not isinstance(self.context, ContextPolicy):
+            raise WorkbenchError(f"context must be a ContextPolicy, not {type(self.context).__name__}")
+
+    def settings(self, session, items: list["EvalItem"]) -> dict[str, Any]:
+        """What the run key hashes and a resume compares (only what changes the turns; never a secret)."""
+        out = {"provider": self.provider, "model": self.model, "retriever": session.retriever_name,
+               "mode": self.mode, "k": self.k,
+               "options": recorded(declared(self.provider, "options_schema"), dict(self.options))}
+        if self.tool_protocol:  # only when named, so the run keys of batches started before it existed still match
+            out["tool_protocol"] = self.tool_protocol
+        if self.verify:  # likewise; and an unverified run is never resumed as if its turns had been verified
+            out["verify"] = self.verify_budget
+        if any(i.conversation is not None for i in items):  # likewise: only a file with conversations has these
+            out["conversations"] = [i.conversation for i in items]
+            out["context"] = self.context.to_dict()
+        return out
+
+    def ask_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of `Session.ask` for each turn (its options included)."""
+        return dict(provider=self.provider, model=self.model, mode=self.mode, k=self.k,
+                    tool_protocol=self.tool_protocol, verify=self.verify, verify_budget=self.verify_budget,
+                    **dict(self.options))
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One question of a batch: its place among the questions the batch asks (from 1), the line of the questions file it is (what the
+    trace store records with its turn, `turn_lines`), its text and its conversation (None: on its own)."""
+
+    n: int
+    line: int
+    question: str
+    conversation: str | None = None
+
+
+def eval_items(questions: Sequence[str | Question], conversations: Sequence[str | None] | None = None
+               ) -> list[EvalItem]:
+    """The batch's items: `questions` as text (line = place in the list; `conversations` beside them) or as a
+    questions file's `Question`s (their own lines and conversations)."""
+    if conversations is not None and len(conversations) != len(questions):
+        raise WorkbenchError(f"{len(conversations)} conversation ids for {len(questions)} questions")
+    items = []
+    for n, q in enumerate(questions, start=1):
+        conv = conversations[n - 1] if conversations is not None else None
+        if isinstance(q, Question):
+            items.append(EvalItem(n=n, line=q.line, question=q.text,
+                                  conversation=q.conversation if conversations is None else conv))
+        else:
+            items.append(EvalItem(n=n, line=n, question=q, conversation=conv))
+    return items
+
+
+def run_eval(session, questions: Sequence[str | Question], spec: EvalSpec | None = None, *,
+             stop: Stop | None = None, **fields: Any) -> EvalResult:
+    """Ask every question into one run of `session`'s trace store; skip the lines already answered in it.
+
+    `questions` are text or a questions file's `Question`s; `spec` (or its `fields` as keywords, over `spec`) says
+    how (`EvalSpec`); `stop` ends the batch early, keeping its finished turns (see the module docstring)."""
+    try:
+        spec = replace(spec or EvalSpec(), **fields)
+    except TypeError as exc:
+        raise WorkbenchError(f"run_eval: {exc}") from None
+    if session.tracer is None:
+        raise WorkbenchError("eval needs a trace database: open the session with tracing on")
+    items = eval_items(questions, spec.conversations)
+    run = open_run(session, spec, items)
+    chat = _conversations(session, spec, run, items)
+    result = EvalResult(run.run_id, run.resumed, skipped=len(items) - len(run.plan.todo))
+    todo = [replace(item, n=n) for n, item in enumerate(run.plan.todo, start=1)]  # numbered as this batch asks them
+    session.toolbox  # build or load the index before the clock starts
+    session.tracer.prepare()  # and create or migrate the store: a finished turn's flush is then only its write
+    limit = declared(spec.provider, "max_concurrent_turns")  # an in-process model answers one turn at a time
+    result.concurrency = min(spec.concurrency, limit) if limit else spec.concurrency
+    writer = _Writer(session, result, _Progress(len(todo)) if spec.progress and todo else None)
+    asker = _Asker(chat, spec, run, _Schedule(todo), result, writer.shown)
+    t0 = time.perf_counter()
+    try:
+        _drive(_InOrder(asker, todo, result.concurrency), asker.schedule, writer, stop)
+    finally:
+        writer.close(time.perf_counter() - t0)
+    return result
+
+
+# --- which run, and what of it is left: the resume planner ------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a batch asks of its run: the items left (`todo`), and per stored conversation id the turn ids of the
+    lines already answered before the first one that is not (its history; None: every `ok` turn it has)."""
+
+    todo: list[EvalItem]
+    history: dict[str, list[str] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    run_id: str
+    resumed: bool
+    plan: ResumePlan
+
+
+#: The settings a resume compares, in the order a refusal names them.
+COMPARED = ("provider", "model", "retriever", "mode", "k", "tool_protocol", "options", "verify", "context")
+
+
+def open_run(session, spec: EvalSpec, items: list[EvalItem]) -> EvalRun:
+    """The run the batch goes into — a new one, or the one it resumes (refused when that run was asked with
+    another configuration, naming the difference) — and its `ResumePlan`."""
     from .trace import TraceReader
 
-    if concurrency < 1:
-        raise WorkbenchError(f"concurrency must be at least 1, not {concurrency}")
-
     tracer = session.tracer
-    if tracer is None:
-        raise WorkbenchError("eval needs a trace database: open the session with tracing on")
-    settings = {"provider": provider, "model": model, "retriever": session.retriever_name, "mode": mode, "k": k,
-                "options": recorded(declared(provider, "options_schema"), options)}  # never a secret
-    if tool_protocol:  # only when named, so the run keys of batches started before it existed still match
-        settings["tool_protocol"] = tool_protocol
-    if verify:  # likewise; and an unverified run is never resumed as if its turns had been verified
-        settings["verify"] = verify_budget
-    if any(c is not None for c in convs):  # likewise: only a file with conversations has these
-        settings["conversations"] = convs
-        settings["context"] = context.to_dict()
-    key = run_key(questions, settings, session.corpus.content_hash)
+    settings = spec.settings(session, items)
+    key = run_key([i.question for i in items], settings, session.corpus.content_hash)
     reader = TraceReader(tracer.path, timeout=tracer.timeout)
-    existing = None if new_run else reader.find_run(run_id=run_id, run_key=None if run_id else key)
-    if run_id is not None and existing is None:
-        raise WorkbenchError(f"no run {run_id!r} in {tracer.path}; give no run id to start a new run")
-    if existing is not None:
-        for name in ("provider", "retriever", "mode", "k") + (("model",) if model else ()) + \
-                (("tool_protocol",) if tool_protocol and mode == "agent" else ()):
-            if existing[name] != settings[name]:
-                raise WorkbenchError(f"run {existing['run_id']} was made with {name}={existing[name]!r}, not "
-                                     f"{settings[name]!r}; use the same settings to resume it, or start a new run")
-        tracer.resume_run(existing["run_id"])
-        result = EvalResult(existing["run_id"], True)
-        done = Counter(reader.answered_counts(result.run_id))
+    existing = None if spec.new_run else reader.find_run(run_id=spec.run_id, run_key=None if spec.run_id else key)
+    if spec.run_id is not None and existing is None and not spec.new_run:
+        raise WorkbenchError(f"no run {spec.run_id!r} in {tracer.path}; give no run id to start a new run")
+    if existing is None:
+        kept = {k: v for k, v in settings.items() if k != "conversations"}  # the run key holds those
+        return EvalRun(tracer.new_run(kind="eval", run_key=key, settings=kept), False, ResumePlan(items))
+    check_same_configuration(existing, settings, key, spec)
+    tracer.resume_run(existing["run_id"])
+    return EvalRun(existing["run_id"], True, plan_resume(reader, existing["run_id"], items))
+
+
+def check_same_configuration(run: dict[str, Any], settings: dict[str, Any], key: str, spec: EvalSpec) -> None:
+    """Refuse to resume `run` with settings other than those it was asked with (`runs.eval_settings_json`; a run
+    from before m021: what its row holds), or with another questions file or corpus (its run key)."""
+    if run.get("eval_settings_json"):
+        stored, names = json.loads(run["eval_settings_json"]), COMPARED
     else:
-        result = EvalResult(tracer.new_run(kind="eval", run_key=key), False)
-        done = Counter()
+        stored = {"provider": run["provider"], "retriever": run["retriever"], "mode": run["mode"], "k": run["k"],
+                  "model": run["model"], "tool_protocol": run["tool_protocol"]}
+        names = ("provider", "retriever", "mode", "k") + (("model",) if spec.model else ()) + \
+            (("tool_protocol",) if spec.tool_protocol and spec.mode == "agent" else ())
+    differ = [f"{name}={stored.get(name)!r}, not {settings.get(name)!r}" for name in names
+              if stored.get(name) != settings.get(name)]
+    if not differ and run.get("eval_settings_json") and (run.get("run_key") or "").split(" @")[0] != key:
+        differ = ["another questions file or corpus (its run key differs)"]
+    if differ:
+        raise ResumeError(f"run {run['run_id']} was made with " + "; ".join(differ) + ": use the same settings "
+                          "to resume it, or start a new run with these")
+
+
+def plan_resume(reader, run_id: str, items: list[EvalItem]) -> ResumePlan:
+    """What is left of `run_id`, by what is stored, line by line (`turn_lines`): a question of its own is skipped
+    when its line has an `ok` turn; a conversation's lines are skipped up to the first without one, and asked
+    from there with the stored turns before it as history (the turns after such a gap followed a turn the store
+    does not hold, so they are asked again; scoring takes each line's latest turn). A run from before m021
+    stored no lines: its lines are matched as they were then (`_plan_by_text`)."""
+    stored = reader.stored_lines(run_id)
+    if not stored and reader.answered_counts(run_id):
+        return _plan_by_text(reader, run_id, items)
+    ok: dict[int, str] = {}
+    for line, turn_id, status in stored:
+        if status == "ok":
+            ok[line] = turn_id  # the latest ok turn of the line
+    todo, history, gap = [], {}, set()
+    for item in items:
+        sid = None if item.conversation is None else stored_conversation_id(run_id, item.conversation)
+        if sid is not None:
+            history.setdefault(sid, [])
+        if item.line in ok and sid not in gap:
+            if sid is not None:
+                history[sid].append(ok[item.line])
+            continue
+        if sid is not None:
+            gap.add(sid)
+        todo.append(item)
+    return ResumePlan(todo, history)
+
+
+def _plan_by_text(reader, run_id: str, items: list[EvalItem]) -> ResumePlan:
+    """A run from before m021: a question of its own is skipped as often as it has `ok` turns of its own; a
+    conversation skips as many of its first lines as it has `ok` turns, with all of them as history."""
+    done = Counter(reader.answered_counts(run_id))  # every ok turn's question, conversations' included
+    sids = {i.conversation: stored_conversation_id(run_id, i.conversation) for i in items if i.conversation}
+    kept = {}
+    for c, sid in sids.items():
+        _, rows = reader.rows("SELECT question FROM turns WHERE conversation_id = ? AND status = 'ok'", [sid])
+        kept[c] = len(rows)
+        done.subtract(q for (q,) in rows)  # `done` counts single questions only
+    todo = []
+    for item in items:
+        if item.conversation is not None and kept[item.conversation] > 0:
+            kept[item.conversation] -= 1
+        elif item.conversation is None and done[item.question] > 0:
+            done[item.question] -= 1
+        else:
+            todo.append(item)
+    return ResumePlan(todo, {sid: None for sid in sids.values()})
+
+
+def _conversations(session, spec: EvalSpec, run: EvalRun, items: list[EvalItem]):
+    """The batch's conversations (`session.Conversations`), each starting from what its `ResumePlan` kept."""
     from .session import Conversations
 
-    chat = Conversations(session, context)
-    stored = {c: f"{result.run_id}/{c}" for c in convs if c is not None}  # a conversation of this run
-    kept = {}  # how many of each conversation's first questions the run has answered
-    for c, conversation in stored.items():
-        if existing is None:
-            chat.start(conversation)
-        earlier = chat.turns(conversation)
-        kept[c] = len(earlier)
-        done.subtract(t.question for t in earlier)  # `done` counts single questions only
-    todo: list[tuple[str, str | None]] = []
-    for q, c in zip(questions, convs):
-        if c is not None and kept[c] > 0:  # its first lines, answered before the interruption
-            kept[c] -= 1
-            result.skipped += 1
-        elif c is None and done[q] > 0:
-            done[q] -= 1
-            result.skipped += 1
-        else:
-            todo.append((q, c))
-    # the turns of one conversation run one after the other: each waits for the one before it
-    before: dict[int, int] = {}
-    latest: dict[str, int] = {}
-    for n, (_, c) in enumerate(todo, start=1):
-        if c is not None:
-            if c in latest:
-                before[n] = latest[c]
-            latest[c] = n
-    ended = {n: threading.Event() for n in before.values()}  # set when turn n is over, however it ended
-    broken: set[str] = set()  # conversations whose turn failed in this batch: their later turns are not asked
-    closing = threading.Event()
+    chat = Conversations(session, spec.context)
+    for c in dict.fromkeys(i.conversation for i in items if i.conversation is not None):
+        sid = stored_conversation_id(run.run_id, c)
+        if not run.resumed:
+            chat.start(sid)
+        elif run.plan.history.get(sid) is not None:
+            chat.keep_only(sid, run.plan.history[sid])
+    return chat
 
-    session.toolbox  # build or load the index before the clock starts
-    tracer.prepare()  # and create or migrate the store: a finished turn's flush is then only its write
-    shown = _Progress(len(todo)) if progress and todo else None
-    # a provider that answers one turn at a time (an in-process model) gets at most that many workers
-    limit = declared(provider, "max_concurrent_turns")
-    concurrency = result.concurrency = min(concurrency, limit) if limit else concurrency
-    pause = _Pause(setting(backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
-    counter = threading.Lock()
 
-    def ask(item: tuple[int, tuple[str, str | None]]):
-        """One question (after the turn before it in its conversation), asked again (after a shared pause)
-        while the provider rate-limits it."""
-        n, (q, c) = item
-        if n in before:
-            while not ended[before[n]].wait(POLL_S):
-                if closing.is_set():
+# --- asking: conversation order and rate-limit pauses ------------------------------------------------------------
+
+class _Schedule:
+    """The turns of one conversation run one after the other: each waits for the one before it (however that
+    ended); once one fails, the conversation's later turns are not asked in this batch."""
+
+    def __init__(self, todo: list[EvalItem]):
+        self._before: dict[int, int] = {}
+        latest: dict[str, int] = {}
+        for item in todo:
+            if item.conversation is not None:
+                if item.conversation in latest:
+                    self._before[item.n] = latest[item.conversation]
+                latest[item.conversation] = item.n
+        self._ended = {n: threading.Event() for n in self._before.values()}  # set when turn n is over
+        self._broken: set[str] = set()
+        self.closing = threading.Event()
+
+    def wait_for_turn(self, item: EvalItem) -> bool:
+        """Wait until the turn before `item` in its conversation is over; False when the conversation broke
+        (`item` is not asked). Raises `_Dropped` when the batch closes meanwhile."""
+        if item.n in self._before:
+            while not self._ended[self._before[item.n]].wait(POLL_S):
+                if self.closing.is_set():
                     raise _Dropped()
+        return item.conversation not in self._broken
+
+    def over(self, item: EvalItem, ok: bool) -> None:
+        if item.conversation is not None and not ok:
+            self._broken.add(item.conversation)
+        if item.n in self._ended:
+            self._ended[item.n].set()
+
+
+class _Asker:
+    """One question (after the turn before it in its conversation), asked again after a shared pause while the
+    provider rate-limits it; called on the worker threads."""
+
+    def __init__(self, chat, spec: EvalSpec, run: EvalRun, schedule: _Schedule, result: EvalResult, shown):
+        self.chat, self.schedule, self.result, self.shown = chat, schedule, result, shown
+        self.run_id = run.run_id
+        self.kwargs = spec.ask_arguments()
+        self.pause = _Pause(setting(spec.backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
+        self._count = threading.Lock()
+
+    def __call__(self, item: EvalItem):
         answer = None
         try:
-            if c in broken:
-                return NotAsked(q, c)
-            observe = shown.observer(n, q) if shown else None
+            if not self.schedule.wait_for_turn(item):
+                return NotAsked(item.question, item.conversation)
+            observe = self.shown.observer(item.n, item.question) if self.shown else None
+            sid = None if item.conversation is None else stored_conversation_id(self.run_id, item.conversation)
             for attempt in range(RATE_LIMIT_RETRIES + 1):
-                pause.wait()
-                answer = chat.ask(q, stored.get(c), provider=provider, model=model, mode=mode, k=k,
-                                  tool_protocol=tool_protocol, verify=verify, verify_budget=verify_budget, log=False,
-                                  observe=observe, **options)
+                self.pause.wait()
+                answer = self.chat.ask(item.question, sid, log=False, observe=observe, **self.kwargs)
                 if answer.payload.status != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
                     return answer
-                pause.extend(attempt)
-                with counter:
-                    result.rate_limited += 1
+                self.pause.extend(attempt)
+                with self._count:
+                    self.result.rate_limited += 1
         finally:
-            if c is not None and (answer is None or answer.payload.status != "ok"):
-                broken.add(c)
-            if n in ended:
-                ended[n].set()
+            self.schedule.over(item, answer is not None and answer.payload.status == "ok")
 
-    t0 = time.perf_counter()
-    failed: set[str] = set()
-    unwritten: list[str] = []
 
-    def write(n: int, answer) -> None:
+# --- writing: in question order, buffered, nothing lost silently -------------------------------------------------
+
+class _Writer:
+    """Writes the answers into the run in question order (buffered by the trace writer), counts them, shows them;
+    `close` writes what is still queued and settles the counts."""
+
+    def __init__(self, session, result: EvalResult, shown: _Progress | None):
+        self.session, self.tracer, self.result, self.shown = session, session.tracer, result, shown
+        self._failed: set[str] = set()
+        self._unwritten: list[str] = []
+
+    def write(self, item: EvalItem, answer) -> None:
         if isinstance(answer, NotAsked):
-            result.not_asked += 1
+            self.result.not_asked += 1
             return
-        answer = session.log(answer, run_id=result.run_id)
-        result.payloads.append(answer.payload)
-        result.asked += 1
+        answer = self.session.log(answer, run_id=self.result.run_id, line=item.line)
+        self.result.payloads.append(answer.payload)
+        self.result.asked += 1
         if answer.payload.status != "ok":
-            failed.add(answer.payload.turn_id)
-        if answer.trace_error and result.trace_error is None:
-            result.trace_error = answer.trace_error
-        if shown is not None:
-            shown.done(n, answer.record, answer.payload.status)
+            self._failed.add(answer.payload.turn_id)
+        if answer.trace_error:  # a flush that failed keeps the turn queued; a turn never queued is lost
+            self.result.trace_error = self.result.trace_error or answer.trace_error
+            if answer.payload.turn_id not in self.tracer.pending_turn_ids():
+                self._unwritten.append(answer.payload.turn_id)  # counts as failed; a resume asks its line again
+        if self.shown is not None:
+            self.shown.done(item.n, answer.record, answer.payload.status)
 
-    def idle() -> bool:
-        """While a turn has run `POLL_S` seconds and more: write the finished ones; True when asked to stop."""
+    def idle(self) -> None:
+        """While a turn has run `POLL_S` seconds and more: write the finished ones."""
         try:
-            tracer.flush_if_due(0)
+            self.tracer.flush_if_due(0)
         except Exception as exc:  # noqa: BLE001 - kept queued and retried; reported like a failed flush
-            result.trace_error = result.trace_error or str(exc)
-        return stop is not None and stop.requested
+            self.result.trace_error = self.result.trace_error or str(exc)
 
-    runner = _InOrder(ask, list(enumerate(todo, start=1)), concurrency)
-    try:
-        with tracer.buffered():
-            try:
-                for (n, _), answer in runner.answers(idle):
-                    write(n, answer)
-                    if stop is not None and stop.requested:
-                        break
-                    if len(tracer.pending_turn_ids()) >= MAX_UNWRITTEN:
-                        result.stopped = (f"stopped after {result.asked} of {len(todo)} questions: "
-                                          f"{MAX_UNWRITTEN} turns are waiting for the trace database")
-                        break
-                if stop is not None and stop.requested and result.asked < len(todo):
-                    result.interrupted = stop.reason
-                    for (n, _), answer in runner.finished():  # finished behind a turn still running (N workers)
-                        write(n, answer)
-            except KeyboardInterrupt:
-                result.interrupted = "SIGINT"
-                for (n, _), answer in runner.finished():
-                    write(n, answer)
-                raise
-            finally:
-                closing.set()
-                runner.close()  # no worker asks on (their turns in progress are dropped, a resume asks them)
-                unwritten = _final_flush(tracer, result)
-    finally:
-        if shown is not None:
-            shown.close()
-        result.seconds = time.perf_counter() - t0
-        result.unwritten = len(unwritten)
-        result.failed = len(failed | set(unwritten))
-    return result
+    def too_many_waiting(self) -> bool:
+        return len(self.tracer.pending_turn_ids()) >= MAX_UNWRITTEN
+
+    def final_flush(self) -> None:
+        self._unwritten += _final_flush(self.tracer, self.result)
+
+    def close(self, seconds: float) -> None:
+        if self.shown is not None:
+            self.shown.close()
+        self.result.seconds = seconds
+        self.result.unwritten = len(self._unwritten)
+        self.result.failed = len(self._failed | set(self._unwritten))
+
+
+def _drive(runner: "_InOrder", schedule: _Schedule, writer: _Writer, stop: Stop | None) -> None:
+    """Take the answers in question order and write them, until the last, a `Stop`, a Ctrl-C or a store that
+    keeps refusing them; then write what finished and what is queued."""
+    result = writer.result
+    stopping = lambda: stop is not None and stop.requested  # noqa: E731
+    total = runner.total
+    with writer.tracer.buffered():
+        try:
+            for item, answer in runner.answers(lambda: writer.idle() or stopping()):
+                writer.write(item, answer)
+                if stopping():
+                    break
+                if writer.too_many_waiting():
+                    result.stopped = (f"stopped after {result.asked} of {total} questions: "
+                                      f"{MAX_UNWRITTEN} turns are waiting for the trace database")
+                    break
+            if stopping() and result.asked < total:
+                result.interrupted = stop.reason
+                for item, answer in runner.finished():  # finished behind a turn still running (N workers)
+                    writer.write(item, answer)
+        except KeyboardInterrupt:
+            result.interrupted = "SIGINT"
+            for item, answer in runner.finished():
+                writer.write(item, answer)
+            raise
+        finally:
+            schedule.closing.set()
+            runner.close()  # no worker asks on (their turns in progress are dropped, a resume asks them)
+            writer.final_flush()
 
 
 def _final_flush(tracer, result: EvalResult) -> list[str]:
@@ -414,6 +635,7 @@ class _InOrder:
 
     def __init__(self, ask: Callable[[Any], Any], items: list[Any], concurrency: int):
         self._ask = ask
+        self.total = len(items)
         self._pending = iter(items)
         self._jobs: SimpleQueue = SimpleQueue()
         self._window: deque[tuple[Any, Future]] = deque()

@@ -28,6 +28,11 @@ MAX_QUESTION_CHARS = 8000
 MAX_CONVERSATION_ID_CHARS = 200
 #: Most earlier turns a follow-up may keep with their tool results (`--context-turns`, `ContextPolicy.turns`).
 MAX_CONTEXT_TURNS = 50
+#: How many earlier turns keep their tool results when nobody says (`ContextPolicy.turns`, `--context-turns`).
+DEFAULT_CONTEXT_TURNS = 2
+#: Largest token budget a context policy may state (`ContextPolicy.token_budget`): above any model's context
+#: (the largest are 2 million tokens), far below what the trace store's INTEGER column holds.
+MAX_CONTEXT_TOKENS = 10_000_000
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -87,6 +92,15 @@ def uploads_dir() -> Path:
     """Where the app stores uploads, one folder per browser session: never a path a visitor may type
     (`paths.confine`)."""
     return workbench_home() / "uploads"
+
+
+#: Where a Gemini key is read from, in order: the Gemini provider and the Gemini embedding alike.
+GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def gemini_api_key() -> str | None:
+    """The Gemini API key of the environment (`GEMINI_KEY_ENVS`, the first one set), else None."""
+    return next((env(v) for v in GEMINI_KEY_ENVS if env(v)), None)
 
 
 def default_db_path() -> Path:

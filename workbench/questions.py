@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,8 @@ def _ids(obj: dict[str, Any], key: str, name: str, line: int) -> tuple[str, ...]
         return ()
     if not isinstance(value, list) or not all(isinstance(e, str) and e.strip() for e in value):
         raise CorpusError(f'"{key}" must be a list of document ids (non-empty strings), not {_shown(value)}', name, line)
-    return tuple(dict.fromkeys(value))  # each id once, in the file's order
+    # document ids are NFC (corpus.py): "café" typed in either form is one id, and matches the corpus's
+    return tuple(dict.fromkeys(unicodedata.normalize("NFC", e) for e in value))  # each id once, in the file's order
 
 
 def _shown(value: Any) -> str:
@@ -249,13 +251,3 @@ def dataset_of(name: str, lines: list[dict[str, Any]]) -> Dataset:
     if not out:
         raise CorpusError("no questions", name)
     return Dataset(name, hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest(), tuple(out))
-
-
-def check_unique(dataset: Dataset, name: str) -> None:
-    """An experiment scores each question once: refuse a question asked on two lines (naming both)."""
-    seen: dict[str, int] = {}
-    for q in dataset.questions:
-        if q.text in seen:
-            raise CorpusError(f"the question repeats line {seen[q.text]}; a dataset asks each question once "
-                              "(its expectations are scored per question)", name, q.line)
-        seen[q.text] = q.line

@@ -8,7 +8,7 @@ Three paths lead out of the workbench, and each goes through one function here:
 - a provider's options, recorded with a turn or a run, through `recorded`: an option the provider's
   `options_schema` marks `writeOnly` is never recorded, and text values are scrubbed;
 - a configuration stored in the trace (`runs.config`, `experiments.config`) through `redact_config`:
-  a value whose key names a secret (key, token, password …) becomes `<redacted>`, at any depth, and text
+  a value whose key names a secret (key, token, password …) becomes `[redacted]`, at any depth, and text
   values lose their credential query parameters.
 
 A leaf module: it imports nothing from the workbench but `config` (the environment's server URLs).
@@ -128,7 +128,7 @@ def redact_config(config: Any) -> Any:
     """Drop values whose key names a secret, at any depth, and the credential query parameters of any URL in
     a text value: secrets never reach traces."""
     if isinstance(config, dict):
-        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
+        return {k: (REDACTED if _SECRET_KEY.search(str(k)) else redact_config(v)) for k, v in config.items()}
     if isinstance(config, (list, tuple)):
         return [redact_config(v) for v in config]
     if isinstance(config, str):  # a server URL's `?access_token=` is as secret as a `token` key

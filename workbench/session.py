@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from .agent import Observer, run_turn
 from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
-from .questions import check_question_length
+from .questions import check_conversation_id, check_question_length
 from .corpus import Corpus, load_corpus
 from .payload import Payload
 from .provenance import sources_payload
@@ -113,6 +113,7 @@ class Session:
         recorded with it (`turns.user_id`, `turns.owner`; the app sets them, docs/security.md).
         """
         _check_inputs(question, k)
+        _check_conversation(conversation_id, context, position)
         if verify:
             check_budget(verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
@@ -182,15 +183,15 @@ class Session:
         p = get_provider(request["provider"], model=request["model"], **options)
         return verify_turn(record, self.toolbox, p, payload=payload, judge=judge, budget=budget, sampling=pinned)
 
-    def log(self, answer: Answer, *, run_id: str | None = None) -> Answer:
+    def log(self, answer: Answer, *, run_id: str | None = None, line: int | None = None) -> Answer:
         """Write `answer` (and its verification's `ablations` rows) to the trace store (unless tracing is
-        off); a failure is kept in `trace_error`."""
+        off); a failure is kept in `trace_error`. `line` is the line of an eval's questions file it answers."""
         if self.tracer is None:
             return answer
         try:
             self.tracer.log_turn(answer.record, answer.payload, run_id=run_id,
                                  claims=answer.faithfulness.claims if answer.faithfulness else None,
-                                 ablations=answer.verification.rows() if answer.verification else None)
+                                 ablations=answer.verification.rows() if answer.verification else None, line=line)
         except TraceStoreError as exc:  # a broken trace database must not cost the user the answer
             return replace(answer, trace_error=str(exc))
         except Exception as exc:  # noqa: BLE001 - nor may anything else the store raises
@@ -242,6 +243,14 @@ class Conversations:
         return Conversation(conversation_id, load_conversation(tracer.path, conversation_id, self.session.corpus),
                             next_position(tracer.path, conversation_id))
 
+    def keep_only(self, conversation_id: str, turn_ids: Sequence[str]) -> None:
+        """Go on with only these stored turns of `conversation_id` as its history (a resumed eval: the turns of
+        the lines before the first one the store lacks); its next position stays after every stored turn."""
+        c = self.get(conversation_id)
+        wanted = set(turn_ids)
+        with self._lock:
+            c.turns = [t for t in c.turns if t.turn_id in wanted]
+
     def start(self, conversation_id: str) -> None:
         """Begin `conversation_id` with no earlier turn, without looking in the trace store (an id known to be
         new: a new eval run's, a fresh chat's)."""
@@ -259,6 +268,18 @@ class Conversations:
         if answer.record.status == "ok":
             c.turns.append(answer.record)
         return answer
+
+
+def _check_conversation(conversation_id: Any, context: Any, position: Any) -> None:
+    """The bounds `ask --conversation`, `chat`, `eval` and the app check, held here for library callers too: a
+    conversation id as `questions.check_conversation_id` takes it, a `ContextPolicy` (which bounds its own
+    turns and budget), a position of at least 1."""
+    if conversation_id is not None:
+        check_conversation_id(conversation_id)
+    if context is not None and not isinstance(context, ContextPolicy):
+        raise WorkbenchError(f"context must be a ContextPolicy, not {type(context).__name__}")
+    if position is not None and (isinstance(position, bool) or not isinstance(position, int) or position < 1):
+        raise WorkbenchError(f"a position in a conversation is a whole number from 1, not {position!r}")
 
 
 def _check_inputs(question: Any, k: Any) -> None:

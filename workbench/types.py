@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from . import schemas
-from .errors import TurnRecordError
+from .config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS
+from .errors import TurnRecordError, WorkbenchError
 
 Exposure = Literal["full", "snippet", "title"]
 Mode = Literal["agent", "excerpts"]
@@ -161,16 +162,33 @@ class HistoryTurn:
     prior_context: tuple[tuple[str, ContextState], ...] = ()
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class ContextPolicy:
     """What of the earlier turns stays in the model's context (docs/design.md §11), recorded with every turn.
 
     The latest `turns` earlier turns keep their tool results (`full`); older ones keep question and answer
     (`answer`). Within `token_budget` (estimated tokens of the history; None: derived from the model's
-    context) the oldest turns are dropped first (`answer`, then `dropped`)."""
+    context) the oldest turns are dropped first (`answer`, then `dropped`).
 
-    turns: int = 2
+    Bounded here, where every caller (CLI, app, library) builds one: `turns` is a whole number from 0 to
+    `config.MAX_CONTEXT_TURNS`, `token_budget` None or 1 to `config.MAX_CONTEXT_TOKENS` (docs/security.md);
+    anything else raises `WorkbenchError` naming the range."""
+
+    turns: int = DEFAULT_CONTEXT_TURNS
     token_budget: int | None = None
+
+    def __post_init__(self):
+        if not _whole(self.turns) or not 0 <= self.turns <= MAX_CONTEXT_TURNS:
+            raise WorkbenchError(f"context turns must be a whole number from 0 to {MAX_CONTEXT_TURNS}, "
+                                 f"not {self.turns!r}")
+        if self.token_budget is not None and (not _whole(self.token_budget)
+                                              or not 1 <= self.token_budget <= MAX_CONTEXT_TOKENS):
+            raise WorkbenchError(f"a context token budget must be a whole number from 1 to {MAX_CONTEXT_TOKENS:,} "
+                                 f"(or none: derived from the model's context), not {self.token_budget!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

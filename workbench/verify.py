@@ -206,6 +206,28 @@ class Verification:
             "skipped": self.skipped, "failed": self.failed,
         }
 
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]], used: Mapping[str, tuple[bool, bool]]) -> "Verification":
+        """The verification stored as `rows` (one verification's `ablations` rows, as `rows()` wrote them), with
+        each candidate's (cited, consulted) from `used` (its turn's `sources`). The store keeps neither the
+        budget nor the pinned sampling: the budget is the re-runs made (a lower bound), the sampling is empty and
+        the latency is the re-runs' own, summed."""
+        if not rows:
+            raise VerificationError("a stored verification has at least its control's row")
+        rows = sorted(rows, key=lambda r: r["seq"])
+        ablations = tuple(Ablation(
+            seq=r["seq"], role=r["role"], doc_id=r["doc_id"], cited=used.get(r["doc_id"], (False, False))[0],
+            consulted=used.get(r["doc_id"], (False, False))[1], status=r["status"], verdict=r["verdict"],
+            similarity=r["similarity"], claims_lost=r["claims_lost"], claims_total=r["claims_total"],
+            answer=r["answer"], calls=r["extra_calls"] or 0, tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
+            latency_ms=r["latency_ms"], reason=r["reason"] or "") for r in rows)
+        first = rows[0]
+        return cls(turn_id=first["turn_id"], control_stable=bool(first["control_stable"]), ablations=ablations,
+                   budget=sum(a.reran for a in ablations), judge=first["judge"], judge_version=first["judge_version"],
+                   latency_ms=sum(a.latency_ms or 0.0 for a in ablations), method=first["method"],
+                   similarity_threshold=first["similarity_threshold"], verification_id=first["verification_id"],
+                   verified_at=first["verified_at"])
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per ablation for the trace store's `ablations` table (its column names)."""
         shared = {"turn_id": self.turn_id, "verification_id": self.verification_id, "method": self.method,

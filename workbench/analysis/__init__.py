@@ -25,7 +25,8 @@ from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderbo
                           rows_figure, rows_table)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
-from .inputs import QuestionSet, configured_providers, load_questions, notebook_db, question_set, setup_notebook
+from .inputs import (QuestionSet, analysis_db, configured_providers, load_questions, notebook_db, question_set,
+                     require_traces, setup_notebook)
 from .runs import run_question_set, seed_demo_traces, set_sizes, verdict_counts
 from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, style_three_sets, three_sets,
                    tool_calls_table)
@@ -37,7 +38,8 @@ __all__ = [
     "configured_providers", "diff_table", "leaderboard_figure",
     "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
-    "load_questions", "measure_figure", "never_retrieved", "notebook_db", "over_time_figure", "question_set",
+    "load_questions", "measure_figure", "never_retrieved", "notebook_db", "analysis_db", "require_traces",
+    "over_time_figure", "question_set",
     "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_conversations", "seed_demo_traces", "set_sizes",
     "set_sizes_figure",

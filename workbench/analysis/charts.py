@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
+
 import pandas as pd
 
 from ..render import SETS, SET_COLORS, plotly_text
@@ -72,7 +75,8 @@ def usage_figure(usage: pd.DataFrame, top: int = 15, title: str = "Most-used doc
 
 #: Columns that name a configuration or a run rather than measure something: a chart's labels, never its
 #: bars (`k` is a number, but a run parameter).
-CONFIG_COLUMNS = ("name", "run_name", "run_id", "kind", "provider", "model", "retriever", "mode", "k", "tool_protocol")
+CONFIG_COLUMNS = ("name", "run_name", "run_id", "run", "kind", "provider", "model", "retriever", "mode", "k", "tool_protocol",
+                  "options")
 #: A time bucket's width by the name `date_trunc` gives it (the column's name in the canned queries).
 BUCKETS = {"second": pd.Timedelta(seconds=1), "minute": pd.Timedelta(minutes=1), "hour": pd.Timedelta(hours=1),
            "day": pd.Timedelta(days=1), "week": pd.Timedelta(days=7), "month": pd.Timedelta(days=31)}
@@ -97,6 +101,31 @@ def row_labels(df: pd.DataFrame, columns: list[str]) -> tuple[list[str], str]:
     shared = [part(c, df[c].iloc[0]) for c in columns if c not in varying and len(df)]
     names = [" · ".join(part(c, v) for c, v in zip(varying, row)) for row in df[varying].itertuples(index=False)]
     return names, " · ".join(shared)
+
+
+#: The longest label part a chart draws; the whole value is on hover.
+LABEL_CHARS = 32
+#: A run id as the store writes it (`uuid4().hex`): drawn by its first 8 characters.
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def short_label(name: str) -> str:
+    """`name` (one row's label, parts joined by " · ") as a chart draws it: a file path by its file name (a
+    GGUF model), a run id by its first 8 characters, any part longer than `LABEL_CHARS` cut with "…"."""
+    parts = []
+    for p in name.split(" · "):
+        if _RUN_ID.fullmatch(p):
+            p = p[:8] + "…"
+        elif ("/" in p or "\\" in p) and " " not in p and PurePath(p).name:
+            p = PurePath(p.replace("\\", "/")).name
+        parts.append(p if len(p) <= LABEL_CHARS else p[:LABEL_CHARS - 1] + "…")
+    return " · ".join(parts)
+
+
+def short_labels(names: list[str]) -> list[str]:
+    """`short_label` of each name, unless two different names would then read the same: then the names."""
+    short = [short_label(n) for n in names]
+    return short if len(set(short)) == len(set(names)) else list(names)
 
 
 def time_axis(values: pd.Series, bucket: str | None = None) -> dict:
@@ -128,14 +157,40 @@ def measure_figure(df: pd.DataFrame, measure: str, height: int = 320):
         title = measure
     else:
         names, shared = row_labels(df, labels) if labels else ([str(i) for i in range(len(df))], "")
-        values = list(df[measure])
-        fig.add_bar(x=[plotly_text(n) for n in names], y=values, name=plotly_text(measure),
-                    text=[f"{v:.3g}" if isinstance(v, float) else v for v in values], textposition="outside",
-                    cliponaxis=False)
         title = f"{measure} · all: {shared}" if shared else measure
+        _bars(fig, names, list(df[measure]), measure, height)
+        return _layout(fig, title, height if fig.data[0].orientation != "h" else fig.layout.height)
+    fig.update_yaxes(rangemode="tozero")  # counts over time: one point, or a flat line, still reads from 0
+    fig.update_layout(yaxis_title=plotly_text(measure))
+    return _layout(fig, title, height)
+
+
+#: Bars turn horizontal when a label is longer than this, or there are more rows than `_UPRIGHT_ROWS`:
+#: labels then read left to right beside their bar instead of diagonally under a squeezed plot.
+_UPRIGHT_LABEL = 16
+_UPRIGHT_ROWS = 8
+
+
+def _bars(fig, names: list[str], values: list, measure: str, height: int) -> None:
+    """One bar per row, labelled by its short name, its whole name and value on hover."""
+    short = short_labels(names)
+    text = [f"{v:.3g}" if isinstance(v, float) else v for v in values]
+    common = dict(name=plotly_text(measure), text=text, textposition="outside", cliponaxis=False,
+                  hovertext=[plotly_text(n) for n in names], hoverinfo="text+x+y")
+    if max(map(len, short), default=0) <= _UPRIGHT_LABEL and len(short) <= _UPRIGHT_ROWS:
+        fig.add_bar(x=[plotly_text(n) for n in short], y=values, **common)
+        fig.update_layout(yaxis_title=plotly_text(measure))
+        return
+    # plotly draws the first row at the bottom: reversed, so the table's first row is the top bar
+    fig.add_bar(y=[plotly_text(n) for n in short][::-1], x=values[::-1], orientation="h",
+                **common | {"text": text[::-1], "hovertext": common["hovertext"][::-1]})
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(xaxis_title=plotly_text(measure), height=max(height, 26 * len(short) + 80))
+
+
+def _layout(fig, title: str, height: int):
     fig.update_layout(height=height, margin=dict(l=0, r=0, t=30, b=0), showlegend=len(fig.data) > 1,
-                      title=dict(text=plotly_text(title), font=dict(size=13)), yaxis_title=plotly_text(measure),
-                      legend_title_text="")
+                      title=dict(text=plotly_text(title), font=dict(size=13)), legend_title_text="")
     return fig
 
 

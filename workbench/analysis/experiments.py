@@ -47,12 +47,17 @@ def leaderboard_table(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def diff_table(result: dict[str, Any], link: str | None = None) -> pd.DataFrame:
-    """One row per changed question: expected, then passed and consulted per run; with `link` (a URL prefix such
+    """One row per changed line: its question (and conversation, when a line has one), expected, then passed and
+    consulted per run; with `link` (a URL prefix such
     as `?turn=`), a link to each run's turn."""
     names = [r["name"] for r in result["runs"]]
+    conversations = any(d.get("conversation") is not None for d in result["diff"])
     rows = []
     for d in result["diff"]:
-        row: dict[str, Any] = {"question": d["question"], "expected": ", ".join(d["expected"])}
+        row: dict[str, Any] = {"question": d["question"]}
+        if conversations:  # two conversations may ask the same follow-up: the line is its conversation's
+            row["conversation"] = d.get("conversation")
+        row["expected"] = ", ".join(d["expected"])
         for n in names:
             row[f"{n}: passed"] = d["passed"][n]
         for n in names:

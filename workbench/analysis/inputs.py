@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, env, environment, workbench_home
+from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, default_db_path, env, environment, workbench_home
+from ..errors import WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..questions import read_questions
 
@@ -15,6 +16,29 @@ def notebook_db(name: str) -> Path:
     """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
     db = env("WORKBENCH_DB")
     return Path(db).expanduser() if db else workbench_home() / "notebooks" / f"{name}.duckdb"
+
+
+def analysis_db(demo: bool, trace_db: str | Path | None, name: str) -> Path:
+    """The database an analysis notebook reads: `trace_db` when given; else, with `demo`, a database of the
+    notebook's own (`<WORKBENCH_HOME>/notebooks/<name>.duckdb`, never the app's, so demo data stays out of it);
+    else the app's and the CLI's trace database (`$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`)."""
+    if trace_db:
+        return Path(trace_db).expanduser()
+    return workbench_home() / "notebooks" / f"{name}.duckdb" if demo else default_db_path()
+
+
+def require_traces(db: str | Path) -> str:
+    """`db` in words, with its number of turns, if it holds any; else a `WorkbenchError` saying what to do."""
+    from ..trace import query_df
+
+    if not Path(db).is_file():
+        raise WorkbenchError(f"no trace database at {db} yet: ask something in the app or with "
+                             "`python -m workbench ask`, point TRACE_DB at your traces, or set DEMO = True")
+    turns = int(query_df("SELECT count(*) AS n FROM turns", db)["n"][0])
+    if not turns:
+        raise WorkbenchError(f"{db} holds no turns yet: ask something in the app or with `python -m workbench ask`, "
+                             "or set DEMO = True")
+    return f"{db}: {turns} turns"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
     from ..session import Session
     from ..trace.experiments import experiment_config, record_experiment
 
-    texts = [q if isinstance(q, str) else q["question"] for q in questions]
     dataset = dataset_of(dataset_name, [{"question": q} if isinstance(q, str) else q for q in questions])
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     rows = []
@@ -41,7 +40,7 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
         session = Session.open(corpus, retriever, trace_db=db)
         for provider in providers:
             given = {**(options or {}), **(provider_options or {}).get(provider, {})}
-            r = run_eval(session, texts, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
+            r = run_eval(session, dataset.questions, provider=provider, mode=mode, k=k, options=given, new_run=new_run,
                          progress=False, verify=verify)
             record_experiment(session.tracer, r.run_id, dataset, config=experiment_config(
                 provider, given, retriever=retriever, mode=mode, k=k, verify=verify, corpus_id=corpus.corpus_id,

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, default_db_path
+from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
 from ..providers.steps import NATIVE, TOOL_PROTOCOLS
@@ -106,10 +107,10 @@ def add_verify_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_context_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--context-turns", type=context_turns, default=2, metavar="N",
+    p.add_argument("--context-turns", type=context_turns, default=DEFAULT_CONTEXT_TURNS, metavar="N",
                    help="in a conversation: how many of the latest earlier turns the model keeps with their tool "
-                        "results (default 2, 0 to %d); older turns keep question and answer "
-                        "(docs/design.md §11)" % MAX_CONTEXT_TURNS)
+                        "results (default %(default)s, 0 to " f"{MAX_CONTEXT_TURNS}); older turns keep question and "
+                        "answer (docs/design.md §11)")
 
 
 def context_policy(args: argparse.Namespace):
@@ -193,11 +194,13 @@ def k_value(text: str) -> int:
 
 
 def context_turns(text: str) -> int:
-    """argparse type for --context-turns: 0 to MAX_CONTEXT_TURNS (docs/security.md)."""
+    """argparse type for --context-turns: the bound `ContextPolicy` holds (docs/security.md)."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= n <= MAX_CONTEXT_TURNS:
-        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_CONTEXT_TURNS}, not {n}")
+    try:
+        ContextPolicy(turns=n)
+    except WorkbenchError:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_CONTEXT_TURNS}, not {n}") from None
     return n

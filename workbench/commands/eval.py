@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..batch import EvalResult, Stop, run_eval
+from ..batch import EvalResult, EvalSpec, ResumeError, Stop, run_eval
 from ..errors import WorkbenchError
-from ..questions import check_unique, read_dataset
+from ..questions import read_dataset
 from ..render import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
@@ -30,8 +31,10 @@ def register(sub) -> None:
     add_run_options(p)
     add_db_option(p)
     add_verify_options(p)
-    p.add_argument("--run-id", help="resume this run (default: resume the run of the same file and configuration)")
-    p.add_argument("--new-run", action="store_true", help="start a new run even if a matching one exists")
+    p.add_argument("--run-id", help="resume this run, which must have been asked with the same file and "
+                                    "configuration (default: resume the run of the same file and configuration)")
+    p.add_argument("--new-run", action="store_true",
+                   help="start a new run even if a matching one exists (also instead of the --run-id given)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
                    help="questions answered at once (default 1); for real providers, which wait on the network. "
@@ -86,18 +89,18 @@ def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.questions)
     for line in dataset.warnings:
         print(neutralize(line), file=sys.stderr)
-    questions = [q.text for q in dataset.questions]
     tags = before_run(args, dataset)
     options = provider_options(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
     warn_skipped(session.corpus)
     stop = Stop()
-    with stop_on_signals(stop):  # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
-        result = run_eval(session, questions, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                          options=options, run_id=args.run_id, new_run=args.new_run, progress=not args.no_progress,
-                          tool_protocol=args.tool_protocol, concurrency=args.concurrency, verify=args.verify,
-                          verify_budget=args.verify_budget, stop=stop,
-                          conversations=[q.conversation for q in dataset.questions], context=context_policy(args))
+    # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns
+    with stop_on_signals(stop), _new_run_hint():
+        result = run_eval(session, dataset.questions, EvalSpec(
+            provider=args.provider, model=args.model, mode=args.mode, k=args.k, options=options, run_id=args.run_id,
+            new_run=args.new_run, progress=not args.no_progress, tool_protocol=args.tool_protocol,
+            concurrency=args.concurrency, verify=args.verify, verify_budget=args.verify_budget,
+            context=context_policy(args)), stop=stop)
     if result.concurrency < args.concurrency:
         print(f"note: provider {args.provider!r} answers at most {result.concurrency} turn(s) at a time, so "
               f"--concurrency {args.concurrency} ran as {result.concurrency}", file=sys.stderr)
@@ -111,15 +114,25 @@ def run(args: argparse.Namespace) -> int:
                          f"({result.trace_error}); they count as failed — run the same command again to ask them "
                          "again (the run resumes)"), file=sys.stderr)
     if result.interrupted:  # a partial run is neither scored nor recorded as an experiment
-        print(neutralize(interrupted_message(result, len(questions), resumable=args.name is None)), file=sys.stderr)
+        print(neutralize(interrupted_message(result, len(dataset.questions), resumable=args.name is None)),
+              file=sys.stderr)
         exit_now(exit_code(result.interrupted))
     code = 1 if result.failed or result.not_asked or result.stopped else 0
     return after_run(args, session, result, dataset, tags) or code
 
 
+@contextmanager
+def _new_run_hint():
+    try:
+        yield
+    except ResumeError as exc:
+        raise WorkbenchError(f"{exc} (--new-run)") from None
+
+
 def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
     """Refuse, before anything is asked, a taken --name, a malformed --tag, an unknown --baseline; a named run
-    is a new run (unless --run-id resumes it)."""
+    is a new run (unless --run-id resumes it, which `batch.open_run` allows only with the run's own
+    configuration)."""
     from ..trace.experiments import check_name_free, find_run, parse_tags
 
     tags = parse_tags(args.tag)
@@ -128,8 +141,7 @@ def before_run(args: argparse.Namespace, dataset) -> dict[str, str]:
     if args.name is not None:
         if not args.name.strip():
             raise WorkbenchError("--name must not be empty")
-        check_unique(dataset, args.questions)
-        check_name_free(db_path(args), args.name, resuming=args.run_id)
+        check_name_free(db_path(args), args.name, resuming=None if args.new_run else args.run_id)
         args.new_run = args.new_run or args.run_id is None
     if args.baseline:
         find_run(db_path(args), args.baseline)
@@ -179,6 +191,8 @@ def _figure(scores: dict, key: str) -> str:
 
 
 def print_gate(gate: dict) -> None:
+    from ..trace.scoring import line_label
+
     cur, old = gate["run"], gate["baseline"]
     for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
         now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
@@ -190,7 +204,7 @@ def print_gate(gate: dict) -> None:
         print(neutralize(f"REGRESSION: {reason}"))
     print(f"regressed questions ({len(gate['questions'])}):")
     for q in gate["questions"]:
-        print(neutralize(f"  - {q['question']}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
+        print(neutralize(f"  - {line_label(q)}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
                          f"turn {q['turn_id']}"))
 
 

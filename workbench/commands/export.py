@@ -15,7 +15,7 @@ def register(sub) -> None:
                        description="docs/interop.md: what goes where, and how Phoenix, Langfuse, DuckDB, Spark and "
                                    "Trino read it.")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--parquet", metavar="DIR", help="output folder: DIR/<table>/run_date=YYYY-MM-DD/")
+    what.add_argument("--parquet", metavar="DIR", help="output folder: DIR/<table or view>/run_date=YYYY-MM-DD/")
     what.add_argument("--openinference", action="store_true",
                       help="replay stored turns as OpenInference spans over OTLP/HTTP (needs --endpoint)")
     p.add_argument("--endpoint", metavar="URL",
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--parquet needs a folder")
     counts = export_parquet(db_path(args), args.parquet)
     for table, n in counts.items():
-        print(f"{table}: {n} rows" + ("" if n else " (nothing written)"))
+        print(f"{table}: {n} rows" + ("" if n else " (columns only)"))
     print(f"wrote {args.parquet}")
     return 0
 

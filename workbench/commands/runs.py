@@ -98,7 +98,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from ..trace.scoring import compare
+    from ..trace.scoring import compare, line_label
 
     if len(args.runs) < 2:
         raise WorkbenchError("compare needs at least two runs: workbench runs compare A B [C…]")
@@ -116,7 +116,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return 0
     print(f"questions that changed ({len(result['diff'])}):")
     print_table(["question", "expected", *(f"{n}: passed" for n in names), *(f"{n}: consulted" for n in names)],
-                [(d["question"], ", ".join(d["expected"]),
+                [(line_label(d), ", ".join(d["expected"]),
                   *(_yes(d["passed"][n]) for n in names),
                   *("(not asked)" if d["consulted"][n] is None else ", ".join(d["consulted"][n]) or "(none)"
                     for n in names)) for d in result["diff"]])

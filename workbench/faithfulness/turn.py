@@ -122,6 +122,27 @@ class TurnFaithfulness:
     def rows(self) -> list[dict[str, Any]]:
         return [c.to_row() for c in self.claims]
 
+    @classmethod
+    def stored(cls, turn_id: str, rows: Sequence[Any]) -> tuple["TurnFaithfulness", ...]:
+        """The verdicts stored for a turn (its `claims` rows, as `ClaimResult.to_row()` wrote them), one per judge
+        in the order they were written (the turn's own judge first). Citation recall and precision are not
+        stored, so they are None here."""
+        by_judge: dict[tuple[str, str | None], list[ClaimResult]] = {}
+        for r in rows:
+            by_judge.setdefault((r["judge"], r["judge_version"]), []).append(ClaimResult(
+                turn_id=turn_id, claim_idx=r["claim_idx"], text=r["text"], cited_doc_ids=tuple(r["cited_doc_ids"] or ()),
+                judge=r["judge"], score=r["score"], verdict=r["verdict"], best_span=r["best_span"],
+                wrong_excerpt=bool(r["wrong_excerpt"]), generated_only=bool(r["generated_only"]),
+                judge_version=r["judge_version"]))
+        out = []
+        for (judge, version), claims in by_judge.items():
+            claims.sort(key=lambda c: c.claim_idx)
+            out.append(cls(turn_id=turn_id, judge=judge, claims=tuple(claims), citation_recall=None,
+                           citation_precision=None, uncited_claims=tuple(c.claim_idx for c in claims if c.verdict == "uncited"),
+                           wrong_excerpts=(), generated_only=tuple(c.claim_idx for c in claims if c.generated_only),
+                           judge_version=version))
+        return tuple(out)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["claims"] = self.rows()

@@ -22,7 +22,7 @@ import json
 import time
 from typing import Any
 
-from ..config import env
+from ..config import GEMINI_KEY_ENVS, env
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
@@ -33,7 +33,7 @@ from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, ne
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
-KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_ENVS = GEMINI_KEY_ENVS
 BASE_URL_ENV, MODEL_ENV, API_VERSION_ENV = "GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
 #: The context a conversation's budget assumes: Gemini 2.x models take 1,048,576 input tokens.
 CONTEXT_TOKENS = 1_048_576

@@ -31,7 +31,7 @@ def _vector_ollama(corpus, **options):
 
 @register_retriever("vector-gemini")
 def _vector_gemini(corpus, **options):
-    """Dense retrieval with a Gemini embedding model (needs GEMINI_API_KEY; GEMINI_EMBED_MODEL)."""
+    """Dense retrieval with a Gemini embedding model (needs GEMINI_API_KEY or GOOGLE_API_KEY; GEMINI_EMBED_MODEL)."""
     from .vector import build_vector
 
     return build_vector(corpus, embedding="gemini", name="vector-gemini", **options)

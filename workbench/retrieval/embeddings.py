@@ -6,7 +6,7 @@ llama-index; building an index wraps them in a llama-index `BaseEmbedding`
 (`llama_build.LlamaEmbedding`). Each SDK is imported lazily, inside the class that wraps it, so
 the BM25 fast path never pays for it. Every model is built explicitly and passed in: nothing
 reads llama-index's `Settings`. Remote backends are configured by environment (`OLLAMA_HOST`,
-`GEMINI_API_KEY`); when they are not, `embedding_for()` raises `EmbeddingError` naming the
+`GEMINI_API_KEY` or `GOOGLE_API_KEY`); when they are not, `embedding_for()` raises `EmbeddingError` naming the
 variable to set.
 """
 
@@ -18,7 +18,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import env, set_process_default
+from ..config import GEMINI_KEY_ENVS, env, gemini_api_key, set_process_default
 from ..errors import EmbeddingError, UnknownNameError
 from ..paths import NO_REDIRECTS
 
@@ -261,7 +261,7 @@ class GeminiEmbedding(Embedding):
             response = self._client.models.embed_content(model=self.model_name, contents=texts, config=config)
         except Exception as exc:  # the message never includes the key
             raise EmbeddingError(f"Gemini embedding with {self.model_name!r} failed: "
-                                 f"{type(exc).__name__}: {str(exc)[:300]}. Check GEMINI_API_KEY and the model name")
+                                 f"{type(exc).__name__}: {str(exc)[:300]}. Check the API key and the model name")
         return [list(e.values or []) for e in response.embeddings or []]
 
 
@@ -283,9 +283,9 @@ def _ollama(options: dict[str, Any]) -> Embedding:
 
 
 def _gemini(options: dict[str, Any]) -> Embedding:
-    key = options.get("api_key") or env("GEMINI_API_KEY")
+    key = options.get("api_key") or gemini_api_key()
     if not key:
-        raise EmbeddingError("Gemini embeddings are not configured: set GEMINI_API_KEY "
+        raise EmbeddingError(f"Gemini embeddings are not configured: set {GEMINI_KEY_ENVS[0]} (or {GEMINI_KEY_ENVS[1]}) "
                              "(a key from https://aistudio.google.com/apikey)")
     model = options.get("model") or env("GEMINI_EMBED_MODEL") or GEMINI_DEFAULT_MODEL
     base_url = options.get("base_url") or env("GEMINI_BASE_URL")

@@ -1,25 +1,75 @@
 """Conversations in the trace store (docs/design.md §11): list them, and rebuild one's turns.
 
 A follow-up asked from the CLI (`ask --conversation ID`), a resumed `eval` or the app's "reopen" needs the
-records of the conversation's earlier turns: `load_conversation` rebuilds them from the stored rows (the
-question, answer and mode, each tool call with its arguments and the documents it returned, each excerpt
-with its number and text), taking titles, URLs and kinds from the corpus being asked (they are what the
-model would be shown again). Only turns that ended `ok` are returned: a failed turn's question without an
-answer is not part of what the model is given (its position still counts). Read-only, like every reader.
+records of the conversation's earlier turns. `read_conversation` is the one reader: it reads each turn whole
+with `spans.read_stored_turns` (the reader export uses too) and gives `StoredConversationTurn`s: the record
+as it was asked (question, answer, mode, each tool call with its arguments and the documents it returned,
+each excerpt, the model calls, the run's configuration, the latency, its history in the context states it
+was asked with), what it was asked with (`AskedWith`, typed), the claims judged and the latest verification.
+Titles, URLs and kinds are the ones the turn recorded (its `sources` rows), so the record does not depend on
+the corpus loaded now. Only turns that ended `ok` are returned: a failed turn's question without an answer
+is not part of what the model is given (its position still counts). Read-only, like every reader.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import duckdb
 
 from ..conversation import history_turn
 from ..corpus import Corpus
-from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
+from ..errors import TraceStoreError
+from ..faithfulness import TurnFaithfulness
+from ..types import Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
+from ..verify import Verification
 from .history import OWNERS
 from .reader import TraceReader, as_reader
+from .spans import StoredTurn, read_stored_turns
+
+
+@dataclass(frozen=True)
+class AskedWith:
+    """What a stored turn was asked with: its run's recorded configuration (`runs`), read once and typed.
+
+    `options` are the provider options the run recorded: never a secret (a `writeOnly` option is not recorded,
+    `redact.recorded`), so re-running the turn (verification) takes those from where they are configured."""
+
+    provider: str
+    model: str | None = None
+    retriever: str | None = None
+    mode: str = "agent"
+    k: int | None = None
+    tool_protocol: str | None = None
+    corpus_id: str | None = None
+    corpus_hash: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()  # (name, value), in name order; lists as tuples
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "AskedWith":
+        """From a run's configuration (`runs.config_json` with the run's own columns)."""
+        options = config.get("options") or {}
+        return cls(provider=config.get("provider") or "", model=config.get("model"),
+                   retriever=config.get("retriever"), mode=config.get("mode") or "agent",
+                   k=int(config["k"]) if config.get("k") is not None else None,
+                   tool_protocol=config.get("tool_protocol"), corpus_id=config.get("corpus_id"),
+                   corpus_hash=config.get("corpus_hash"),
+                   options=tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted(options.items())))
+
+
+@dataclass(frozen=True)
+class StoredConversationTurn:
+    """One `ok` turn of a stored conversation, whole: it wraps the record, it does not copy it."""
+
+    record: TurnRecord  # as asked: configuration, latency and history included
+    asked_with: AskedWith
+    #: The claims judged for it, one per judge in the order they were written (its own judge first).
+    faithfulness: tuple[TurnFaithfulness, ...] = ()
+    #: Its latest verification by ablation (`ablations`); None: never verified.
+    verification: Verification | None = None
 
 
 def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
@@ -30,18 +80,6 @@ def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
         return None
     reader.check()
     return reader if reader.schema.has("turn_context") else None
-
-
-def _asked_with(reader: TraceReader, turn_ids: list[str]) -> dict[str, list[tuple[str, int, str]]]:
-    """Per turn, the (earlier turn id, its position, context state) of each earlier turn it was asked with
-    (`turn_context`), oldest first."""
-    _, rows = reader.rows("""
-        SELECT turn_id, earlier_turn_id, earlier_position, context FROM turn_context
-        WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, earlier_position""", [turn_ids])
-    out: dict[str, list[tuple[str, int, str]]] = {}
-    for tid, earlier, position, state in rows:
-        out.setdefault(tid, []).append((earlier, position, state))
-    return out
 
 
 def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None,
@@ -88,73 +126,81 @@ def next_position(db: str | Path | TraceReader, conversation_id: str) -> int:
     return int(rows[0][0]) + 1
 
 
-def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus: Corpus) -> list[TurnRecord]:
-    """The `ok` turns of `conversation_id`, oldest first, rebuilt as `TurnRecord`s (empty: a new conversation)."""
+def read_conversation(db: str | Path | TraceReader, conversation_id: str,
+                      corpus: Corpus | None = None) -> list[StoredConversationTurn]:
+    """The `ok` turns of `conversation_id`, oldest first, whole (empty: a new conversation). `corpus`, when it is the
+    one a turn was asked with (its content hash), only fills in its excerpts' file names (the store keeps none)."""
     reader = _with_conversations(db)
     if reader is None:
         return []
-    _, turns = reader.rows("""
-        SELECT t.turn_id, t.question, coalesce(t.answer, ''), t.status, t.position, r.mode, t.started_at
-        FROM turns t JOIN runs r USING (run_id)
-        WHERE t.conversation_id = ? AND t.status = 'ok' ORDER BY t.position, t.started_at""", [conversation_id])
-    if not turns:
-        return []
-    ids = [t[0] for t in turns]
-    _, calls = reader.rows("""
-        SELECT turn_id, seq, name, exposure, args_json, error, call_id, latency_ms
-        FROM tool_calls WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, seq""", [ids])
-    _, items = reader.rows("""
-        SELECT i.turn_id, i.tool_call_seq, i.rank, i.doc_id, i.chunk_index, i.score, i.excerpt_n, i.page, p.text
-        FROM retrieved_items i LEFT JOIN passages p USING (passage_id)
-        WHERE i.turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY i.turn_id, i.tool_call_seq, i.position""", [ids])
-    results: dict[tuple[str, int], list[ResultItem]] = {}
-    excerpts: dict[str, list[Excerpt]] = {}
-    for tid, seq, rank, doc_id, chunk, score, n, page, text in items:
-        doc = corpus.get(doc_id)
-        title, url = (doc.title, doc.url) if doc else ("", None)
-        kind, artifact = (doc.kind, doc.artifact_kind) if doc else ("source", None)
-        if seq is None:
-            excerpts.setdefault(tid, []).append(Excerpt(
-                n=n, doc_id=doc_id, chunk_index=chunk, page=page, score=score, text=text or "", chunk_type=kind,
-                artifact_kind=artifact, title=title, url=url, file_name=doc.file_name if doc else None))
-        else:
-            results.setdefault((tid, seq), []).append(ResultItem(
-                doc_id=doc_id, title=title, url=url, kind=kind, artifact_kind=artifact, rank=rank, score=score,
-                chunk_index=chunk, page=page, snippet=text))
-    tool_calls: dict[str, list[ToolCall]] = {}
-    for tid, seq, name, exposure, args, error, call_id, latency in calls:
-        tool_calls.setdefault(tid, []).append(ToolCall(
-            name=name, exposure=exposure, args=json.loads(args) if args else {},
-            results=tuple(results.get((tid, seq), ())), error=error, latency_ms=latency, call_id=call_id))
-    records = [TurnRecord(question=q, answer=a, mode=mode or "agent", tool_calls=tuple(tool_calls.get(tid, ())),
-                          excerpts=tuple(excerpts.get(tid, ())), turn_id=tid, status=status,
-                          conversation_id=conversation_id, position=pos,
-                          started_at=started.isoformat() if started is not None else None)
-               for tid, q, a, status, pos, mode, started in turns]
-    # each turn's own history, in the context states it was asked with (`turn_context`): what its links were
-    # accepted against (provenance of a later follow-up reads it, docs/design.md §11)
-    asked_with = _asked_with(reader, ids)
+    with reader.connect() as con:
+        try:
+            stored = [t for t in read_stored_turns(con, schema=reader.schema, conversation_id=conversation_id,
+                                                   whole=True) if t.turn["status"] == "ok"]
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"could not read conversation {conversation_id} from {reader.path}: {exc}") from None
+    out: list[StoredConversationTurn] = []
     by_id: dict[str, TurnRecord] = {}
-    for i, r in enumerate(records):  # oldest first: an earlier turn has its own history before it is used
-        history = tuple(history_turn(by_id[e], state, position) for e, position, state in asked_with.get(r.turn_id, ())
-                        if e in by_id)
-        records[i] = by_id[r.turn_id] = replace(r, history=history) if history else r
-    return records
-
-
-def turn_details(db: str | Path | TraceReader, turn_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """What the app needs to show reopened turns as they were asked, per turn id: `config` (its run's recorded
-    configuration: provider, model, retriever, k, options, tool protocol, context policy) and `latency_ms` (their
-    history comes with them from `load_conversation`)."""
-    reader = _with_conversations(db) if turn_ids else None
-    if reader is None:
-        return {}
-    _, rows = reader.rows("""
-        SELECT t.turn_id, t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.config_json
-        FROM turns t JOIN runs r USING (run_id) WHERE t.turn_id IN (SELECT unnest(?::VARCHAR[]))""", [turn_ids])
-    out: dict[str, dict[str, Any]] = {}
-    for tid, latency, provider, model, retriever, mode, k, config in rows:
-        cfg = {**(json.loads(config) if config else {}), "provider": provider, "model": model, "retriever": retriever,
-               "mode": mode, "k": k}
-        out[tid] = {"config": cfg, "latency_ms": latency}
+    for t in stored:  # oldest first: an earlier turn has its own history before a later one is asked with it
+        record = _record(t, corpus)
+        # its own history, in the context states it was asked with (`turn_context`): what its links were accepted
+        # against (provenance of a later follow-up reads it, docs/design.md §11)
+        history = tuple(history_turn(by_id[c["earlier_turn_id"]], c["context"], c["earlier_position"])
+                        for c in t.turn_context if c["earlier_turn_id"] in by_id)
+        record = by_id[record.turn_id] = replace(record, history=history) if history else record
+        used = {s["doc_id"]: (bool(s["cited"]), bool(s["consulted"])) for s in t.sources}
+        out.append(StoredConversationTurn(
+            record=record, asked_with=AskedWith.from_config(record.config),
+            faithfulness=TurnFaithfulness.stored(record.turn_id, t.claims),
+            verification=Verification.from_rows(t.ablations, used) if t.ablations else None))
     return out
+
+
+def load_conversation(db: str | Path | TraceReader, conversation_id: str,
+                      corpus: Corpus | None = None) -> list[TurnRecord]:
+    """The records of `read_conversation`: the history of the conversation's next turn."""
+    return [t.record for t in read_conversation(db, conversation_id, corpus)]
+
+
+def _config(run: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's configuration: its `config_json` and its own columns (which win)."""
+    if run is None:
+        return {}
+    cfg = json.loads(run["config_json"]) if run.get("config_json") else {}
+    return {**cfg, **{k: run[k] for k in ("provider", "model", "retriever", "mode", "k") if run.get(k) is not None}}
+
+
+def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
+    """One stored turn's record, without its history."""
+    turn = t.turn
+    shown = {s["doc_id"]: s for s in t.sources}  # what the turn recorded of each document it retrieved
+    config = _config(t.run)
+    if corpus is not None and corpus.content_hash != config.get("corpus_hash"):
+        corpus = None  # another corpus's file names are not this turn's
+    results: dict[int, list[ResultItem]] = {}
+    excerpts: list[Excerpt] = []
+    for i in t.retrieved_items:
+        s = shown.get(i["doc_id"]) or {}
+        title, url, kind, artifact = s.get("title") or "", s.get("url"), s.get("kind") or "source", s.get("artifact_kind")
+        if i["tool_call_seq"] is None:
+            doc = corpus.get(i["doc_id"]) if corpus is not None else None
+            excerpts.append(Excerpt(n=i["excerpt_n"], doc_id=i["doc_id"], chunk_index=i["chunk_index"], page=i["page"],
+                                    score=i["score"], text=i.get("text") or "", chunk_type=kind, artifact_kind=artifact,
+                                    title=title, url=url, file_name=doc.file_name if doc else None))
+        else:
+            results.setdefault(i["tool_call_seq"], []).append(ResultItem(
+                doc_id=i["doc_id"], title=title, url=url, kind=kind, artifact_kind=artifact, rank=i["rank"],
+                score=i["score"], chunk_index=i["chunk_index"], page=i["page"], snippet=i.get("text")))
+    calls = tuple(ToolCall(name=c["name"], exposure=c["exposure"], args=json.loads(c["args_json"]) if c["args_json"] else {},
+                           results=tuple(results.get(c["seq"], ())), error=c["error"], latency_ms=c["latency_ms"],
+                           call_id=c["call_id"]) for c in t.tool_calls)
+    model_calls = tuple(ModelCall(provider=m["provider"], model=m["model"], latency_ms=m["latency_ms"],
+                                  tokens_in=m["tokens_in"], tokens_out=m["tokens_out"], finish_reason=m["finish_reason"],
+                                  model_version=m["model_version"], retries=m["retries"] or 0,
+                                  n_tool_calls=m["n_tool_calls"] or 0) for m in t.model_calls)
+    started = turn.get("started_at")
+    return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or "agent",
+                      tool_calls=calls, excerpts=tuple(excerpts), turn_id=turn["turn_id"], status=turn["status"],
+                      error=turn.get("error"), model_calls=model_calls, config=config,
+                      started_at=started.isoformat() if started is not None else None, latency_ms=turn.get("latency_ms"),
+                      conversation_id=turn.get("conversation_id"), position=turn.get("position"))

@@ -187,6 +187,18 @@ class TraceReader:
         columns, rows = self.rows(f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT 1", [value])
         return dict(zip(columns, rows[0])) if rows else None
 
+    def stored_lines(self, run_id: str) -> list[tuple[int, str, str]]:
+        """(line, turn_id, status) of every turn of eval run `run_id` stored with the line of the questions file
+        it answered (`turn_lines`, m021), in the order written; empty for a run from before m021."""
+        if not self.path.exists():
+            return []
+        self.check()
+        if not self.schema.has("turn_lines"):
+            return []
+        _, rows = self.rows("SELECT l.line, l.turn_id, t.status FROM turn_lines l JOIN turns t USING (turn_id) "
+                            "WHERE l.run_id = ? ORDER BY t.rowid", [run_id])
+        return [(int(line), tid, status) for line, tid, status in rows]
+
     def answered_counts(self, run_id: str) -> dict[str, int]:
         """How many `ok` turns each question has in `run_id` (resuming a batch skips those; failed turns are retried)."""
         _, rows = self.rows("SELECT question, count(*) FROM turns WHERE run_id = ? AND status = 'ok' GROUP BY 1",

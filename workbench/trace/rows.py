@@ -39,7 +39,7 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
 TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages",
-               "ablations", "turn_context")
+               "ablations", "turn_context", "turn_lines")
 #: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
 SHARED_TABLES = ("runs", "passages")
 
@@ -165,12 +165,13 @@ def ablation_rows(turn_id: str, ablations: Iterable[dict[str, Any]]) -> list[Row
 
 
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
-            created_at: datetime | None = None) -> Row:
-    """The `runs` row; secrets in `config` are redacted."""
+            created_at: datetime | None = None, settings: dict[str, Any] | None = None) -> Row:
+    """The `runs` row; secrets in `config` (and an eval's `settings`) are redacted."""
     cfg = redact_config(config)
     context = cfg.get("context") or {}
     return {"run_id": run_id, "created_at": created_at or datetime.now(timezone.utc), "kind": kind,
             **{k: cfg.get(k) for k in ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id",
                                        "corpus_hash", "tool_protocol")},
             "config_json": to_json(cfg), "run_key": run_key,
-            "context_turns": context.get("turns"), "context_token_budget": context.get("token_budget")}
+            "context_turns": context.get("turns"), "context_token_budget": context.get("token_budget"),
+            "eval_settings_json": None if settings is None else to_json(redact_config(settings))}

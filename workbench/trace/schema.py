@@ -19,6 +19,8 @@ from .schema_m012 import M012_CONVERSATIONS
 from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
 from .schema_m018 import M018_TURN_USER
+from .schema_m021 import M021_TURN_LINES, score_by_line
+from .schema_m022 import M022_SAVED_QUERIES
 
 
 @dataclass(frozen=True)
@@ -498,4 +500,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
     Migration("m018_turn_user", M018_TURN_USER),
+    Migration("m021_turn_lines", M021_TURN_LINES, score_by_line),
+    Migration("m022_saved_queries", M022_SAVED_QUERIES),
 )

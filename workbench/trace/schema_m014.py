@@ -2,14 +2,11 @@
 
 m009 wrote "the turn's latest verification" as the same subquery three times (in `source_verdicts`,
 `verification_summary` and the usage macro `doc_usage_for`, which m010 replaced); this migration states
-it once and points the three at it (their SQL as written then, with the subquery reading the view). Their columns and results are unchanged, and so are their comments:
+it once and writes the three again, reading the view. Their columns and results are unchanged, and so are their comments:
 DuckDB drops a view's comments when the view is replaced, so the migration's Python step carries them
 over (`reuse_latest_verification`) rather than restating them here.
 Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
 """
-
-from .schema_m009 import M009_ABLATIONS
-from .schema_m010 import M010_USAGE_PER_CORPUS
 
 M014_LATEST_VERIFICATION = """
 CREATE VIEW latest_verifications AS
@@ -22,25 +19,71 @@ COMMENT ON COLUMN latest_verifications.verification_id IS 'Its latest verificati
 COMMENT ON COLUMN latest_verifications.verified_at IS 'When that verification finished (UTC).';
 """
 
-#: The subquery m009 wrote three times, and what it becomes.
-_SUBQUERY = "SELECT turn_id, arg_max(verification_id, verified_at) AS verification_id FROM ablations GROUP BY turn_id"
-_VIEW = "SELECT turn_id, verification_id FROM latest_verifications"
+#: m009's and m010's readers of the latest verification, written here once more as statements of their own that read
+#: the view. Their columns and results are those of m009 and m010 (tests/test_trace_migrations.py compares them).
+M014_READERS = """
+CREATE OR REPLACE VIEW source_verdicts AS
+SELECT s.turn_id, s.doc_id, s.title, s.url, s.retrieved, s.cited, s.consulted, s.exposure, s.reason, s.kind,
+       s.position, s.shown_position, l.verification_id IS NOT NULL AS verified, a.verdict, a.status AS ablation_status,
+       a.similarity, a.claims_lost, a.claims_total, a.reason AS verdict_reason, a.method, a.control_stable
+FROM sources s
+LEFT JOIN latest_verifications l USING (turn_id)
+LEFT JOIN ablations a ON a.turn_id = s.turn_id AND a.verification_id = l.verification_id AND a.doc_id = s.doc_id;
 
+CREATE OR REPLACE VIEW verification_summary AS
+WITH latest_rows AS (
+    SELECT a.*, coalesce(s.consulted, false) AS consulted, coalesce(s.cited, false) AS cited
+    FROM ablations a JOIN latest_verifications l USING (turn_id, verification_id)
+    LEFT JOIN sources s ON s.turn_id = a.turn_id AND s.doc_id = a.doc_id
+)
+SELECT r.provider, r.model,
+       count(DISTINCT x.turn_id) AS verified_turns,
+       avg(x.control_stable::INTEGER) FILTER (WHERE x.role = 'control') AS stable_control_rate,
+       count(*) FILTER (WHERE x.consulted AND x.verdict IN ('load_bearing', 'decorative')) AS consulted_verdicts,
+       count(*) FILTER (WHERE x.consulted AND x.verdict = 'load_bearing') AS consulted_load_bearing,
+       count(*) FILTER (WHERE x.consulted AND x.verdict = 'load_bearing')
+           / nullif(count(*) FILTER (WHERE x.consulted AND x.verdict IN ('load_bearing', 'decorative')), 0)
+           AS load_bearing_share,
+       count(*) FILTER (WHERE x.verdict = 'decorative') AS decorative,
+       count(*) FILTER (WHERE x.verdict = 'hidden_influence') AS hidden_influence,
+       count(*) FILTER (WHERE x.verdict = 'hidden_influence')
+           / nullif(count(*) FILTER (WHERE x.verdict IN ('hidden_influence', 'no_effect')), 0) AS hidden_influence_rate,
+       count(*) FILTER (WHERE x.verdict = 'unstable') AS unstable,
+       count(*) FILTER (WHERE x.status = 'over_budget') AS over_budget,
+       sum(x.extra_calls) / count(DISTINCT x.turn_id) AS extra_calls_per_turn,
+       sum(x.latency_ms) / count(DISTINCT x.turn_id) AS rerun_ms_per_turn
+FROM latest_rows x JOIN turns t USING (turn_id) JOIN runs r USING (run_id)
+GROUP BY r.provider, r.model
+ORDER BY verified_turns DESC;
 
-def _reading_the_view(sql: str, head: str) -> str:
-    """The statement of `sql` that starts with `head`, replacing what it created and reading the view."""
-    start = sql.index(head)
-    statement = sql[start:sql.index(";\n", start) + 1]
-    if statement.count(_SUBQUERY) != 1:
-        raise RuntimeError(f"m014: {head!r} no longer reads the latest verification as m009 wrote it")
-    return statement.replace(_SUBQUERY, _VIEW).replace("CREATE VIEW", "CREATE OR REPLACE VIEW", 1)
-
-
-#: m009's and m010's readers of the latest verification, as they were written (frozen), now reading the view:
-#: derived from their SQL rather than restated, so their columns and logic cannot drift.
-M014_READERS = "\n\n".join([_reading_the_view(M009_ABLATIONS, "CREATE VIEW source_verdicts AS"),
-                             _reading_the_view(M009_ABLATIONS, "CREATE VIEW verification_summary AS"),
-                             _reading_the_view(M010_USAGE_PER_CORPUS, "CREATE OR REPLACE MACRO doc_usage_for(")])
+CREATE OR REPLACE MACRO doc_usage_for(run_ids := NULL, corpus_ids := NULL) AS TABLE
+SELECT r.corpus_id,
+       s.doc_id,
+       arg_max(s.title, t.started_at) AS title,
+       arg_max(s.kind, t.started_at) AS kind,
+       arg_max(s.artifact_kind, t.started_at) AS artifact_kind,
+       count(*) AS retrieved_turns,
+       count(*) FILTER (WHERE s.consulted) AS consulted_turns,
+       count(*) FILTER (WHERE s.cited AND s.consulted) AS cited_read_turns,
+       count(*) FILTER (WHERE s.cited AND NOT s.consulted) AS listed_link_turns,
+       count(*) FILTER (WHERE v.verdict IS NOT NULL AND v.verdict <> 'unstable') AS verified_turns,
+       count(*) FILTER (WHERE v.verdict = 'load_bearing') AS load_bearing_turns,
+       count(*) FILTER (WHERE v.verdict = 'hidden_influence') AS hidden_influence_turns,
+       count(DISTINCT t.run_id) AS runs,
+       min(t.started_at) AS first_used,
+       max(t.started_at) AS last_used,
+       max(t.started_at) FILTER (WHERE s.consulted) AS last_consulted
+FROM sources s JOIN turns t USING (turn_id) JOIN runs r USING (run_id)
+LEFT JOIN (  -- each verified turn's latest verification: one verdict per (turn, document) at most
+    SELECT a.turn_id, a.doc_id, a.verdict
+    FROM ablations a JOIN latest_verifications l USING (turn_id, verification_id)
+    WHERE a.doc_id IS NOT NULL
+) v ON v.turn_id = s.turn_id AND v.doc_id = s.doc_id
+WHERE (run_ids IS NULL OR list_contains(run_ids, t.run_id))
+  AND (corpus_ids IS NULL OR list_contains(corpus_ids, r.corpus_id))
+GROUP BY r.corpus_id, s.doc_id
+ORDER BY consulted_turns DESC, cited_read_turns DESC, retrieved_turns DESC, r.corpus_id, s.doc_id;
+"""
 #: The views replaced above, whose comments `reuse_latest_verification` keeps.
 _REPLACED_VIEWS = ("source_verdicts", "verification_summary")
 _COMMENTS = """

@@ -10,6 +10,7 @@ values (the rows that have one), with a percentile bootstrap 95 % interval over 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,7 +37,7 @@ MEANS = {
 #: What the regression gate watches: a new run regresses when one falls below the baseline's interval.
 GATED = ("pass_rate", "consulted_precision")
 #: Per-question columns a run's rows carry (the view's, in this order).
-QUESTION_COLUMNS = ("run_id", "line", "question", "turn_id", "status", "answered", "passed", "expected", "consulted",
+QUESTION_COLUMNS = ("run_id", "line", "question", "conversation", "turn_id", "status", "answered", "passed", "expected", "consulted",
                     "cited", "load_bearing", "verified", "rejected", "latency_ms", "tokens_in", "tokens_out",
                     "expected_consulted", "no_sources_ok", "must_cite_ok", "must_not_cite_ok", "no_rejected",
                     "status_ok", "consulted_precision", "consulted_recall", "load_bearing_precision",
@@ -110,19 +111,38 @@ def leaderboard(db: str | Path, refs: Sequence[str]) -> tuple[list[dict[str, Any
     return board, questions
 
 
+def by_line(rows: Sequence[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """One run's question rows keyed by which line each is: its conversation (None: on its own), its question,
+    and how many lines of that conversation before it ask the same — never by the question alone, which two
+    conversations may share ("And with Okta?"). The same key names the same line in two runs of one file."""
+    seen: Counter = Counter()
+    out = {}
+    for row in rows:
+        key = (row.get("conversation"), row["question"])
+        out[(*key, seen[key])] = row
+        seen[key] += 1
+    return out
+
+
+def line_label(row: dict[str, Any]) -> str:
+    """A line as people read it: its question, after its conversation in brackets when it is a turn of one."""
+    conversation = row.get("conversation")
+    return f"[{conversation}] {row['question']}" if conversation is not None else row["question"]
+
+
 def diff(questions: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The questions whose pass/fail or consulted set differs between the runs, with both per run (None: the run
+    """The lines whose pass/fail or consulted set differs between the runs, with both per run (None: the run
     did not ask it), in the first run's order."""
     names = list(questions)
-    per = {n: {q["question"]: q for q in rows} for n, rows in questions.items()}
-    order = list(dict.fromkeys(q["question"] for rows in questions.values() for q in rows))
+    per = {n: by_line(rows) for n, rows in questions.items()}
+    order = list(dict.fromkeys(key for keyed in per.values() for key in keyed))
     out = []
-    for text in order:
-        got = {n: per[n].get(text) for n in names}
+    for key in order:
+        got = {n: per[n].get(key) for n in names}
         passed = {n: (bool(q["passed"]) if q else None) for n, q in got.items()}
         consulted = {n: (list(q["consulted"]) if q and q["answered"] else None) for n, q in got.items()}
         if len(set(passed.values())) > 1 or len({None if c is None else frozenset(c) for c in consulted.values()}) > 1:
-            out.append({"question": text, "passed": passed, "consulted": consulted,
+            out.append({"question": key[1], "conversation": key[0], "passed": passed, "consulted": consulted,
                         "expected": next(list(q["expected"]) for q in got.values() if q),
                         "turn_id": {n: (q["turn_id"] if q else None) for n, q in got.items()}})
     return out
@@ -149,16 +169,16 @@ def regressions(db: str | Path, new: str, baseline: str) -> dict[str, Any]:
             shown = "none" if cur[figure] is None else f"{cur[figure]:.3f}"
             reasons.append(f"{figure.replace('_', ' ')} {shown} is below {old['name']}'s interval "
                            f"[{lo:.3f}, {old['ci'][figure][1]:.3f}] (its value {old[figure]:.3f})")
-    before = {q["question"]: q for q in questions[old["name"]]}
+    before = by_line(questions[old["name"]])
     worse = []
-    for q in questions[cur["name"]]:
-        b = before.get(q["question"])
+    for key, q in by_line(questions[cur["name"]]).items():
+        b = before.get(key)
         if b is None:
             continue
         fell = (b["consulted_precision"] is not None
                 and (q["consulted_precision"] or 0.0) < b["consulted_precision"])
         if (b["passed"] and not q["passed"]) or fell:
-            worse.append({"question": q["question"], "turn_id": q["turn_id"], "failed": failed_assertions(q),
+            worse.append({"question": q["question"], "conversation": q["conversation"], "turn_id": q["turn_id"], "failed": failed_assertions(q),
                           "consulted": {old["name"]: list(b["consulted"]), cur["name"]: list(q["consulted"])}})
     return {"regressed": bool(reasons), "reasons": reasons, "questions": worse, "baseline": old, "run": cur}
 

@@ -97,6 +97,11 @@ class StoredTurn:
     model_calls: list[dict[str, Any]] = field(default_factory=list)
     #: doc_id → verification verdict (`ablations.verdict`), empty before verification exists.
     verdicts: dict[str, str] = field(default_factory=dict)
+    #: Read only for a whole turn (`read_stored_turns(whole=True)`, reopening a conversation): its `claims` rows,
+    #: the rows of its latest verification (`ablations`) and the earlier turns it was asked with (`turn_context`).
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    ablations: list[dict[str, Any]] = field(default_factory=list)
+    turn_context: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_rows(cls, rows: dict[str, list[dict[str, Any]]], run: dict[str, Any] | None = None) -> "StoredTurn":
@@ -301,28 +306,51 @@ def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
 
 _CHILDREN = {"tool_calls": "x.seq", "retrieved_items": "x.tool_call_seq, x.position", "citations": "x.idx",
              "sources": "x.position", "model_calls": "x.seq"}
+#: The child tables a whole turn also nests (`read_stored_turns(whole=True)`), in their order.
+_WHOLE = {"claims": "x.added_at, x.judge, x.claim_idx", "turn_context": "x.earlier_position"}
+# The rows of each turn's latest verification (the one the views read, `source_verdicts`), control first.
+_LATEST_ABLATIONS = ("(SELECT a.* FROM ablations a WHERE a.verification_id = (SELECT arg_max(v.verification_id, "
+                     "v.verified_at) FROM ablations v WHERE v.turn_id = a.turn_id))")
 
 
-def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None = None) -> Iterator[StoredTurn]:
-    """Every turn (of `run_id`, else all) with its rows, oldest first, from an open (read-only) connection.
-
-    One query nests each child table into a list per turn; the verdicts are those of the turn's latest
-    verification (view `source_verdicts`) when the database has them, and are simply absent before. What
-    the database has is `schema` (default: read from `con`), never a probe of its tables.
-    """
-    schema = schema or Schema.read(con)
-    children = [name for name in _CHILDREN if schema.has(name)]
+def _nested_columns(schema: Schema, whole: bool) -> tuple[list[str], str]:
+    """The child tables `schema` has (of `_CHILDREN`, and of `_WHOLE` for a whole turn) and the SELECT list that
+    nests each into a list per turn."""
+    order = {**_CHILDREN, **(_WHOLE if whole else {})}
+    if whole and schema.has("ablations"):
+        order["ablations"] = "x.seq"
+    children = [name for name in order if schema.has(name)]
     # the passages' text beside each item (an older database has none: no `content` then)
-    source = ({"retrieved_items": "(SELECT i.*, p.text FROM retrieved_items i LEFT JOIN passages p USING (passage_id))"}
-              if schema.has("passages") else {})
-    cols = ", ".join(f"(SELECT list(x ORDER BY {_CHILDREN[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
+    source = {"ablations": _LATEST_ABLATIONS}
+    if schema.has("passages"):
+        source["retrieved_items"] = "(SELECT i.*, p.text FROM retrieved_items i LEFT JOIN passages p USING (passage_id))"
+    cols = ", ".join(f"(SELECT list(x ORDER BY {order[n]}) FROM {source.get(n, n)} x WHERE x.turn_id = t.turn_id) "
                      f"AS {n}" for n in children)
     if schema.has("source_verdicts"):
         cols += (", (SELECT list(struct_pack(doc_id := x.doc_id, verdict := x.verdict)) FROM source_verdicts x "
-                 "WHERE x.turn_id = t.turn_id AND x.verdict IS NOT NULL) AS ablations")
-    sql = (f"SELECT t AS turn, r AS run, {cols} FROM turns t LEFT JOIN runs r ON r.run_id = t.run_id "
-           f"{'WHERE t.run_id = ?' if run_id else ''} ORDER BY t.started_at, t.turn_id")
-    rel = con.execute(sql, [run_id] if run_id else [])
+                 "WHERE x.turn_id = t.turn_id AND x.verdict IS NOT NULL) AS verdicts")
+    return children, cols
+
+
+def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None = None,
+                      conversation_id: str | None = None, whole: bool = False) -> Iterator[StoredTurn]:
+    """Every turn (of `run_id`, or of `conversation_id` in its order, else all) with its rows, oldest first, from
+    an open (read-only) connection; the one reader of stored turns (export, and reopening a conversation).
+
+    One query nests each child table into a list per turn; the verdicts are those of the turn's latest
+    verification (view `source_verdicts`) when the database has them, and are simply absent before. `whole`
+    also nests the turn's claims, its latest verification's rows and its `turn_context`. What the database has
+    is `schema` (default: read from `con`), never a probe of its tables.
+    """
+    schema = schema or Schema.read(con)
+    children, cols = _nested_columns(schema, whole)
+    if conversation_id is not None:
+        where, params, order = "WHERE t.conversation_id = ?", [conversation_id], "t.position, t.started_at, t.turn_id"
+    else:
+        where, params = ("WHERE t.run_id = ?", [run_id]) if run_id else ("", [])
+        order = "t.started_at, t.turn_id"
+    sql = f"SELECT t AS turn, r AS run, {cols} FROM turns t LEFT JOIN runs r ON r.run_id = t.run_id {where} ORDER BY {order}"
+    rel = con.execute(sql, params)
     names = [d[0] for d in rel.description]
     while True:
         batch = rel.fetchmany(256)
@@ -330,7 +358,7 @@ def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None =
             return
         for row in batch:
             r = dict(zip(names, row))
-            verdicts = {a["doc_id"]: a["verdict"] for a in (r.pop("ablations", None) or []) if a["verdict"]}
+            verdicts = {a["doc_id"]: a["verdict"] for a in (r.pop("verdicts", None) or []) if a["verdict"]}
             yield StoredTurn(r["turn"], r["run"], **{n: r.get(n) or [] for n in children}, verdicts=verdicts)
 
 

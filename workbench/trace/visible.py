@@ -13,7 +13,7 @@ is queried as it is (`others_in`).
 What one viewer sees: turns whose `owner` is theirs or NULL (the operator's: CLI, `eval`, notebooks); every
 row of a per-turn table (`turn_id`) of those turns; the passages those turns retrieved; the runs those turns
 ran in, and runs without turns (eval runs being set up); every row of the tables that are no one's
-(`datasets`, `expectations`, `migrations`), and the `experiments` of the runs copied.
+(`datasets`, `expectations`, `migrations`, `saved_queries`), and the `experiments` of the runs copied.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .history import OWNERS
 from .migrate import migrate
 
 #: Tables copied whole: nobody's (questions files and their expectations) or the schema's own record.
-_WHOLE = frozenset({"datasets", "expectations", "migrations"})
+_WHOLE = frozenset({"datasets", "expectations", "migrations", "saved_queries"})
 
 
 def others_in(con, owner: str) -> bool:

@@ -88,8 +88,12 @@ def _commit(con, rows: dict[str, list[Row]]) -> None:
     a traced `ask` process. One list per column converts ~4× faster than one list of row structs
     (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
     """
+    tables = ("runs", *TURN_TABLES)
+    unknown = set(rows).difference(tables)
+    if unknown:  # never dropped silently
+        raise ValueError(f"no trace table {', '.join(sorted(unknown))} is written with a turn (rows.TURN_TABLES)")
     begin = "BEGIN; "  # sent with the first statement (parameters bind to a script's last statement)
-    for name in ("runs", *TURN_TABLES):
+    for name in tables:
         r = rows.get(name)
         if r:
             _insert(con, begin + _insert_sql(name), _columns(name, r))
@@ -105,7 +109,8 @@ class TraceWriter:
         self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, Row] = {}  # run_id → `runs` row, written with the run's first turn
-        self._declared: dict[str, tuple[str, str | None]] = {}  # run_id → (kind, run_key), row built at first turn
+        # run_id → (kind, run_key, eval settings), its row built at its first turn
+        self._declared: dict[str, tuple[str, str | None, dict[str, Any] | None]] = {}
         self._passages: set[str] = set()  # passage ids this writer has committed
         self._queue: list[dict[str, Any]] | None = None
         self._flush_at = 0
@@ -165,10 +170,12 @@ class TraceWriter:
             self._new_runs[run_id] = run_row(run_id, config, "interactive")
         return run_id
 
-    def new_run(self, *, kind: str = "eval", run_key: str | None = None) -> str:
-        """Declare a run; its row is written with its first turn, from that turn's configuration."""
+    def new_run(self, *, kind: str = "eval", run_key: str | None = None,
+                settings: dict[str, Any] | None = None) -> str:
+        """Declare a run; its row is written with its first turn, from that turn's configuration (and an eval's
+        `settings`, `runs.eval_settings_json`, which a resume compares)."""
         run_id = uuid.uuid4().hex
-        self._declared[run_id] = (kind, run_key)
+        self._declared[run_id] = (kind, run_key, settings)
         return run_id
 
     def resume_run(self, run_id: str) -> None:
@@ -178,17 +185,21 @@ class TraceWriter:
     # --- turns -------------------------------------------------------------------------------
 
     def log_turn(self, record: TurnRecord, payload: Payload, *, claims: Iterable[Any] | None = None,
-                 run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None) -> str:
+                 run_id: str | None = None, ablations: Iterable[dict[str, Any]] | None = None,
+                 line: int | None = None) -> str:
         """Write one turn (all its tables, one transaction) and return its turn_id; `ablations` are the rows
-        of its verification (`Verification.rows()`), when it was verified before being written."""
+        of its verification (`Verification.rows()`), when it was verified before being written; `line` is the
+        line of an eval's questions file it answered (`turn_lines`)."""
         with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
             run_id = run_id or self.run_for(record.config)
             if run_id in self._declared and run_id not in self._new_runs:
-                kind, run_key = self._declared[run_id]
-                self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key)
+                kind, run_key, settings = self._declared[run_id]
+                self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key, settings=settings)
         rows = turn_rows(record, payload, run_id, claims)  # outside the lock: threads build rows in parallel
         if ablations:
             rows["ablations"] = ablation_rows(payload.turn_id, ablations)
+        if line is not None:
+            rows["turn_lines"] = [{"turn_id": payload.turn_id, "run_id": run_id, "line": line}]
         with self._lock:
             if self._queue is not None:
                 if not self._queue:

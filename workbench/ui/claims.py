@@ -51,6 +51,8 @@ def show(turn: Turn) -> None:
         measure = f" ({signal}, not support)" if signal else ""
         st.caption(escape_markdown(f"judge {faith.judge}{measure} · citation recall {_pct(faith.citation_recall)} · "
                                    f"citation precision {_pct(faith.citation_precision)}"))
+        if faith.citation_recall is None and faith.citation_precision is None:  # claims always give a recall
+            st.caption("As stored in the trace database (`claims`): citation recall and precision are not stored.")
         caveat = judge_declares(faith.judge, "caveat")
         if caveat:
             st.caption(escape_markdown(caveat))

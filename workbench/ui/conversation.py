@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ..config import MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
+from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
 from ..errors import WorkbenchError
+from ..providers import declared, provider_names, readiness
+from ..providers.options import properties
+from ..redact import REDACTED
 from ..render import display_text, escape_markdown
 from . import identity
-from .state import RunConfig, Turn, default_db, get_session, run
+from .state import RunConfig, Turn, app_corpus, default_db, get_session, run
+
+if TYPE_CHECKING:
+    from ..trace.conversations import AskedWith, StoredConversationTurn
 from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
@@ -69,38 +75,80 @@ def new_conversation() -> None:
     st.query_params.pop(QUERY, None)
 
 
-def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
-    """A traced turn as the chat shows it: its payload computed again from its record (provenance is pure), in the
-    session of the sidebar's corpus. Its claims are not judged again here (they are in the trace database's
-    `claims` table), so a reopened turn has no Claims expander."""
+def asked_corpus(asked: AskedWith, cfg: RunConfig) -> tuple[str, str] | None:
+    """(path, label) of a corpus the app can load whose content is the one `asked` recorded (its hash): the
+    sidebar's, else the bundled demo corpus; None when neither is (the turn was asked with another corpus, or
+    one since edited). A turn recorded without a hash (an older store) is taken to be the sidebar's."""
+    if asked.corpus_hash is None:
+        return cfg.corpus, cfg.corpus_label
+    for path, label in ((cfg.corpus, cfg.corpus_label), (str(DEMO_CORPUS), "demo")):
+        try:
+            if app_corpus(path).content_hash == asked.corpus_hash:
+                return path, label
+        except (WorkbenchError, OSError):  # a corpus that no longer loads is not the one it was asked with
+            continue
+    return None
+
+
+def rerun_request(asked: AskedWith, cfg: RunConfig) -> dict[str, Any]:
+    """What `Session.verify` re-runs a reopened turn with (`Answer.request`): its provider, model and recorded
+    options, plus the secrets the store never holds (a `writeOnly` option, or a value recorded redacted) from the
+    sidebar when it has the same provider selected; empty when the provider is not registered or not configured
+    here (verification cannot run)."""
+    if asked.provider not in provider_names() or not readiness(asked.provider):
+        return {}
+    options = {name: list(v) if isinstance(v, tuple) else v for name, v in asked.options}
+    if cfg.provider == asked.provider:
+        props = properties(declared(asked.provider, "options_schema"))
+        for name, value in cfg.options:
+            if props.get(name, {}).get("writeOnly") or REDACTED in str(options.get(name, "")):
+                options[name] = list(value) if isinstance(value, tuple) else value
+    return {"provider": asked.provider, "model": asked.model, "options": options}
+
+
+def _corpus_note(asked: AskedWith, cfg: RunConfig, found: tuple[str, str] | None) -> str | None:
+    """What a reopened turn says about its corpus when it is not the sidebar's."""
+    named = f"corpus {asked.corpus_id or '(unnamed)'} (content {(asked.corpus_hash or '')[:12]})"
+    if found is None:
+        return (f"Asked with {named}, which is not loaded: the sidebar's corpus {cfg.corpus_label} differs. Its "
+                "sources and citations are shown as recorded; opening its documents, verifying it and following it "
+                "up need that corpus, chosen in the sidebar.")
+    if found[0] != cfg.corpus:
+        return (f"Asked with {named}, not the sidebar's corpus {cfg.corpus_label}: it is shown with that corpus, and "
+                "a question asked now starts a new conversation unless that corpus is chosen in the sidebar.")
+    return None
+
+
+def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
+    """A traced turn as the chat shows it: as it was asked (its run's provider, model, retriever, options and
+    corpus, its recorded time), its payload computed again from its record (provenance is pure), with the claims
+    and the latest verification the trace database holds. It can be verified again where that can run: its
+    corpus is loaded and its provider is configured here."""
     from ..provenance import sources_payload
     from ..session import Answer
 
-    ran = record.config or {}
-    options = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in (ran.get("options") or {}).items())
-    tcfg = replace(cfg, provider=ran.get("provider") or cfg.provider, model=ran.get("model"),
-                   retriever=ran.get("retriever") or cfg.retriever, mode=record.mode,
-                   k=int(ran.get("k") or cfg.k), options=options, tool_protocol=ran.get("tool_protocol"))
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0))
-    try:
-        turn.session = get_session(cfg.corpus, tcfg.retriever, cfg.db)
-    except (WorkbenchError, OSError):  # a retriever no longer registered: the sidebar's, for the documents
-        turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-    if record.status != "ok":
-        turn.error = record.error or record.status
-    turn.answer = Answer(record, sources_payload(record))  # no `request`: not re-run (verified) from here
+    record, asked = stored.record, stored.asked_with
+    found = asked_corpus(asked, cfg)
+    corpus, label = found or (f"{asked.corpus_id or ''}@{asked.corpus_hash or ''}", asked.corpus_id or "(not loaded)")
+    tcfg = replace(cfg, provider=asked.provider or cfg.provider, model=asked.model,
+                   retriever=asked.retriever or cfg.retriever, mode=record.mode, k=asked.k or cfg.k,
+                   options=asked.options, tool_protocol=asked.tool_protocol, corpus=corpus, corpus_label=label)
+    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=_corpus_note(asked, cfg, found))
+    if found is not None:
+        try:
+            turn.session = get_session(corpus, tcfg.retriever, cfg.db)
+        except (WorkbenchError, OSError):  # a retriever no longer registered: the corpus's documents still open
+            turn.session = get_session(corpus, cfg.retriever, cfg.db)
+    v = stored.verification
+    payload = sources_payload(record)
+    if v is not None:
+        payload = replace(payload, verification=v.to_payload())
+    own = stored.faithfulness[0] if stored.faithfulness else None
+    rerunnable = turn.session is not None and turn.session.retriever_name == tcfg.retriever
+    request = rerun_request(asked, cfg) if rerunnable else {}
+    turn.answer = Answer(record, payload, faithfulness=own, verification=v, request=request)
+    turn.llm_faithfulness = next((f for f in stored.faithfulness[1:] if f.judge == "llm"), None)
     return turn
-
-
-def as_asked(records: list[Any], details: dict[str, dict[str, Any]]) -> list[Any]:
-    """The rebuilt records of a conversation (`trace.conversations.load_conversation`, each with its history in
-    the context states the trace recorded, so that provenance computed again finds the same carried documents)
-    with the rest of what each was asked with: its run's configuration and its latency."""
-    out = []
-    for r in records:
-        d = details.get(r.turn_id, {})
-        out.append(replace(r, config=d.get("config") or r.config, latency_ms=d.get("latency_ms")))
-    return out
 
 
 def may_open(owner: str | None, viewer: identity.Viewer) -> bool:
@@ -117,7 +165,7 @@ def not_yours(cid: str) -> str:
 def reopen(cid: str, cfg: RunConfig) -> str | None:
     """Make conversation `cid` of the trace database the open one; a message when it cannot be (no such
     conversation, or someone else's: `may_open`)."""
-    from ..trace.conversations import conversation_owner, load_conversation, turn_details
+    from ..trace.conversations import conversation_owner, read_conversation
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
         return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
@@ -127,9 +175,7 @@ def reopen(cid: str, cfg: RunConfig) -> str | None:
         exists, owner = conversation_owner(db, cid)
         if exists and not may_open(owner, identity.current()):
             return not_yours(cid)
-        records = load_conversation(db, cid, session.corpus)
-        records = as_asked(records, turn_details(db, [r.turn_id for r in records]))
-        reopened = [turn_from_record(r, cfg) for r in records]
+        reopened = [reopened_turn(t, cfg) for t in read_conversation(db, cid, session.corpus)]
     except (WorkbenchError, OSError) as exc:
         return f"Cannot reopen conversation {cid}: {exc}"
     if not reopened:

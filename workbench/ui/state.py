@@ -75,6 +75,8 @@ class Turn:
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
     llm_faithfulness: Any = None  # the answer's claims judged by the `llm` judge, when asked for (ui/claims.py)
+    #: What the chat says beside the answer about how it is shown (a reopened turn asked with another corpus).
+    note: str | None = None
 
     @property
     def faithfulness(self) -> Any:
@@ -85,6 +87,13 @@ class Turn:
     def payload(self) -> Payload | None:
         """The answer's sources payload; None for a turn that raised before it had one."""
         return self.answer.payload if self.answer is not None else None
+
+    @property
+    def recorded_ms(self) -> float:
+        """The turn's time as its record (and the trace) has it, model calls and tools: the same when the turn
+        is reopened; for a turn that raised before it had a record, the wall time of the ask."""
+        latency = self.answer.record.latency_ms if self.answer is not None else None
+        return float(latency) if latency is not None else self.elapsed_ms
 
     @property
     def turn_id(self) -> str:

@@ -130,22 +130,67 @@ export default function(component) {
 """ % (LINK_PREFIX, LINK_PREFIX)
 # The side panel sits at the top of its column: when the reader is further down the chat, it would open out
 # of sight. Sticky, it stays in view as the chat scrolls (within its column, under Streamlit's header).
+# Below `PANEL_OVERLAY_PX` of window width, a column beside the chat would squeeze it (at 1024 px, with the
+# sidebar open, to ~270 px: chips cut mid-title, the panel's title one word a line). There the chat keeps the
+# whole width and the panel opens over its right side, under Streamlit's header, scrolling on its own.
+PANEL_OVERLAY_PX = 1200
 _PANEL_CSS = """
 [data-testid="stLayoutWrapper"]:has(> .st-key-doc-panel) {
   position: sticky;
   top: 4rem;
 }
-"""  # several lines: Streamlit takes a one-line css= for a file path
+@media (max-width: %dpx) {
+  [data-testid="stHorizontalBlock"]:has(.st-key-doc-panel) > [data-testid="stColumn"]:first-child {
+    flex: 1 1 100%% !important;
+    width: 100%% !important;
+    max-width: 100%% !important;
+  }
+  [data-testid="stColumn"]:has(.st-key-doc-panel) {
+    position: fixed;
+    top: 3.75rem;
+    right: 0.5rem;
+    width: min(440px, calc(100vw - 1rem)) !important;
+    max-width: min(440px, calc(100vw - 1rem)) !important;
+    max-height: calc(100vh - 4.5rem);
+    overflow-y: auto;
+    z-index: 999990;
+    background-color: Canvas;
+    border-radius: 0.5rem;
+    box-shadow: 0 0.25rem 1.5rem rgba(0, 0, 0, 0.25);
+    padding: 0.5rem;
+  }
+}
+""" % PANEL_OVERLAY_PX  # several lines: Streamlit takes a one-line css= for a file path
 _links_component = None
+# Where pills belong, a skeleton is never shown (see `inline_citation_links`); the preloading widget neither.
+_SKELETON_CSS = """<style>
+[class*="st-key-citations-"] [data-testid="stSkeleton"], .st-key-pills-preload, .st-key-page-style { display: none; }
+</style>"""
+
+
+def page_style() -> None:
+    """The chat page's own style, first thing on the page (see `inline_citation_links`): a constant, no
+    visitor's text. Markdown, because `st.html` and a component's CSS reach the page later than the pills'
+    skeletons of a reopened conversation."""
+    with st.container(key="page-style"):  # hidden by its own style: it takes no room
+        st.markdown(_SKELETON_CSS, unsafe_allow_html=True)
 
 
 def inline_citation_links(turns: list[Turn]) -> None:
-    """Mount the component that makes the answers' inline citations open the side panel (once per page)."""
+    """Mount the component that makes the answers' inline citations open the side panel (once per page), and
+    load the pills' widget before any answer needs it.
+
+    Streamlit loads a pills widget's code the first time one is drawn and shows a grey skeleton bar until
+    then (16 of them, for seconds, on a reopened conversation). A hidden pills widget drawn with the page
+    loads that code before the first answer, and the CSS hides a skeleton where pills belong, so an answer's
+    pills are drawn with it or not at all until they are ready."""
     global _links_component
     if _links_component is None:  # registered once per process: a second registration only warns
         _links_component = st.components.v2.component("workbench.inline_citations", js=_LINKS_JS, css=_PANEL_CSS,
                                                       isolate_styles=False)  # the CSS is for the page
     _links_component(key=LINKS_KEY, on_open_change=partial(_on_inline_citation, turns), height=0)
+    with st.container(key="pills-preload"):
+        st.pills("preload", ["·"], key="pills-preload-widget", label_visibility="collapsed", disabled=True)
 
 
 def panel_targets(turn: Turn) -> dict[str, str]:
@@ -175,7 +220,9 @@ def config_caption(turn: Turn) -> None:
     cfg = turn.config
     ran = turn.payload.config if turn.payload is not None else {}
     described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
-    st.caption(escape_markdown(f"⚙ {described} · {turn.elapsed_ms:.0f} ms"))
+    st.caption(escape_markdown(f"⚙ {described} · {turn.recorded_ms:.0f} ms"))
+    if turn.note:
+        st.warning(escape_markdown(turn.note), icon="⚠️")
 
 
 def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> None:

@@ -31,11 +31,12 @@ def _keys(turn: Turn) -> dict[str, str]:
 
 
 def can_verify(turn: Turn) -> bool:
-    """An answered turn of this app session (a turn reopened from the trace database has no provider options to
-    re-run it with) that consulted something, not verified yet (an answer that read
-    nothing, a listing or "I could not find …", has no source to verify)."""
+    """An answered turn with what its re-runs need (its session, and the provider and options it was asked with:
+    a reopened turn has them when its corpus is loaded and its provider configured, `conversation.rerun_request`)
+    that consulted something, not verified yet (an answer that read nothing, a listing or "I could not find …",
+    has no source to verify)."""
     p = turn.payload
-    return (turn.session is not None and bool(getattr(turn.answer, "request", None))  # asked here, not reopened
+    return (turn.session is not None and bool(getattr(turn.answer, "request", None))
             and turn.error is None and p is not None and p.status == "ok"
             and bool((p.answer or "").strip()) and bool(p.sets.consulted) and p.verification is None)
 

@@ -1,0 +1,80 @@
+"""The Trace explorer's saved, named queries, kept in the trace store (`saved_queries`, migration m022).
+
+A query is saved only when it is read-only (`reader.check_read_only`, as a typed query is checked before it
+runs) and within the bounds below (docs/security.md); it runs like any typed query, read-only and bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import WorkbenchError
+from .reader import TraceReader, check_read_only
+from .writer import TraceWriter
+
+#: The longest name and SQL text a saved query may have.
+MAX_QUERY_NAME_CHARS = 80
+MAX_SAVED_SQL_CHARS = 20_000
+# C0 and C1 controls (tab and newline too), bidi marks, embeddings, overrides, isolates, line separators
+_NOT_IN_A_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class SavedQueryError(WorkbenchError):
+    """A name or SQL text that cannot be saved, or a saved query that is not there."""
+
+
+@dataclass(frozen=True)
+class SavedQuery:
+    name: str
+    sql: str
+    saved_at: datetime
+    saved_by: str | None = None
+
+
+def check_name(name: str) -> str:
+    """`name` without surrounding blanks, if it can name a saved query; else a `SavedQueryError` saying why."""
+    name = name.strip()
+    if not name:
+        raise SavedQueryError("give the query a name")
+    if len(name) > MAX_QUERY_NAME_CHARS:
+        raise SavedQueryError(f"a query's name has at most {MAX_QUERY_NAME_CHARS} characters ({len(name)} given)")
+    if _NOT_IN_A_NAME.search(name):
+        raise SavedQueryError("a query's name cannot hold control or bidi characters")
+    return name
+
+
+def save_query(db: str | Path, name: str, sql: str, *, by: str | None = None) -> SavedQuery:
+    """Save `sql` under `name` (replacing the query of that name), if it is read-only and within bounds."""
+    name = check_name(name)
+    if not sql.strip():
+        raise SavedQueryError("there is no SQL to save")
+    if len(sql) > MAX_SAVED_SQL_CHARS:
+        raise SavedQueryError(f"a saved query has at most {MAX_SAVED_SQL_CHARS:,} characters ({len(sql):,} given)")
+    check_read_only(sql)
+    query = SavedQuery(name, sql, datetime.now(timezone.utc), by)
+    with TraceWriter(db).connect() as con:
+        con.execute("INSERT OR REPLACE INTO saved_queries VALUES (?, ?, ?, ?)",
+                    [query.name, query.sql, query.saved_at, query.saved_by])
+    return query
+
+
+def saved_queries(db: str | Path) -> list[SavedQuery]:
+    """Every saved query, by name; none when there is no database yet, or it predates saved queries."""
+    reader = TraceReader(db)
+    if not reader.path.exists():
+        return []
+    reader.check()
+    if not reader.schema.has("saved_queries"):
+        return []
+    _, rows = reader.rows("SELECT name, sql, saved_at, saved_by FROM saved_queries ORDER BY lower(name), name")
+    return [SavedQuery(*row) for row in rows]
+
+
+def delete_query(db: str | Path, name: str) -> None:
+    """Forget the saved query `name`; one that is not there is a `SavedQueryError`."""
+    with TraceWriter(db).connect() as con:
+        if con.execute("DELETE FROM saved_queries WHERE name = ? RETURNING name", [name]).fetchone() is None:
+            raise SavedQueryError(f"no saved query is named {name!r}")
