@@ -1,6 +1,7 @@
 """Provenance Workbench: ask the knowledge base and see which documents an answer really came from.
 
-Run with `streamlit run app.py`. Thin by design: the library (`workbench.session`, `workbench.render`)
+Run with `streamlit run app.py`. With Streamlit's `[auth]` secrets configured, every visitor signs in first
+(`workbench.ui.identity`, docs/security.md). Thin by design: the library (`workbench.session`, `workbench.render`)
 does the work; `workbench.ui` lays it out. This file is the navigation (the chat page first, named
 "Chat" rather than after this file) and the chat page itself.
 """
@@ -12,7 +13,7 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 from workbench.render import display_text  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
-from workbench.ui import conversation  # noqa: E402
+from workbench.ui import conversation, identity  # noqa: E402
 from workbench.ui.turn import document_panel, inline_citation_links, page_style, render_turn  # noqa: E402
 
 
@@ -59,6 +60,7 @@ def chat() -> None:
             document_panel(turns)
 
 
+identity.gate()  # with `[auth]` configured: sign in first; no page, chat or trace data before (docs/security.md)
 st.navigation([
     # Material icons ship with Streamlit's own font (emoji need a system font a headless box may lack).
     st.Page(chat, title="Chat", icon=":material/chat:", default=True),

@@ -128,9 +128,13 @@ def test_a_question_on_another_corpus_starts_a_new_conversation(chat, tmp_path, 
 # --- a conversation reopened from the trace database ------------------------------------------------------
 
 
-def reload(cid: str) -> AppTest:
-    """A fresh browser session opening `?conversation=cid` (a reload, or a shared link)."""
+def reload(cid: str, browser: AppTest | None = None) -> AppTest:
+    """A fresh browser session opening `?conversation=cid`: a reload of `browser` (the same browser, so the same
+    viewer: without sign-in a browser is known by its token, `identity.browser_token`), else another browser
+    (a shared link)."""
     at = AppTest.from_file(APP, default_timeout=60)
+    if browser is not None:
+        at.session_state["viewer_token"] = browser.session_state["viewer_token"]
     at.query_params["conversation"] = cid
     at.run()
     assert not at.exception, at.exception
@@ -141,7 +145,7 @@ def test_a_reload_reopens_the_conversation_and_a_follow_up_continues_it(chat, fo
     at = conversation(chat)
     cid = at.session_state["conversation_id"]
     asked = at.session_state["turns"]
-    again = reload(cid)
+    again = reload(cid, at)
     turns = again.session_state["turns"]
     assert again.session_state["conversation_id"] == cid
     assert [t.turn_id for t in turns] == [t.turn_id for t in asked]
@@ -295,7 +299,7 @@ def test_two_app_sessions_on_one_conversation_each_take_the_next_place(chat, fol
 
     at = ask(chat, QUESTIONS[0])
     cid = at.session_state["conversation_id"]
-    other = reload(cid)
+    other = reload(cid, at)  # another tab of the same browser
     other.sidebar.selectbox(key="cfg_provider").set_value(followup.FollowUp.name).run()
     other = ask(other, QUESTIONS[1])
     assert other.session_state["turns"][-1].answer.record.position == 2
@@ -319,7 +323,7 @@ def test_an_excerpt_turn_another_session_overtook_is_asked_again_with_its_turn(a
     app.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
     at = ask(app, "How do I configure SSO?")
     cid = at.session_state["conversation_id"]
-    other = reload(cid)
+    other = reload(cid, at)  # another tab of the same browser
     other.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
     other = ask(other, "And with Okta?")
     at = ask(at, "How do I rotate an API key?")

@@ -184,13 +184,18 @@ def test_trace_tables_and_doc_gaps_show_bidi_controls_as_escapes(tmp_path, monke
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
     chat = AppTest.from_file(APP, default_timeout=60).run()
     ask(chat, "How do I bake a sourdough" + RLO + " loaf?")  # consults nothing: a doc gap
-    explorer = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60).run()
+    same_browser = {"viewer_token": chat.session_state["viewer_token"]}  # a browser sees its own turns (security.md)
+    explorer = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
+    explorer.session_state["viewer_token"] = same_browser["viewer_token"]
+    explorer.run()
     explorer.text_area(key="sql").set_value(f"SELECT question, question AS \"asked{RLO}\" FROM turns")
     explorer.button[0].click().run()
     assert not explorer.exception, explorer.exception
     df = explorer.dataframe[0].value
     assert list(df.columns) == ["question", "asked\\u202e"] and "sourdough\\u202e loaf" in df["question"][0]
-    gaps = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
+    gaps = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60)
+    gaps.session_state["viewer_token"] = same_browser["viewer_token"]
+    gaps.run()
     assert not gaps.exception, gaps.exception
     assert gaps.dataframe, "the question is a doc gap"
     for at in (explorer, gaps):

@@ -20,8 +20,13 @@ def db(tmp_path, monkeypatch):
     return path
 
 
-def page(name: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=60).run()
+def page(name: str, browser: AppTest | None = None) -> AppTest:
+    """Page `name` in a session of its own: of the same browser as `browser` when given (without sign-in a
+    browser sees only its own turns and the operator's, docs/security.md), else of another."""
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=60)
+    if browser is not None:
+        at.session_state["viewer_token"] = browser.session_state["viewer_token"]
+    at.run()
     assert not at.exception, at.exception
     return at
 
@@ -49,7 +54,7 @@ def test_trace_explorer_runs_canned_and_typed_queries_and_refuses_writes(db):
     chat.chat_input[0].set_value("How do I bake a sourdough loaf?").run()
     assert db.exists(), "every chat turn is traced"
 
-    at = page("2_Trace_explorer.py")
+    at = page("2_Trace_explorer.py", chat)
     df = at.dataframe[0].value
     assert list(df.columns[:8]) == ["provider", "model", "retriever", "mode", "k", "tool_protocol", "options", "turns"]
     assert int(df["turns"].sum()) == 2
@@ -77,7 +82,7 @@ def test_doc_gap_queue_lists_questions_that_consulted_nothing(db):
     for q in ("How do I bake a sourdough loaf?", "how do I bake a  sourdough loaf?", "How do I configure SSO?",
               "Which articles do you have?"):
         chat.chat_input[0].set_value(q).run()
-    at = page("3_Doc_gaps.py")
+    at = page("3_Doc_gaps.py", chat)
     df = at.dataframe[0].value
     assert [" ".join(q.lower().split()) for q in df["question"]] == ["how do i bake a sourdough loaf?"]
     assert int(df["asks"][0]) == 2

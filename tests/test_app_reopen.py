@@ -23,10 +23,13 @@ def click(at: AppTest, label: str) -> AppTest:
     return at
 
 
-def reload(cid: str, corpus: Path | None = None) -> AppTest:
-    """A fresh browser session opening `?conversation=cid`; with `corpus`, the sidebar has that folder chosen
-    before the address is followed."""
+def reload(browser: AppTest, corpus: Path | None = None) -> AppTest:
+    """A reload of `browser`: a fresh session of the same browser (without sign-in a browser is known by its token,
+    `identity.browser_token`) opening its conversation's `?conversation=`; with `corpus`, the sidebar has that
+    folder chosen before the address is followed."""
+    cid = browser.session_state["conversation_id"]
     at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["viewer_token"] = browser.session_state["viewer_token"]
     if corpus is not None:
         at.run()
         at.sidebar.radio(key="cfg_corpus_source").set_value("Folder or JSONL path").run()
@@ -65,7 +68,7 @@ def test_a_verified_turn_shows_its_verdicts_and_claims_after_a_reload(app):
     chips = sources_rows(at)
     claims = [e.label for e in at.expander if e.label.startswith("Claims")]
     assert claims, "the fresh turn has its Claims expander"
-    again = reload(at.session_state["conversation_id"])
+    again = reload(at)
     (reopened,) = again.session_state["turns"]
     assert reopened.payload.verification is not None, "the stored verification is shown"
     assert reopened.payload.verification["verdicts"] == verdicts
@@ -83,7 +86,7 @@ def test_a_verified_turn_shows_its_verdicts_and_claims_after_a_reload(app):
 def test_a_reopened_turn_can_be_verified_and_its_verification_is_stored(app, tmp_path):
     at = ask(app, QUESTION)
     assert "Verify sources" in labels(at)
-    again = reload(at.session_state["conversation_id"])
+    again = reload(at)
     assert "Verify sources" in labels(again), "its provider options are stored: it can be re-run"
     again = click(again, "Verify sources")
     (turn,) = again.session_state["turns"]
@@ -95,7 +98,7 @@ def test_a_reopened_turn_can_be_verified_and_its_verification_is_stored(app, tmp
     finally:
         con.close()
     assert stored == turn.payload.verification["verdicts"]
-    assert reload(at.session_state["conversation_id"]).session_state["turns"][0].payload.verification is not None
+    assert reload(at).session_state["turns"][0].payload.verification is not None
 
 
 def test_the_turn_time_shown_is_the_recorded_one_before_and_after_a_reload(app):
@@ -103,7 +106,7 @@ def test_the_turn_time_shown_is_the_recorded_one_before_and_after_a_reload(app):
     (turn,) = at.session_state["turns"]
     shown = captions(at)
     assert len(shown) == 1 and shown[0].endswith(f" · {turn.answer.record.latency_ms:.0f} ms"), shown
-    again = reload(at.session_state["conversation_id"])
+    again = reload(at)
     assert captions(again) == shown, "the same time after the reload"
 
 
@@ -112,7 +115,7 @@ def test_a_conversation_reopened_beside_another_corpus_is_checked_against_its_ow
     (turn,) = at.session_state["turns"]
     assert turn.payload.sets.cited and not turn.payload.rejected_citations
     monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(tmp_path))
-    again = reload(at.session_state["conversation_id"], corpus=widgets_folder(tmp_path))
+    again = reload(at, corpus=widgets_folder(tmp_path))
     (reopened,) = again.session_state["turns"]
     assert reopened.payload.rejected_citations == (), "its citations are valid in the corpus it was asked with"
     assert reopened.payload.sets == turn.payload.sets
@@ -135,7 +138,7 @@ def test_a_conversation_whose_corpus_is_gone_says_so_and_keeps_its_citations(app
     (turn,) = at.session_state["turns"]
     assert turn.payload.sets.cited == ("a",) and not turn.payload.rejected_citations
     (corpus / "a.md").write_text((corpus / "a.md").read_text().replace("twice", "three times"))  # edited since
-    again = reload(at.session_state["conversation_id"])  # the sidebar: the demo corpus
+    again = reload(at)  # the sidebar: the demo corpus
     (reopened,) = again.session_state["turns"]
     assert reopened.payload.rejected_citations == (), "not rejected against a corpus it was not asked with"
     assert reopened.payload.sets == turn.payload.sets
@@ -186,6 +189,7 @@ def test_a_reopened_turn_is_verified_with_its_stored_options_and_the_sidebars_se
     at = ask(with_keyed(app), QUESTION)
     cid = at.session_state["conversation_id"]
     again = AppTest.from_file(APP, default_timeout=60)
+    again.session_state["viewer_token"] = at.session_state["viewer_token"]  # a reload: the same browser
     with_keyed(again)
     again.query_params["conversation"] = cid
     again.run()

@@ -62,10 +62,12 @@ def test_a_page_opened_again_reads_an_unchanged_trace_database_once(tmp_path, mo
     session.ask("How do I bake a sourdough loaf?")
     queries = []
     run = TraceReader._run
-    monkeypatch.setattr(TraceReader, "_run", lambda self, sql, *a: queries.append(sql) or run(self, sql, *a))
+    monkeypatch.setattr(TraceReader, "_run", lambda self, sql, *a, **kw: queries.append(sql) or run(self, sql, *a, **kw))
 
-    def open_gaps():
-        at = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60).run()
+    def open_gaps():  # again by the same browser: each browser's queue is its own (docs/security.md)
+        at = AppTest.from_file(str(ROOT / "pages" / "3_Doc_gaps.py"), default_timeout=60)
+        at.session_state["viewer_token"] = "0" * 32
+        at.run()
         assert not at.exception, at.exception
         return at.dataframe[0].value
 

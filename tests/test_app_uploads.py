@@ -122,7 +122,7 @@ def test_a_second_session_cannot_load_the_first_sessions_upload(app):
     assert any("trace database" in e.value and "uploads" in e.value for e in other.sidebar.error)
     ask(other, "How do I rotate the payroll key?")
     assert not (mine.parent / "deep").exists(), "no database is created under the uploads"
-    # the upload lives in session A's own folder, named by a random token only session A holds
-    token = at.session_state["upload_session"]
+    # the upload lives in session A's own folder, named by a token only session A's viewer has
+    token = at.session_state["viewer"].uploads_token
     assert mine.is_relative_to(uploads_dir() / token), f"{mine} is not in session A's own uploads folder"
-    assert "upload_session" not in other.session_state or other.session_state["upload_session"] != token
+    assert other.session_state["viewer"].uploads_token != token

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from streamlit_server import ask, streamlit_app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -51,47 +49,20 @@ To reset the flux widget, hold the reset button for ten seconds until the light 
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
-    port = _free_port()
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
+    env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
            # the scripted test providers (a slow one for the compare page's Cancel) as a plug-in
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])),
            "WORKBENCH_PLUGINS": "scripted,scripted_conversation"}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
-    log = open(tmp / "streamlit.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.terminate()
-        pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
-    corpus = tmp / "home" / "evil-corpus"  # inside WORKBENCH_HOME: an allowed root (docs/security.md)
-    corpus.mkdir(parents=True)
-    (corpus / "widget-calibration.md").write_text(EVIL_DOC)
-    (corpus / "widget-reset.md").write_text(SAFE_DOC)
-    yield {"url": url, "corpus": corpus, "log": tmp / "streamlit.log", "db": tmp / "traces.duckdb", "pid": proc.pid}
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with streamlit_app(tmp, env) as served:
+        corpus = tmp / "home" / "evil-corpus"  # inside WORKBENCH_HOME: an allowed root (docs/security.md)
+        corpus.mkdir(parents=True)
+        (corpus / "widget-calibration.md").write_text(EVIL_DOC)
+        (corpus / "widget-reset.md").write_text(SAFE_DOC)
+        yield {"url": served.url, "corpus": corpus, "log": tmp / "streamlit.log", "db": tmp / "traces.duckdb",
+               "pid": served.pid}
 
 
 @pytest.fixture(scope="module")
@@ -118,13 +89,7 @@ def page(server, browser):
 
 
 def _ask(page, question: str):
-    before = page.get_by_test_id("stChatMessage").count()
-    box = page.get_by_test_id("stChatInputTextArea")
-    box.fill(question)
-    box.press("Enter")
-    page.wait_for_function(f"document.querySelectorAll('[data-testid=stChatMessage]').length >= {before + 2}")
-    _settle(page)
-    return page.get_by_test_id("stChatMessage").last
+    return ask(page, question, _settle)
 
 
 def _settle(page):

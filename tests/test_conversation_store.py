@@ -10,7 +10,7 @@ import pytest
 from workbench.conversation import history_for
 from workbench.provenance import sources_payload
 from workbench.session import Session
-from workbench.trace.conversations import conversation_so_far, list_conversations, load_conversation
+from workbench.trace.conversations import conversation_owner, conversation_so_far, list_conversations, load_conversation
 from workbench.types import ContextPolicy
 
 QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "Which articles do you have?"]
@@ -131,3 +131,22 @@ def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path
     assert stored.verification.verification_id == again.verification.verification_id
     assert [a.seq for a in stored.verification.ablations] == [a.seq for a in again.verification.ablations]
     assert stored.verification.to_payload()["details"] == again.payload.verification["details"]
+
+
+def test_each_conversation_is_its_first_turns_owners(tmp_path):
+    """Issue 31 item 3: `list_conversations(owner=…)` lists only that owner's conversations (and, when asked for,
+    the ownerless ones the CLI asked), and `conversation_owner` names whose a conversation is."""
+    db = tmp_path / "t.duckdb"
+    session = Session.open(trace_db=db)
+    a = session.ask("How do I configure SSO?", conversation_id="c-ana", user_id="ana@x.example", owner="user:ana@x.example")
+    session.ask("And with Okta?", history=[a.record], conversation_id="c-ana", user_id="ana@x.example",
+                owner="user:ana@x.example")
+    session.ask("How do I reset my password?", conversation_id="c-bo", owner="browser:0123")
+    session.ask("Which articles do you have?", conversation_id="c-cli")  # asked outside the app: nobody's
+    mine = list_conversations(db, owner="user:ana@x.example", ownerless=False)
+    assert [(r["conversation_id"], r["turns"], r["owner"]) for r in mine] == [("c-ana", 2, "user:ana@x.example")]
+    assert {r["conversation_id"] for r in list_conversations(db, owner="browser:0123")} == {"c-bo", "c-cli"}
+    assert {r["conversation_id"] for r in list_conversations(db)} == {"c-ana", "c-bo", "c-cli"}
+    assert conversation_owner(db, "c-ana") == (True, "user:ana@x.example")
+    assert conversation_owner(db, "c-cli") == (True, None)
+    assert conversation_owner(db, "c-none") == (False, None)

@@ -114,7 +114,8 @@ def test_requirements_list_what_the_code_imports():
               "markdown-it-py": "markdown_it",
               "opentelemetry-sdk": "opentelemetry.sdk",
               "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
-              "jupyterlab": None}
+              "jupyterlab": None,
+              "authlib": None}  # Streamlit's `st.login` imports it (workbench/ui/identity.py)
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
     unused = []
     for name in names:

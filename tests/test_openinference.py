@@ -454,3 +454,23 @@ def test_a_full_queue_drops_turns_instead_of_waiting(monkeypatch, caplog):
         assert any("dropping new turns" in r.getMessage() for r in caplog.records)
         col.release()
         assert exporter.wait(30)
+
+
+def test_who_asked_is_stored_and_exported_as_user_id(tmp_path):
+    """Issue 31 item 2: `turns.user_id` (and `turns.owner`) are written with the turn, and OpenInference `user.id`
+    carries it, live and replayed; a turn asked without a person (sign-in off, the CLI) has neither."""
+    db = tmp_path / "who.duckdb"
+    s = Session.open(trace_db=db)
+    seen = []
+    s.tracer.listeners.append(seen.append)
+    signed = s.ask("How do I configure SSO?", user_id="ana@example.com", owner="user:ana@example.com")
+    anonymous = s.ask("How do I configure SSO?")
+    assert row(db, "SELECT user_id, owner FROM turns WHERE turn_id = ?", [signed.payload.turn_id]) == \
+        ("ana@example.com", "user:ana@example.com")
+    assert row(db, "SELECT user_id, owner FROM turns WHERE turn_id = ?", [anonymous.payload.turn_id]) == (None, None)
+    replay = spans_by_turn(db)
+    live_roots = [turn_spans(StoredTurn.from_rows(rows))[0] for rows in seen]
+    assert replay[signed.payload.turn_id][0].attributes["user.id"] == "ana@example.com"
+    assert live_roots[0].attributes["user.id"] == "ana@example.com"
+    assert "user.id" not in replay[anonymous.payload.turn_id][0].attributes
+    assert "user.id" not in live_roots[1].attributes

@@ -59,6 +59,17 @@ def child_environment(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+#: Who may use the app's Trace explorer SQL and read other people's turns, tool calls and passages when the app
+#: has sign-in: emails or subjects, comma-separated (docs/security.md, "Who sees what").
+ANALYSTS_ENV = "WORKBENCH_ANALYSTS"
+
+
+def analysts() -> frozenset[str]:
+    """The analysts named in `$WORKBENCH_ANALYSTS` (emails or OIDC subjects, comma-separated, blanks ignored);
+    compared exactly, as the identity provider sends them."""
+    return frozenset(name.strip() for name in (env(ANALYSTS_ENV) or "").split(",") if name.strip())
+
+
 def workbench_home() -> Path:
     """Where caches (indexes) and the default trace database live: `$WORKBENCH_HOME`."""
     home = env("WORKBENCH_HOME")

@@ -89,7 +89,8 @@ class Session:
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,
-            position: int | None = None, if_moved: str = "append", **provider_options: Any) -> Answer:
+            position: int | None = None, if_moved: str = "append", user_id: str | None = None,
+            owner: str | None = None, **provider_options: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
         `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
@@ -113,6 +114,8 @@ class Session:
         as (default: after `history`; pass it when failed turns, which are not history, came before); the
         trace store writes it at the next free place, and `if_moved` says what happens when another turn took
         this one first (`TraceWriter.log_turn`).
+        `user_id` (who asked: the signed-in person) and `owner` (whose turn it is) are recorded with it
+        (`turns.user_id`, `turns.owner`; the app sets them, docs/security.md).
         """
         _check_inputs(question, k)
         _check_conversation(conversation_id, context, position)
@@ -133,6 +136,8 @@ class Session:
         record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
                           observe=observe, history=turns, conversation_id=conversation_id, position=position,
                           context=policy)
+        if user_id is not None or owner is not None:
+            record = replace(record, user_id=user_id, owner=owner)
         payload = sources_payload(record)
         faith = None
         if judge and record.status == "ok" and record.answer:

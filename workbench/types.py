@@ -214,13 +214,18 @@ class TurnRecord:
     history: tuple[HistoryTurn, ...] = ()
     conversation_id: str | None = None
     position: int | None = None  # 1-based place in its conversation
+    #: Who asked it (the signed-in person's email, else subject) and whose it is (`turns.owner`, m018); None
+    #: outside the app and without sign-in (docs/security.md, "Who sees what"). Not part of the record's repr,
+    #: which a record without a turn id is named by (`provenance.turn_id_of`): who asked is no content of the turn.
+    user_id: str | None = field(default=None, repr=False)
+    owner: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
         out = asdict(self)
         if not self.history:
             del out["history"]
-        for key in ("conversation_id", "position"):
+        for key in ("conversation_id", "position", "user_id", "owner"):
             if out[key] is None:
                 del out[key]
         return out

@@ -27,6 +27,7 @@ from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness
 from ..types import Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
 from ..verify import Verification
+from .history import OWNERS
 from .reader import TraceReader, as_reader
 from .spans import StoredTurn, read_stored_turns
 
@@ -82,18 +83,39 @@ def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
     return reader if reader.schema.has("turn_context") else None
 
 
-def list_conversations(db: str | Path | TraceReader) -> list[dict[str, Any]]:
-    """Every conversation in the store, latest first: id, turns, first question, first and last turn times."""
+def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None,
+                       ownerless: bool = True) -> list[dict[str, Any]]:
+    """Conversations in the store, latest first: id, turns, first question, first and last turn times, and whose
+    it is (`owner`: its first turn's `turns.owner`). With `owner`, only that owner's conversations, and the
+    ownerless ones (asked outside the app: the operator's) unless `ownerless` is False."""
     reader = _with_conversations(db)
     if reader is None:
         return []
-    columns, rows = reader.rows("""
+    has_owner = OWNERS in reader.schema.applied
+    columns, rows = reader.rows(f"""
         SELECT conversation_id, count(*) AS turns, max(position) AS last_position,
                arg_min(question, position) AS first_question, min(started_at) AS started_at,
-               max(started_at) AS last_at
+               max(started_at) AS last_at, {"arg_min(owner, position)" if has_owner else "NULL::VARCHAR"} AS owner
         FROM turns WHERE conversation_id IS NOT NULL
         GROUP BY conversation_id ORDER BY last_at DESC NULLS LAST, conversation_id""")
-    return [dict(zip(columns, r)) for r in rows]
+    out = [dict(zip(columns, r)) for r in rows]
+    if owner is None:
+        return out
+    return [r for r in out if r["owner"] == owner or (ownerless and r["owner"] is None)]
+
+
+def conversation_owner(db: str | Path | TraceReader, conversation_id: str) -> tuple[bool, str | None]:
+    """Whether `conversation_id` has turns in the store, and whose it is (its first turn's `turns.owner`; None:
+    asked outside the app, or before turns had owners)."""
+    reader = _with_conversations(db)
+    if reader is None:
+        return False, None
+    has_owner = OWNERS in reader.schema.applied
+    _, rows = reader.rows(f"""
+        SELECT count(*), {"arg_min(owner, coalesce(position, 0))" if has_owner else "NULL::VARCHAR"}
+        FROM turns WHERE conversation_id = ?""", [conversation_id])
+    count, owner = rows[0]
+    return bool(count), owner
 
 
 def read_conversation(db: str | Path | TraceReader, conversation_id: str,

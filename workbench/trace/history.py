@@ -27,6 +27,9 @@ def created_by(migrations: tuple[Migration, ...] = MIGRATIONS) -> dict[str, str]
 
 #: Table, view or macro name → the migration that brought it.
 CREATED_BY: dict[str, str] = created_by()
+#: The migration that records who asked each turn and whose it is (`turns.user_id`, `turns.owner`): a database
+#: without it has ownerless turns only.
+OWNERS = "m018_turn_user"
 
 
 @dataclass(frozen=True)

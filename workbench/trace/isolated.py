@@ -86,10 +86,12 @@ def memory_message() -> str:
             "or add a LIMIT")
 
 
-def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, query_timeout: float) -> UserRows:
-    """Run `sql` (already checked read-only) in a bounded child process; raise its error here."""
+def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, query_timeout: float,
+                   owner: str | None = None) -> UserRows:
+    """Run `sql` (already checked read-only) in a bounded child process, over what `owner` may see when given
+    (visible.py); raise its error here."""
     request = json.dumps({"path": str(path), "sql": sql, "files": files, "lock_timeout": lock_timeout,
-                          "query_timeout": query_timeout})
+                          "query_timeout": query_timeout, "owner": owner})
     child_env = child_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(_ROOT), env("PYTHONPATH")])))
     try:
         proc = subprocess.run([sys.executable, "-c", "from workbench.trace.isolated import child; child()"],
@@ -131,7 +133,8 @@ def child() -> None:
     try:
         reader = TraceReader(request["path"], timeout=request["lock_timeout"], query_timeout=request["query_timeout"])
         with tempfile.TemporaryDirectory(prefix="workbench-query-") as spill:
-            rows = reader.run_bounded(request["sql"], files=request["files"], temp_directory=spill)
+            rows = reader.run_bounded(request["sql"], files=request["files"], temp_directory=spill,
+                                      owner=request.get("owner"))
         out = pickle.dumps(("ok", tuple(rows)), protocol=pickle.HIGHEST_PROTOCOL)
     except errors.WorkbenchError as exc:
         out = pickle.dumps(("error", (type(exc).__name__, str(exc))))

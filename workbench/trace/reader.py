@@ -22,6 +22,7 @@ from .connect import NO_DOWNLOADS, TRACE_FILE_ONLY, connection
 from .history import Schema
 from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
+from .visible import others_in, visible_copy
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -90,24 +91,35 @@ class TraceReader:
                                   "been traced there yet (run `workbench ask --db …` first)")
         self.schema = Schema(frozenset(done))
 
-    def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None):
+    def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None,
+             owner: str | None = None):
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
             self._check(con)
-            limit = self.query_timeout if self.query_timeout is not None else query_timeout()
-            timer = threading.Timer(limit, con.interrupt)
-            timer.daemon = True
-            timer.start()
-            try:
-                return self._fetch(con, sql, params, fetch, limit)
-            except TraceStoreError as exc:
-                if self.schema.missing:
-                    raise TraceStoreError(
-                        f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self.schema.missing)}); readers "
-                        f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
-                        "or a question in the app, upgrades it") from None
-                raise
-            finally:
-                timer.cancel()
+            if owner is None or not others_in(con, owner):
+                return self._timed(con, sql, params, fetch)
+        # other owners' turns are in the file: the query reads a copy of what `owner` may see (visible.py)
+        mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {})
+        try:
+            return self._timed(mine, sql, params, fetch)
+        finally:
+            mine.close()
+
+    def _timed(self, con, sql: str, params: list[Any] | None, fetch: str):
+        limit = self.query_timeout if self.query_timeout is not None else query_timeout()
+        timer = threading.Timer(limit, con.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            return self._fetch(con, sql, params, fetch, limit)
+        except TraceStoreError as exc:
+            if self.schema.missing:
+                raise TraceStoreError(
+                    f"{exc}\n{self.path} has an older trace schema (missing {', '.join(self.schema.missing)}); readers "
+                    f"never change a database: the next `workbench ask --db {self.path} …` or `workbench eval`, "
+                    "or a question in the app, upgrades it") from None
+            raise
+        finally:
+            timer.cancel()
 
     @staticmethod
     def _fetch(con, sql: str, params: list[Any] | None, fetch: str, limit: float):
@@ -141,40 +153,44 @@ class TraceReader:
     def arrow(self, sql: str, params: list[Any] | None = None):
         return self._run(sql, params, "arrow")
 
-    def user_query(self, sql: str, *, files: bool = True) -> UserRows:
+    def user_query(self, sql: str, *, files: bool = True, owner: str | None = None) -> UserRows:
         """A query typed by a user: refused unless it only reads, then run read-only, never downloading
         an extension. `files=False` (the app's explorer, which anyone reaching the app can use) also
         refuses every file but the trace database: no `read_text`, `read_csv`, `glob` or URLs.
 
         It runs in a child process with bounded memory and returns at most `MAX_QUERY_ROWS` rows
-        (`UserRows.cut` says why rows are missing): see isolated.py and docs/security.md."""
+        (`UserRows.cut` says why rows are missing): see isolated.py and docs/security.md. With `owner` (an app
+        viewer's `turns.owner`), it reads only that owner's turns and nobody's (visible.py)."""
         check_read_only(sql)
         limit = self.query_timeout if self.query_timeout is not None else query_timeout()
-        return run_user_query(self.path, sql, files=files, lock_timeout=self.timeout, query_timeout=limit)
+        return run_user_query(self.path, sql, files=files, lock_timeout=self.timeout, query_timeout=limit, owner=owner)
 
-    def run_bounded(self, sql: str, *, files: bool, temp_directory: str) -> UserRows:
+    def run_bounded(self, sql: str, *, files: bool, temp_directory: str, owner: str | None = None) -> UserRows:
         """`user_query`'s work inside its child process (isolated.py): DuckDB's memory and spilling bounded,
-        the rows capped."""
+        the rows capped; with `owner`, over what that owner may see (visible.py)."""
         check_read_only(sql)
         return self._run(sql, None, "capped", {**(NO_DOWNLOADS if files else TRACE_FILE_ONLY),
-                                               **duckdb_limits(temp_directory)})
+                                               **duckdb_limits(temp_directory)}, owner=owner)
 
     def gaps(self, run_ids: list[str] | None = None, providers: list[str] | None = None,
-             corpus_ids: list[str] | None = None, kinds: list[str] | None = None) -> tuple[list[str], list[tuple]]:
+             corpus_ids: list[str] | None = None, kinds: list[str] | None = None, *,
+             owner: str | None = None) -> tuple[list[str], list[tuple]]:
         """The doc-gap queue (`doc_gaps_for`), over every run or only the given runs, providers, corpora and
-        kinds of gap (`GAP_KINDS`; None or empty: no restriction); `kind` is NULL on a database from before m017."""
+        kinds of gap (`GAP_KINDS`; None or empty: no restriction); `kind` is NULL on a database from before m017.
+        With `owner`, over that owner's turns and nobody's (visible.py)."""
         unknown = sorted(set(kinds or ()) - set(GAP_KINDS))
         if unknown:
             raise WorkbenchError(f"unknown doc-gap kind {unknown[0]!r}; choose one of: {', '.join(GAP_KINDS)}")
         if self.schema is None:
             self.check()
         kind = "kind" if "m017_doc_gap_kinds" in self.schema.applied else "NULL::VARCHAR AS kind"  # before m017
-        return self.rows(f"""
+        return self._run(f"""
             SELECT * FROM (SELECT question, corpus_id, asks, runs, first_seen, last_seen, max_retrieved, last_turn_id,
                                   {kind}
                            FROM doc_gaps_for(run_ids := ?, providers := ?, corpus_ids := ?))
             WHERE ?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], kind)""",
-                         [run_ids or None, providers or None, corpus_ids or None, kinds or None, kinds or None])
+                         [run_ids or None, providers or None, corpus_ids or None, kinds or None, kinds or None], "rows",
+                         owner=owner)
 
     def find_run(self, *, run_id: str | None = None, run_key: str | None = None) -> dict[str, Any] | None:
         """The run with `run_id`, or the latest with `run_key`; None when absent (or no database yet)."""

@@ -73,7 +73,8 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
               # asked as `position`, it read the history through the turn before; the writer may place it later
               "history_through": record.position - 1 if record.conversation_id and record.position else None,
               "question_terms": topic.terms if topic else None, "corpus_terms": topic.in_corpus if topic else None,
-              "relevant_retrieved": topic.relevant if topic else None, "gap_kind": topic.kind if topic else None}]
+              "relevant_retrieved": topic.relevant if topic else None, "gap_kind": topic.kind if topic else None,
+              "user_id": record.user_id, "owner": record.owner}]
 
     tool_calls, items, passages = [], [], {}
 

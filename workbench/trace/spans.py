@@ -6,6 +6,7 @@ or the very rows the writer just committed, for live export) and lays them out a
 - a root `CHAIN` span per turn: `input.value` = question, `output.value` = answer, `session.id` = the
   conversation id for a turn of a conversation (so a viewer's sessions view shows the conversation, turn
   after turn), else the run id (a single turn's session stays its run, as before conversations);
+  `user.id` = who asked, when the app has sign-in (`turns.user_id`);
   `metadata` = the three sets, the rejected citations, status, the conversation and position (when in
   one) and the run's configuration;
 - an `LLM` span per model call (`llm.model_name`, `llm.token_count.*`);
@@ -51,6 +52,7 @@ SPAN_KIND = "openinference.span.kind"
 INPUT_VALUE, INPUT_MIME = "input.value", "input.mime_type"
 OUTPUT_VALUE, OUTPUT_MIME = "output.value", "output.mime_type"
 SESSION_ID = "session.id"
+USER_ID = "user.id"
 METADATA = "metadata"
 LLM_MODEL_NAME = "llm.model_name"
 TOKENS_PROMPT, TOKENS_COMPLETION, TOKENS_TOTAL = ("llm.token_count.prompt", "llm.token_count.completion",
@@ -292,6 +294,8 @@ def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
         meta["conversation_id"], meta["position"] = turn["conversation_id"], turn.get("position")
     root_attrs = {INPUT_VALUE: turn["question"], INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: turn.get("answer") or "",
                   OUTPUT_MIME: TEXT_MIME, SESSION_ID: session_id(turn), METADATA: _json(meta)}
+    if turn.get("user_id") is not None:  # who asked, when the app has sign-in (m018)
+        root_attrs[USER_ID] = turn["user_id"]
     end = max([start + _ms_ns(turn.get("latency_ms"))] + [s.end_ns for s in spans])
     root = SpanSpec("turn", "CHAIN", trace, root_id, None, start, end, {SPAN_KIND: "CHAIN", **root_attrs},
                     None if turn["status"] == "ok" else (turn.get("error") or turn["status"]))

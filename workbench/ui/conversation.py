@@ -21,6 +21,7 @@ from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
 from ..redact import REDACTED
 from ..render import display_text, escape_markdown
+from . import identity
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, run
 
 if TYPE_CHECKING:
@@ -149,15 +150,30 @@ def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
     return turn
 
 
+def may_open(owner: str | None, viewer: identity.Viewer) -> bool:
+    """Whether `viewer` may open and continue a conversation whose first turn is `owner`'s: their own, or an
+    ownerless one (asked outside the app, the operator's) for an analyst (docs/security.md, "Who sees what")."""
+    return owner == viewer.owner or (owner is None and viewer.analyst)
+
+
+def not_yours(cid: str) -> str:
+    return (f"Conversation {cid} is someone else's: it is not shown here and nothing can be added to it. "
+            "Ask your question in a new conversation.")
+
+
 def reopen(cid: str, cfg: RunConfig) -> str | None:
-    """Make conversation `cid` of the trace database the open one; a message when it cannot be."""
-    from ..trace.conversations import read_conversation
+    """Make conversation `cid` of the trace database the open one; a message when it cannot be (no such
+    conversation, or someone else's: `may_open`)."""
+    from ..trace.conversations import conversation_owner, read_conversation
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
         return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
         db = session.tracer.path if session.tracer else (cfg.db or default_db())
+        exists, owner = conversation_owner(db, cid)
+        if exists and not may_open(owner, identity.current()):
+            return not_yours(cid)
         reopened = [reopened_turn(t, cfg) for t in read_conversation(db, cid, session.corpus)]
     except (WorkbenchError, OSError) as exc:
         return f"Cannot reopen conversation {cid}: {exc}"
@@ -191,6 +207,11 @@ def ask(question: str, cfg: RunConfig) -> Turn:
     if earlier and earlier[-1].config.corpus != cfg.corpus:  # another corpus's turns are no history for this one
         new_conversation()
         st.toast("Another corpus: a new conversation (the earlier one stays in the trace database).", icon="ℹ️")
+        earlier = turns()
+    problem = _someone_elses(conversation_id(), cfg)
+    if problem:  # never appended to: the question goes to a new conversation of the viewer's own
+        st.warning(escape_markdown(problem), icon="⚠️")
+        new_conversation()
         earlier = turns()
     cid, reask = conversation_id(), reask_when_moved(cfg.mode)
     for attempt in range(MAX_REASKS + 1):
@@ -230,6 +251,18 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
     return earlier
 
 
+def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
+    """A message when the trace database holds conversation `cid` as someone else's (`may_open`); else None."""
+    from ..trace.conversations import conversation_owner
+
+    try:
+        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+        exists, owner = conversation_owner(session.tracer.path if session.tracer else (cfg.db or default_db()), cid)
+    except (WorkbenchError, OSError):
+        return None  # the turn itself reports an unreadable trace database
+    return not_yours(cid) if exists and not may_open(owner, identity.current()) else None
+
+
 def _label(row: dict[str, Any]) -> str:
     first = display_text(str(row.get("first_question") or row.get("question") or ""), " ")
     first = first if len(first) <= 70 else first[:69] + "…"
@@ -248,19 +281,21 @@ def controls(cfg: RunConfig) -> None:
 
 
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
-def _listed(path: str, version: tuple) -> list[dict[str, Any]]:
-    """The latest `MAX_LISTED` conversations of the trace database at `path`, read again only when it changed
-    (`version`): the chat draws its picker on every rerun, a click included."""
+def _listed(path: str, version: tuple, owner: str, ownerless: bool) -> list[dict[str, Any]]:
+    """The latest `MAX_LISTED` conversations of `owner` in the trace database at `path` (and the ownerless ones
+    when `ownerless`: `may_open`), read again only when it changed (`version`): the chat draws its picker on
+    every rerun, a click included."""
     from ..trace.conversations import list_conversations
 
-    return [dict(r) for r in list_conversations(path)][:MAX_LISTED]
+    return [dict(r) for r in list_conversations(path, owner=owner, ownerless=ownerless)][:MAX_LISTED]
 
 
 def past(cfg: RunConfig) -> None:
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
         path = str(session.tracer.path if session.tracer else (cfg.db or default_db()))
-        rows = _listed(path, db_version(path))
+        viewer = identity.current()
+        rows = _listed(path, db_version(path), viewer.owner, viewer.analyst)
     except (WorkbenchError, OSError) as exc:
         st.caption(escape_markdown(f"Cannot read the trace database: {exc}"))
         return

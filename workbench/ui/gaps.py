@@ -8,6 +8,7 @@ from ..analysis.usage import as_frame
 from ..corpus import GAP_KINDS
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
+from . import identity
 from .tables import QUERY_CACHE_SECONDS, chart, db_version, table
 from .usage import run_labels, runs_of, trace_db
 
@@ -34,20 +35,28 @@ def _filters(db) -> tuple[list[str], list[str], list[str], list[str]]:
 
 
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
-def _gaps(path: str, run_ids: tuple, providers: tuple, corpora: tuple, kinds: tuple, version: tuple):
+def _gaps(path: str, run_ids: tuple, providers: tuple, corpora: tuple, kinds: tuple, version: tuple,
+          owner: str | None = None):
     from ..trace import TraceReader
 
-    return TraceReader(path).gaps(list(run_ids), list(providers), list(corpora), list(kinds))
+    return TraceReader(path).gaps(list(run_ids), list(providers), list(corpora), list(kinds), owner=owner)
 
 
 def show(db: str | None) -> None:
+    """The queue for an analyst (without sign-in: over this browser's turns and the operator's); the questions
+    of other people are not shown to anyone else (docs/security.md, "Who sees what")."""
+    viewer = identity.current()
+    if not viewer.analyst:
+        st.info("The doc-gap queue lists other people's questions: it is for analysts (`WORKBENCH_ANALYSTS`, "
+                "docs/security.md).", icon=":material/lock:")
+        return
     path = trace_db(db)
     if path is None:
         return
     try:
         run_ids, providers, corpora, kinds = _filters(path)
         df = as_frame(_gaps(str(path), tuple(run_ids), tuple(providers), tuple(corpora), tuple(kinds),
-                            db_version(path)))
+                            db_version(path), viewer.sql_owner))
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
         return

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import streamlit as st
-import uuid
 
 from .. import questions
 from ..config import DEMO_CORPUS, default_db_path
@@ -22,6 +21,7 @@ from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
+from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
@@ -42,6 +42,9 @@ class RunConfig:
     options: tuple[tuple[str, Any], ...] = ()
     db: str | None = None
     tool_protocol: str | None = None  # agent mode: native | json-steps; None = the provider's default
+    #: Who asks (the signed-in person, `turns.user_id`) and whose the turns are (`turns.owner`): `identity.Viewer`.
+    user_id: str | None = None
+    owner: str | None = None
 
     def describe(self, provider_label: str | None = None, model_label: str | None = None,
                  tool_protocol: str | None = None) -> str:
@@ -252,7 +255,8 @@ def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[An
     options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
                        tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, position=position, if_moved=if_moved, **options)
+                       conversation_id=conversation_id, position=position, if_moved=if_moved, user_id=cfg.user_id,
+                       owner=cfg.owner, **options)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
@@ -314,7 +318,9 @@ def default_db() -> str:
 
 
 def sidebar() -> RunConfig:
-    """The sidebar of every page; returns the active configuration."""
+    """The sidebar of every page (who is signed in first); returns the active configuration."""
+    viewer = identity.current()
+    identity.signed_in_box(viewer)
     keep_config()
     names, rnames = provider_names(), retriever_names()
     defaults = {"cfg_provider": "offline" if "offline" in names else names[0],
@@ -348,7 +354,9 @@ def sidebar() -> RunConfig:
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)
     db = _trace_db(sb, sb.text_input("Trace database", key="cfg_db"))
-    return RunConfig(provider, model, retriever, mode, int(k), corpus, corpus_label, options, db, protocol)
+    return RunConfig(provider=provider, model=model, retriever=retriever, mode=mode, k=int(k), corpus=corpus,
+                     corpus_label=corpus_label, options=options, db=db, tool_protocol=protocol,
+                     user_id=viewer.user_id, owner=viewer.owner)
 
 
 def _allowed(container, check: Callable[[], Any], instead: str) -> Any:
@@ -379,10 +387,10 @@ def _model(sb, provider: str, text: str) -> str | None:
 
 
 def _my_uploads() -> Path:
-    """This browser session's uploads folder: a random name kept in its session state, referenced by nothing
-    else (no other session can type it: `paths.confine` refuses the uploads folder)."""
-
-    return session_uploads(st.session_state.setdefault("upload_session", uuid.uuid4().hex))
+    """This viewer's uploads folder (`identity.Viewer.uploads_token`: the signed-in person's, else this
+    browser's), referenced by nothing else (no other viewer can type it: `paths.confine` refuses the uploads
+    folder)."""
+    return session_uploads(identity.current().uploads_token)
 
 
 def _corpus_picker(sb) -> tuple[str, str]:

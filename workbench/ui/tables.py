@@ -42,13 +42,14 @@ def db_version(path: str | Path) -> tuple:
     return tuple(out)
 
 
-def query(db: str | None, sql: str, *, user: bool) -> QueryResult:
+def query(db: str | None, sql: str, *, user: bool, owner: str | None = None) -> QueryResult:
     """Run `sql` read-only on the trace database; a message (never a traceback) when it fails. A result is
     reused while the database is unchanged (`db_version`, and at most `QUERY_CACHE_SECONDS`), so a page
-    opened again does not query it again."""
+    opened again does not query it again. A typed query (`user`) with `owner` reads only what that viewer
+    may see (`trace/visible.py`); the result is kept per owner, never handed to another viewer."""
 
     path = str(db or default_db_path())
-    return _query(path, sql, user, db_version(path))
+    return _query(path, sql, user, db_version(path), owner)
 
 
 #: Longest a query result is reused for an unchanged trace database.
@@ -56,7 +57,7 @@ QUERY_CACHE_SECONDS = 60
 
 
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
-def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
+def _query(path: str, sql: str, user: bool, version: tuple, owner: str | None = None) -> QueryResult:
     from ..trace import TraceReader
 
     reader = TraceReader(path)
@@ -64,12 +65,42 @@ def _query(path: str, sql: str, user: bool, version: tuple) -> QueryResult:
         return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
                                          "(every turn is traced) or run `workbench ask …`.")
     try:
-        columns, rows, cut = reader.user_query(sql, files=False) if user else (*reader.rows(sql), None)
+        columns, rows, cut = reader.user_query(sql, files=False, owner=owner) if user else (*reader.rows(sql), None)
     except ReadOnlyQueryError as exc:
         return QueryResult(None, "error", str(exc), "🛑")
     except WorkbenchError as exc:
         return QueryResult(None, "error", str(exc), "⚠️")
     return QueryResult(pd.DataFrame(rows, columns=columns), *(("warning", cut, "✂️") if cut else ()))
+
+
+#: The columns of a viewer's own turns, as the Trace explorer shows them to someone without its SQL.
+OWN_TURNS = """SELECT started_at, question, status, n_retrieved, n_cited, n_consulted, n_rejected, conversation_id
+FROM turns WHERE owner = ? ORDER BY started_at DESC LIMIT 500"""
+
+
+def own_turns(db: str | None, owner: str) -> QueryResult:
+    """The latest 500 turns of `owner` (`turns.owner`): what a viewer who is not an analyst gets of the trace
+    database (docs/security.md, "Who sees what")."""
+    path = str(db or default_db_path())
+    return _own_turns(path, owner, db_version(path))
+
+
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
+def _own_turns(path: str, owner: str, version: tuple) -> QueryResult:
+    from ..trace import TraceReader
+    from ..trace.history import OWNERS
+
+    reader = TraceReader(path)
+    if not reader.path.exists():
+        return QueryResult(None, "info", "No turns yet: ask a question on the chat page.")
+    try:
+        reader.check()
+        if OWNERS not in reader.schema.applied:
+            return QueryResult(None, "info", "No turns of yours yet: ask a question on the chat page.")
+        columns, rows = reader.rows(OWN_TURNS, [owner])
+    except WorkbenchError as exc:
+        return QueryResult(None, "error", str(exc), "⚠️")
+    return QueryResult(pd.DataFrame(rows, columns=columns))
 
 
 def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
@@ -79,13 +110,14 @@ def read(db: str | None, sql: str, *, user: bool) -> pd.DataFrame | None:
     return result.df
 
 
-def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_result") -> QueryResult:
+def on_submit(db: str | None, sql: str, *, submitted: bool, key: str = "sql_result",
+              owner: str | None = None) -> QueryResult:
     """The result of the page's query, run only when the form is `submitted` (or nothing has run for this
     database yet, or it did not exist yet); any other rerun — a widget elsewhere, a page switch — shows
     the last result again instead of querying the database once more."""
     last = st.session_state.get(key)
     if submitted or last is None or last[0] != db or (last[1].df is None and last[1].level == "info"):
-        last = (db, query(db, sql, user=True))
+        last = (db, query(db, sql, user=True, owner=owner))
         st.session_state[key] = last
     return last[1]
 

@@ -1,0 +1,189 @@
+"""Sign-in in a real browser (issue 31): `streamlit run app.py` with `[auth]` secrets pointing at a real OpenID
+Connect provider on loopback (`oidc-provider-mock`), two people in two browser contexts signing in through the
+provider's own page, and a visitor who has not signed in. What each sees is the table "Who sees what" of
+docs/security.md: one app server and one provider for the whole module, so this stays a few page loads."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from streamlit_server import ask, free_port, streamlit_app
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--disable-sync"]
+ANALYST, MEMBER = "ana@example.com", "bo@example.com"
+SECRET = "payroll-rotation-key-7Q4Z"
+UPLOAD = f"---\nid: payroll\ntitle: Payroll key rotation\n---\nRotate the payroll key with the code {SECRET} monthly.\n"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+
+
+@pytest.fixture(scope="module")
+def provider():
+    """A real OpenID Connect provider on loopback: its authorize page asks for a subject (also the email)."""
+    from oidc_provider_mock import run_server_in_thread
+
+    with run_server_in_thread(port=0) as srv:
+        yield f"http://127.0.0.1:{srv.server_port}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, provider):
+    tmp = tmp_path_factory.mktemp("signin")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    (tmp / "secrets.toml").write_text(
+        f'[auth]\nredirect_uri = "{url}/oauth2callback"\ncookie_secret = "{secrets.token_hex(16)}"\n'
+        f'client_id = "workbench-test"\nclient_secret = "{secrets.token_hex(8)}"\n'
+        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n')
+    env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
+           "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
+    with streamlit_app(tmp, env, "--secrets.files", str(tmp / "secrets.toml"), port=port) as served:
+        yield {"url": served.url, "db": tmp / "traces.duckdb", "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _settle(page) -> None:
+    """Wait until the script run is over: the app is drawn and Streamlit's status widget is gone."""
+    page.get_by_test_id("stApp").wait_for()
+    page.wait_for_function("document.querySelector('[data-testid=stApp]')?.dataset.teststate !== 'running' "
+                           "&& !document.querySelector('[data-testid=stStatusWidget]')", timeout=60_000)
+
+
+def _sign_in(browser, server, subject: str):
+    """A fresh browser context signed in as `subject` through the provider's own authorize page."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(server["url"])
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("input[name=sub]").fill(subject)  # the provider's page, not the app's
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(f"{server['url']}/**")
+    page.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
+    _settle(page)
+    return context, page
+
+
+def _ask(page, question: str):
+    return ask(page, question, _settle)
+
+
+def _text(locator) -> str:
+    """What a person reads: the word joiners the app puts into e-mail addresses (no auto-link) taken out."""
+    return locator.inner_text().replace("\u2060", "")
+
+
+def _csv(page) -> str:
+    """The table's "Download CSV", as the browser downloads it (the table itself is drawn on a canvas)."""
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download CSV").click()
+    return Path(download.value.path()).read_text()
+
+
+def _go(page, url: str):
+    page.goto(url)
+    _settle(page)
+    page.get_by_test_id("stSidebar").wait_for()
+
+
+def test_a_visitor_who_has_not_signed_in_sees_only_the_sign_in_page(browser, server):
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        for path in ("", "/Trace_explorer", "/Doc_gaps", "/Experiments", "/?conversation=c-anything"):
+            page.goto(server["url"] + path)
+            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+            _settle(page)
+            text = page.get_by_test_id("stMain").inner_text()
+            assert "Sign in to use the workbench" in text, (path, text)
+            assert page.get_by_test_id("stChatInputTextArea").count() == 0, path
+            assert page.get_by_test_id("stSidebar").count() == 0, f"{path}: no sidebar, no pages, no configuration"
+            assert page.get_by_test_id("stDataFrame").count() == 0 and page.locator("textarea").count() == 0, path
+    finally:
+        context.close()
+
+
+def test_two_people_see_what_the_security_table_says(browser, server):
+    ana_ctx, ana = _sign_in(browser, server, ANALYST)
+    bo_ctx, bo = _sign_in(browser, server, MEMBER)
+    try:
+        sidebar = ana.get_by_test_id("stSidebar")
+        assert f"Signed in as {ANALYST} (analyst)" in _text(sidebar)
+        assert f"Signed in as {MEMBER} (member)" in _text(bo.get_by_test_id("stSidebar"))
+
+        # Ana uploads a document with a secret and asks about it: her conversation, her upload
+        sidebar.get_by_text("Upload", exact=True).click()
+        _settle(ana)
+        upload = server["tmp"] / "payroll.md"
+        upload.write_text(UPLOAD)
+        sidebar.locator("input[type=file]").set_input_files(str(upload))
+        _settle(ana)
+        answer = _ask(ana, "How do I rotate the payroll key?")
+        assert "Payroll key rotation" in answer.inner_text()
+        ana_link = ana.url
+        assert "?conversation=c-" in ana_link
+
+        # Bo: the chat and his own turns; Ana's conversation is neither listed nor opened nor continued
+        _ask(bo, "How do I configure SSO?")
+        bo.get_by_role("button", name="Open a past conversation").click()
+        bo.get_by_test_id("stPopoverBody").get_by_test_id("stSelectbox").click()
+        bo.get_by_role("option").first.wait_for()
+        listed = bo.get_by_role("option").all_inner_texts()
+        assert listed == ["How do I configure SSO? · 1 turn"], listed
+        bo.keyboard.press("Escape")
+        _go(bo, ana_link)
+        bo.get_by_text("is someone else's", exact=False).wait_for()
+        assert "payroll" not in bo.locator("body").inner_text().lower()
+        _ask(bo, "And with Okta?")
+        assert ana_link.split("?")[1] not in bo.url, "Bo's question went to a conversation of his own"
+
+        # Bo's Trace explorer: his own turns, no SQL; the doc-gap queue is for analysts
+        _go(bo, server["url"] + "/Trace_explorer")
+        bo.get_by_text("Your own turns", exact=False).wait_for()
+        assert bo.get_by_label("SQL").count() == 0, "no SQL for a member"
+        bo.get_by_text("2 turns", exact=True).wait_for()
+        turns = _csv(bo)
+        assert "How do I configure SSO?" in turns and "And with Okta?" in turns, turns
+        assert "payroll" not in turns.lower(), turns
+        _go(bo, server["url"] + "/Doc_gaps")
+        bo.get_by_text("it is for analysts", exact=False).wait_for()
+
+        # Ana, the analyst: the SQL, over everyone's turns (passages included)
+        _go(ana, server["url"] + "/Trace_explorer")
+        ana.get_by_text("1 rows", exact=True).wait_for()  # the first canned query's result: the page is drawn
+        _settle(ana)
+        sql = ana.get_by_label("SQL")
+        sql.fill(f"SELECT question FROM turns WHERE user_id = '{MEMBER}'")
+        ana.get_by_role("button", name="Run query").click()
+        ana.get_by_text("2 rows", exact=True).wait_for()  # an analyst reads everyone's turns: Bo's two
+
+        # the sidebar's sign-out ends Ana's session: back to the sign-in page
+        _go(ana, server["url"])
+        ana.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
+        ana.get_by_role("button", name="End session").click()  # the provider's own page ends its session too
+        ana.get_by_role("button", name="Sign in").wait_for()
+        assert ana.get_by_test_id("stChatInputTextArea").count() == 0
+    finally:
+        ana_ctx.close()
+        bo_ctx.close()
+    with duckdb.connect(str(server["db"]), read_only=True) as con:
+        rows = con.execute("SELECT user_id, owner, question FROM turns ORDER BY started_at").fetchall()
+    assert [r[0] for r in rows] == [ANALYST, MEMBER, MEMBER], rows
+    assert [r[1] for r in rows] == [f"user:{ANALYST}", f"user:{MEMBER}", f"user:{MEMBER}"], rows

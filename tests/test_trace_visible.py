@@ -1,0 +1,63 @@
+"""The Trace explorer's SQL without sign-in reads only the viewer's own turns and the operator's (issue 31 item 3,
+docs/security.md "Who sees what", `trace/visible.py`): real DuckDB files, the real child process of a typed query."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.corpus import load_corpus
+from workbench.session import Session
+from workbench.trace import TraceReader
+
+SECRET = "payroll-rotation-key-7Q4Z"
+DOC = f"---\nid: payroll\ntitle: Payroll key rotation\n---\nRotate the payroll key with the code {SECRET} every month.\n"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """Browser A asked about its own upload (holding SECRET); browser B and the CLI asked the demo corpus."""
+    tmp = tmp_path_factory.mktemp("visible")
+    (tmp / "upload").mkdir()
+    (tmp / "upload" / "payroll.md").write_text(DOC)
+    path = tmp / "traces.duckdb"
+    mine = Session.open(load_corpus(tmp / "upload"), trace_db=path)
+    a = mine.ask("How do I rotate the payroll key?", conversation_id="c-a", owner="browser:a")
+    assert "payroll" in a.payload.sets.consulted and SECRET in a.record.answer + str(a.record.tool_calls)
+    demo = Session.open(trace_db=path)
+    demo.ask("How do I configure SSO?", conversation_id="c-b", owner="browser:b")
+    demo.ask("How do I reset my password?")  # the operator's (CLI): nobody's
+    return path
+
+
+PROBES = ["SELECT text FROM passages", "SELECT question, answer FROM turns", "SELECT * FROM tool_calls",
+          "SELECT * FROM claims", "SELECT * FROM model_calls", "SELECT * FROM turn_sets",
+          "SELECT * FROM doc_gaps", "SELECT * FROM runs",
+          "SELECT * FROM query('SELECT string_agg(text, '' '') FROM passages')"]
+
+
+def dump(db, sql: str, owner: str | None) -> str:
+    columns, rows, _ = TraceReader(db).user_query(sql, files=False, owner=owner)
+    return repr(rows)
+
+
+@pytest.mark.parametrize("sql", PROBES)
+def test_another_browser_reads_nothing_of_an_upload_through_sql(db, sql):
+    assert SECRET not in dump(db, sql, "browser:b") and "payroll" not in dump(db, sql, "browser:b").lower()
+
+
+def test_each_browser_reads_its_own_turns_and_the_operators(db):
+    b = TraceReader(db).user_query("SELECT question FROM turns ORDER BY question", files=False, owner="browser:b")
+    assert [r[0] for r in b.rows] == ["How do I configure SSO?", "How do I reset my password?"]
+    assert SECRET in dump(db, "SELECT text FROM passages", "browser:a"), "A reads its own upload"
+    assert SECRET in dump(db, "SELECT text FROM passages", None), "the operator's CLI (and an analyst) reads all"
+    gaps = TraceReader(db).gaps(owner="browser:b")[1]
+    assert "payroll" not in repr(gaps).lower()
+
+
+def test_the_copy_cannot_reach_the_file(db):
+    """The copy has file access off: the trace file itself cannot be attached or read from a typed query."""
+    from workbench.errors import WorkbenchError
+
+    for sql in (f"SELECT * FROM read_text('{db}')", f"SELECT * FROM read_blob('{db}')"):
+        with pytest.raises(WorkbenchError):
+            TraceReader(db).user_query(sql, files=False, owner="browser:b")

@@ -1,0 +1,94 @@
+"""The trace database as one viewer of the app may see it: their own turns and the operator's, nobody else's.
+
+The app without sign-in keeps each browser's conversations and uploads its own (docs/security.md, "Who sees
+what"), and the Trace explorer's SQL must not read them either: an uploaded document's text reaches
+`passages`, `turns.answer`, `claims`, `tool_calls` and `model_calls`. A typed query can name any table, any
+catalog and any table function, so no filter written into the query would hold. Instead, when the file holds
+turns of other owners (`turns.owner`, m018), the query runs on a copy that holds nothing else:
+`visible_copy` builds an in-memory database with the current schema (every migration: the same tables,
+views and macros), copies into it the rows this viewer may see, detaches the file and turns file access
+off. What is not copied is not there to be read. A file whose turns are all the viewer's own, or nobody's,
+is queried as it is (`others_in`).
+
+What one viewer sees: turns whose `owner` is theirs or NULL (the operator's: CLI, `eval`, notebooks); every
+row of a per-turn table (`turn_id`) of those turns; the passages those turns retrieved; the runs those turns
+ran in, and runs without turns (eval runs being set up); every row of the tables that are no one's
+(`datasets`, `expectations`, `migrations`, `saved_queries`), and the `experiments` of the runs copied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .connect import _retrying, duckdb_connect
+from .history import OWNERS
+from .migrate import migrate
+
+#: Tables copied whole: nobody's (questions files and their expectations) or the schema's own record.
+_WHOLE = frozenset({"datasets", "expectations", "migrations", "saved_queries"})
+
+
+def others_in(con, owner: str) -> bool:
+    """Whether the trace database open on `con` (read-only) holds turns that are neither `owner`'s nor nobody's."""
+    if not con.execute("SELECT count(*) FROM migrations WHERE name = ?", [OWNERS]).fetchone()[0]:
+        return False  # before m018 no turn has an owner
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM turns WHERE owner IS NOT NULL AND owner <> ?)",
+                            [owner]).fetchone()[0])
+
+
+def _filter(table: str, columns: set[str]) -> str:
+    """The WHERE clause selecting the rows of `table` one viewer (the parameter `$owner`) may see."""
+    if table == "turns":
+        return "owner IS NULL OR owner = $owner"
+    if "turn_id" in columns:
+        return "turn_id IN (SELECT turn_id FROM main.turns)"
+    if table == "passages":
+        return "passage_id IN (SELECT passage_id FROM main.retrieved_items WHERE passage_id IS NOT NULL)"
+    if table == "runs":
+        return "run_id IN (SELECT run_id FROM main.turns) OR run_id NOT IN (SELECT run_id FROM src.main.turns)"
+    if "run_id" in columns:
+        return "run_id IN (SELECT run_id FROM main.runs)"
+    return "true" if table in _WHOLE else "false"
+
+
+def _order(table: str) -> int:
+    """Copy order: turns first (the rest select by them), then per-turn tables, passages, runs, the rest."""
+    return {"turns": 0, "passages": 2, "runs": 3, "experiments": 4}.get(table, 1)
+
+
+def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
+    """An in-memory DuckDB connection holding what `owner` may see of the trace file at `path` (module doc),
+    with file access off; `config` bounds it like any typed query (memory, spilling, threads)."""
+    con = duckdb_connect(":memory:", config={k: v for k, v in config.items() if k != "enable_external_access"})
+    try:
+        migrate(con, path=":memory:")
+        quoted = str(path).replace("'", "''")
+        _retrying(str(path), read_only=True, timeout=timeout,
+                  attempt=lambda: con.execute(f"ATTACH '{quoted}' AS src (READ_ONLY)"))
+        try:
+            _copy_rows(con, owner)
+        finally:
+            con.execute("DETACH src")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _copy_rows(con, owner: str) -> None:
+    tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'src' "
+                                        "AND schema_name = 'main' AND NOT internal").fetchall()]
+    mine = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory'")
+            .fetchall()}
+    for table in sorted((t for t in tables if t in mine and t != "migrations"), key=_order):
+        src_cols = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = 'src' "
+                                              "AND table_name = ?", [table]).fetchall()}
+        dst_cols = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = "
+                                              "'memory' AND table_name = ? ORDER BY column_index", [table]).fetchall()]
+        cols = ", ".join(f'"{c}"' for c in dst_cols if c in src_cols)
+        where = _filter(table, src_cols)
+        params = {"owner": owner} if "$owner" in where else {}
+        con.execute(f'INSERT INTO main."{table}" ({cols}) SELECT {cols} FROM src.main."{table}" WHERE {where}',
+                    params)
