@@ -4,7 +4,7 @@
 fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.build_payload`
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
-`carried_from`/`carried_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
+`carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
 `conversation_id`, `position` and `verification`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
 and old clients expect. `validate_json(data)` checks JSON data against that schema at the edge.
 """
@@ -35,6 +35,17 @@ def _carried_json(carried_from: str | None, carried_position: int | None) -> dic
     return {} if carried_position is None else {"carried_from": carried_from, "carried_position": carried_position}
 
 
+def _exposure_from(d: dict[str, Any]) -> dict[str, Any]:
+    """`exposure_from` and `exposure_position` (present together, docs/design.md §11), from JSON data."""
+    if "exposure_position" not in d and "exposure_from" not in d:
+        return {}
+    return {"exposure_from": d.get("exposure_from"), "exposure_position": d.get("exposure_position")}
+
+
+def _exposure_from_json(exposure_from: str | None, exposure_position: int | None) -> dict[str, Any]:
+    return {} if exposure_position is None else {"exposure_from": exposure_from, "exposure_position": exposure_position}
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """One entry of the sources row's lookup table: a cited or consulted document (docs/design.md §2)."""
@@ -51,19 +62,24 @@ class Source:
     label: str | None = None
     carried_from: str | None = None  # docs/design.md §11: set with carried_position, for a carried document
     carried_position: int | None = None
+    # docs/design.md §11: the earlier turn whose exposure `exposure` is (set with exposure_position), also when this
+    # turn exposed the document more weakly itself; what a chip's "read in turn k" names
+    exposure_from: str | None = None
+    exposure_position: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
         return cls(d["doc_id"], bool(d.get("cited", False)), d.get("title"), d.get("url"), d.get("consulted"),
                    d.get("exposure"), d.get("reason"), d.get("kind", "source"), d.get("artifact_kind"), d.get("label"),
-                   **_carried(d))
+                   **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"doc_id": self.doc_id, "title": self.title, "url": self.url, "cited": self.cited}
         _omit_none(out, consulted=self.consulted, exposure=self.exposure, reason=self.reason)
         out.update(kind=self.kind, artifact_kind=self.artifact_kind)
         _omit_none(out, label=self.label)
-        return out | _carried_json(self.carried_from, self.carried_position)
+        return out | _carried_json(self.carried_from, self.carried_position) \
+            | _exposure_from_json(self.exposure_from, self.exposure_position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +101,22 @@ class Document:
     excerpts: tuple[int, ...] = ()
     carried_from: str | None = None
     carried_position: int | None = None
+    exposure_from: str | None = None  # as `Source.exposure_from`
+    exposure_position: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Document:
         return cls(d["doc_id"], d.get("title"), d.get("url"), d["cited"], d["consulted"], d["exposure"], d["reason"],
                    d.get("kind", "source"), d.get("artifact_kind"), d.get("label", "Source text"), d.get("tool_call"),
-                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d))
+                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
         return {"doc_id": self.doc_id, "title": self.title, "url": self.url, "retrieved": True, "cited": self.cited,
                 "consulted": self.consulted, "exposure": self.exposure, "reason": self.reason, "kind": self.kind,
                 "artifact_kind": self.artifact_kind, "label": self.label, "tool_call": self.tool_call,
                 "tool_calls": list(self.tool_calls), "excerpts": list(self.excerpts),
-                **_carried_json(self.carried_from, self.carried_position)}
+                **_carried_json(self.carried_from, self.carried_position),
+                **_exposure_from_json(self.exposure_from, self.exposure_position)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ renderers show a chip only where `consulted` is not false (see `render.py`).
 
 A turn of a conversation (a record with `history`) follows docs/design.md §11: documents carried from
 earlier turns join the allow-list, `not_in_context` rejections name the turn whose exposure the context
-policy dropped, and a carried document is consulted only when this turn cites it.
+policy dropped, and a carried document is consulted only when this turn cites it — and not when this turn's own
+tools gave it only as a title (a listing's link, rule 3e: "What articles do you have?" never gets a sources row).
 """
 
 from __future__ import annotations
@@ -518,35 +519,13 @@ def sources_payload(record: TurnRecord) -> Payload:
             cited_order.append(c.doc_id)
     cited = set(cited_order)
 
-    documents = []
-    for r in allow.values():
-        is_cited = r.doc_id in cited
-        c = carried.get(r.doc_id)
-        own = retrieved.get(r.doc_id)
-        if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
-            exposure = r.exposure  # this turn's exposure is the strongest: docs/design.md §1 as it stands
-            is_consulted, reason = consulted_reason(exposure, is_cited)
-        else:
-            exposure = c.exposure  # the strongest exposure is carried: rules (b)-(d) of §11
-            k = _history_position(record, c.turn)
-            if exposure == "title":
-                is_consulted, reason = consulted_reason(exposure, is_cited)
-            elif is_cited:
-                is_consulted, reason = True, f"read in turn {k}, cited here"
-            else:
-                is_consulted, reason = False, f"read in turn {k}, not cited here"
-        excerpt_ns, carried_from, carried_position = r.excerpt_ns, None, None
-        if c is not None:
-            excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
-            if own is None:  # carried_from only when this turn did not expose it
-                carried_from, carried_position = record.history[c.turn].turn_id, _history_position(record, c.turn)
-        documents.append(Document(r.doc_id, r.title, r.url, is_cited, is_consulted, exposure, reason, r.kind,
-                                  r.artifact_kind, artifact_label(r.kind, r.artifact_kind), r.tool_call,
-                                  tuple(r.tool_calls), tuple(excerpt_ns), carried_from, carried_position))
+    documents = [_document(record, r, retrieved.get(r.doc_id), carried.get(r.doc_id), r.doc_id in cited)
+                 for r in allow.values()]
     by_id = {d.doc_id: d for d in documents}
     order = cited_order + [d.doc_id for d in documents if d.consulted and d.doc_id not in cited]
     sources = tuple(Source(d.doc_id, d.cited, d.title, d.url, d.consulted, d.exposure, d.reason, d.kind, d.artifact_kind,
-                           d.label, d.carried_from, d.carried_position) for d in (by_id[i] for i in order))
+                           d.label, d.carried_from, d.carried_position, d.exposure_from, d.exposure_position)
+                    for d in (by_id[i] for i in order))
 
     rejected, seen_targets = [], set()
     for c in citations:
@@ -572,6 +551,40 @@ def sources_payload(record: TurnRecord) -> Payload:
         conversation_id=record.conversation_id,
         position=record.position,
     )
+
+
+def _consulted_in_turn(record: TurnRecord, own: _Retrieved | None, c: _Carried | None,
+                       cited: bool) -> tuple[str, bool, str]:
+    """(exposure, consulted?, why) of one document of turn t by docs/design.md §1 and §11 rule 3: `own` is what
+    turn t's tools exposed of it, `c` what earlier turns still carry."""
+    if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
+        return (own.exposure, *consulted_reason(own.exposure, cited))  # this turn's exposure is the strongest: §1
+    k = _history_position(record, c.turn)  # the strongest exposure is carried: rules (b)-(e) of §11
+    if c.exposure == "title":
+        return (c.exposure, *consulted_reason(c.exposure, cited))
+    if not cited:
+        return c.exposure, False, f"read in turn {k}, not cited here"
+    if own is not None and own.exposure == "title":
+        # (e) a listing's link: this turn's own tools gave only its title, so the citation links the list the
+        # model just received, not the text an earlier turn read ("What articles do you have?" stays source-less)
+        return c.exposure, False, f"listed only here, a listing link (its text was read in turn {k})"
+    return c.exposure, True, f"read in turn {k}, cited here"
+
+
+def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> Document:
+    """One document of the allow-list with its exposure, whether it is consulted and why, and where it came from."""
+    exposure, consulted, reason = _consulted_in_turn(record, own, c, cited)
+    excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
+    if c is not None:
+        excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
+        earlier = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        if own is None:  # carried_from only when this turn did not expose it
+            carried_from, carried_position = earlier
+        if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
+            exposure_from, exposure_position = earlier  # the exposure shown is the earlier turn's
+    return Document(r.doc_id, r.title, r.url, cited, consulted, exposure, reason, r.kind, r.artifact_kind,
+                    artifact_label(r.kind, r.artifact_kind), r.tool_call, tuple(r.tool_calls), tuple(excerpt_ns),
+                    carried_from, carried_position, exposure_from, exposure_position)
 
 
 def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None]:
