@@ -98,6 +98,7 @@ class Citation:
     n: int | None = None  # excerpt number for [n] markers
     text: str | None = None  # link text for markdown links
     turn: int | None = None  # not_in_context: index in `history` of the earlier turn that had the document
+    upto: int | None = None  # a marker's range `[n-upto]` as extracted (validate expands it over the issued numbers)
 
 
 @dataclass
@@ -270,24 +271,74 @@ def extract_citations(answer: str, mode: str) -> list[Citation]:
                 k = bisect_right(starts, m.end() - 1) - 1
                 if any(s < m.end() and m.start() < e for s, e in skip[max(0, k - 8):k + 1]):
                     continue
-                for n in _marker_numbers(m.group(1)):
-                    found.append(Citation(f"[{n}]", m.start(), m.end(), n=n))
+                for n, upto in _marker_parts(m.group(1)):
+                    found.append(Citation(f"[{n}]" if upto is None else f"[{n}-{upto}]", m.start(), m.end(), n=n,
+                                          upto=upto))
     found.sort(key=lambda c: (c.start, c.n or 0))
     return found
 
 
-def _marker_numbers(body: str) -> list[int]:
-    nums: list[int] = []
+#: The widest `[a-b]` range read as a range; a wider one (or a reversed one) cites its two ends.
+MAX_MARKER_RANGE = 50
+
+
+def _marker_parts(body: str) -> list[tuple[int, int | None]]:
+    """The parts of one marker's body, each once: (n, None) for a number, (a, b) for a range `a-b` of at most
+    `MAX_MARKER_RANGE` + 1 numbers. A range is not expanded here: `validate` knows which numbers were issued,
+    so `[0-50]` costs what it cites, not 51 citations."""
+    parts: dict[tuple[int, int | None], None] = {}
     for part in re.split(r"\s*[,;]\s*", body):
         if re.search(r"[-–]", part):
             a, b = (int(x) for x in re.split(r"\s*[-–]\s*", part)[:2])
-            if 0 <= b - a <= 50:
-                nums.extend(range(a, b + 1))
+            if 0 <= b - a <= MAX_MARKER_RANGE:
+                parts[(a, b) if b > a else (a, None)] = None
             else:
-                nums.extend([a, b])
+                parts[(a, None)] = parts[(b, None)] = None
         else:
-            nums.append(int(part))
-    return nums
+            parts[(int(part), None)] = None
+    return list(parts)
+
+
+def _runs(numbers: list[int]) -> str:
+    """Sorted distinct numbers as a marker body: [0, 6, 7, 8] -> "0, 6-8"."""
+    out, i = [], 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _marker_citations(parts: list[Citation], issued: list[int], excerpts_by_n: dict[int, Excerpt],
+                      dropped: _Dropped | None) -> list[Citation]:
+    """The citations of one `[…]` marker (its `parts`, in order): each issued number it names once, valid or
+    `not_in_context`; every number it names that was never issued, together, as ONE `out_of_range` rejection
+    (`issued`: the sorted numbers that name an excerpt in the conversation)."""
+    out, seen, missing = [], set(), set()
+    for c in parts:
+        if c.upto is None:
+            numbers = [c.n]
+        else:
+            numbers = issued[bisect_right(issued, c.n - 1):bisect_right(issued, c.upto)]
+            missing.update(set(range(c.n, c.upto + 1)).difference(numbers))
+        for n in numbers:
+            if n in seen:
+                continue
+            seen.add(n)
+            marker = Citation(f"[{n}]", c.start, c.end, n=n)
+            e = excerpts_by_n.get(n)
+            if e is not None:
+                out.append(_replace(marker, doc_id=e.doc_id, valid=True))
+            elif dropped is not None and n in dropped.excerpts:
+                out.append(_replace(marker, valid=False, reason="not_in_context", turn=dropped.excerpts[n]))
+            else:
+                missing.add(n)
+    if missing:
+        never = sorted(missing)
+        out.append(Citation(f"[{_runs(never)}]", parts[0].start, parts[0].end, n=never[0], reason="out_of_range"))
+    return out
 
 
 def _resolve(target: str, table: dict[str, str]) -> str | None:
@@ -310,16 +361,16 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
     citation of it is `not_in_context` (naming the turn), not `not_retrieved`."""
     table = _lookup(retrieved)
     ids = list(retrieved)
-    out = []
-    for c in citations:
+    issued = sorted({*excerpts_by_n, *(dropped.excerpts if dropped is not None else ())})
+    out: list[Citation] = []
+    marker: list[Citation] = []  # the parts of the `[…]` marker being read
+    for i, c in enumerate(citations):
         if c.n is not None:
-            e = excerpts_by_n.get(c.n)
-            if e is not None:
-                out.append(_replace(c, doc_id=e.doc_id, valid=True))
-            elif dropped is not None and c.n in dropped.excerpts:
-                out.append(_replace(c, valid=False, reason="not_in_context", turn=dropped.excerpts[c.n]))
-            else:
-                out.append(_replace(c, valid=False, reason="out_of_range"))
+            marker.append(c)
+            after = citations[i + 1] if i + 1 < len(citations) else None
+            if after is None or after.n is None or (after.start, after.end) != (c.start, c.end):
+                out += _marker_citations(marker, issued, excerpts_by_n, dropped)
+                marker = []
             continue
         doc_id = _resolve(c.target, table)
         if doc_id is not None:
@@ -511,7 +562,8 @@ def sources_payload(record: TurnRecord) -> Payload:
             allow.setdefault(doc_id, _Retrieved(doc_id, c.meta.title, c.meta.url, c.meta.kind, c.meta.artifact_kind,
                                                 c.exposure, None))
     excerpts_by_n = excerpt_numbers(record)
-    citations = validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n, dropped)
+    citations, omitted = bound_citations(validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n,
+                                                  dropped))
 
     cited_order: list[str] = []
     for c in citations:
@@ -550,7 +602,29 @@ def sources_payload(record: TurnRecord) -> Payload:
         config=dict(record.config),
         conversation_id=record.conversation_id,
         position=record.position,
+        citations_omitted=omitted or None,
     )
+
+
+#: Citation occurrences kept per answer (docs/security.md): past it, only the first occurrence of each cited
+#: document or rejected target is kept, so the three sets and the rejections stay exact and what is stored,
+#: printed and drawn stays bounded however many markers an answer repeats.
+MAX_CITATIONS = 1000
+
+
+def bound_citations(citations: list[Citation]) -> tuple[list[Citation], int]:
+    """`citations` up to `MAX_CITATIONS`, then only each document's or target's first; and how many were left out."""
+    if len(citations) <= MAX_CITATIONS:
+        return citations, 0
+    kept, seen = citations[:MAX_CITATIONS], set()
+    for c in kept:
+        seen.add(c.doc_id if c.valid else c.target)
+    for c in citations[MAX_CITATIONS:]:
+        key = c.doc_id if c.valid else c.target
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return kept, len(citations) - len(kept)
 
 
 def _consulted_in_turn(record: TurnRecord, own: _Retrieved | None, c: _Carried | None,

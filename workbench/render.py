@@ -335,7 +335,7 @@ def answer_markdown(payload: Payload, targets: dict[str, str] | None = None) -> 
                     href = (targets or {}).get(f"[{c.n}]")
                     parts.append(f"[{badge}](<{href}>)" if href and not re.search(r"[\s<>]", href) else badge)
                 else:
-                    parts.append(_badge("orange", f"⚠ [{c.n}] rejected: {rejection_text(c)}"))
+                    parts.append(_badge("orange", f"⚠ {c.target} rejected: {rejection_text(c)}"))
             out.append(" ".join(parts))
         else:
             c = cs[0]
