@@ -311,34 +311,37 @@ def _runs(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
-def _marker_citations(parts: list[Citation], issued: list[int], excerpts_by_n: dict[int, Excerpt],
-                      dropped: _Dropped | None) -> list[Citation]:
-    """The citations of one `[…]` marker (its `parts`, in order): each issued number it names once, valid or
+#: What one marker cites: (target, n, doc_id, reason, turn) per citation; reason None means valid.
+_Plan = tuple[tuple[str, int, "str | None", "str | None", "int | None"], ...]
+
+
+def _marker_plan(parts: tuple[tuple[int, int | None], ...], issued: list[int], excerpts_by_n: dict[int, Excerpt],
+                 dropped: _Dropped | None) -> _Plan:
+    """The citations of one `[…]` marker (its parts (n, upto), in order): each issued number it names once, valid or
     `not_in_context`; every number it names that was never issued, together, as ONE `out_of_range` rejection
     (`issued`: the sorted numbers that name an excerpt in the conversation)."""
     out, seen, missing = [], set(), set()
-    for c in parts:
-        if c.upto is None:
-            numbers = [c.n]
+    for n0, upto in parts:
+        if upto is None:
+            numbers = [n0]
         else:
-            numbers = issued[bisect_right(issued, c.n - 1):bisect_right(issued, c.upto)]
-            missing.update(set(range(c.n, c.upto + 1)).difference(numbers))
+            numbers = issued[bisect_right(issued, n0 - 1):bisect_right(issued, upto)]
+            missing.update(set(range(n0, upto + 1)).difference(numbers))
         for n in numbers:
             if n in seen:
                 continue
             seen.add(n)
-            marker = Citation(f"[{n}]", c.start, c.end, n=n)
             e = excerpts_by_n.get(n)
             if e is not None:
-                out.append(_replace(marker, doc_id=e.doc_id, valid=True))
+                out.append((f"[{n}]", n, e.doc_id, None, None))
             elif dropped is not None and n in dropped.excerpts:
-                out.append(_replace(marker, valid=False, reason="not_in_context", turn=dropped.excerpts[n]))
+                out.append((f"[{n}]", n, None, "not_in_context", dropped.excerpts[n]))
             else:
                 missing.add(n)
     if missing:
         never = sorted(missing)
-        out.append(Citation(f"[{_runs(never)}]", parts[0].start, parts[0].end, n=never[0], reason="out_of_range"))
-    return out
+        out.append((f"[{_runs(never)}]", never[0], None, "out_of_range", None))
+    return tuple(out)
 
 
 def _resolve(target: str, table: dict[str, str]) -> str | None:
@@ -363,13 +366,19 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
     ids = list(retrieved)
     issued = sorted({*excerpts_by_n, *(dropped.excerpts if dropped is not None else ())})
     out: list[Citation] = []
-    marker: list[Citation] = []  # the parts of the `[…]` marker being read
+    marker: list[tuple[int, int | None]] = []  # the parts of the `[…]` marker being read
+    plans: dict[tuple[tuple[int, int | None], ...], _Plan] = {}  # an answer repeats its markers: plan each once
     for i, c in enumerate(citations):
         if c.n is not None:
-            marker.append(c)
+            marker.append((c.n, c.upto))
             after = citations[i + 1] if i + 1 < len(citations) else None
             if after is None or after.n is None or (after.start, after.end) != (c.start, c.end):
-                out += _marker_citations(marker, issued, excerpts_by_n, dropped)
+                key = tuple(marker)
+                plan = plans.get(key)
+                if plan is None:
+                    plan = plans[key] = _marker_plan(key, issued, excerpts_by_n, dropped)
+                out += [Citation(target, c.start, c.end, doc_id, reason is None, reason, n=n, turn=turn)
+                        for target, n, doc_id, reason, turn in plan]
                 marker = []
             continue
         doc_id = _resolve(c.target, table)
