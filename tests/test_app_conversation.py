@@ -337,3 +337,66 @@ def test_an_excerpt_turn_another_session_overtook_is_asked_again_with_its_turn(a
         assert con.execute("SELECT position, history_through FROM turns WHERE conversation_id = ? ORDER BY 1",
                            [cid]).fetchall() == [(1, 0), (2, 1), (3, 2)]
     assert numbers and len(numbers) == len(set(numbers))
+
+
+# --- issue 33 item 1: a listing after reading has no chips; a re-read document's chip names its turn ----------
+
+
+def test_what_articles_after_an_sso_answer_draws_no_sources_row(app):
+    """The offline provider, the exact two questions in one conversation: the listing links what turn 1 read, yet
+    its links are this turn's titles (docs/design.md §11 rule 3e), so no chip is drawn."""
+    at = ask(ask(app, "How do I configure SSO?"), "What articles do you have?")
+    first, listing = at.session_state["turns"]
+    assert listing.answer.record.history, "asked as a follow-up"
+    assert set(first.payload.sets.consulted) <= set(listing.payload.sets.cited)
+    rows = sources_rows(at)
+    assert len(rows) == 1, rows  # turn 1's only
+    assert "No sources: nothing was read to answer this." in [unescape(c.value) for c in at.caption]
+
+
+class Reread:
+    """A scripted provider: turn 1 opens `sso-okta` and cites it; turn 2 searches "Okta" (a snippet of the same
+    document) and cites it again, so its strongest exposure is turn 1's full text."""
+
+    @staticmethod
+    def provider():
+        from workbench.providers.base import ModelStep, Provider, ToolRequest
+        from workbench.types import ModelCall
+
+        class _Reread(Provider):
+            name = "scripted-reread"
+            label = "scripted re-read (test)"
+
+            def complete(self, messages, tools):
+                users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+                this_turn, call = messages[users[-1] + 1:], ModelCall(self.name, "v1", 1.0, 10, 5, "stop")
+                if not this_turn:
+                    request = ToolRequest("f1", "fetch_document", {"doc_id": "sso-okta"}) if len(users) == 1 \
+                        else ToolRequest("s1", "search", {"query": "Okta", "k": 5})
+                    return ModelStep("", (request,), call)
+                return ModelStep("See [Set up SSO with Okta](https://help.orbitly.example/articles/sso-okta).", (), call)
+
+        return _Reread
+
+
+@pytest.fixture
+def reread(app):
+    from workbench.providers.base import _PROVIDERS, register_provider
+
+    cls = Reread.provider()
+    register_provider(cls.name, cls)
+    app.run()
+    app.sidebar.selectbox(key="cfg_provider").set_value(cls.name).run()
+    assert not app.exception, app.exception
+    yield app
+    _PROVIDERS.unregister(cls.name)
+
+
+def test_the_chip_of_a_document_read_in_an_earlier_turn_says_so_even_when_this_turn_saw_a_snippet(reread):
+    at = ask(ask(reread, "How do I configure SSO with Okta?"), "And again?")
+    second = at.session_state["turns"][1]
+    [src] = second.payload.sources
+    assert (src.exposure, src.consulted, src.carried_from) == ("full", True, None), "this turn searched it too"
+    rows = sources_rows(at)
+    assert "read in turn" not in rows[0], "turn 1 read its own document"
+    assert "Set up SSO with Okta · read in turn 1" in rows[1], rows[1]

@@ -106,3 +106,37 @@ def test_ask_cli_lists_labelled_excerpts(capsys):
     out = capsys.readouterr().out
     assert "Excerpts:" in out and "· Source text ·" in out and "· cited" in out
     assert re.search(r"^  \[1\] \S+\.md, page -, chunk \d+ · ", out, re.MULTILINE)
+
+
+# --- issue 33 item 7: an answer of range markers writes a bounded number of citation rows ---------------------
+
+
+def test_ask_with_an_answer_of_range_markers_writes_a_bounded_number_of_citation_rows(tmp_path):
+    """Before: each `[0-50]` became 51 citations, and `ask` wrote 510,000 citation rows for a 50 KB answer. Now a
+    marker is at most the issued excerpts plus one rejection, and a turn keeps at most 1,000 occurrences."""
+    import duckdb
+
+    from clirun import cli
+    from workbench.providers.base import _PROVIDERS, ModelStep, Provider, register_provider
+    from workbench.types import ModelCall
+
+    class Markers(Provider):
+        name = "scripted-markers"
+        label = "scripted markers (test)"
+
+        def complete(self, messages, tools):
+            return ModelStep("[0-50]" * (50 * 1024 // 6), (), ModelCall(self.name, "v1", 1.0, 10, 5, "stop"))
+
+    register_provider(Markers.name, Markers)
+    try:
+        db = tmp_path / "traces.duckdb"
+        r = cli("ask", "--provider", Markers.name, "--mode", "excerpts", "-k", "5", "--db", db, "--json",
+                "How do I configure SSO?")
+    finally:
+        _PROVIDERS.unregister(Markers.name)
+    assert r.returncode == 0, r.stderr
+    payload = json.loads(r.stdout)
+    assert len(payload["citations"]) == 1000 and payload["citations_omitted"] == 8533 * 6 - 1000
+    assert len(payload["sets"]["cited"]) >= 1 and [x["target"] for x in payload["rejected_citations"]] == ["[0, 6-50]"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM citations").fetchone()[0] == 1000

@@ -285,3 +285,48 @@ def test_an_excerpt_mode_follow_up_re_run_leaves_out_the_withheld_documents_carr
         shown = carried_message(runs[doc_id])
         assert not any(header(e) in shown for e in first.record.excerpts if e.doc_id == doc_id)
         assert all(header(e) in shown for e in first.record.excerpts if e.doc_id != doc_id)  # numbers kept
+
+
+# --- a listing after a reading turn (issue 33 item 1, docs/design.md §11 rule 3e) ----------------------------------
+
+SSO_Q, LISTING_Q = "How do I configure SSO?", "What articles do you have?"
+
+
+def test_what_articles_after_an_sso_answer_has_no_sources_row_on_the_command_line(tmp_path):
+    """The exact two-question conversation through `ask --conversation` (the CLI in-process, a real trace database):
+    the listing links every article, among them the ones turn 1 read, and still consults nothing, as after /new."""
+    from clirun import cli
+    from workbench.render import sources_row
+
+    db = tmp_path / "traces.duckdb"
+
+    def ask(question, conversation):
+        r = cli("ask", "--db", db, "--conversation", conversation, "--json", question)
+        assert r.returncode == 0, r.stderr
+        return Payload.from_json(json.loads(r.stdout))
+
+    first = ask(SSO_Q, "c-listing")
+    assert first.sets.consulted, "turn 1 read the SSO articles"
+    listing = ask(LISTING_Q, "c-listing")
+    assert listing.position == 2 and set(first.sets.consulted) <= set(listing.sets.cited), "it links them"
+    assert listing.sets.consulted == () and sources_row(listing).startswith("Sources: none")
+    assert all(s.consulted is False for s in listing.sources)
+    read = {d.doc_id: d for d in listing.documents if d.doc_id in first.sets.retrieved}
+    assert read and all(d.reason.startswith("listed only here, a listing link") for d in read.values())
+    alone = ask(LISTING_Q, "c-fresh")  # the listing on its own (after /new): the same sets
+    assert (alone.sets.cited, alone.sets.consulted) == (listing.sets.cited, ())
+
+
+def test_provenance_file_of_the_stored_listing_turn_consults_nothing(demo_session, tmp_path):
+    from clirun import cli
+
+    first, listing = converse(demo_session, SSO_Q, LISTING_Q)
+    assert listing.record.history and listing.payload.sets.consulted == ()
+    path = tmp_path / "turn.json"
+    path.write_text(json.dumps(listing.record.to_dict()), encoding="utf-8")
+    r = cli("provenance", path)
+    assert r.returncode == 0, r.stderr
+    payload = json.loads(r.stdout)
+    assert payload["sets"]["consulted"] == [] and payload["position"] == 2
+    assert set(first.payload.sets.consulted) <= set(payload["sets"]["cited"])
+    assert not [s for s in payload["sources"] if s.get("consulted") is not False], "no chip"

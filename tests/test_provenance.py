@@ -169,6 +169,46 @@ def test_excerpt_markers_resolve_and_out_of_range_is_rejected():
         assert field in rec.excerpt
 
 
+def test_a_marker_names_each_issued_number_once_and_its_unissued_ones_in_one_rejection():
+    """Issue 33 item 7: `[0-50]` with five excerpts issued is five citations and ONE rejection (not 51 citations),
+    `[3-9]` is [3], [4], [5] and one rejection of 6-9, and a number repeated in a marker counts once."""
+    five = excerpts("a", "b", "c", "d", "e")
+    p = payload_for("All of it [0-50].", mode="excerpts", excerpts=five)
+    assert [(c.target, c.valid) for c in p.citations] == [
+        ("[1]", True), ("[2]", True), ("[3]", True), ("[4]", True), ("[5]", True), ("[0, 6-50]", False)]
+    assert [(r.target, r.reason) for r in p.rejected_citations] == [("[0, 6-50]", "out_of_range")]
+    assert p.sets.consulted == ("a", "b", "c", "d", "e")
+    p = payload_for("Some [3-9]. Again [2, 2, 2; 2]. Wide [1-99].", mode="excerpts", excerpts=five)
+    assert [c.target for c in p.citations] == ["[3]", "[4]", "[5]", "[6-9]", "[2]", "[1]", "[99]"]
+    assert {(c.start, c.end) for c in p.citations if c.target == "[6-9]"} == \
+        {(c.start, c.end) for c in p.citations if c.target == "[3]"}, "the rejection spans its marker"
+
+
+MAX_CITATIONS = 1000  # provenance.MAX_CITATIONS
+
+
+def test_a_50_kb_answer_of_range_markers_gives_a_bounded_payload():
+    """Before: each `[0-50]` became 51 citations, so 8,533 markers gave 435,183 citations and 121 MB of JSON.
+    Now one marker gives at most the issued numbers plus one rejection, and an answer keeps at most
+    MAX_CITATIONS occurrences (past it, each document's or target's first): the sets stay exact."""
+    from workbench import provenance
+
+    assert getattr(provenance, "MAX_CITATIONS", None) in (None, MAX_CITATIONS)  # as docs/security.md states it
+    answer = "[0-50]" * (50 * 1024 // 6)
+    p = payload_for(answer, mode="excerpts", excerpts=excerpts("a", "b", "c", "d", "e"))
+    assert len(p.citations) == MAX_CITATIONS
+    assert p.citations_omitted == len(answer) // 6 * 6 - MAX_CITATIONS
+    assert p.sets.cited == p.sets.consulted == ("a", "b", "c", "d", "e")
+    assert [(r.target, r.reason) for r in p.rejected_citations] == [("[0, 6-50]", "out_of_range")]
+    assert len(json.dumps(p.to_json())) < 1_000_000
+    late = answer + " See also [the guide](https://help.example.com/articles/late)."
+    p = payload_for(late, call("search", "snippet", "late"), mode="excerpts", excerpts=excerpts("a", "b"))
+    assert "late" in p.sets.consulted and p.citations[-1].doc_id == "late", "a citation past the bound still counts"
+    payload_schema = schema_validator("payload.schema.json")
+    payload_schema.validate(p.to_json())
+    assert Payload.from_json(p.to_json()) == p
+
+
 def test_excerpt_marker_ranges_and_zero():
     p = payload_for("A [1-2]. B [0].", mode="excerpts", excerpts=excerpts("a", "b"))
     assert p.sets.cited == ("a", "b")

@@ -16,7 +16,7 @@ from workbench.cli import main as cli_main
 from workbench.errors import TurnRecordError
 from workbench.payload import Rejection, Sets
 from workbench.provenance import sources_payload
-from workbench.types import Excerpt, HistoryTurn, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
+from workbench.types import EXPOSURE_RANK, Excerpt, HistoryTurn, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
 
 BASE = "https://help.example.com/articles/"
 GOLDEN = Path(__file__).parent / "data" / "one_turn_payloads.json"
@@ -117,8 +117,49 @@ def test_this_turns_weaker_exposure_keeps_the_carried_strongest_but_no_carried_f
     assert d.exposure == "full" and d.consulted is False
     assert d.reason == "read in turn 1, not cited here"
     assert d.carried_position is None and d.tool_call == 0
-    cited = sources_payload(follow_up(link("sso"), listing("sso"), history=[earlier(1, "full", fetch("sso"))]))
-    assert docs(cited)["sso"].consulted is True and docs(cited)["sso"].reason == "read in turn 1, cited here"
+    assert (d.exposure_from, d.exposure_position) == ("t-1", 1)  # the exposure shown is turn 1's
+
+
+def test_this_turns_snippet_of_a_document_an_earlier_turn_opened_names_that_turn_as_its_exposure():
+    p = sources_payload(follow_up(link("sso"), search("sso"), history=[earlier(1, "full", fetch("sso"))]))
+    [src] = p.sources
+    assert (src.exposure, src.consulted, src.reason) == ("full", True, "read in turn 1, cited here")
+    assert src.carried_from is None, "this turn exposed it too"
+    assert (src.exposure_from, src.exposure_position) == ("t-1", 1), "what the chip's 'read in turn 1' names"
+    own = sources_payload(follow_up(link("sso"), fetch("sso"), history=[earlier(1, "full", search("sso"))]))
+    assert (own.sources[0].exposure_from, own.sources[0].reason) == (None, "opened in full")
+
+
+# --- rule 3(e): a link of this turn's listing is no source, whatever earlier turns read --------------------------
+
+
+def test_rule_e_a_listing_after_reading_has_no_sources_row(payload_schema):
+    """"How do I configure SSO?" (one article opened, two searched) then "What articles do you have?" (a listing
+    of all four, every one linked): the listing's links are titles this turn's own tool gave, not the carried
+    text, so the listing consults nothing (docs/design.md §11 rule 3e)."""
+    first = earlier(1, "full", search("sso", "okta", "scim"), fetch("sso"),
+                    answer=f"Configure it as in {link('sso')}; see also {link('okta')}.")
+    listed = ("sso", "okta", "scim", "billing")
+    p = sources_payload(follow_up("We have: " + ", ".join(link(i) for i in listed) + ".", listing(*listed),
+                                  history=[first]))
+    payload_schema.validate(p.to_json())
+    assert sets(p) == {"retrieved": list(listed), "cited": list(listed), "consulted": []}
+    assert [s.consulted for s in p.sources] == [False] * 4, "no chip: the sources row is empty"
+    d = docs(p)
+    for doc_id, exposure in (("sso", "full"), ("okta", "snippet"), ("scim", "snippet")):
+        assert (d[doc_id].exposure, d[doc_id].consulted) == (exposure, False)
+        assert d[doc_id].reason == "listed only here, a listing link (its text was read in turn 1)"
+        assert d[doc_id].carried_from is None and d[doc_id].exposure_position == 1
+    assert d["billing"].reason == "listed only (linked, but only its title was seen)"
+
+
+def test_rule_b_still_holds_for_a_carried_document_this_turn_did_not_list():
+    first = earlier(1, "full", search("okta"), fetch("sso"))
+    p = sources_payload(follow_up(f"{link('sso')}, {link('okta')} and {link('billing')}", listing("billing"),
+                                  history=[first]))
+    assert sets(p)["consulted"] == ["sso", "okta"]
+    assert docs(p)["sso"].reason == docs(p)["okta"].reason == "read in turn 1, cited here"
+    assert (docs(p)["sso"].carried_from, docs(p)["billing"].consulted) == ("t-1", False)
 
 
 def test_strongest_exposure_names_its_turn_not_the_latest():
@@ -344,10 +385,21 @@ def test_properties_of_conversations(record):
     # a carried document never becomes consulted without a citation in this turn
     for doc_id in p.sets.consulted:
         assert doc_id in own_full or doc_id in cited
+    own_strongest: dict[str, str] = {}
+    for c in record.tool_calls:
+        for i in c.results:
+            if EXPOSURE_RANK[c.exposure] > EXPOSURE_RANK.get(own_strongest.get(i.doc_id, ""), -1):
+                own_strongest[i.doc_id] = c.exposure
+    own_strongest.update((e.doc_id, "snippet") for e in record.excerpts if own_strongest.get(e.doc_id) != "full")
     for d in p.documents:
         if d.carried_position is not None:
             assert d.doc_id not in own and d.carried_position in [h.position for h in record.history]
             assert d.consulted == (d.cited and d.exposure != "title")
+        if own_strongest.get(d.doc_id) == "title":  # rule 3(e): this turn listed it, so it is a listing link
+            assert d.consulted is False
+        # the exposure shown names an earlier turn exactly when it is not this turn's own
+        assert (d.exposure_position is not None) == (
+            d.doc_id not in own_strongest or EXPOSURE_RANK[d.exposure] > EXPOSURE_RANK[own_strongest[d.doc_id]])
     # nothing the context policy dropped is ever accepted: every accepted document is exposed by this turn, by
     # a turn kept in full, or named by a link in an answer the policy kept
     kept = own | {d for h in record.history if h.context == "full" for d in exposed(h)}

@@ -4,8 +4,8 @@
 fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.build_payload`
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
-`carried_from`/`carried_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
-`conversation_id`, `position` and `verification`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
+`carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
+`conversation_id`, `position`, `citations_omitted` and `verification`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
 and old clients expect. `validate_json(data)` checks JSON data against that schema at the edge.
 """
 
@@ -24,15 +24,34 @@ def _omit_none(out: dict[str, Any], **optional: Any) -> dict[str, Any]:
     return out
 
 
+#: Keys that are present together or not at all (docs/design.md §11): a turn id and its 1-based position.
+_CARRIED = ("carried_from", "carried_position")
+_EXPOSURE_FROM = ("exposure_from", "exposure_position")
+
+
+def _turn_pair(d: dict[str, Any], keys: tuple[str, str]) -> dict[str, Any]:
+    """A turn id and position pair (`_CARRIED`, `_EXPOSURE_FROM`) from JSON data: both keys, or none."""
+    return {k: d.get(k) for k in keys} if any(k in d for k in keys) else {}
+
+
+def _turn_pair_json(keys: tuple[str, str], turn_id: str | None, position: int | None) -> dict[str, Any]:
+    return {} if position is None else dict(zip(keys, (turn_id, position)))
+
+
 def _carried(d: dict[str, Any]) -> dict[str, Any]:
-    """`carried_from` and `carried_position` (present together, docs/design.md §11), from JSON data."""
-    if "carried_position" not in d and "carried_from" not in d:
-        return {}
-    return {"carried_from": d.get("carried_from"), "carried_position": d.get("carried_position")}
+    return _turn_pair(d, _CARRIED)
 
 
 def _carried_json(carried_from: str | None, carried_position: int | None) -> dict[str, Any]:
-    return {} if carried_position is None else {"carried_from": carried_from, "carried_position": carried_position}
+    return _turn_pair_json(_CARRIED, carried_from, carried_position)
+
+
+def _exposure_from(d: dict[str, Any]) -> dict[str, Any]:
+    return _turn_pair(d, _EXPOSURE_FROM)
+
+
+def _exposure_from_json(exposure_from: str | None, exposure_position: int | None) -> dict[str, Any]:
+    return _turn_pair_json(_EXPOSURE_FROM, exposure_from, exposure_position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,19 +70,24 @@ class Source:
     label: str | None = None
     carried_from: str | None = None  # docs/design.md §11: set with carried_position, for a carried document
     carried_position: int | None = None
+    # docs/design.md §11: the earlier turn whose exposure `exposure` is (set with exposure_position), also when this
+    # turn exposed the document more weakly itself; what a chip's "read in turn k" names
+    exposure_from: str | None = None
+    exposure_position: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
         return cls(d["doc_id"], bool(d.get("cited", False)), d.get("title"), d.get("url"), d.get("consulted"),
                    d.get("exposure"), d.get("reason"), d.get("kind", "source"), d.get("artifact_kind"), d.get("label"),
-                   **_carried(d))
+                   **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"doc_id": self.doc_id, "title": self.title, "url": self.url, "cited": self.cited}
         _omit_none(out, consulted=self.consulted, exposure=self.exposure, reason=self.reason)
         out.update(kind=self.kind, artifact_kind=self.artifact_kind)
         _omit_none(out, label=self.label)
-        return out | _carried_json(self.carried_from, self.carried_position)
+        return out | _carried_json(self.carried_from, self.carried_position) \
+            | _exposure_from_json(self.exposure_from, self.exposure_position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +109,22 @@ class Document:
     excerpts: tuple[int, ...] = ()
     carried_from: str | None = None
     carried_position: int | None = None
+    exposure_from: str | None = None  # as `Source.exposure_from`
+    exposure_position: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Document:
         return cls(d["doc_id"], d.get("title"), d.get("url"), d["cited"], d["consulted"], d["exposure"], d["reason"],
                    d.get("kind", "source"), d.get("artifact_kind"), d.get("label", "Source text"), d.get("tool_call"),
-                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d))
+                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
         return {"doc_id": self.doc_id, "title": self.title, "url": self.url, "retrieved": True, "cited": self.cited,
                 "consulted": self.consulted, "exposure": self.exposure, "reason": self.reason, "kind": self.kind,
                 "artifact_kind": self.artifact_kind, "label": self.label, "tool_call": self.tool_call,
                 "tool_calls": list(self.tool_calls), "excerpts": list(self.excerpts),
-                **_carried_json(self.carried_from, self.carried_position)}
+                **_carried_json(self.carried_from, self.carried_position),
+                **_exposure_from_json(self.exposure_from, self.exposure_position)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +242,7 @@ class Payload:
     conversation_id: str | None = None  # docs/design.md §11; None: a single turn (the key is absent)
     position: int | None = None
     verification: dict[str, Any] | None = None  # docs/design.md §9 (`verify.Verification.to_payload()`)
+    citations_omitted: int | None = None  # occurrences past `provenance.MAX_CITATIONS` left out of `citations`
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -229,7 +257,8 @@ class Payload:
             tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
             tuple(Document.from_json(x) for x in d.get("documents", ())),
             tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())), dict(d.get("config") or {}),
-            d.get("conversation_id"), d.get("position"), d.get("verification"), d.get("schema_version", SCHEMA_VERSION))
+            d.get("conversation_id"), d.get("position"), d.get("verification"), d.get("citations_omitted"),
+            d.get("schema_version", SCHEMA_VERSION))
 
     def to_json(self) -> dict[str, Any]:
         """The payload as JSON data, keys in the order every client has always received them."""
@@ -242,7 +271,7 @@ class Payload:
             "citations": [c.to_json() for c in self.citations], "documents": [x.to_json() for x in self.documents],
             "tool_calls": [t.to_json() for t in self.tool_calls], "config": dict(self.config),
         })
-        return _omit_none(out, verification=self.verification)
+        return _omit_none(out, citations_omitted=self.citations_omitted, verification=self.verification)
 
 
 def validate_json(data: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ renderers show a chip only where `consulted` is not false (see `render.py`).
 
 A turn of a conversation (a record with `history`) follows docs/design.md §11: documents carried from
 earlier turns join the allow-list, `not_in_context` rejections name the turn whose exposure the context
-policy dropped, and a carried document is consulted only when this turn cites it.
+policy dropped, and a carried document is consulted only when this turn cites it — and not when this turn's own
+tools gave it only as a title (a listing's link, rule 3e: "What articles do you have?" never gets a sources row).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class Citation:
     n: int | None = None  # excerpt number for [n] markers
     text: str | None = None  # link text for markdown links
     turn: int | None = None  # not_in_context: index in `history` of the earlier turn that had the document
+    upto: int | None = None  # a marker's range `[n-upto]` as extracted (validate expands it over the issued numbers)
 
 
 @dataclass
@@ -269,24 +271,77 @@ def extract_citations(answer: str, mode: str) -> list[Citation]:
                 k = bisect_right(starts, m.end() - 1) - 1
                 if any(s < m.end() and m.start() < e for s, e in skip[max(0, k - 8):k + 1]):
                     continue
-                for n in _marker_numbers(m.group(1)):
-                    found.append(Citation(f"[{n}]", m.start(), m.end(), n=n))
+                for n, upto in _marker_parts(m.group(1)):
+                    found.append(Citation(f"[{n}]" if upto is None else f"[{n}-{upto}]", m.start(), m.end(), n=n,
+                                          upto=upto))
     found.sort(key=lambda c: (c.start, c.n or 0))
     return found
 
 
-def _marker_numbers(body: str) -> list[int]:
-    nums: list[int] = []
+#: The widest `[a-b]` range read as a range; a wider one (or a reversed one) cites its two ends.
+MAX_MARKER_RANGE = 50
+
+
+def _marker_parts(body: str) -> list[tuple[int, int | None]]:
+    """The parts of one marker's body, each once: (n, None) for a number, (a, b) for a range `a-b` of at most
+    `MAX_MARKER_RANGE` + 1 numbers. A range is not expanded here: `validate` knows which numbers were issued,
+    so `[0-50]` costs what it cites, not 51 citations."""
+    parts: dict[tuple[int, int | None], None] = {}
     for part in re.split(r"\s*[,;]\s*", body):
         if re.search(r"[-–]", part):
             a, b = (int(x) for x in re.split(r"\s*[-–]\s*", part)[:2])
-            if 0 <= b - a <= 50:
-                nums.extend(range(a, b + 1))
+            if 0 <= b - a <= MAX_MARKER_RANGE:
+                parts[(a, b) if b > a else (a, None)] = None
             else:
-                nums.extend([a, b])
+                parts[(a, None)] = parts[(b, None)] = None
         else:
-            nums.append(int(part))
-    return nums
+            parts[(int(part), None)] = None
+    return list(parts)
+
+
+def _runs(numbers: list[int]) -> str:
+    """Sorted distinct numbers as a marker body: [0, 6, 7, 8] -> "0, 6-8"."""
+    out, i = [], 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+#: What one marker cites: (target, n, doc_id, reason, turn) per citation; reason None means valid.
+_Plan = tuple[tuple[str, int, "str | None", "str | None", "int | None"], ...]
+
+
+def _marker_plan(parts: tuple[tuple[int, int | None], ...], issued: list[int], excerpts_by_n: dict[int, Excerpt],
+                 dropped: _Dropped | None) -> _Plan:
+    """The citations of one `[…]` marker (its parts (n, upto), in order): each issued number it names once, valid or
+    `not_in_context`; every number it names that was never issued, together, as ONE `out_of_range` rejection
+    (`issued`: the sorted numbers that name an excerpt in the conversation)."""
+    out, seen, missing = [], set(), set()
+    for n0, upto in parts:
+        if upto is None:
+            numbers = [n0]
+        else:
+            numbers = issued[bisect_right(issued, n0 - 1):bisect_right(issued, upto)]
+            missing.update(set(range(n0, upto + 1)).difference(numbers))
+        for n in numbers:
+            if n in seen:
+                continue
+            seen.add(n)
+            e = excerpts_by_n.get(n)
+            if e is not None:
+                out.append((f"[{n}]", n, e.doc_id, None, None))
+            elif dropped is not None and n in dropped.excerpts:
+                out.append((f"[{n}]", n, None, "not_in_context", dropped.excerpts[n]))
+            else:
+                missing.add(n)
+    if missing:
+        never = sorted(missing)
+        out.append((f"[{_runs(never)}]", never[0], None, "out_of_range", None))
+    return tuple(out)
 
 
 def _resolve(target: str, table: dict[str, str]) -> str | None:
@@ -309,16 +364,22 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
     citation of it is `not_in_context` (naming the turn), not `not_retrieved`."""
     table = _lookup(retrieved)
     ids = list(retrieved)
-    out = []
-    for c in citations:
+    issued = sorted({*excerpts_by_n, *(dropped.excerpts if dropped is not None else ())})
+    out: list[Citation] = []
+    marker: list[tuple[int, int | None]] = []  # the parts of the `[…]` marker being read
+    plans: dict[tuple[tuple[int, int | None], ...], _Plan] = {}  # an answer repeats its markers: plan each once
+    for i, c in enumerate(citations):
         if c.n is not None:
-            e = excerpts_by_n.get(c.n)
-            if e is not None:
-                out.append(_replace(c, doc_id=e.doc_id, valid=True))
-            elif dropped is not None and c.n in dropped.excerpts:
-                out.append(_replace(c, valid=False, reason="not_in_context", turn=dropped.excerpts[c.n]))
-            else:
-                out.append(_replace(c, valid=False, reason="out_of_range"))
+            marker.append((c.n, c.upto))
+            after = citations[i + 1] if i + 1 < len(citations) else None
+            if after is None or after.n is None or (after.start, after.end) != (c.start, c.end):
+                key = tuple(marker)
+                plan = plans.get(key)
+                if plan is None:
+                    plan = plans[key] = _marker_plan(key, issued, excerpts_by_n, dropped)
+                out += [Citation(target, c.start, c.end, doc_id, reason is None, reason, n=n, turn=turn)
+                        for target, n, doc_id, reason, turn in plan]
+                marker = []
             continue
         doc_id = _resolve(c.target, table)
         if doc_id is not None:
@@ -510,7 +571,8 @@ def sources_payload(record: TurnRecord) -> Payload:
             allow.setdefault(doc_id, _Retrieved(doc_id, c.meta.title, c.meta.url, c.meta.kind, c.meta.artifact_kind,
                                                 c.exposure, None))
     excerpts_by_n = excerpt_numbers(record)
-    citations = validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n, dropped)
+    citations, omitted = bound_citations(validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n,
+                                                  dropped))
 
     cited_order: list[str] = []
     for c in citations:
@@ -518,35 +580,13 @@ def sources_payload(record: TurnRecord) -> Payload:
             cited_order.append(c.doc_id)
     cited = set(cited_order)
 
-    documents = []
-    for r in allow.values():
-        is_cited = r.doc_id in cited
-        c = carried.get(r.doc_id)
-        own = retrieved.get(r.doc_id)
-        if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
-            exposure = r.exposure  # this turn's exposure is the strongest: docs/design.md §1 as it stands
-            is_consulted, reason = consulted_reason(exposure, is_cited)
-        else:
-            exposure = c.exposure  # the strongest exposure is carried: rules (b)-(d) of §11
-            k = _history_position(record, c.turn)
-            if exposure == "title":
-                is_consulted, reason = consulted_reason(exposure, is_cited)
-            elif is_cited:
-                is_consulted, reason = True, f"read in turn {k}, cited here"
-            else:
-                is_consulted, reason = False, f"read in turn {k}, not cited here"
-        excerpt_ns, carried_from, carried_position = r.excerpt_ns, None, None
-        if c is not None:
-            excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
-            if own is None:  # carried_from only when this turn did not expose it
-                carried_from, carried_position = record.history[c.turn].turn_id, _history_position(record, c.turn)
-        documents.append(Document(r.doc_id, r.title, r.url, is_cited, is_consulted, exposure, reason, r.kind,
-                                  r.artifact_kind, artifact_label(r.kind, r.artifact_kind), r.tool_call,
-                                  tuple(r.tool_calls), tuple(excerpt_ns), carried_from, carried_position))
+    documents = [_document(record, r, retrieved.get(r.doc_id), carried.get(r.doc_id), r.doc_id in cited)
+                 for r in allow.values()]
     by_id = {d.doc_id: d for d in documents}
     order = cited_order + [d.doc_id for d in documents if d.consulted and d.doc_id not in cited]
     sources = tuple(Source(d.doc_id, d.cited, d.title, d.url, d.consulted, d.exposure, d.reason, d.kind, d.artifact_kind,
-                           d.label, d.carried_from, d.carried_position) for d in (by_id[i] for i in order))
+                           d.label, d.carried_from, d.carried_position, d.exposure_from, d.exposure_position)
+                    for d in (by_id[i] for i in order))
 
     rejected, seen_targets = [], set()
     for c in citations:
@@ -571,7 +611,63 @@ def sources_payload(record: TurnRecord) -> Payload:
         config=dict(record.config),
         conversation_id=record.conversation_id,
         position=record.position,
+        citations_omitted=omitted or None,
     )
+
+
+#: Citation occurrences kept per answer (docs/security.md): past it, only the first occurrence of each cited
+#: document or rejected target is kept, so the three sets and the rejections stay exact and what is stored,
+#: printed and drawn stays bounded however many markers an answer repeats.
+MAX_CITATIONS = 1000
+
+
+def bound_citations(citations: list[Citation]) -> tuple[list[Citation], int]:
+    """`citations` up to `MAX_CITATIONS`, then only each document's or target's first; and how many were left out."""
+    if len(citations) <= MAX_CITATIONS:
+        return citations, 0
+    kept, seen = citations[:MAX_CITATIONS], set()
+    for c in kept:
+        seen.add(c.doc_id if c.valid else c.target)
+    for c in citations[MAX_CITATIONS:]:
+        key = c.doc_id if c.valid else c.target
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return kept, len(citations) - len(kept)
+
+
+def _consulted_in_turn(record: TurnRecord, own: _Retrieved | None, c: _Carried | None,
+                       cited: bool) -> tuple[str, bool, str]:
+    """(exposure, consulted?, why) of one document of turn t by docs/design.md §1 and §11 rule 3: `own` is what
+    turn t's tools exposed of it, `c` what earlier turns still carry."""
+    if c is None or (own is not None and EXPOSURE_RANK[own.exposure] >= EXPOSURE_RANK[c.exposure]):
+        return (own.exposure, *consulted_reason(own.exposure, cited))  # this turn's exposure is the strongest: §1
+    k = _history_position(record, c.turn)  # the strongest exposure is carried: rules (b)-(e) of §11
+    if c.exposure == "title":
+        return (c.exposure, *consulted_reason(c.exposure, cited))
+    if not cited:
+        return c.exposure, False, f"read in turn {k}, not cited here"
+    if own is not None and own.exposure == "title":
+        # (e) a listing's link: this turn's own tools gave only its title, so the citation links the list the
+        # model just received, not the text an earlier turn read ("What articles do you have?" stays source-less)
+        return c.exposure, False, f"listed only here, a listing link (its text was read in turn {k})"
+    return c.exposure, True, f"read in turn {k}, cited here"
+
+
+def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> Document:
+    """One document of the allow-list with its exposure, whether it is consulted and why, and where it came from."""
+    exposure, consulted, reason = _consulted_in_turn(record, own, c, cited)
+    excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
+    if c is not None:
+        excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
+        earlier = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        if own is None:  # carried_from only when this turn did not expose it
+            carried_from, carried_position = earlier
+        if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
+            exposure_from, exposure_position = earlier  # the exposure shown is the earlier turn's
+    return Document(r.doc_id, r.title, r.url, cited, consulted, exposure, reason, r.kind, r.artifact_kind,
+                    artifact_label(r.kind, r.artifact_kind), r.tool_call, tuple(r.tool_calls), tuple(excerpt_ns),
+                    carried_from, carried_position, exposure_from, exposure_position)
 
 
 def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None]:

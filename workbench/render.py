@@ -335,7 +335,7 @@ def answer_markdown(payload: Payload, targets: dict[str, str] | None = None) -> 
                     href = (targets or {}).get(f"[{c.n}]")
                     parts.append(f"[{badge}](<{href}>)" if href and not re.search(r"[\s<>]", href) else badge)
                 else:
-                    parts.append(_badge("orange", f"⚠ [{c.n}] rejected: {rejection_text(c)}"))
+                    parts.append(_badge("orange", f"⚠ {c.target} rejected: {rejection_text(c)}"))
             out.append(" ".join(parts))
         else:
             c = cs[0]
@@ -647,7 +647,8 @@ def document_lines(payload: Payload) -> list[str]:
     lines = []
     for d in payload.documents:
         marks = [m for m, on in (("cited", d.cited), ("consulted", d.consulted)) if on]
-        carried = f" · carried from turn {d.carried_position}" if d.carried_position else ""
+        carried = f" · carried from turn {d.carried_position}" if d.carried_position else \
+            f" · that exposure from turn {d.exposure_position}" if d.exposure_position else ""
         lines.append(f"  {d.title or d.doc_id} ({d.doc_id}) · {d.exposure}{carried} · "
                      f"{', '.join(marks) or 'not consulted'}" + (f": {d.reason}" if d.reason else ""))
     for r in payload.rejected_citations:

@@ -314,8 +314,8 @@ def sources_row(turn: Turn) -> None:
     badges = []
     for s in chips:
         tag = f" · {s.label}" if s.label and s.label != "Source text" else ""
-        if s.carried_position is not None:  # docs/design.md §11: it came in the context of an earlier turn
-            tag += f" · {carried_text(s)}"
+        if s.exposure_position is not None or s.carried_position is not None:  # docs/design.md §11: read earlier
+            tag += f" · {read_text(s)}"
         badges.append(verification.badge(s.doc_id, (s.title or s.doc_id) + tag, judged))
     # A bordered box with an icon: nothing an answer can draw (its headings are demoted, `:` directives and
     # icons escaped), so a "# Sources" or "**Sources**" in an answer cannot pass for it (docs/security.md).
@@ -326,6 +326,15 @@ def sources_row(turn: Turn) -> None:
 def carried_text(entry: Source | Document) -> str:
     """Where a carried document came from: "read in turn 1" (`render.read_in_turn`)."""
     return read_in_turn(entry.carried_position, entry.carried_from)
+
+
+def read_text(entry: Source | Document) -> str:
+    """The earlier turn whose reading makes a chip's document consulted: "read in turn 1". Its `exposure_from`
+    (set also when this turn saw the document more weakly, e.g. a snippet of a document turn 1 opened), else
+    its `carried_from` (a server from before `exposure_from`)."""
+    if entry.exposure_position is not None:
+        return read_in_turn(entry.exposure_position, entry.exposure_from)
+    return carried_text(entry)
 
 
 def carried_documents(turn: Turn) -> list[tuple[Document, Any]]:
