@@ -10,7 +10,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.render import display_text  # noqa: E402
+from workbench.render import display_text, escape_markdown  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui import conversation, identity  # noqa: E402
@@ -36,7 +36,10 @@ def chat() -> None:
     columns = st.columns([3, 2] if opened else [1], gap="medium")
     chat_area, panel = columns[0], (columns[1] if opened else None)
     example = example_question(cfg)  # from the loaded corpus's titles
-    question = st.chat_input(f"Ask the knowledge base, e.g. “{example}”" if example else "Ask the knowledge base",
+    # the example is made from a document's title: plain text in the placeholder (its aria-label too), literal
+    # markdown in the hint below
+    question = st.chat_input(f"Ask the knowledge base, e.g. “{display_text(example)}”" if example
+                             else "Ask the knowledge base",
                              key="question", max_chars=MAX_QUESTION_CHARS)  # one input, whichever corpus names its placeholder
     if question:
         with st.spinner("Answering…"):
@@ -47,7 +50,7 @@ def chat() -> None:
 
     with chat_area:
         if not turns:
-            st.info((f"Try “{example}” (an answer with sources) or " if example else "Try ")
+            st.info((f"Try “{escape_markdown(example)}” (an answer with sources) or " if example else "Try ")
                     + "“Which articles do you have?” (a listing: working links, no sources row).")
         for turn in turns:
             with st.chat_message("user"):

@@ -178,7 +178,7 @@ def test_the_placeholder_comes_from_the_loaded_corpus(app, tmp_path, monkeypatch
     app.sidebar.text_input(key="cfg_corpus_path").input(str(corpus)).run()
     assert not app.exception
     assert app.chat_input[0].proto.placeholder == "Ask the knowledge base, e.g. “How do I upload a sketch to the board?”"
-    assert "How do I upload a sketch to the board?" in app.info[0].value
+    assert "How do I upload a sketch to the board?" in unescape(app.info[0].value)  # literal markdown (a title)
 
 
 def test_verify_sources_is_offered_only_on_an_answer_that_consulted_something(app):

@@ -220,3 +220,35 @@ def test_model_names_from_a_server_show_bidi_controls_as_escapes(app):
     assert not app.exception, app.exception
     assert app.sidebar.selectbox(key="cfg_model_bidi-models-test").options == ["tiny", "invoice\\u202egpj.exe"]
     assert not _bidi_in_page(app), _bidi_in_page(app)
+
+
+# --- document titles where the chat suggests a question (issue 31, item 5) -----------------------
+
+#: An uploaded document whose title is a task ("Reset …", so the chat makes its example question of it) carrying
+#: a markdown link, an auto-link, a badge, maths and a bidi override.
+HOSTILE_TITLE = ("Reset [the widget](https://evil.example/pwn) :red-badge[admin] $E=mc^2$ "
+                 "www.evil.example invoice" + RLO + "gpj.exe")
+HOSTILE_MD = (f"---\nid: hostile-title\ntitle: \"{HOSTILE_TITLE}\"\nurl: https://help.example.test/hostile\n---\n"
+              "To reset the widget, hold its button for ten seconds.\n")
+
+
+def _live_markdown(md: str) -> list[str]:
+    """What in `md` a markdown renderer would turn into a link, an image, a directive (badge) or maths: any of
+    their opening characters not escaped by a backslash."""
+    return re.findall(r"(?<!\\)(?:\]\(|!\[|:[a-z]+-badge\[|\$|<)", md)
+
+
+def test_an_uploaded_title_is_text_in_the_chat_s_hint_and_placeholder(app):
+    app.sidebar.radio(key="cfg_corpus_source").set_value("Upload").run()
+    app.file_uploader(key="corpus_upload").set_value(("hostile.md", HOSTILE_MD.encode(), "text/markdown")).run()
+    assert not app.exception, app.exception
+    hint = next(m.value for m in app.info if m.value.startswith("Try "))
+    assert not _live_markdown(hint), (_live_markdown(hint), hint)
+    shown = unescape(hint)
+    assert "https://" not in shown and "www." not in shown, "no auto-link either (a word joiner breaks each)"
+    assert "[the widget](https" in shown.replace("\u2060", "") and "invoice\\u202egpj.exe" in shown, \
+        "the reader sees the title as it is, the override as a visible escape"
+    placeholder = app.chat_input[0].proto.placeholder  # the browser also makes it the box's aria-label
+    assert "How do I reset [the widget](https://evil.example/pwn)" in placeholder, placeholder
+    assert "invoice\\u202egpj.exe" in placeholder and not _bidi_in(placeholder), placeholder
+    assert not _bidi_in_page(app), _bidi_in_page(app)

@@ -13,6 +13,8 @@ import json
 import os
 import re
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -518,6 +520,47 @@ def test_three_turns_get_the_design_s_sets_in_every_turn(three_turns):
         [(f"{URL}{AZURE}", "not_in_context", first["turn_id"], 1)]
     assert {d["doc_id"]: d.get("carried_from") for d in third["documents"]} == \
         {OKTA_DOC: second["turn_id"], SAML: second["turn_id"]}
+
+
+def wait_until(condition, what: str, deadline_s: float = DEADLINE_S) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `deadline_s` (a guard, not a pace)."""
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+def _blocked_writing(pid: int) -> bool:
+    """Whether process `pid` is asleep in a write(2) (Linux: /proc/PID/syscall starts with its number, 1)."""
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().split()[0] == "1"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/syscall").exists(), reason="needs Linux's /proc/PID/syscall")
+def test_a_ctrl_c_that_comes_before_the_chat_waits_for_a_line_is_not_lost(chat_env):
+    """The chat shows its prompt, then waits for a line. A Ctrl-C between the two (a loaded machine preempts the
+    chat right after the prompt) was lost: `input()` only checks for a signal when its read fails, and a read
+    that starts after the signal never fails. Here the gap is made as long as the test needs: the terminal's
+    output is stopped (XOFF, Ctrl-S) so the prompt's write waits, and the Ctrl-C comes while it does."""
+    import pexpect
+
+    from workbench.commands.chat import PROMPT
+
+    _, env = chat_env
+    chat = Chat("--provider", "ollama", "--no-trace", env=env)
+    try:
+        chat.expect(PROMPT)
+        chat.child.send("\x13")  # XOFF: the terminal holds the chat's output
+        chat.child.sendline("")  # an empty line: the chat shows its prompt again at once
+        wait_until(lambda: _blocked_writing(chat.child.pid), "the chat writing its prompt to a stopped terminal")
+        chat.child.sendintr()  # the terminal passes Ctrl-C on as SIGINT, and restarts its output (IXON)
+        assert "(/quit or Ctrl-D to leave)" in chat.expect(PROMPT)
+        chat.child.sendeof()
+        chat.child.expect(pexpect.EOF)
+    finally:
+        chat.child.close(force=True)
 
 
 def test_ctrl_c_in_the_chat_drops_the_question_being_answered_and_never_leaves_by_accident(ollama, demo_session):

@@ -90,3 +90,93 @@ def test_the_usage_pages_run_picker_names_each_runs_name_corpus_and_dataset(db):
     for name in ("clean", "faulty"):
         (label,) = [o for o in options if o.startswith(f"{name} · ")]
         assert "corpus demo" in label and "dataset exp" in label and "4 turns" in label
+
+
+# --- hostile names, tags and text; ?turn= opens only experiment turns (issue 31, item 5) ---------
+
+RLO, ESC = "\u202e", "\x1b"
+#: Bidi overrides and isolates, and the terminal escapes a run name, tag, question or title can carry.
+HOSTILE_CHARS = ("\u202a", "\u202b", "\u202d", RLO, "\u2066", "\u2067", "\u2068", "\u200f", ESC, "\x07", "\x9b")
+WIDGET = ("widget-reset", "Reset the widget" + RLO + "gpj.exe" + ESC + "[31m", "To reset the widget, hold its "
+          "button for ten seconds; the widget restarts on its own.")
+EXPORT = ("data-export", "Export your data" + ESC + "]52;c;owned" + "\x07", "An export of your data takes about ten "
+          "minutes; you get an email when the export is ready.")
+HOSTILE_RUNS = ("clean" + RLO + "gpj.exe", "faulty" + ESC + "[2J\u2066x")
+HOSTILE_TAG = "bra" + RLO + "nch=ma" + ESC + "[31min"
+
+
+def _hostile(value) -> list[str]:
+    return [c for c in HOSTILE_CHARS if isinstance(value, str) and c in value]
+
+
+def _page_strings(at) -> list[str]:
+    """Every string the page sends: markdown, captions, warnings, multiselect options, table headers and cells,
+    the chart's spec."""
+    kinds = ("markdown", "caption", "warning", "info", "error", "subheader")
+    out = [m.value for kind in kinds for m in getattr(at, kind)]
+    out += [o for m in at.multiselect for o in m.options]
+    for frame in at.dataframe:
+        df = frame.value
+        out += [str(c) for c in df.columns] + [v for col in df.columns for v in df[col] if isinstance(v, str)]
+    out += [c.proto.spec for c in at.get("plotly_chart")]
+    return out
+
+
+@pytest.fixture
+def hostile_db(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "traces.duckdb"
+    monkeypatch.setenv("WORKBENCH_DB", str(path))
+    corpus = tmp_path / "kb.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "title": t, "url": f"https://help.example.test/{i}", "text": x})
+                              + "\n" for i, t, x in (WIDGET, EXPORT)), encoding="utf-8")
+    questions = tmp_path / "exp.jsonl"
+    questions.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"question": "How do I reset the widget" + RLO + "?", "expected": ["widget-reset"]},
+        {"question": "How long does a data export take" + ESC + "[31m?", "expected": ["widget-reset"]}]),
+        encoding="utf-8")
+    for name, fault in zip(HOSTILE_RUNS, ([], ["--fault", "corrupt_id"])):
+        assert main(["eval", str(questions), "--corpus", str(corpus), "--name", name, "--tag", HOSTILE_TAG,
+                     "--no-progress", *fault]) == 0
+    capsys.readouterr()
+    assert main(["ask", "--corpus", str(corpus), "--json", "How do I reset the widget?"]) == 0  # not an eval turn
+    chat_turn = json.loads(capsys.readouterr().out)["turn_id"]
+    return path, chat_turn
+
+
+def test_the_page_shows_hostile_run_names_tags_cells_and_headers_as_visible_escapes(hostile_db):
+    from workbench.trace.scoring import compare
+
+    path, _ = hostile_db
+    at = _page().run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="exp_runs").value == list(HOSTILE_RUNS)
+    board, diff = at.dataframe[0].value, at.dataframe[1].value
+    assert list(board["run"]) == ["clean\\u202egpj.exe", "faulty\\x1b[2J\\u2066x"]
+    assert set(board["tags"]) == {"bra\\u202ench=ma\\x1b[31min"}
+    assert "faulty\\x1b[2J\\u2066x: consulted" in diff.columns
+    assert "How do I reset the widget\\u202e?" in set(diff["question"])
+    found = {s[:80]: _hostile(s) for s in _page_strings(at) if _hostile(s)}
+    assert not found, found
+
+    changed = compare(path, list(HOSTILE_RUNS))["diff"][0]
+    at = _page()
+    at.query_params["turn"] = changed["turn_id"][HOSTILE_RUNS[1]]
+    at.run()
+    assert not at.exception, at.exception
+    assert "Reset the widget\\u202egpj.exe\\x1b[31m" in set(at.dataframe[0].value["title"])
+    found = {s[:80]: _hostile(s) for s in _page_strings(at) if _hostile(s)}
+    assert not found, found
+
+
+def test_a_turn_link_opens_only_a_turn_of_an_experiment_run(hostile_db):
+    _, chat_turn = hostile_db
+    for asked in (chat_turn, "no-such-turn" + RLO):
+        at = _page()
+        at.query_params["turn"] = asked
+        at.run()
+        assert not at.exception, at.exception
+        (warning,) = [unescape(w.value) for w in at.warning]
+        assert "of an experiment run" in warning and "opens only the turns of the runs it lists" in warning, warning
+        assert "Turn" not in [s.value for s in at.subheader], "nothing of the turn is shown"
+        assert "How do I reset the widget?" not in "\n".join(_page_strings(at))
+        assert len(at.dataframe) == 2, "the leaderboard and the changed questions are still there"

@@ -30,12 +30,15 @@ def compare_runs(db: str | Path, runs: Sequence[str]) -> dict[str, Any]:
 
 
 def leaderboard_table(result: dict[str, Any]) -> pd.DataFrame:
-    """One row per run: its configuration, corpus, dataset and each figure with its interval."""
+    """One row per run: its configuration, corpus, dataset, tags and each figure with its interval."""
+    from ..trace.experiments import tags_text
+
     rows = []
     for r in result["runs"]:
-        row = {"run": r["name"] if r["name"] != r["run_id"] else r["label"], "provider": r["provider"], "model": r["model"], "retriever": r["retriever"],
-               "mode": r["mode"], "k": r["k"], "corpus": r["corpus"], "dataset": r["dataset"],
-               "questions": r["questions"], "passed": r["passed"]}
+        row = {"run": r["name"] if r["name"] != r["run_id"] else r["label"], "provider": r["provider"],
+               "model": r["model"], "retriever": r["retriever"], "mode": r["mode"], "k": r["k"], "corpus": r["corpus"],
+               "dataset": r["dataset"], "tags": tags_text(r.get("tags")), "questions": r["questions"],
+               "passed": r["passed"]}
         for figure, label in LEADERBOARD_FIGURES.items():
             ci = r["ci"][figure]
             row[label] = None if r[figure] is None else round(r[figure], 3)

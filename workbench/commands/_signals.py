@@ -11,11 +11,14 @@ running in a worker thread, possibly inside a native call (llama.cpp generating)
 would stop that thread under the C++ code — measured with the `llamacpp` provider: the process aborted
 ("FATAL: exception not rethrown", exit -6) after writing everything. Everything worth keeping is written
 by then; `exit_now` flushes stdout and stderr and leaves at once with the signal's exit code.
+
+The chat reads its lines with `Prompt`, which sees a Ctrl-C that `input()` can miss (see there).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import threading
@@ -69,3 +72,72 @@ def stop_on_signals(stop) -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+class Prompt:
+    """`input(prompt)` for the chat, without its lost Ctrl-C: a Ctrl-C at any moment after the prompt is shown
+    raises `KeyboardInterrupt` at once.
+
+    `input()` writes the prompt and only then starts reading (CPython's `my_fgets`: `fgets`, and signals are
+    checked only when the read fails with EINTR). A SIGINT that arrives between the two — a user quick on
+    Ctrl-C, or any Ctrl-C on a loaded machine that preempts the chat right after the prompt — is recorded
+    by Python's C handler, does not interrupt a read that has not started yet, and so waits for the next
+    line: the chat sits at its prompt ignoring the Ctrl-C. Here every signal also writes a byte to a pipe
+    (`signal.set_wakeup_fd`), and the wait is a `select` on the input and that pipe, so a signal that came
+    before the wait began still ends it. Use as a context manager (it owns the pipe and the wakeup fd)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stdin
+        self._pending = b""
+        self._wakeup: tuple[int, int] | None = None
+        self._previous = -1
+
+    def __enter__(self) -> "Prompt":
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set it
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            self._previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            self._wakeup = (r, w)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._previous)
+            for fd in self._wakeup:
+                os.close(fd)
+            self._wakeup = None
+
+    def _drain(self) -> bool:
+        """Empty the wakeup pipe; whether a signal had written to it."""
+        got = False
+        while True:
+            try:
+                got = bool(os.read(self._wakeup[0], 512)) or got
+            except BlockingIOError:
+                return got
+
+    def __call__(self, prompt: str) -> str:
+        """The next line without its line break; `EOFError` at the end of the input, `KeyboardInterrupt` on Ctrl-C."""
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to wait on
+            fd = None
+        if self._wakeup is None or fd is None:
+            return input(prompt)
+        self._drain()  # signals already handled (a Ctrl-C while the last question was answered)
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd, self._wakeup[0]], [], [])  # EINTR: the handler raises at once
+            if self._wakeup[0] in ready and self._drain():
+                raise KeyboardInterrupt  # it came before the wait began (the handler may not have run yet)
+            if fd in ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    if not self._pending:
+                        raise EOFError
+                    break
+                self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode(getattr(self.stream, "encoding", None) or "utf-8", "surrogateescape")

@@ -17,6 +17,7 @@ from ..render import document_lines, sources_row, verification_lines
 from ..session import Conversations, Session
 from ..terminal import neutralize
 from ._answer import print_answer
+from ._signals import Prompt
 from ._options import (add_context_option, add_run_options, add_trace_options, add_verify_options, context_policy,
                        db_path, provider_options, warn_skipped)
 
@@ -62,12 +63,18 @@ def run(args: argparse.Namespace) -> int:
     conversation = args.conversation or new_conversation_id()
     if args.conversation is None:
         chat.start(conversation)
-    last = None  # the last answer asked in this conversation (what /sources and /verify look at)
     say("Ask a question; each one follows up on the ones before. Commands: " + ", ".join(COMMANDS) + ".")
     _started(chat, conversation)
+    with Prompt() as read_line:  # not input(): it can miss a Ctrl-C that comes right after the prompt
+        return _loop(args, session, chat, conversation, read_line, options)
+
+
+def _loop(args: argparse.Namespace, session: Session, chat: Conversations, conversation: str, read_line,
+          options: dict) -> int:
+    last = None  # the last answer asked in this conversation (what /sources and /verify look at)
     while True:
         try:
-            line = input(PROMPT)
+            line = read_line(PROMPT)
         except EOFError:
             print()
             return 0

@@ -54,7 +54,7 @@ def _fmt(value: Any, ci: list[float] | None = None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..trace.experiments import list_runs
+    from ..trace.experiments import list_runs, tags_text
 
     runs = list_runs(db_path(args))
     if args.json:
@@ -65,12 +65,12 @@ def run_list(args: argparse.Namespace) -> int:
                  "questions", "tags"],
                 [(r["name"], r["run_id"][:12], r["created_at"], r["provider"], r["model"], r["retriever"], r["mode"],
                   r["k"], r["corpus"], r["dataset"], r["questions"],
-                  ", ".join(f"{k}={v}" for k, v in r["tags"].items())) for r in runs])
+                  tags_text(r["tags"])) for r in runs])
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from ..trace.experiments import find_run
+    from ..trace.experiments import find_run, tags_text
     from ..trace.scoring import failed_assertions, question_rows, score
 
     run = find_run(db_path(args), args.run)
@@ -82,7 +82,7 @@ def run_show(args: argparse.Namespace) -> int:
     described = [("name", run["name"]), ("run_id", run["run_id"]), ("created_at", run["created_at"]),
                  ("corpus", f"{run['corpus']} ({str(run['corpus_hash'])[:12]})"),
                  ("dataset", f"{run['dataset']} ({run['dataset_hash'][:12]}, {run['questions']} questions)"),
-                 ("tags", ", ".join(f"{k}={v}" for k, v in run["tags"].items()))]
+                 ("tags", tags_text(run["tags"]))]
     described += [(f"config.{k}", json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v)
                   for k, v in sorted(run["config"].items())]
     described += [("questions / answered / passed", f"{scores['questions']} / {scores['answered']} / "

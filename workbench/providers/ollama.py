@@ -137,7 +137,9 @@ class _OllamaWording(Wording):
         return None
 
     def context_overflow(self, detail):
-        return f"{super().context_overflow(detail)}, or raise the model's num_ctx"
+        # Ollama's error names no size: say which context the conversation's budget assumed
+        return (f"{super().context_overflow(detail)}, or raise the model's num_ctx (num_ctx is "
+                f"{self.provider.context_window()} tokens, Ollama's default, unless the model's Modelfile sets it)")
 
     def client_error(self, exc, code, detail):
         if code == 400 and "does not support tools" in detail:

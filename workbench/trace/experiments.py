@@ -167,6 +167,11 @@ def find_run(db: str | Path | TraceReader, ref: str) -> dict[str, Any]:
     raise ExperimentError(f"no run named {ref!r} in {reader.path} (named runs: {known}; `workbench runs list`)")
 
 
+def tags_text(tags: Mapping[str, str] | None) -> str:
+    """A run's tags as one line, `key=value, key=value` (`runs list`, `runs show`, the app's leaderboard)."""
+    return ", ".join(f"{k}={v}" for k, v in (tags or {}).items())
+
+
 def run_label(run: Mapping[str, Any]) -> str:
     """A run as one line for pickers and charts: its name (or provider · retriever · mode), corpus and dataset."""
     what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
@@ -181,13 +186,18 @@ def run_label(run: Mapping[str, Any]) -> str:
 
 
 def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any] | None:
-    """One stored turn as the Experiments page links to it: the turn and its run, its documents with their
-    membership in the three sets (and verdicts, when verified), its citations. None when there is no such turn."""
+    """One turn of an experiment run as the Experiments page links to it: the turn and its run, its documents with
+    their membership in the three sets (and verdicts, when verified), its citations. None when no experiment run
+    (a run `list_runs` lists) has that turn: a chat's or another command's turn is not opened here, whoever
+    knows its id."""
     reader = as_reader(db)
+    if not has_experiments(reader):
+        return None
     columns, rows = reader.rows(
         "SELECT t.turn_id, t.run_id, e.name AS run_name, t.question, t.answer, t.status, t.error, t.started_at, "
         "t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
-        "FROM turns t JOIN runs r USING (run_id) LEFT JOIN experiments e USING (run_id) WHERE t.turn_id = ?",
+        "FROM turns t JOIN runs r USING (run_id) JOIN experiments e USING (run_id) "
+        "JOIN datasets d USING (dataset_id) WHERE t.turn_id = ?",
         [turn_id])
     if not rows:
         return None

@@ -2,8 +2,10 @@
 result changed, and each question's turn (its three sets and citations) from the trace store.
 
 A thin shell: the scores come from `workbench.trace.scoring` (through `analysis.experiments`), the turn
-from `trace.experiments.turn_provenance`. Untrusted text (questions, answers, titles) goes through
-`escape_markdown` or widgets that never parse markdown (`st.dataframe`, `st.text`).
+from `trace.experiments.turn_provenance`. Untrusted text (run names, tags, questions, answers, titles, ids)
+goes through `escape_markdown` into markdown and through `display_text` (`tables.shown` for a table's cells
+and headers) into widgets that never parse markdown, so its control characters and bidi overrides are shown
+as visible escapes. `?turn=` opens only a turn of an experiment run the page lists.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import streamlit as st
 from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
 from ..config import default_db_path
 from ..errors import WorkbenchError
-from ..render import escape_markdown
+from ..render import display_text, escape_markdown
+from .tables import shown
 
-TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn
+TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment run only)
+#: How much of a refused `?turn=` value the refusal quotes (the value comes from the address bar).
+SHOWN_TURN_CHARS = 80
 
 
 def show(db: str | None) -> None:
@@ -47,21 +52,21 @@ def board(path: Path) -> None:
     labels = {(r["name"] or r["run_id"]): run_label(r) for r in runs}
     named = [key for key, r in zip(labels, runs) if r["name"]]
     st.session_state.setdefault("exp_runs", (named or list(labels))[:2][::-1])
-    picked = st.multiselect("Runs", list(labels), format_func=labels.get, key="exp_runs")
+    picked = st.multiselect("Runs", list(labels), format_func=lambda run: display_text(labels[run]), key="exp_runs")
     if not picked:
         st.caption("Pick one or more runs.")
         return
     result = compare_runs(path, picked)
     st.subheader("Leaderboard")
     st.plotly_chart(leaderboard_figure(result), width="stretch", key="exp-chart")
-    st.dataframe(leaderboard_table(result), hide_index=True, width="stretch")
+    st.dataframe(shown(leaderboard_table(result)), hide_index=True, width="stretch")
     if len(picked) < 2:
         return
     st.subheader(f"Questions that changed ({len(result['diff'])})")
     if not result["diff"]:
         st.success("Every question passed or failed alike and consulted the same documents in these runs.")
         return
-    df = diff_table(result, link=f"?{TURN_PARAM}=")
+    df = shown(diff_table(result, link=f"?{TURN_PARAM}="))
     links = {c: st.column_config.LinkColumn(c, display_text="open turn") for c in df.columns if c.endswith(": turn")}
     st.dataframe(df, hide_index=True, width="stretch", column_config=links)
 
@@ -71,7 +76,9 @@ def show_turn(path: Path, turn_id: str) -> None:
 
     turn = turn_provenance(path, turn_id)
     if turn is None:
-        st.warning(escape_markdown(f"No turn {turn_id} in {path}."), icon="⚠️")
+        asked = turn_id if len(turn_id) <= SHOWN_TURN_CHARS else turn_id[:SHOWN_TURN_CHARS] + "…"
+        st.warning(escape_markdown(f"No turn {asked} of an experiment run in {path}: this page opens only the "
+                                   "turns of the runs it lists (`workbench runs list`)."), icon="⚠️")
         return
     st.subheader("Turn")
     st.markdown(escape_markdown(f"{turn['question']}"))
@@ -81,13 +88,13 @@ def show_turn(path: Path, turn_id: str) -> None:
     if turn["error"]:
         st.error(escape_markdown(turn["error"]), icon="🚫")
     with st.expander("Answer (as the model wrote it)"):
-        st.text(turn["answer"] or "")
+        st.text(display_text(turn["answer"] or ""))
     columns, rows = turn["documents"]
     docs = pd.DataFrame(rows, columns=columns)
     st.markdown("**Documents** — retrieved, cited, consulted (the sources row is the consulted ones)")
-    st.dataframe(docs.sort_values(["consulted", "cited"], ascending=False, kind="stable"), hide_index=True,
+    st.dataframe(shown(docs.sort_values(["consulted", "cited"], ascending=False, kind="stable")), hide_index=True,
                  width="stretch")
     columns, rows = turn["citations"]
     if rows:
         st.markdown("**Citations**")
-        st.dataframe(pd.DataFrame(rows, columns=columns), hide_index=True, width="stretch")
+        st.dataframe(shown(pd.DataFrame(rows, columns=columns)), hide_index=True, width="stretch")
