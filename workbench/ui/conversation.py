@@ -17,6 +17,7 @@ import streamlit as st
 from ..config import MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
+from ..types import TRUNCATED
 from .state import RunConfig, Turn, default_db, get_session, run
 from .tables import QUERY_CACHE_SECONDS, db_version
 
@@ -85,7 +86,7 @@ def turn_from_record(record: Any, cfg: RunConfig) -> Turn:
         turn.session = get_session(cfg.corpus, tcfg.retriever, cfg.db)
     except (WorkbenchError, OSError):  # a retriever no longer registered: the sidebar's, for the documents
         turn.session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-    if record.status != "ok":
+    if record.status not in ("ok", TRUNCATED):  # a truncated answer is shown, with its warning
         turn.error = record.error or record.status
     turn.answer = Answer(record, sources_payload(record))  # no `request`: not re-run (verified) from here
     return turn

@@ -22,6 +22,7 @@ from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
+from ..types import TRUNCATED
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
 CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
@@ -226,7 +227,7 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
         turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
                           position=position)
         payload = turn.answer.payload
-        if payload.status != "ok":
+        if payload.status not in ("ok", TRUNCATED):  # a truncated answer is shown, with its warning
             turn.error = payload.error or payload.status
     except (WorkbenchError, ValueError, OSError) as exc:
         turn.error = str(exc)
