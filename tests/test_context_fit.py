@@ -154,3 +154,28 @@ def test_a_server_that_still_refuses_maps_to_context_overflow(corpus):
         answer = corpus.ask("Which articles do you have?", provider="openai", **options(server, context_tokens=N_CTX))
     assert answer.record.status == "context_overflow", answer.record.error
     assert server.refused == 1
+
+
+def test_a_carried_page_is_the_same_page_again_after_the_trace_store(corpus, tmp_path):
+    """A follow-up carries turn 1's tool results: its cut listing goes back as the same page (m019 keeps the cut)."""
+    from workbench.session import Conversations, Session
+
+    def agent(messages):
+        if messages[-1]["role"] == "user":
+            if messages[-1]["content"] == "And the second page?":
+                return openai_reply("That needs another call.")
+            return openai_reply("", [("list_articles", {})])
+        first = json.loads(messages[-1]["content"])["articles"][0]
+        return openai_reply(f"For example [{first['title']}]({first['url']}).")
+
+    session = Session(corpus.corpus, trace_db=tmp_path / "traces.duckdb")
+    with ContextServer(8192, agent) as server:
+        first = Conversations(session).ask("Which articles do you have?", "c-1", provider="openai",
+                                           **options(server))
+        assert first.record.status == "ok" and first.record.tool_calls[0].cut is not None
+        again = Conversations(session).ask("And the second page?", "c-1", provider="openai", **options(server))
+    assert again.record.status == "ok", again.record.error
+    assert again.record.history[0].tool_calls[0].cut == first.record.tool_calls[0].cut
+    sent = [m["content"] for m in server.requests[-1][1]["messages"] if m["role"] == "tool"]
+    received = [m["content"] for m in server.requests[1][1]["messages"] if m["role"] == "tool"]
+    assert sent[0] == received[0], "the carried listing is the page the model had"

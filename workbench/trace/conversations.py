@@ -17,7 +17,7 @@ from typing import Any
 
 from ..conversation import history_turn
 from ..corpus import Corpus
-from ..types import Excerpt, ResultItem, ToolCall, TurnRecord
+from ..types import Cut, Excerpt, ResultItem, ToolCall, TurnRecord
 from .reader import TraceReader, as_reader
 
 
@@ -78,8 +78,9 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
     if not turns:
         return []
     ids = [t[0] for t in turns]
-    _, calls = reader.rows("""
-        SELECT turn_id, seq, name, exposure, args_json, error, call_id, latency_ms
+    cuts = "cut_json" if "m019_tool_call_cuts" in reader.schema.applied else "NULL"  # older: no cut recorded
+    _, calls = reader.rows(f"""
+        SELECT turn_id, seq, name, exposure, args_json, error, call_id, latency_ms, {cuts}
         FROM tool_calls WHERE turn_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY turn_id, seq""", [ids])
     _, items = reader.rows("""
         SELECT i.turn_id, i.tool_call_seq, i.rank, i.doc_id, i.chunk_index, i.score, i.excerpt_n, i.page, p.text
@@ -100,10 +101,11 @@ def load_conversation(db: str | Path | TraceReader, conversation_id: str, corpus
                 doc_id=doc_id, title=title, url=url, kind=kind, artifact_kind=artifact, rank=rank, score=score,
                 chunk_index=chunk, page=page, snippet=text))
     tool_calls: dict[str, list[ToolCall]] = {}
-    for tid, seq, name, exposure, args, error, call_id, latency in calls:
+    for tid, seq, name, exposure, args, error, call_id, latency, cut in calls:
         tool_calls.setdefault(tid, []).append(ToolCall(
             name=name, exposure=exposure, args=json.loads(args) if args else {},
-            results=tuple(results.get((tid, seq), ())), error=error, latency_ms=latency, call_id=call_id))
+            results=tuple(results.get((tid, seq), ())), error=error, latency_ms=latency, call_id=call_id,
+            cut=Cut(**json.loads(cut)) if cut else None))
     records = [TurnRecord(question=q, answer=a, mode=mode or "agent", tool_calls=tuple(tool_calls.get(tid, ())),
                           excerpts=tuple(excerpts.get(tid, ())), turn_id=tid, status=status,
                           conversation_id=conversation_id, position=pos,

@@ -18,6 +18,7 @@ from .schema_m011 import M011_EXPERIMENTS
 from .schema_m012 import M012_CONVERSATIONS
 from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
+from .schema_m019 import M019_TOOL_CALL_CUTS
 
 
 @dataclass(frozen=True)
@@ -496,4 +497,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m012_conversations", M012_CONVERSATIONS),
     Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
+    Migration("m019_tool_call_cuts", M019_TOOL_CALL_CUTS),
 )
