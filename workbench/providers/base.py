@@ -113,6 +113,8 @@ class Provider(ABC):
     max_concurrent_turns: ClassVar[int | None] = None
     default_model: ClassVar[str | None] = None
     context_tokens: ClassVar[int | None] = None
+    #: What people should know before asking its default model in agent mode (shown by the app), or None.
+    agent_mode_note: ClassVar[str | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model

@@ -362,6 +362,12 @@ class LlamaCppProvider(ChatCompletions, Provider):
     }}
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV}; default {DEFAULT_MAX_TOKENS})"
     context_hint = f"raise n_ctx (the `n_ctx` option or ${N_CTX_ENV})"
+    agent_mode_note = ("The default model (SmolLM2-135M) cannot pick tools sensibly: in agent mode it lists articles "
+                       "or searches again and again, rarely opens the right article, and its answers often loop until "
+                       "the token limit (status truncated). The machinery stays exact (every result fits its "
+                       "context, every citation is checked), but expect few useful answers: use excerpt mode, or "
+                       "give a bigger GGUF as the model (benchmarks/README.md, \"Agent mode over the Arduino help "
+                       "center\").")
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,

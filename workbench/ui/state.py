@@ -333,6 +333,9 @@ def sidebar() -> RunConfig:
     mode = sb.radio("Mode", modes, horizontal=True, key="cfg_mode",
                     help="agent: tool calling with markdown links · excerpts: numbered excerpts cited as [n]")
     protocol = protocol_picker(sb, provider, f"cfg_protocol_{provider}") if mode == "agent" else None
+    note = declared(provider, "agent_mode_note")
+    if mode == "agent" and note and not model:
+        sb.warning(escape_markdown(note), icon="⚠️")
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)
