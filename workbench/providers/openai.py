@@ -108,12 +108,10 @@ class OpenAIProvider(ChatCompletions, Provider):
     def _ask_context(self) -> ContextInfo | None:
         """The context the server reports: llama.cpp `GET /props` (`n_ctx`), else vLLM's `GET /v1/models`
         (`max_model_len` of the model); None when it reports none (or cannot be reached: the turn says so later)."""
-        import httpx  # installed with, and already imported by, the openai client
-
         try:
             client = self.client()
             root = self.base_url.removesuffix("/v1")  # type: ignore[union-attr]
-            body = client.get(f"{root}/props", cast_to=httpx.Response).json()
+            body = client.get(f"{root}/props", cast_to=object)  # the official client's raw GET: parsed JSON
             settings = body.get("default_generation_settings") or {}
             n_ctx = settings.get("n_ctx") or body.get("n_ctx")
             if isinstance(n_ctx, int) and n_ctx > 0:
