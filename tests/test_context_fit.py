@@ -179,3 +179,21 @@ def test_a_carried_page_is_the_same_page_again_after_the_trace_store(corpus, tmp
     sent = [m["content"] for m in server.requests[-1][1]["messages"] if m["role"] == "tool"]
     received = [m["content"] for m in server.requests[1][1]["messages"] if m["role"] == "tool"]
     assert sent[0] == received[0], "the carried listing is the page the model had"
+
+
+def test_turns_of_one_configuration_stay_one_run_whatever_their_page_size(corpus, tmp_path):
+    """The page size differs by question (it is a share of what is left); it is in each cut, not in the run key."""
+    import duckdb
+
+    from workbench.session import Session
+
+    session = Session(corpus.corpus, trace_db=tmp_path / "traces.duckdb")
+    with ContextServer(N_CTX, lister) as server:
+        for question in ("Which articles?", "Which articles do you have about widgets, and how do I calibrate? " * 20):
+            answer = session.ask(question, provider="openai", **options(server))
+            assert answer.record.status == "ok", answer.record.error
+    sizes = {json.loads(c)["size"] for (c,) in duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True)
+             .execute("SELECT cut_json FROM tool_calls WHERE name = 'list_articles'").fetchall()}
+    runs = duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True).execute(
+        "SELECT count(DISTINCT run_id) FROM turns").fetchone()
+    assert len(sizes) == 2 and runs == (1,)

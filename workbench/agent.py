@@ -204,8 +204,8 @@ class _Budget:
             return None
         left = self.window - self.prompt_tokens(messages) - self.output - MESSAGE_TOKENS
         if self.page_tokens is None:
+            # not in the configuration (it keys the run, and the page size differs by question): in each `Cut`
             self.page_tokens = max(MIN_PAGE_TOKENS, int(left * PAGE_SHARE))
-            self.cfg["page_tokens"] = self.page_tokens
         return Room(left, self.page_tokens)
 
     def check(self, messages: list[dict[str, Any]]) -> None:
