@@ -57,3 +57,17 @@ def test_the_cli_warns_and_prints_the_cut_answer(tmp_path):
     assert "warning: the answer is incomplete (truncated)" in r.stderr and "max_tokens" in r.stderr, r.stderr
     assert r.stdout.startswith("You") and "turn failed" not in r.stderr
     assert srv.posts()[0].body["max_tokens"] == 1
+
+
+def test_a_truncated_experiment_turn_fails_its_status_assertion(tmp_path):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "How do I configure SSO?", "expected": ["sso-saml-setup"]}\n', encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    with ScriptedServer([OPENAI.reply("", [("fetch_document", {"doc_id": DOC})]),
+                         OPENAI.reply(f"Paste the metadata ([SAML SSO]({URL})) and", finish="length")]) as srv:
+        r = cli("eval", str(questions), "--db", str(db), "--name", "cut", "--no-progress", "--provider", "openai",
+                "--model", OPENAI.model, env=OPENAI.env(srv.url))
+    assert r.returncode in (0, 1), r.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT status, expected_consulted, status_ok, passed FROM expectation_results").fetchone()
+    assert row == ("truncated", True, False, False), "consulted as expected, yet the turn fails: it was cut off"
