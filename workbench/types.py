@@ -94,6 +94,8 @@ class ResultItem:
 #: The status of a turn whose answer was cut off at the model's output token limit (docs/providers.md, "Faults"):
 #: the answer is kept and its sets computed, but it is no doc gap and fails an experiment's status assertion.
 TRUNCATED = "truncated"
+#: The statuses of a turn with an answer to judge, verify and compare (a truncated one is an answer, though cut).
+ANSWERED: tuple[str, ...] = ("ok", TRUNCATED)
 
 
 @dataclass(frozen=True)
