@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from http_server import LoopbackServer, send
-from loopback import Reply, ollama_error, ollama_model, ollama_reply
+from loopback import Reply, ollama_error, ollama_model, ollama_reply, ollama_show
 
 
 def agent_reply(messages: list[dict[str, Any]]) -> Reply:
@@ -82,6 +82,9 @@ class AgentServer(LoopbackServer):
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if self.path == "/api/show":  # the model's context: no model step, not counted
+                    self._send(Reply(body=ollama_show()))
+                    return
                 with server._lock:
                     server.posts += 1
                     n = server.posts

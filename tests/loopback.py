@@ -55,6 +55,10 @@ class ScriptedServer(LoopbackServer):
     repeat_last: bool = False
     models: list[str] = field(default_factory=lambda: ["llama3.1:latest", "qwen2.5:7b"])
     requests: list[Request] = field(default_factory=list)
+    #: What `GET /props` answers (llama.cpp's server reports its context there); None: 404, as other servers.
+    props: dict[str, Any] | None = None
+    #: What Ollama's `POST /api/show` answers (the model's Modelfile parameters and model info).
+    show: dict[str, Any] = field(default_factory=lambda: ollama_show())
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -89,6 +93,10 @@ class ScriptedServer(LoopbackServer):
                 self._record()
                 if self.path.startswith("/api/tags"):
                     self._answer(Reply(body={"models": [ollama_model(m) for m in server.models]}))
+                elif self.path == "/props":
+                    self._answer(Reply(body=server.props) if server.props is not None
+                                 else Reply(404, {"error": {"code": 404, "message": "File Not Found",
+                                                            "type": "not_found_error"}}))
                 elif self.path.rstrip("/").endswith("/v1/models"):
                     self._answer(Reply(body={"object": "list", "data": [
                         {"id": m, "object": "model", "created": 0, "owned_by": "loopback"} for m in server.models]}))
@@ -97,7 +105,10 @@ class ScriptedServer(LoopbackServer):
 
             def do_POST(self):
                 self._record()
-                self._answer(server._next())
+                if self.path == "/api/show":  # Ollama's model details: not scripted, like /api/tags
+                    self._answer(Reply(body=server.show))
+                else:
+                    self._answer(server._next())
 
         self._serve(Handler)
 
@@ -110,7 +121,8 @@ class ScriptedServer(LoopbackServer):
             return self.replies.pop(0)
 
     def posts(self) -> list[Request]:
-        return [r for r in self.requests if r.method == "POST"]
+        """The scripted POSTs (Ollama's `/api/show`, which asks the model's context, is not one)."""
+        return [r for r in self.requests if r.method == "POST" and r.path != "/api/show"]
 
 
 @dataclass
@@ -155,6 +167,14 @@ def ollama_model(name: str) -> dict[str, Any]:
     return {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 4_700_000_000,
             "digest": "a" * 64, "details": {"format": "gguf", "family": "llama", "parameter_size": "8.0B",
                                             "quantization_level": "Q4_K_M"}}
+
+
+def ollama_show(parameters: str = "stop \"<|eot_id|>\"", context_length: int = 131072) -> dict[str, Any]:
+    """Ollama's `/api/show` body: `parameters` is the Modelfile's PARAMETER lines (`num_ctx 8192` sets the context)."""
+    return {"modelfile": "FROM llama3.1", "parameters": parameters, "template": "{{ .Prompt }}",
+            "details": {"format": "gguf", "family": "llama", "parameter_size": "8.0B", "quantization_level": "Q4_K_M"},
+            "model_info": {"general.architecture": "llama", "llama.context_length": context_length},
+            "capabilities": ["completion", "tools"], "modified_at": "2026-01-01T00:00:00Z"}
 
 
 def ollama_reply(text: str = "", calls: list[tuple[str, Any]] = (), *, model: str = "llama3.1:latest",

@@ -188,3 +188,15 @@ def test_verify_sources_is_offered_only_on_an_answer_that_consulted_something(ap
     assert "Verify sources" not in [b.label for b in at.button], "an answer that found nothing"
     at = ask(new_conversation(at), "How do I configure SSO?")
     assert [b.label for b in at.button].count("Verify sources") == 1
+
+
+def test_the_default_local_model_says_plainly_it_cannot_pick_tools_in_agent_mode(app):
+    """Issue 30: SmolLM2-135M in agent mode lists and searches in circles; the app says so before the turn."""
+    at = app.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
+    warnings = [unescape(w.value) for w in at.sidebar.warning]
+    assert any("cannot pick tools sensibly" in w and "excerpt mode" in w for w in warnings), warnings
+    at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
+    assert not any("cannot pick tools" in unescape(w.value) for w in at.sidebar.warning)
+    at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
+    at = at.sidebar.radio(key="cfg_mode").set_value("agent").run()
+    assert not any("cannot pick tools" in unescape(w.value) for w in at.sidebar.warning)

@@ -1,7 +1,7 @@
 """Pathological text costs neither time without bound nor the answer (issue 17, item 6).
 
 The lexical judge tiles in linear time (and exactly as the naive definition), answer extraction
-quotes at most MAX_QUOTE_CHARS (the cut recorded as finish_reason "length"), and the regexes that
+quotes at most MAX_QUOTE_CHARS (the cut recorded as finish_reason "quote_cut"), and the regexes that
 read documents and model output are linear on hostile input. Runs that could hang go to a child
 process with a watchdog (tests/bounded.py): a guard against "never finishes", not a speed
 assertion — the figures are in benchmarks/hostile.py.
@@ -100,7 +100,7 @@ def test_ask_on_a_long_one_line_document_finishes_and_quotes_a_bounded_passage(t
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(out["answer"]) < out["cap"] + 200, "the quote is capped, not the whole document"
     assert " …" in out["answer"], "the quoted passage ends where it was cut, with ' …'"
-    assert out["finish"] == "length", "the cut is recorded on the model call"
+    assert out["finish"] == "quote_cut", "the cut is recorded on the model call (not `length`: no token limit cut it)"
     assert out["claims"] >= 1
 
 

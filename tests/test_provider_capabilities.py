@@ -110,7 +110,7 @@ def test_the_notebooks_offer_only_configured_providers():
     ("offline", {"faults": ["nope"]}, "'nope' is not one of: corrupt_id"),
     ("offline", {"faults": ["corrupt_id", "corrupt_id"]}, "lists an item twice"),
     ("offline", {"faults": "corrupt_id"}, "is not an array"),
-    ("ollama", {"faults": ["corrupt_id"]}, "provider 'ollama' has no option 'faults' (its options: backoff, budget, host"),
+    ("ollama", {"faults": ["corrupt_id"]}, "provider 'ollama' has no option 'faults' (its options: backoff, budget, context_tokens, host"),
     ("ollama", {"timeout": 0}, "0 is outside the allowed range (more than 0, at most 600)"),
     ("ollama", {"retries": 1.5}, "is not an integer"),
     ("gemini", {"retries": True}, "is not an integer"),

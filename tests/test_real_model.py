@@ -257,7 +257,8 @@ def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_p
                            "-k", "1", "-o", "max_tokens=24", "--corpus", str(corpus), QUESTION],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""  # not one line of llama.cpp's log
+    # not one line of llama.cpp's log (24 tokens may cut the answer: then only the workbench's own warning)
+    assert all(line.startswith("warning: the answer is incomplete (truncated)") for line in proc.stderr.splitlines())
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("provider: local model (llama.cpp) · model: SmolLM2-135M-Instruct")
     assert "(default model)" in last
@@ -287,7 +288,8 @@ def test_sigterm_during_a_local_model_eval_keeps_the_finished_turn_and_exits_143
         proc.kill()
     assert "interrupted by SIGTERM: kept 1 finished turn of 2" in err and "Traceback" not in err, err
     with duckdb.connect(str(db), read_only=True) as con:
-        assert con.execute("SELECT question, status FROM turns").fetchall() == [(QUESTION, "ok")]
+        # a short output budget may cut the answer: `truncated` is a finished turn too
+        assert con.execute("SELECT question, status IN ('ok', 'truncated') FROM turns").fetchall() == [(QUESTION, True)]
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
 
 
@@ -371,8 +373,10 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
     from workbench.trace import TraceReader
 
+    # 48 tokens cut most answers: such a re-run is `truncated`, still an answer compared with the original
     rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "
-                                                 "status = 'ok' ORDER BY seq", [answer.payload.turn_id])[1]
+                                                 "status IN ('ok', 'truncated') ORDER BY seq",
+                                                 [answer.payload.turn_id])[1]
     assert rows == [("control", True), ("candidate", True)]
 
 

@@ -73,7 +73,7 @@ def test_schema_is_one_action_per_tool_with_its_own_arguments_plus_the_answer(de
     v = variants(schema)
     assert set(v) == {s["name"] for s in specs} | {"answer"}
     assert v["search"]["required"] == ["action", "query"] and v["search"]["additionalProperties"] is False
-    assert set(v["search"]["properties"]) == {"action", "query", "k"}
+    assert set(v["search"]["properties"]) == {"action", "query", "k", "page"}
     assert v["search"]["properties"]["query"]["maxLength"] == 200  # a looping argument cannot eat the budget
     assert "maxLength" not in v["answer"]["properties"]["answer"]
     assert v["answer"]["required"] == ["action", "answer"]
@@ -91,7 +91,7 @@ def test_a_forced_step_runs_as_the_same_tool_call_and_the_answer_ends_the_turn(d
     assert "answer" not in variants(provider.schemas[0]) and "answer" in variants(provider.schemas[1])
     # what the model saw: the instructions, its own step as JSON, the tool's result as a user message
     last = provider.seen[-1]
-    assert "exactly one JSON object" in last[0]["content"] and "fetch_document(doc_id: string)" in last[0]["content"]
+    assert "exactly one JSON object" in last[0]["content"] and "fetch_document(doc_id: string, part?: integer)" in last[0]["content"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert json.loads(last[2]["content"]) == SEARCH
     assert last[3]["content"].startswith("Result of search:\n") and DOC in last[3]["content"]

@@ -129,7 +129,7 @@ def test_llamacpp_failures_never_show_its_loopback_servers_key(answer, tmp_path)
             return {"choices": [], "echo": key}
 
     provider = LlamaCppProvider(model=str(tmp_path / "m.gguf"))
-    provider.loaded = lambda: LoadedModel(FailingServer(), str(tmp_path / "m.gguf"), 512, 1, 0.0,
+    provider.loaded = lambda: LoadedModel(FailingServer(), str(tmp_path / "m.gguf"), 8192, 1, 0.0,  # room for the turn
                                           "http://127.0.0.1:9", key)
     record = run_turn("How do I configure SSO?", provider, Session.open(trace=False).toolbox, mode="excerpts", k=2)
     assert record.status == "provider_error" and record.error

@@ -24,11 +24,23 @@ from .providers import steps
 from .providers.base import Provider
 from .providers.http import turn_clock
 from .redact import scrub_secrets
-from .tools import Toolbox
-from .conversation import fit_history, messages_tokens, token_budget
-from .types import MODES, ContextPolicy, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
+from .text import estimate_tokens
+from .tools import Room, Toolbox
+from .conversation import MESSAGE_TOKENS, fit_history, messages_tokens, token_budget
+from .types import MODES, TRUNCATED, ContextPolicy, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8
+#: Tokens kept for the model's answer when its provider states no output limit (`max_tokens`), and the largest share
+#: of the context kept for it whatever the limit (a limit near the whole context would leave no room for a result).
+DEFAULT_OUTPUT_TOKENS, MAX_OUTPUT_SHARE = 512, 0.25
+#: The share of the room left when a turn starts that one page of a listing, or one part of a document, may fill:
+#: a listing page and a document part fit together, with the answer after them.
+PAGE_SHARE = 0.4
+#: The smallest page (tokens), however little room is left.
+MIN_PAGE_TOKENS = 200
+#: The share of the context a request's estimate keeps free besides: the chat template's own tokens (role markers,
+#: tool declarations as the model's template writes them).
+MARGIN_SHARE = 1 / 16
 
 
 @dataclass(frozen=True)
@@ -85,14 +97,16 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     try:
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
             render = _Rendered(toolbox)  # each earlier turn's messages, built once (its tool calls run again)
+            budget = _Budget(provider, toolbox.specs() if mode == "agent" else [], cfg)
             if context is not None:
-                history = _fit(question, history, context, provider, render, cfg)
+                history = _fit(question, history, context, budget.window, render, cfg)
             carried = [m for h in history for m in render.messages(h)]
             if mode == "agent":
                 driver = steps.JsonSteps(provider, max_steps) if protocol == steps.JSON_STEPS else provider
-                _agent_loop(question, driver, toolbox, max_steps, state, carried)
+                _agent_loop(question, driver, toolbox, max_steps, state, carried, budget)
             else:
-                _excerpt_turn(question, provider, toolbox, k, state, history, carried)
+                _excerpt_turn(question, provider, toolbox, k, state, history, carried, budget)
+            _check_cut_off(provider, state)
     except ProviderError as exc:
         state.status, state.error = exc.status, str(exc)
         if isinstance(exc, _Overflow):
@@ -158,12 +172,70 @@ class _Rendered:
         return self._get(h)[1]
 
 
-def _fit(question: str, history: tuple[HistoryTurn, ...], policy: ContextPolicy, provider: Provider,
+class _Budget:
+    """The model's context as one turn spends it (docs/design.md, "Results that fit").
+
+    Known from `Provider.context_info` (recorded in `cfg["context_window"]` with where the figure came from), it
+    gives each tool result its `Room` (`room`: the context minus the messages so far, the tool declarations, a
+    margin and the answer's tokens) and refuses to send a request that cannot fit (`check`). An unknown context
+    (the offline agent) refuses nothing and leaves results whole."""
+
+    def __init__(self, provider: Provider, specs: list[dict[str, Any]], cfg: dict[str, Any]):
+        info = provider.context_info()
+        self.window = info.tokens
+        self.provider = provider
+        self.tools = estimate_tokens(json.dumps(specs, ensure_ascii=False)) if specs else 0
+        limit = getattr(provider, "max_tokens", None)
+        self.output = self.margin = 0
+        self.page_tokens: int | None = None
+        self.cfg = cfg["context_window"] = {"tokens": info.tokens, "source": info.source}
+        if self.window:
+            self.output = min(int(limit) if limit else DEFAULT_OUTPUT_TOKENS, int(self.window * MAX_OUTPUT_SHARE))
+            self.margin = int(self.window * MARGIN_SHARE)
+            self.cfg["output_tokens"] = self.output
+
+    def prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """The request's tokens as the budget counts them: messages, tool declarations and the margin."""
+        return messages_tokens(messages) + self.tools + self.margin
+
+    def room(self, messages: list[dict[str, Any]]) -> Room | None:
+        """The room of the next tool result after `messages`; the turn's page size is set by its first result."""
+        if not self.window:
+            return None
+        left = self.window - self.prompt_tokens(messages) - self.output - MESSAGE_TOKENS
+        if self.page_tokens is None:
+            # not in the configuration (it keys the run, and the page size differs by question): in each `Cut`
+            self.page_tokens = max(MIN_PAGE_TOKENS, int(left * PAGE_SHARE))
+        return Room(left, self.page_tokens)
+
+    def check(self, messages: list[dict[str, Any]]) -> None:
+        """Raise the `context_overflow` that ends the turn when the request for `messages` cannot fit: it is not sent."""
+        if not self.window:
+            return
+        need = self.prompt_tokens(messages)
+        if need > self.window:
+            hint = getattr(self.provider, "context_hint", "use a model with a longer context")
+            raise ProviderError(f"the request (about {need:,} tokens) does not fit the model's context of "
+                                f"{self.window:,} tokens ({self.cfg['source']}), so it was not sent; lower k, start a "
+                                f"new conversation, or {hint}", status="context_overflow")
+
+
+def _check_cut_off(provider: Provider, state: "_Turn") -> None:
+    """An answer cut off at the output token limit ends `truncated` (docs/providers.md, "Faults"); it is kept."""
+    last = state.model_calls[-1] if state.model_calls else None
+    if state.status != "ok" or last is None or last.finish_reason not in steps.TOKEN_LIMIT_REASONS:
+        return
+    hint = getattr(provider, "token_limit_hint", "raise the provider's output token limit")
+    state.status = TRUNCATED
+    state.error = (f"the answer was cut off at the model's output token limit "
+                   f"({last.tokens_out if last.tokens_out is not None else '?'} tokens): {hint}")
+
+
+def _fit(question: str, history: tuple[HistoryTurn, ...], policy: ContextPolicy, window: int | None,
          render: _Rendered, cfg: dict[str, Any]) -> tuple[HistoryTurn, ...]:
     """`history` fitted to the policy's token budget (`conversation.fit_history`), the policy, budget and context
     recorded in `cfg["context"]`; raises the `context_overflow` that ends the turn, after `run_turn` has the
     fitted history to record (it is returned through the exception's `history`)."""
-    window = provider.context_window()
     budget = token_budget(policy, window)
     cfg["context"] = {**policy.to_dict(), "budget_tokens": budget, "context_tokens": window}
     fit = fit_history(history, question, budget, window, render.tokens)
@@ -205,7 +277,8 @@ def turn_messages(h: HistoryTurn, toolbox: Toolbox) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": "",
                         "tool_calls": [{"id": i, "name": c.name, "args": dict(c.args)} for i, c in made]})
             for i, c in made:
-                content = {"error": c.error} if c.error else toolbox.call(c.name, dict(c.args), i).content
+                content = ({"error": c.error} if c.error else
+                           toolbox.call(c.name, dict(c.args), i, Room.again(c.cut)).content)
                 out.append({"role": "tool", "tool_call_id": i, "name": c.name,
                             "content": json.dumps(content, ensure_ascii=False)})
     out.append({"role": "assistant", "content": h.answer})
@@ -220,7 +293,7 @@ def _steps(h: HistoryTurn) -> list[int]:
 
 
 def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn,
-                carried: list[dict[str, Any]]) -> None:
+                carried: list[dict[str, Any]], budget: _Budget) -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": PROMPTS[AGENT_PROMPT_VERSION]},
         *carried,
@@ -228,6 +301,7 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
     ]
     specs = toolbox.specs()
     for _ in range(max_steps):
+        budget.check(messages)
         state.emit("model_call")
         step = provider.complete(messages, specs)
         # how many tool calls this step asked for: what places each call among the tool calls (trace spans)
@@ -239,10 +313,11 @@ def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: 
                          "tool_calls": [{"id": r.id, "name": r.name, "args": r.args or {}} for r in step.tool_calls]})
         for req in step.tool_calls:
             state.emit("tool_call", req.name)
+            room = budget.room(messages)
             if req.args is None:
-                output = toolbox.call(req.name, req.raw_args if req.raw_args is not None else "", req.id)
+                output = toolbox.call(req.name, req.raw_args if req.raw_args is not None else "", req.id, room)
             else:
-                output = toolbox.call(req.name, req.args, req.id)
+                output = toolbox.call(req.name, req.args, req.id, room)
             state.tool_calls.append(output.call)
             messages.append({"role": "tool", "tool_call_id": req.id, "name": req.name,
                              "content": json.dumps(output.content, ensure_ascii=False)})
@@ -270,7 +345,7 @@ def excerpt_message(question: str, excerpts: list[Excerpt]) -> str:
 
 
 def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn,
-                  history: tuple[HistoryTurn, ...], carried: list[dict[str, Any]]) -> None:
+                  history: tuple[HistoryTurn, ...], carried: list[dict[str, Any]], budget: _Budget) -> None:
     # excerpt numbers are unique within a conversation: this turn continues after the last one issued
     first = 1 + max((e.n for h in history for e in h.excerpts), default=0)
     state.excerpts = build_excerpts(toolbox, question, k, first)
@@ -279,6 +354,7 @@ def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, s
         *carried,
         {"role": "user", "content": excerpt_message(question, state.excerpts)},
     ]
+    budget.check(messages)
     state.emit("model_call")
     step = provider.complete(messages, [])
     state.add_call(step.call)

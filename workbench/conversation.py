@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence, TypeVar
 
+from .text import CHARS_PER_TOKEN, estimate_tokens
 from .types import ContextPolicy, HistoryTurn, TurnRecord
 
 R = TypeVar("R")
@@ -51,6 +52,11 @@ def reask_when_moved(mode: str) -> bool:
     return mode == "excerpts"
 
 
+__all__ = ["CHARS_PER_TOKEN", "estimate_tokens", "messages_tokens", "token_budget", "fit_history", "history_for",
+           "history_turn", "Fit", "MESSAGE_TOKENS", "HISTORY_SHARE", "is_history", "history_of",
+           "next_position", "MAX_REASKS", "reask_when_moved"]
+
+
 def history_turn(record: TurnRecord, context: str, position: int) -> HistoryTurn:
     """`record` as an earlier turn of a conversation, in context state `context`."""
     return HistoryTurn(question=record.question, answer=record.answer, context=context,  # type: ignore[arg-type]
@@ -70,19 +76,12 @@ def history_for(earlier: Sequence[TurnRecord], policy: ContextPolicy) -> tuple[H
 
 # --- the token budget (docs/providers.md, "Conversations") ----------------------------------------------------
 
-#: Characters per token the budget counts with. Chat models' tokenizers average about four characters of English
-#: per token; counting three over-estimates, so a history judged to fit does fit (docs/security.md).
-CHARS_PER_TOKEN = 3
+#: `CHARS_PER_TOKEN` and `estimate_tokens` (text.py) count the budget: three characters a token over-estimates.
 #: Tokens counted per message besides its text: the chat template's role markers.
 MESSAGE_TOKENS = 4
 #: The share of the model's context a history may fill when the policy states no `token_budget`: the rest is for
 #: the system prompt, the tools, the question, this turn's own tool results and its answer.
 HISTORY_SHARE = 0.5
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens `text` counts as in the budget: its characters / `CHARS_PER_TOKEN`, rounded up."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 def messages_tokens(messages: Sequence[dict]) -> int:

@@ -211,15 +211,20 @@ class ToolCallEntry:
     doc_ids: tuple[str, ...] = ()
     latency_ms: float | None = None
     error: str | None = None
+    #: What the result left out to fit the model's context (`types.Cut` as JSON); None (absent): it was whole.
+    cut: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ToolCallEntry:
         return cls(d.get("seq", 0), d["name"], d["exposure"], dict(d.get("args", {})), tuple(d.get("doc_ids", ())),
-                   d.get("latency_ms"), d.get("error"))
+                   d.get("latency_ms"), d.get("error"), d.get("cut"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "name": self.name, "exposure": self.exposure, "args": dict(self.args),
-                "doc_ids": list(self.doc_ids), "latency_ms": self.latency_ms, "error": self.error}
+        out = {"seq": self.seq, "name": self.name, "exposure": self.exposure, "args": dict(self.args),
+               "doc_ids": list(self.doc_ids), "latency_ms": self.latency_ms, "error": self.error}
+        if self.cut is not None:
+            out["cut"] = dict(self.cut)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,12 +133,29 @@ def collect_retrieved(record: TurnRecord | HistoryTurn) -> dict[str, _Retrieved]
         if n is not None:
             r.excerpt_ns.append(n)
 
+    read: dict[str, list[tuple[int, int]]] = {}  # doc id -> the character ranges of it read in part
     for i, call in enumerate(record.tool_calls):
         for item in call.results:
             add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, call.exposure, i)
+            if call.cut is not None and call.cut.kind == "part" and _read_whole(read, item.doc_id, call.cut):
+                add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, "full", i)
     for e in record.excerpts:
         add(e.doc_id, e.title, e.url, e.chunk_type, e.artifact_kind, "snippet", None, e.n)
     return seen
+
+
+def _read_whole(read: dict[str, list[tuple[int, int]]], doc_id: str, cut) -> bool:
+    """Record that the part `cut` of `doc_id` was read; True once its parts cover the whole text. A document read only
+    in part is a `snippet` exposure; every part read, it is `full`, as if opened whole (docs/design.md,
+    "Results that fit")."""
+    ranges = read.setdefault(doc_id, [])
+    ranges.append((cut.start, cut.end))
+    reached = 0
+    for start, end in sorted(ranges):
+        if start > reached:
+            return False
+        reached = max(reached, end)
+    return reached >= cut.total
 
 
 def _lookup(retrieved: dict[str, _Retrieved]) -> dict[str, str]:
@@ -607,7 +624,8 @@ def sources_payload(record: TurnRecord) -> Payload:
         citations=tuple(_citation_entry(record, c, excerpts_by_n) for c in citations),
         documents=tuple(documents),
         tool_calls=tuple(ToolCallEntry(i, t.name, t.exposure, dict(t.args), tuple(r.doc_id for r in t.results),
-                                       t.latency_ms, t.error) for i, t in enumerate(record.tool_calls)),
+                                       t.latency_ms, t.error, t.cut.to_dict() if t.cut else None)
+                         for i, t in enumerate(record.tool_calls)),
         config=dict(record.config),
         conversation_id=record.conversation_id,
         position=record.position,

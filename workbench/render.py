@@ -626,7 +626,8 @@ def timeline(record: Any) -> list[dict[str, Any]]:
     tools = iter(enumerate(record.tool_calls, start=1))
 
     def tool(n: int, call: Any) -> None:
-        add("tool", f"#{n} {call.name}", call.latency_ms, call_signature(call.name, call.args))
+        cut = f" · cut: {call.cut.reason}" if getattr(call, "cut", None) is not None else ""
+        add("tool", f"#{n} {call.name}", call.latency_ms, call_signature(call.name, call.args) + cut)
 
     for i, call in enumerate(models, start=1):
         add("model", f"model call {i}", call.latency_ms, " · ".join(

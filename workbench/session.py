@@ -24,7 +24,7 @@ from .errors import ConversationMoved, TraceStoreError, UnknownNameError, Verifi
 from .faithfulness import assess_turn
 from .tools import Toolbox
 from .conversation import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
-from .types import ContextPolicy, TurnRecord
+from .types import ANSWERED, ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
 
@@ -140,11 +140,11 @@ class Session:
             record = replace(record, user_id=user_id, owner=owner)
         payload = sources_payload(record)
         faith = None
-        if judge and record.status == "ok" and record.answer:
+        if judge and record.status in ANSWERED and record.answer:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
         request = {"provider": provider, "model": model, "options": dict(provider_options)}
         checked = None
-        if verify and record.status == "ok" and record.answer.strip():
+        if verify and record.status in ANSWERED and record.answer.strip():
             checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
             payload = replace(payload, verification=checked.to_payload())
         answer = Answer(record, payload, faith, None, checked, request,

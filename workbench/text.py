@@ -26,6 +26,17 @@ STOPWORDS = frozenset(
 )
 
 
+#: Characters per token a budget counts with (a conversation's history, a tool result's room). Chat models'
+#: tokenizers average about four characters of English per token; counting three over-estimates, so what is judged
+#: to fit does fit (docs/security.md).
+CHARS_PER_TOKEN = 3
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens `text` counts as in a budget: its characters / `CHARS_PER_TOKEN`, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
 _LOCAL = threading.local()
 
 

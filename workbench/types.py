@@ -92,9 +92,43 @@ class ResultItem:
     snippet: str | None = None
 
 
+#: The status of a turn whose answer was cut off at the model's output token limit (docs/providers.md, "Faults"):
+#: the answer is kept and its sets computed, but it is no doc gap and fails an experiment's status assertion.
+TRUNCATED = "truncated"
+#: The statuses of a turn with an answer to judge, verify and compare (a truncated one is an answer, though cut).
+ANSWERED: tuple[str, ...] = ("ok", TRUNCATED)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What a tool result left out so that it fits the model's context (docs/design.md, "Results that fit").
+
+    `kind` is `page` (a listing: `list_articles`, `browse_section`, `search`) or `part` (a document read by
+    `fetch_document`). `page` of `pages` is the page or part the model received. `total` counts the whole listing's
+    items (a document's characters) and `[start, end)` is the range of them in this result: items by rank from 0,
+    or characters of the document's text. `size` is the page size the turn worked with (tokens a page or part may
+    fill), so the same call gives the same result again (a conversation's carried tool calls run again). `reason`
+    says in words what was cut and why."""
+
+    kind: Literal["page", "part"]
+    page: int
+    pages: int
+    total: int
+    start: int
+    end: int
+    size: int
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """What one tool call exposed: its declared exposure and every document it returned."""
+    """What one tool call exposed: its exposure and every document it returned.
+
+    `exposure` is the tool's declared exposure, except for a document read only in part (`cut.kind == "part"`,
+    fewer than all its parts): `snippet`. `cut` is None when the result is whole."""
 
     name: str
     exposure: Exposure
@@ -103,6 +137,9 @@ class ToolCall:
     error: str | None = None
     latency_ms: float | None = None
     call_id: str | None = None
+    #: Out of `repr`, so the content-derived id of a record written before cuts existed stays what it was
+    #: (`provenance.turn_id_of`); what was cut differs in `results` too.
+    cut: Cut | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -204,7 +241,7 @@ class TurnRecord:
     tool_calls: tuple[ToolCall, ...] = ()
     excerpts: tuple[Excerpt, ...] = ()
     turn_id: str | None = None
-    status: str = "ok"  # "ok" or an error status such as "provider_error", "step_limit"
+    status: str = "ok"  # "ok", `TRUNCATED` (an answer cut at the token limit) or an error status ("step_limit", …)
     error: str | None = None
     model_calls: tuple[ModelCall, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)

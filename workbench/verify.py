@@ -26,7 +26,7 @@ from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
 from .text import content_terms
 from .tools import Toolbox
-from .types import EXPOSURE_RANK, HistoryTurn, TurnRecord
+from .types import ANSWERED, EXPOSURE_RANK, HistoryTurn, TurnRecord
 
 METHOD = "ablation-v1"
 #: Below this answer similarity (`answer_similarity`) a re-run's answer counts as changed.
@@ -286,7 +286,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     Raises `VerificationError` for a turn that did not answer (nothing to compare against).
     """
     started = time.perf_counter()
-    if record.status != "ok" or not record.answer.strip():
+    if record.status not in ANSWERED or not record.answer.strip():
         raise VerificationError(f"only a turn that answered can be verified; this one ended with status "
                                 f"{record.status!r}" + ("" if record.answer.strip() else " and no answer"))
     payload = payload if payload is not None else sources_payload(record)
@@ -314,7 +314,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
         return new, cost
 
     control, cost = rerun(None)
-    if control.status != "ok":
+    if control.status not in ANSWERED:
         stable = False
         row = Ablation(0, "control", None, **cost,
                        reason=f"the control re-run (nothing withheld) failed ({control.status}: {control.error}), "
@@ -334,7 +334,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     else:
         for seq, c in enumerate(to_run, start=1):
             new, cost = rerun(c)
-            if new.status != "ok":
+            if new.status not in ANSWERED:
                 rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, **cost,
                                      reason=f"the re-run without it failed ({new.status}: {new.error}): no verdict"))
                 continue

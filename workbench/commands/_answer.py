@@ -7,7 +7,7 @@ import sys
 from ..prompts import excerpt_header
 from ..render import sources_row, summary_line, verification_lines
 from ..terminal import neutralize
-from ..types import artifact_label
+from ..types import TRUNCATED, artifact_label
 
 
 def excerpt_lines(record, payload) -> str:
@@ -21,6 +21,14 @@ def excerpt_lines(record, payload) -> str:
     return "\n".join(lines)
 
 
+def warn_status(payload) -> None:
+    """A failed turn's status and message; a `truncated` answer's warning (it is shown, but incomplete)."""
+    if payload.status == TRUNCATED:
+        print(neutralize(f"warning: the answer is incomplete (truncated): {payload.error}"), file=sys.stderr)
+    elif payload.status != "ok":
+        print(neutralize(f"turn failed ({payload.status}): {payload.error}"), file=sys.stderr)
+
+
 def warn_untraced(answer) -> None:
     if answer.trace_error:
         print(neutralize(f"warning: this turn was not traced: {answer.trace_error}"), file=sys.stderr)
@@ -32,8 +40,7 @@ def print_answer(answer) -> None:
     terminal control sequences, so everything is neutralised."""
     payload = answer.payload
     warn_untraced(answer)
-    if payload.status != "ok":
-        print(neutralize(f"turn failed ({payload.status}): {payload.error}"), file=sys.stderr)
+    warn_status(payload)
     print(neutralize(payload.answer or "(no answer)"))
     print()
     print(neutralize(sources_row(payload)))

@@ -10,7 +10,8 @@ from ..payload import validate_json
 from ..questions import Question, check_conversation_id, read_questions
 from ..session import Conversations, Session
 from ..terminal import neutralize
-from ._answer import print_answer, warn_untraced
+from ..types import ANSWERED, TRUNCATED
+from ._answer import print_answer, warn_status, warn_untraced
 from ._options import (add_context_option, add_json_option, add_run_options, add_trace_options, add_verify_options,
                        context_policy, db_path, provider_options, warn_skipped)
 
@@ -54,9 +55,12 @@ def run(args: argparse.Namespace) -> int:
         answer = conversations.ask(q.text, q.conversation, provider=args.provider, model=args.model, mode=args.mode,
                                    k=args.k, tool_protocol=args.tool_protocol, verify=args.verify,
                                    verify_budget=args.verify_budget, **options)
-        failed += answer.payload.status != "ok" or answer.trace_error is not None
+        # a truncated answer is an answer, with a warning: not a failure
+        failed += answer.payload.status not in ANSWERED or answer.trace_error is not None
         if args.json:
             warn_untraced(answer)
+            if answer.payload.status == TRUNCATED:  # the JSON has the answer; a person piping it hears why
+                warn_status(answer.payload)
             print(json.dumps(validate_json(answer.payload.to_json()), ensure_ascii=False), flush=True)
             continue
         if len(lines) > 1:

@@ -42,6 +42,15 @@ class ModelStep:
 
 
 @dataclass(frozen=True)
+class ContextInfo:
+    """The model's context in tokens (None: not known) and where the figure came from, in words (recorded with
+    every turn: "the context_tokens option", "the server's /props", "assumed: …")."""
+
+    tokens: int | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Readiness:
     """Whether a provider can run in an environment; `hint` names what to set when it cannot."""
 
@@ -85,7 +94,8 @@ class Provider(ABC):
     - `context_tokens`: the model's context in tokens, as far as the provider can state it without asking
       (None: unknown, or no model at all). `context_window()` derives the real one where the provider can
       (`llamacpp`: the context it loads the model with); a conversation's history budget is a share of it
-      (`conversation.token_budget`, docs/providers.md "Conversations").
+      (`conversation.token_budget`, docs/providers.md "Conversations"), and every tool result is sized to what is
+      left of it (`agent._Budget`). `context_info()` says where the figure came from (an option, the server).
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
     in batches, a model name (not a file), no concurrency limit, calls that cost, an unknown context.
     """
@@ -103,6 +113,8 @@ class Provider(ABC):
     max_concurrent_turns: ClassVar[int | None] = None
     default_model: ClassVar[str | None] = None
     context_tokens: ClassVar[int | None] = None
+    #: What people should know before asking its default model in agent mode (shown by the app), or None.
+    agent_mode_note: ClassVar[str | None] = None
 
     def __init__(self, model: str | None = None, **options: Any):
         self.model = model
@@ -133,6 +145,11 @@ class Provider(ABC):
     def context_window(self) -> int | None:
         """The model's context in tokens (default: the declared `context_tokens`); may load the model."""
         return self.context_tokens
+
+    def context_info(self) -> ContextInfo:
+        """`context_window()` with where it came from; a provider that asks its server says so (`openai`, `ollama`)."""
+        tokens = self.context_window()
+        return ContextInfo(tokens, f"declared by the {self.name} provider" if tokens else "not known")
 
     @property
     def model_label(self) -> str | None:

@@ -19,6 +19,7 @@ import email.utils
 import time
 from typing import Any, Callable, Iterable, TypeVar
 
+from ..config import env
 from ..errors import ProviderError
 from ..redact import provider_credentials, scrub_secrets
 from ..types import ModelCall
@@ -53,6 +54,25 @@ NETWORK_OPTIONS: dict[str, dict[str, Any]] = {
                "description": f"seconds a whole turn may spend on requests and waits; then it ends with status "
                               f"over_budget (default ${BUDGET_ENV}, else {DEFAULT_BUDGET:g})"},
 }
+
+
+#: The largest `context_tokens` a provider takes (Gemini's models have 1,048,576), and the variable that sets it.
+MAX_CONTEXT_TOKENS, CONTEXT_TOKENS_ENV = 10_000_000, "WORKBENCH_PROVIDER_CONTEXT_TOKENS"
+
+
+def context_tokens_option(how: str) -> dict[str, Any]:
+    """The `context_tokens` property of a provider's `options_schema` (`how`: what it does besides being counted)."""
+    return {"type": "integer", "minimum": 256, "maximum": MAX_CONTEXT_TOKENS, "title": "Context (tokens)",
+            "description": f"the model's context in tokens, which every request and tool result is sized to{how} "
+                           f"(default ${CONTEXT_TOKENS_ENV}, else what the server reports, else an assumption)"}
+
+
+def context_tokens_setting(value: int | None, prop: dict[str, Any]) -> tuple[int | None, str]:
+    """(tokens, source) of the `context_tokens` option, else `$CONTEXT_TOKENS_ENV`, else (None, "")."""
+    if value is None and env(CONTEXT_TOKENS_ENV) is None:
+        return None, ""
+    tokens = int(setting(value, CONTEXT_TOKENS_ENV, 0, prop, "context_tokens"))
+    return tokens, "the context_tokens option" if value is not None else f"${CONTEXT_TOKENS_ENV}"
 
 
 def network_options_schema(**properties: dict[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,7 @@ from typing import Any, Mapping
 from ..config import env, environment, set_process_default, workbench_home
 from ..errors import ProviderError
 from ..redact import scrub_secrets
-from .base import ModelStep, Provider, Readiness
+from .base import ContextInfo, ModelStep, Provider, Readiness
 from .http import failure, is_context_overflow
 from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import REPRODUCIBLE, setting
@@ -361,6 +361,13 @@ class LlamaCppProvider(ChatCompletions, Provider):
                                         "reproducible, as verification by ablation needs", REPRODUCIBLE: False},
     }}
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV}; default {DEFAULT_MAX_TOKENS})"
+    context_hint = f"raise n_ctx (the `n_ctx` option or ${N_CTX_ENV})"
+    agent_mode_note = ("The default model (SmolLM2-135M) cannot pick tools sensibly: in agent mode it lists articles "
+                       "or searches again and again, rarely opens the right article, and its answers often loop until "
+                       "the token limit (status truncated). The machinery stays exact (every result fits its "
+                       "context, every citation is checked), but expect few useful answers: use excerpt mode, or "
+                       "give a bigger GGUF as the model (benchmarks/README.md, \"Agent mode over the Arduino help "
+                       "center\").")
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
@@ -398,6 +405,9 @@ class LlamaCppProvider(ChatCompletions, Provider):
     def context_window(self) -> int:
         """The context the model is loaded with (`n_ctx`): loads it, as the turn is about to."""
         return self.loaded().n_ctx
+
+    def context_info(self) -> ContextInfo:
+        return ContextInfo(self.context_window(), "the context the model was loaded with (n_ctx)")
 
     def _chat(self, request: dict[str, Any]) -> ModelStep:
         start = time.perf_counter()

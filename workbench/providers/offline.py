@@ -35,8 +35,9 @@ results after it are this turn's, the ones before it are carried. The rules, all
 - In excerpt mode the excerpts are scored with the follow-up's search query; a follow-up's excerpts
   are numbered after the earlier turns' (§11), and they are read from whatever number they start at.
 
-A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "length"), so a
-document without sentence breaks never becomes a 1 MB answer.
+A quoted passage is at most `MAX_QUOTE_CHARS` long (cut with " …", finish_reason "quote_cut"), so a
+document without sentence breaks never becomes a 1 MB answer. The answer itself is whole (no token limit cut it:
+not "length", which would end the turn `truncated`).
 
 Fault simulation (each off by default) reproduces what real models get wrong, for demos and tests:
 `corrupt_id` (the cited id is off by one character), `forget_link` (the opened document is not
@@ -64,7 +65,7 @@ SECOND_SCORE_RATIO = 0.8  # a second hit is cited only when nearly as strong as 
 WINDOW = 4  # units (sentences or list items) quoted from the opened document
 #: Longest passage quoted in an answer. A document with no sentence breaks (one 1 MB line) is one
 #: "sentence"; quoting it whole would dump the document. A cut passage ends with " …" and the model
-#: call's finish_reason is "length", the usual mark of output cut at a length limit.
+#: call's finish_reason is "quote_cut" (the answer is whole: not "length", a token limit's cut, `truncated`).
 MAX_QUOTE_CHARS = 1200
 #: Openings of a follow-up that continues the question before it ("And with Okta?", "What about on mobile?").
 FOLLOW_UP_OPENERS = ("and", "but", "also", "what about", "how about", "what if")
@@ -149,7 +150,7 @@ class OfflineProvider(Provider):
             text, calls = self._excerpt_answer(messages[-1]["content"], talk), ()
         else:
             text, calls = self._agent_step(talk, {t["name"] for t in tools})
-        finish = "tool_calls" if calls else "length" if self._capped else "stop"
+        finish = "tool_calls" if calls else "quote_cut" if self._capped else "stop"
         call = ModelCall(self.name, self.model, (time.perf_counter() - start) * 1000, None, None, finish)
         return ModelStep(text, tuple(calls), call)
 

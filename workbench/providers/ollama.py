@@ -26,16 +26,17 @@ from ..config import env
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
-from .base import ModelStep, Provider, Readiness, ToolRequest
-from .http import (TIMEOUT_ENV, Failed, Wording, describe, failure_of, network_options_schema, network_settings,
-                   transient, with_retries)
+from .base import ContextInfo, ModelStep, Provider, Readiness, ToolRequest
+from .http import (TIMEOUT_ENV, Failed, Wording, context_tokens_option, context_tokens_setting, describe, failure_of,
+                   network_options_schema, network_settings, transient, with_retries)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
 KEY_ENV, HOST_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_HOST", "OLLAMA_MODEL"
-#: The context a conversation's budget assumes: Ollama's default `num_ctx` (a Modelfile may raise it). Ollama
-#: cuts a longer prompt from the front without an error, so the budget is what keeps a history whole.
+#: The context assumed when neither the `context_tokens` option nor the model's Modelfile (`/api/show`, `num_ctx`)
+#: says: Ollama's default `num_ctx`. Ollama cuts a longer prompt from the front without an error, so the budget is
+#: what keeps a history and a tool result whole.
 CONTEXT_TOKENS = 4096
 
 
@@ -46,10 +47,12 @@ class OllamaProvider(Provider):
     supports_tools = True
     supports_json_schema = True  # `format`: a JSON Schema the server compiles into a grammar
     token_limit_hint = "raise the model's num_predict (Modelfile `PARAMETER num_predict`)"
+    context_hint = "raise the context_tokens option (sent to Ollama as num_ctx)"
     context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         host={"type": "string", "format": "uri", "title": "Server",
-              "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"})
+              "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"},
+        context_tokens=context_tokens_option(", and sent to Ollama as num_ctx"))
 
     @classmethod
     def is_configured(cls, env) -> Readiness:
@@ -61,8 +64,10 @@ class OllamaProvider(Provider):
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, **options: Any):
+                 budget: float | None = None, context_tokens: int | None = None, **options: Any):
         super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+        self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
+        self._asked: ContextInfo | None = None
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
         self.host, self._auth = split_userinfo(host or env(HOST_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
@@ -85,6 +90,34 @@ class OllamaProvider(Provider):
         except Exception:
             return []
 
+    def context_window(self) -> int:
+        return self.context_info().tokens  # type: ignore[return-value]
+
+    def context_info(self) -> ContextInfo:
+        """The `context_tokens` option (sent as `num_ctx`); else the model's `num_ctx` as `/api/show` reports it
+        (its Modelfile's `PARAMETER num_ctx`), asked once; else Ollama's default."""
+        tokens, source = self._context
+        if tokens:
+            return ContextInfo(tokens, f"{source} (sent as num_ctx)")
+        if self._asked is None:
+            self._asked = self._ask_context()
+        return self._asked
+
+    def _ask_context(self) -> ContextInfo:
+        trained = None
+        try:
+            shown = self.client().show(self.model)
+            for line in (shown.parameters or "").splitlines():
+                name, _, value = line.strip().partition(" ")
+                if name == "num_ctx" and value.strip().isdigit() and int(value) > 0:
+                    return ContextInfo(int(value), "the server's /api/show (the model's num_ctx)")
+            trained = next((v for k, v in (shown.modelinfo or {}).items()
+                            if k.endswith(".context_length") and isinstance(v, int)), None)
+        except Exception:  # noqa: BLE001 - an older server, or not reachable: the turn says so when it asks
+            pass
+        more = f"; the model was trained for {trained:,}, set context_tokens to use more" if trained else ""
+        return ContextInfo(CONTEXT_TOKENS, f"assumed: Ollama's default num_ctx{more}")
+
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelStep:
         return self._chat(messages, tools=[{"type": "function", "function": t} for t in tools] or None)
 
@@ -95,6 +128,8 @@ class OllamaProvider(Provider):
     def _chat(self, messages: list[dict[str, Any]], **request: Any) -> ModelStep:
         wire_messages = to_ollama_messages(messages)
         client = self.client()
+        if self._context[0]:
+            request["options"] = {"num_ctx": self._context[0]}
         start = time.perf_counter()
         try:
             response, retries = with_retries(

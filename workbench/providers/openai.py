@@ -28,9 +28,10 @@ from ..config import env
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
-from .base import ModelStep, Provider, Readiness
-from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, is_context_overflow,
-                   network_options_schema, network_settings, retry_after, transient, with_retries)
+from .base import ContextInfo, ModelStep, Provider, Readiness
+from .http import (Failed, Wording, basic_auth_headers, context_tokens_option, context_tokens_setting, describe,
+                   failure_of, is_context_overflow, network_options_schema, network_settings, retry_after, transient,
+                   with_retries)
 from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import setting
 
@@ -39,9 +40,9 @@ DEFAULT_TIMEOUT = 120.0  # seconds; a local server may be slow on CPU
 BASE_URL_ENV, KEY_ENV, MODEL_ENV = "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"
 #: Sent as the key to a server that needs none (the client insists on one); never a real credential.
 NO_KEY = "no-key"
-#: The context a conversation's budget assumes (docs/providers.md, "Conversations"): the OpenAI API's models
-#: (gpt-4o-mini: 128,000 tokens), and any other server's, which cannot be asked (llama.cpp's server: 4,096 unless
-#: started with more).
+#: The context assumed when neither the `context_tokens` option nor the server says (docs/providers.md, "Context"):
+#: the OpenAI API's models (gpt-4o-mini: 128,000 tokens), and any other server's (llama.cpp's server: 4,096 unless
+#: started with more). A llama.cpp server says its own (`GET /props`), vLLM its `max_model_len` (`GET /v1/models`).
 API_CONTEXT_TOKENS, SERVER_CONTEXT_TOKENS = 128_000, 4096
 
 
@@ -56,16 +57,20 @@ class OpenAIProvider(ChatCompletions, Provider):
                   "description": f"server URL ending in /v1 (default ${BASE_URL_ENV}, else the OpenAI API)"},
         api_key={"type": "string", "writeOnly": True, "title": "API key",
                  "description": f"default ${KEY_ENV}; never recorded"},
+        context_tokens=context_tokens_option(""),
         **sampling_options("the server's", "the server's"))
     context_tokens = SERVER_CONTEXT_TOKENS
     token_limit_hint = f"raise max_tokens (the `max_tokens` option or ${MAX_TOKENS_ENV})"
+    context_hint = "set the context_tokens option to the server's real context, or start the server with more"
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
                  budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 **options: Any):
+                 context_tokens: int | None = None, **options: Any):
         super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+        self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
+        self._asked: ContextInfo | None = None
         # Credentials in the URL (http://user:pass@host/v1) go to the client as a basic-auth header;
         # `base_url` keeps none, so no message, log line or trace ever shows them.
         bare, self._auth = split_userinfo(base_url or env(BASE_URL_ENV))
@@ -84,8 +89,43 @@ class OpenAIProvider(ChatCompletions, Provider):
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
 
     def context_window(self) -> int:
-        """The OpenAI API's context when no other server is named, else a local server's default."""
-        return API_CONTEXT_TOKENS if self.base_url is None else SERVER_CONTEXT_TOKENS
+        return self.context_info().tokens  # type: ignore[return-value]
+
+    def context_info(self) -> ContextInfo:
+        """The `context_tokens` option; else the OpenAI API's context when no other server is named; else what the
+        server reports (llama.cpp's `/props`, vLLM's `max_model_len`), asked once; else a local server's default."""
+        tokens, source = self._context
+        if tokens:
+            return ContextInfo(tokens, source)
+        if self.base_url is None:
+            return ContextInfo(API_CONTEXT_TOKENS, "assumed: the OpenAI API's models")
+        if self._asked is None:
+            self._asked = self._ask_context() or ContextInfo(
+                SERVER_CONTEXT_TOKENS, "assumed: a llama.cpp server's default (the server does not report its "
+                                       "context; set the context_tokens option)")
+        return self._asked
+
+    def _ask_context(self) -> ContextInfo | None:
+        """The context the server reports: llama.cpp `GET /props` (`n_ctx`), else vLLM's `GET /v1/models`
+        (`max_model_len` of the model); None when it reports none (or cannot be reached: the turn says so later)."""
+        try:
+            client = self.client()
+            root = self.base_url.removesuffix("/v1")  # type: ignore[union-attr]
+            body = client.get(f"{root}/props", cast_to=object)  # the official client's raw GET: parsed JSON
+            settings = body.get("default_generation_settings") or {}
+            n_ctx = settings.get("n_ctx") or body.get("n_ctx")
+            if isinstance(n_ctx, int) and n_ctx > 0:
+                return ContextInfo(n_ctx, "the server's /props (llama.cpp n_ctx)")
+        except Exception:  # noqa: BLE001 - not llama.cpp's server, or not reachable: ask the next way
+            pass
+        try:
+            for m in self.client().models.list():
+                size = (m.model_extra or {}).get("max_model_len")
+                if m.id == self.model and isinstance(size, int) and size > 0:
+                    return ContextInfo(size, "the server's /v1/models (max_model_len)")
+        except Exception:  # noqa: BLE001
+            pass
+        return None
 
     @classmethod
     def is_configured(cls, env: Mapping[str, str]) -> Readiness:

@@ -124,6 +124,11 @@ def action_schema(specs: list[dict[str, Any]], *, tools: bool = True, answer: bo
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
+#: The arguments that pick a page of a long listing or a part of a long document (tools.py): a bare call repeated
+#: with only one of them is a next page, not a repeat, but a call is never forced to name one.
+PAGING_ARGS = ("page", "part")
+
+
 def _not_repeating(specs: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`specs` minus the calls already made without arguments (see the module docstring)."""
     bare = {tc["name"] for m in messages for tc in m.get("tool_calls") or () if not tc.get("args")}
@@ -132,8 +137,10 @@ def _not_repeating(specs: list[dict[str, Any]], messages: list[dict[str, Any]]) 
         params = spec.get("parameters") or {}
         if spec["name"] not in bare:
             out.append(spec)
-        elif params.get("properties"):
-            out.append({**spec, "parameters": {**params, "required": list(params["properties"])}})
+        elif params.get("properties"):  # never forced: which page or part of a long result (tools.py)
+            forced = [p for p in params["properties"] if p not in PAGING_ARGS]
+            if forced:
+                out.append({**spec, "parameters": {**params, "required": forced}})
     return out
 
 

@@ -25,7 +25,7 @@ from ..conversation import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness
-from ..types import Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
+from ..types import Cut, Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
 from ..verify import Verification
 from .history import OWNERS
 from .reader import TraceReader, as_reader
@@ -209,7 +209,8 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
                 score=i["score"], chunk_index=i["chunk_index"], page=i["page"], snippet=i.get("text")))
     calls = tuple(ToolCall(name=c["name"], exposure=c["exposure"], args=json.loads(c["args_json"]) if c["args_json"] else {},
                            results=tuple(results.get(c["seq"], ())), error=c["error"], latency_ms=c["latency_ms"],
-                           call_id=c["call_id"]) for c in t.tool_calls)
+                           call_id=c["call_id"], cut=Cut(**json.loads(c["cut_json"])) if c.get("cut_json") else None)
+                  for c in t.tool_calls)  # `cut_json`: m019; older databases recorded no cut
     model_calls = tuple(ModelCall(provider=m["provider"], model=m["model"], latency_ms=m["latency_ms"],
                                   tokens_in=m["tokens_in"], tokens_out=m["tokens_out"], finish_reason=m["finish_reason"],
                                   model_version=m["model_version"], retries=m["retries"] or 0,

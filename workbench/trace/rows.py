@@ -88,7 +88,8 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
     for seq, call in enumerate(record.tool_calls):
         tool_calls.append({"turn_id": tid, "seq": seq, "name": call.name, "exposure": call.exposure,
                            "args_json": to_json(call.args), "latency_ms": call.latency_ms,
-                           "n_results": len(call.results), "error": call.error, "call_id": call.call_id})
+                           "n_results": len(call.results), "error": call.error, "call_id": call.call_id,
+                           "cut_json": to_json(call.cut.to_dict()) if call.cut is not None else None})
         for pos, it in enumerate(call.results, start=1):
             items.append({"turn_id": tid, "tool_call_seq": seq, "rank": it.rank, "doc_id": it.doc_id,
                           "chunk_index": it.chunk_index, "score": it.score, "exposure": call.exposure,

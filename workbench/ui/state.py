@@ -21,6 +21,7 @@ from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
+from ..types import TRUNCATED
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
@@ -239,7 +240,7 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
         turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
                           position=position, if_moved=if_moved)
         payload = turn.answer.payload
-        if payload.status != "ok":
+        if payload.status not in ("ok", TRUNCATED):  # a truncated answer is shown, with its warning
             turn.error = payload.error or payload.status
     except ConversationMoved:
         raise
@@ -350,6 +351,9 @@ def sidebar() -> RunConfig:
     mode = sb.radio("Mode", modes, horizontal=True, key="cfg_mode",
                     help="agent: tool calling with markdown links · excerpts: numbered excerpts cited as [n]")
     protocol = protocol_picker(sb, provider, f"cfg_protocol_{provider}") if mode == "agent" else None
+    note = declared(provider, "agent_mode_note")
+    if mode == "agent" and note and not model:
+        sb.warning(escape_markdown(note), icon="⚠️")
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)

@@ -13,6 +13,7 @@ from functools import partial
 import streamlit as st
 
 from ..payload import Document, Payload, Source
+from ..types import TRUNCATED
 from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
                       plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
@@ -233,6 +234,8 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
     payload = turn.payload
     if turn.error:
         st.error(escape_markdown(f"The turn failed: {turn.error}"), icon="🚫")
+    elif payload is not None and payload.status == TRUNCATED:
+        st.warning(escape_markdown(f"This answer is incomplete: {payload.error}"), icon="✂️")
     trace_error = getattr(turn.answer, "trace_error", None)
     if trace_error:
         st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
@@ -430,6 +433,8 @@ def tool_calls(payload: Payload) -> None:
         st.json(display_value({"args": dict(c.args), "returned": list(c.doc_ids)}), expanded=False)
         if c.error:
             st.warning(escape_markdown(f"error: {c.error}"), icon="⚠️")
+        if c.cut:
+            st.caption(escape_markdown(f"✂ cut to fit the model's context: {c.cut.get('reason', '')}"))
 
 
 #: The timeline's bar colour per kind of call.
