@@ -18,6 +18,7 @@ from .schema_m011 import M011_EXPERIMENTS
 from .schema_m012 import M012_CONVERSATIONS
 from .schema_m013 import M013_CONVERSATION_VIEWS
 from .schema_m014 import M014_LATEST_VERIFICATION, reuse_latest_verification
+from .schema_m020 import M020_AUDIT
 
 
 @dataclass(frozen=True)
@@ -496,4 +497,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m012_conversations", M012_CONVERSATIONS),
     Migration("m013_conversation_views", M013_CONVERSATION_VIEWS),
     Migration("m014_latest_verification", M014_LATEST_VERIFICATION, reuse_latest_verification),
+    Migration("m020_audit", M020_AUDIT),
 )
