@@ -118,6 +118,14 @@ def _error(handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
     _reply(handler, status, json.dumps({"code": 3, "message": message}).encode(), "application/json")
 
 
+def _drain(stream, length: int, piece: int = 1 << 20) -> None:
+    while length > 0:
+        got = stream.read(min(piece, length))
+        if not got:
+            return
+        length -= len(got)
+
+
 def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServer:
     """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, protobuf or JSON, gzip or not."""
 
@@ -139,7 +147,8 @@ def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServ
                 self.close_connection = True
                 return _error(self, 411, "Content-Length is required")
             if length > MAX_BODY_BYTES:
-                self.close_connection = True  # the body is not read
+                _drain(self.rfile, length)  # read and dropped a piece at a time, so the client sees the answer
+                self.close_connection = True
                 return _error(self, 413, f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte bound")
             body = self.rfile.read(length)
             kind = self.headers.get("Content-Type")
