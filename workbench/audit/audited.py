@@ -17,6 +17,7 @@ from typing import Any
 
 from ..payload import Audit, Evidence, Payload, Rejection, Sets
 from ..provenance import sources_payload
+from ..redact import scrub_secrets
 from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
 from .measure import Seen, block_unit, exposure_of, normalize, numbered_blocks, texts
 from .spans import CUT_MARK, Span
@@ -118,7 +119,7 @@ def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question:
                                   finish_reason=c.span.attributes.get("llm.finish_reason"),
                                   n_tool_calls=len(c.requests)) for c in calls)
     config = {"provider": "audited", "model": model, "app": service, "source": SOURCE, "run": run}
-    return TurnRecord(question=question, answer=final.answer or "", turn_id=turn_id_for(trace_id),
+    return TurnRecord(question=scrub_secrets(question), answer=scrub_secrets(final.answer or ""), turn_id=turn_id_for(trace_id),
                       model_calls=recorded, config=config,
                       started_at=datetime.fromtimestamp(start / 1e9, timezone.utc).isoformat(),
                       latency_ms=(end - start) / 1e6, conversation_id=session,

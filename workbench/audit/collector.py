@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..redact import scrub_secrets
 from ..trace.writer import TraceWriter
 from .audited import Earlier, audit_trace
 from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
@@ -32,7 +33,7 @@ def span_row(span: Span, run_id: str) -> dict[str, Any]:
     return {"span_key": f"{span.trace_id}:{span.span_id}", "trace_id": span.trace_id, "span_id": span.span_id,
             "parent_id": span.parent_id, "run_id": run_id, "name": span.name, "kind": span.kind,
             "service": span.service, "started_at": datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc),
-            "span_json": json.dumps(span.to_json(), ensure_ascii=False, default=str)}
+            "span_json": scrub_secrets(json.dumps(span.to_json(), ensure_ascii=False, default=str))}
 
 
 class Assembler:
