@@ -28,12 +28,16 @@ MAX_PENDING_SPANS = 100_000
 _MAX_TOOL_STEPS = 100_000
 
 
-def span_row(span: Span, run_id: str) -> dict[str, Any]:
-    """The `audit_spans` row of a span."""
-    return {"span_key": f"{span.trace_id}:{span.span_id}", "trace_id": span.trace_id, "span_id": span.span_id,
-            "parent_id": span.parent_id, "run_id": run_id, "name": span.name, "kind": span.kind,
-            "service": span.service, "started_at": datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc),
-            "span_json": scrub_secrets(json.dumps(span.to_json(), ensure_ascii=False, default=str))}
+def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
+    """The `audit_spans` rows of spans, secrets redacted (scrubbed as one text: a JSON dump holds no raw newline,
+    so the lines are the spans again; once per request rather than once per span, a third of an ingest's time)."""
+    if not spans:
+        return []
+    texts = scrub_secrets("\n".join(json.dumps(s.to_json(), ensure_ascii=False, default=str) for s in spans)).split("\n")
+    return [{"span_key": f"{s.trace_id}:{s.span_id}", "trace_id": s.trace_id, "span_id": s.span_id,
+             "parent_id": s.parent_id, "run_id": run_id, "name": s.name, "kind": s.kind, "service": s.service,
+             "started_at": datetime.fromtimestamp(s.start_ns / 1e9, timezone.utc), "span_json": text}
+            for s, text in zip(spans, texts, strict=True)]
 
 
 class Assembler:
@@ -56,7 +60,7 @@ class Assembler:
         for `finish`)."""
         with self._lock:
             if store:
-                self.writer.log_spans([span_row(s, self.run_id) for s in spans])
+                self.writer.log_spans(span_rows(spans, self.run_id))
             ready = []
             for s in spans:
                 self.spans += 1

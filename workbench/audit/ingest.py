@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, TextIO
 
-from .collector import Assembler, span_row
+from .collector import Assembler, span_rows
 from .spans import Span, SpanFormatError, parse_json_line
 
 
@@ -23,7 +23,7 @@ def read_spans(lines: TextIO | Iterable[str], name: str = "-") -> list[Span]:
 
 def ingest_spans(a: Assembler, spans: list[Span]) -> int:
     """Store `spans` and assemble their traces (a root-less trace too), oldest trace first; return turns written."""
-    a.writer.log_spans([span_row(s, a.run_id) for s in spans])
+    a.writer.log_spans(span_rows(spans, a.run_id))
     first: dict[str, int] = {}
     for s in spans:
         first[s.trace_id] = min(first.get(s.trace_id, s.start_ns), s.start_ns)
