@@ -149,3 +149,23 @@ def test_ingest_a_file_of_otlp_json_lines(tmp_path):
     f.write_text("{bad\n", encoding="utf-8")
     r = cli("ingest", str(f), "--db", str(db))
     assert r.returncode == 2 and "spans.jsonl:1" in r.stderr
+
+
+def test_sigterm_assembles_a_trace_whose_root_never_came(tmp_path):
+    from audit_apps import collect, turns
+
+    db = tmp_path / "t.duckdb"
+    orphan = _answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "See [sso](sso).",
+                             parent="1111111111111111")  # its root span was never exported
+    with collect(db, "cut-short") as url:
+        assert _post(url, json.dumps(_request([orphan])).encode())[0] == 200
+    [turn] = turns(db, "--run", "cut-short")  # written on SIGTERM, and collect exited 0
+    assert turn["sets"]["consulted"] == ["sso"]
+
+
+def test_turns_prints_native_turns_too(tmp_path):
+    db = tmp_path / "t.duckdb"
+    asked = cli("ask", "How do I configure SSO?", "--json", "--db", str(db))
+    assert asked.returncode == 0, asked.stderr
+    r = cli("turns", "--json", "--db", str(db))
+    assert [json.loads(line) for line in r.stdout.splitlines()] == [json.loads(asked.stdout)]
