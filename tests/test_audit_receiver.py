@@ -35,9 +35,10 @@ def _attrs(**values) -> list[dict]:
             for k, v in values.items()]
 
 
-def _answering_call(trace: str, span: str, tool_output: str, answer: str, parent: str | None = None) -> dict:
+def _answering_call(trace: str, span: str, tool_output: str, answer: str, parent: str | None = None,
+                    question: str = "How do I do SSO?") -> dict:
     attrs = {"openinference.span.kind": "LLM", "llm.model_name": "m",
-             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "How do I do SSO?",
+             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": question,
              "llm.input_messages.1.message.role": "assistant",
              "llm.input_messages.1.message.tool_calls.0.tool_call.id": "c1",
              "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "lookup",
@@ -169,3 +170,21 @@ def test_turns_prints_native_turns_too(tmp_path):
     assert asked.returncode == 0, asked.stderr
     r = cli("turns", "--json", "--db", str(db))
     assert [json.loads(line) for line in r.stdout.splitlines()] == [json.loads(asked.stdout)]
+
+
+def test_audited_turns_are_in_the_usage_and_gap_views(tmp_path):
+    from workbench.trace.reader import TraceReader
+
+    f = tmp_path / "spans.jsonl"
+    read = _request([_answering_call(f"{1:032x}", f"{1:016x}", json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}]),
+                                     "See [sso](sso).")])
+    gap = _request([_answering_call(f"{2:032x}", f"{2:016x}", json.dumps([{"doc_id": "billing", "snippet": "Invoices"}]),
+                                    "I could not find it.", question="How do I export invoices as CSV?")])
+    f.write_text(json.dumps(read) + "\n" + json.dumps(gap) + "\n", encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", str(f), "--db", str(db)).returncode == 0
+    reader = TraceReader(db)
+    _, usage = reader.rows("SELECT doc_id, retrieved_turns, consulted_turns FROM doc_usage ORDER BY doc_id")
+    assert usage == [("billing", 1, 0), ("sso", 1, 1)]
+    _, gaps = reader.rows("SELECT last_turn_id FROM doc_gaps")
+    assert gaps == [(f"otel-{2:032x}",)]
