@@ -238,7 +238,8 @@ def _without_unmatched(p: Payload) -> Payload:
     for c in citations:
         if not c.valid and c.target not in targets:
             targets.add(c.target)
-            rejected.append(Rejection(c.target, c.reason, c.nearest_doc_id, c.edit_distance, c.turn_id, c.position))
+            rejected.append(Rejection(target=c.target, reason=c.reason, nearest_doc_id=c.nearest_doc_id,
+                                      edit_distance=c.edit_distance, turn_id=c.turn_id, position=c.position))
     keep = lambda ids: tuple(i for i in ids if i != _UNMATCHED)  # noqa: E731
     return dataclasses.replace(
         p, citations=citations, rejected_citations=tuple(rejected),
