@@ -188,3 +188,15 @@ def test_audited_turns_are_in_the_usage_and_gap_views(tmp_path):
     assert usage == [("billing", 1, 0), ("sso", 1, 1)]
     _, gaps = reader.rows("SELECT last_turn_id FROM doc_gaps")
     assert gaps == [(f"otel-{2:032x}",)]
+
+
+def test_memory_stays_bounded_while_roots_are_missing(tmp_path):
+    from workbench.audit.spans import parse_request
+
+    a = Assembler(TraceWriter(tmp_path / "t.duckdb"), Resolver(), name="bounded", max_pending=1)
+    for i in (1, 2):
+        orphan = _answering_call(f"{i:032x}", f"{i:016x}", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "Done.",
+                                 parent="1111111111111111")
+        a.receive(parse_request(json.dumps(_request([orphan])).encode(), "application/json"))
+    assert (a.turns, a.n_pending) == (1, 1)  # the older trace was assembled as it was, to stay within the bound
+    assert a.finish() == 2

@@ -71,7 +71,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     session = session_of(spans)
     question = question_of(spans, final)
     trace_id = spans[0].trace_id
-    base = _base(spans, calls, final, question, run, session, len(earlier) + 1, trace_id)
+    base = _base(spans, calls, final, question, run, session, earlier[-1].position + 1 if earlier else 1, trace_id)
     audit = Audit(source=SOURCE, service=next((s.service for s in spans if s.service), None),
                   trace_ids=tuple(dict.fromkeys((*extra_trace_ids, trace_id))),
                   rule="corpus" if resolver.corpus is not None else "conservative")

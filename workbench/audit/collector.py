@@ -26,6 +26,11 @@ from .units import Resolver
 #: Spans held in memory while their trace's root has not arrived (docs/security.md).
 MAX_PENDING_SPANS = 100_000
 _MAX_TOOL_STEPS = 100_000
+#: Traces remembered as assembled (a later span of one is stored but makes no turn), sessions and earlier turns per
+#: session kept for conversations: the oldest are forgotten first (docs/security.md).
+MAX_DONE_TRACES = 200_000
+MAX_SESSIONS = 10_000
+MAX_EARLIER_TURNS = 50
 
 
 def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
@@ -48,7 +53,7 @@ class Assembler:
         self.run_id = writer.new_run(kind="audit")
         self.pending: dict[str, dict[str, Span]] = {}
         self.n_pending = 0
-        self.done: set[str] = set()
+        self.done: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
         self.sessions: dict[str, list[Earlier]] = {}
         self.tool_steps: dict[str, str] = {}  # tool call id -> the trace whose model call asked for it
         self.turns = 0
@@ -87,7 +92,9 @@ class Assembler:
     def _assemble(self, trace_id: str) -> None:
         spans = list(self.pending.pop(trace_id, {}).values())
         self.n_pending -= len(spans)
-        self.done.add(trace_id)
+        self.done[trace_id] = None
+        if len(self.done) > MAX_DONE_TRACES:
+            del self.done[next(iter(self.done))]
         if not spans:
             return
         calls = model_calls(spans)
@@ -108,7 +115,10 @@ class Assembler:
         self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
         self.turns += 1
         if session_key:
-            self.sessions.setdefault(session_key, []).append(turn.earlier)
+            turns = self.sessions.pop(session_key, [])  # re-inserted: the most recently used session is last
+            self.sessions[session_key] = [*turns, turn.earlier][-MAX_EARLIER_TURNS:]
+            if len(self.sessions) > MAX_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
 
 
 def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
