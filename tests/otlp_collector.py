@@ -16,15 +16,9 @@ from http_server import LoopbackServer, send
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
                                                                       ExportTraceServiceResponse)
+from workbench.audit.spans import any_value
 
 
-def any_value(v) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [any_value(x) for x in v.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
-    return getattr(v, kind) if kind else None
 
 
 @dataclass

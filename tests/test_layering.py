@@ -10,19 +10,19 @@ from conftest import ROOT
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
 LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "conversation", "agent", "payload", "provenance", "render",
-          "faithfulness", "verify", "trace", "session", "batch", "analysis", "ui", "commands", "cli", "__main__"]
+          "faithfulness", "verify", "trace", "session", "batch", "audit", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact",
           "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {
     "llama_index": {"retrieval"},
     "ollama": {"providers/ollama", "retrieval/embeddings"},
-    "google": {"providers/gemini", "retrieval/embeddings"},
     "openai": {"providers/openai"},
     "xllamacpp": {"providers/llamacpp"},
     "streamlit": {"ui"},
     "duckdb": {"trace"},
-    "opentelemetry": {"trace/openinference"},
+    "opentelemetry": {"trace/openinference", "audit/spans"},
+    "google": {"providers/gemini", "retrieval/embeddings", "audit/spans"},
 }
 
 
@@ -89,6 +89,14 @@ def test_sdks_are_imported_only_where_wrapped():
     assert not bad, "\n".join(bad)
 
 
+def test_the_audit_never_imports_the_agent():
+    """An audited turn is what another app did, read from its spans: the audit runs nothing of ours."""
+    bad = [f"{f.relative_to(ROOT)} imports {mod}" for f in (PKG / "audit").rglob("*.py") for mod in imports_of(f)
+           if mod.split(".")[:2] in (["workbench", n] for n in ("agent", "providers", "tools", "retrieval", "session",
+                                                                   "batch", "verify", "conversation"))]
+    assert not bad, "\n".join(bad)
+
+
 def test_commands_do_not_import_each_other():
     """Each command is a thin shell over the library; helpers they share live in `commands/_*.py`."""
     bad = []
@@ -114,6 +122,7 @@ def test_requirements_list_what_the_code_imports():
               "markdown-it-py": "markdown_it",
               "opentelemetry-sdk": "opentelemetry.sdk",
               "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
+              "opentelemetry-proto": "opentelemetry.proto",
               "jupyterlab": None,
               "authlib": None}  # Streamlit's `st.login` imports it (workbench/ui/identity.py)
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])

@@ -5,7 +5,7 @@ fields) and `Payload.to_json()` writes it back as JSON data: for a payload `prov
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
 `carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
-`conversation_id`, `position`, `citations_omitted` and `verification`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
+`conversation_id`, `position`, `citations_omitted`, `verification` and `audit`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
 and old clients expect. `validate_json(data)` checks JSON data against that schema at the edge.
 """
 
@@ -228,6 +228,42 @@ class ToolCallEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Evidence:
+    """Where a document reached a model input in an audited turn (docs/design.md §12): its exposure and the model
+    call and message that showed it."""
+
+    exposure: str
+    where: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"exposure": self.exposure, "where": self.where}
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """The `audit` object of a turn audited from another app's spans (docs/design.md §12); absent otherwise."""
+
+    source: str
+    not_shown: tuple[str, ...] = ()
+    service: str | None = None
+    trace_ids: tuple[str, ...] = ()
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    reason: str | None = None  # why the turn is unauditable; None when it is not
+    rule: str = "conservative"  # "corpus": exposure measured against corpus text; "conservative": no corpus
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Audit:
+        return cls(d["source"], tuple(d.get("not_shown", ())), d.get("service"), tuple(d.get("trace_ids", ())),
+                   {k: Evidence(v.get("exposure", ""), v.get("where", "")) for k, v in (d.get("evidence") or {}).items()},
+                   d.get("reason"), d.get("rule", "conservative"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "service": self.service, "trace_ids": list(self.trace_ids),
+                "not_shown": list(self.not_shown), "evidence": {k: v.to_json() for k, v in self.evidence.items()},
+                "reason": self.reason, "rule": self.rule}
+
+
+@dataclass(frozen=True, slots=True)
 class Payload:
     """The sources payload of one turn (docs/design.md §2), with the conversation fields of §11."""
 
@@ -248,6 +284,7 @@ class Payload:
     position: int | None = None
     verification: dict[str, Any] | None = None  # docs/design.md §9 (`verify.Verification.to_payload()`)
     citations_omitted: int | None = None  # occurrences past `provenance.MAX_CITATIONS` left out of `citations`
+    audit: Audit | None = None  # docs/design.md §12: present only for a turn audited from another app's spans
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -263,7 +300,7 @@ class Payload:
             tuple(Document.from_json(x) for x in d.get("documents", ())),
             tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())), dict(d.get("config") or {}),
             d.get("conversation_id"), d.get("position"), d.get("verification"), d.get("citations_omitted"),
-            d.get("schema_version", SCHEMA_VERSION))
+            Audit.from_json(d["audit"]) if d.get("audit") is not None else None, d.get("schema_version", SCHEMA_VERSION))
 
     def to_json(self) -> dict[str, Any]:
         """The payload as JSON data, keys in the order every client has always received them."""
@@ -276,7 +313,8 @@ class Payload:
             "citations": [c.to_json() for c in self.citations], "documents": [x.to_json() for x in self.documents],
             "tool_calls": [t.to_json() for t in self.tool_calls], "config": dict(self.config),
         })
-        return _omit_none(out, citations_omitted=self.citations_omitted, verification=self.verification)
+        return _omit_none(out, citations_omitted=self.citations_omitted, verification=self.verification,
+                          audit=self.audit.to_json() if self.audit is not None else None)
 
 
 def validate_json(data: dict[str, Any]) -> dict[str, Any]:

@@ -39,9 +39,15 @@ def _sum_or_none(values: list[Any]) -> Any:
 
 #: Insert order inside a turn's transaction: `turns` first, so a duplicate turn_id fails fast.
 TURN_TABLES = ("turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls", "passages",
-               "ablations", "turn_context", "turn_lines")
+               "ablations", "turn_context", "turn_lines", "turn_payloads", "audit_spans")
 #: Tables whose rows many turns share: inserted with INSERT OR IGNORE (a row already there is the same row).
-SHARED_TABLES = ("runs", "passages")
+SHARED_TABLES = ("runs", "passages", "audit_spans")
+
+
+def payload_json(payload: Payload) -> str:
+    """The payload as stored in `turn_payloads`: its JSON in the clients' key order, secrets in its config redacted."""
+    data = payload.to_json()
+    return json.dumps({**data, "config": redact_config(data["config"])}, ensure_ascii=False, default=str)
 
 
 def passage_id(text: str) -> str:
@@ -120,7 +126,8 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
            "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
            "passages": [{"passage_id": pid, "text": text} for pid, text in passages.items()],
            "turn_context": [{"turn_id": tid, "earlier_turn_id": h.turn_id, "earlier_position": h.position,
-                             "context": h.context} for h in record.history]}
+                             "context": h.context} for h in record.history],
+           "turn_payloads": [{"turn_id": tid, "payload_json": payload_json(payload)}]}
     return {name: rows for name, rows in out.items() if rows}
 
 

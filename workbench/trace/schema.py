@@ -22,6 +22,7 @@ from .schema_m016 import M016_CONVERSATION_POSITIONS
 from .schema_m017 import M017_DOC_GAP_KINDS, keep_gap_comments
 from .schema_m018 import M018_TURN_USER
 from .schema_m019 import M019_TOOL_CALL_CUTS
+from .schema_m020 import M020_AUDIT
 from .schema_m021 import M021_TURN_LINES, score_by_line
 from .schema_m022 import M022_SAVED_QUERIES
 
@@ -506,6 +507,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m017_doc_gap_kinds", M017_DOC_GAP_KINDS, keep_gap_comments),
     Migration("m018_turn_user", M018_TURN_USER),
     Migration("m019_tool_call_cuts", M019_TOOL_CALL_CUTS),
+    Migration("m020_audit", M020_AUDIT),
     Migration("m021_turn_lines", M021_TURN_LINES, score_by_line),
     Migration("m022_saved_queries", M022_SAVED_QUERIES),
 )

@@ -393,6 +393,15 @@ class TraceWriter:
         with self._lock:
             return self._placed.pop(turn_id, None)
 
+    def log_spans(self, rows: list[Row]) -> int:
+        """Store received spans (`audit_spans` rows, docs/design.md §12) in one transaction; a span already
+        stored (an exporter's retry) is kept as it was. Returns how many rows were offered."""
+        if not rows:
+            return 0
+        with self._lock, self.connect() as con:
+            self._write(con, set(), {"audit_spans": rows})
+        return len(rows)
+
     def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
         """Add faithfulness claims to a turn already logged (one transaction); return how many."""
         return self._add(turn_id, "claims", claim_rows(turn_id, claims))

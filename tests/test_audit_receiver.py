@@ -1,0 +1,202 @@
+"""The OTLP/HTTP receiver of `collect` under bad input (docs/security.md): a malformed body, a span without ids,
+a body over the bound, a 10 MB attribute, non-JSON tool output, a span sent twice; and `ingest FILE`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from clirun import cli
+from workbench.audit.collector import Assembler, make_server
+from workbench.audit.spans import MAX_BODY_BYTES
+from workbench.audit.units import Resolver
+from workbench.trace.payloads import stored_payloads
+from workbench.trace.writer import TraceWriter
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def _request(spans: list[dict], service: str = "app") -> ExportTraceServiceRequest:
+    """An OTLP request (the spans as OTLP JSON objects: hex ids, attributes as key/value)."""
+    data = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                               "scopeSpans": [{"spans": spans}]}]}
+    return data
+
+
+def _attrs(**values) -> list[dict]:
+    return [{"key": k.replace("__", "."), "value": {"stringValue": v} if isinstance(v, str) else {"intValue": v}}
+            for k, v in values.items()]
+
+
+def _answering_call(trace: str, span: str, tool_output: str, answer: str, parent: str | None = None,
+                    question: str = "How do I do SSO?") -> dict:
+    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "m",
+             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": question,
+             "llm.input_messages.1.message.role": "assistant",
+             "llm.input_messages.1.message.tool_calls.0.tool_call.id": "c1",
+             "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "lookup",
+             "llm.input_messages.2.message.role": "tool", "llm.input_messages.2.message.tool_call_id": "c1",
+             "llm.input_messages.2.message.content": tool_output,
+             "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": answer}
+    span_obj = {"traceId": trace, "spanId": span, "name": "ChatCompletion", "startTimeUnixNano": "1700000000000000000",
+                "endTimeUnixNano": "1700000001000000000",
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    if parent:
+        span_obj["parentSpanId"] = parent
+    return span_obj
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    writer = TraceWriter(tmp_path / "t.duckdb")
+    a = Assembler(writer, Resolver(), name="rx")
+    server = make_server(a, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield a, f"http://127.0.0.1:{server.server_address[1]}/v1/traces", tmp_path / "t.duckdb"
+    server.shutdown()
+    server.server_close()
+
+
+def _post(url: str, body: bytes, content_type: str = "application/json", encoding: str | None = None):
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type,
+                                                                        **({"Content-Encoding": encoding} if encoding else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _payloads(db):
+    return [json.loads(p) for p in stored_payloads(db)]
+
+
+def test_bad_bodies_get_a_clear_400_and_the_receiver_keeps_working(receiver):
+    a, url, db = receiver
+    status, body = _post(url, b"{not json")
+    assert status == 400 and b"not JSON" in body
+    status, body = _post(url, b"\x0a\xff\xff\xff", "application/x-protobuf")
+    assert status == 400 and b"protobuf" in body
+    no_ids = _answering_call(TRACE, "00f067aa0ba902b7", "{}", "ok")
+    del no_ids["spanId"]
+    status, body = _post(url, json.dumps(_request([no_ids])).encode())
+    assert status == 400 and b"span_id" in body
+    status, body = _post(url, b"x", "text/plain")
+    assert status == 400 and b"Content-Type" in body
+    good = json.dumps(_request([_answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]',
+                                                "See [sso](sso).")])).encode()
+    assert _post(url, gzip.compress(good), encoding="gzip")[0] == 200  # gzip JSON
+    [turn] = _payloads(db)
+    assert turn["sets"]["consulted"] == ["sso"]
+
+
+def test_protobuf_and_a_span_sent_twice_make_one_turn(receiver):
+    a, url, db = receiver
+    msg = json_format.ParseDict(_request([]), ExportTraceServiceRequest())
+    data = _request([_answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "Done.")])
+    span = data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    pb = msg.resource_spans[0].scope_spans[0].spans.add()
+    pb.trace_id, pb.span_id, pb.name = bytes.fromhex(TRACE), bytes.fromhex(span["spanId"]), span["name"]
+    pb.start_time_unix_nano, pb.end_time_unix_nano = 1, 2
+    for kv in span["attributes"]:
+        pb.attributes.add(key=kv["key"]).value.string_value = kv["value"]["stringValue"]
+    for _ in range(2):  # an exporter's retry
+        assert _post(url, msg.SerializeToString(), "application/x-protobuf") == (200, b"")
+    assert len(_payloads(db)) == 1
+    assert a.spans == 2 and a.turns == 1
+
+
+def test_over_the_size_bound_is_413(receiver):
+    a, url, db = receiver
+    status, body = _post(url, b" " * (MAX_BODY_BYTES + 1))
+    assert status == 413 and str(MAX_BODY_BYTES).encode() in body
+    bomb = gzip.compress(b" " * (MAX_BODY_BYTES + 10))
+    status, body = _post(url, bomb, encoding="gzip")
+    assert status == 413 and b"inflates" in body
+
+
+def test_a_10_mb_attribute_makes_an_unauditable_turn_and_others_survive(receiver):
+    a, url, db = receiver
+    huge = _answering_call(TRACE, "00f067aa0ba902b7", "x" * 10_000_000, "Done.")
+    assert _post(url, json.dumps(_request([huge])).encode())[0] == 200
+    other = _answering_call("6b8efff798038103d269b633813fc60c", "10f067aa0ba902b7", "plain text, not JSON", "Done.")
+    assert _post(url, json.dumps(_request([other])).encode())[0] == 200
+    cut, plain = _payloads(db)
+    assert cut["status"] == "unauditable" and "size bound" in cut["audit"]["reason"]
+    assert cut["sets"]["consulted"] == []
+    # non-JSON tool output is one unit: the result itself, shown as a snippet, uncited so not consulted
+    assert plain["status"] == "ok" and len(plain["sets"]["retrieved"]) == 1 and plain["sets"]["consulted"] == []
+
+
+def test_ingest_a_file_of_otlp_json_lines(tmp_path):
+    f = tmp_path / "spans.jsonl"
+    traces = [_request([_answering_call(f"{i:032x}", f"{i:016x}", json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}]),
+                                        "See [sso](sso).")]) for i in range(1, 4)]
+    f.write_text("".join(json.dumps(t) + "\n" for t in traces), encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    r = cli("ingest", str(f), "--db", str(db), "--name", "file")
+    assert r.returncode == 0, r.stderr
+    assert "3 turns written" in r.stderr
+    r = cli("turns", "--json", "--db", str(db), "--run", "file")
+    assert [json.loads(line)["sets"]["consulted"] for line in r.stdout.splitlines()] == [["sso"]] * 3
+    f.write_text("{bad\n", encoding="utf-8")
+    r = cli("ingest", str(f), "--db", str(db))
+    assert r.returncode == 2 and "spans.jsonl:1" in r.stderr
+
+
+def test_sigterm_assembles_a_trace_whose_root_never_came(tmp_path):
+    from audit_apps import collect, turns
+
+    db = tmp_path / "t.duckdb"
+    orphan = _answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "See [sso](sso).",
+                             parent="1111111111111111")  # its root span was never exported
+    with collect(db, "cut-short") as url:
+        assert _post(url, json.dumps(_request([orphan])).encode())[0] == 200
+    [turn] = turns(db, "--run", "cut-short")  # written on SIGTERM, and collect exited 0
+    assert turn["sets"]["consulted"] == ["sso"]
+
+
+def test_turns_prints_native_turns_too(tmp_path):
+    db = tmp_path / "t.duckdb"
+    asked = cli("ask", "How do I configure SSO?", "--json", "--db", str(db))
+    assert asked.returncode == 0, asked.stderr
+    r = cli("turns", "--json", "--db", str(db))
+    assert [json.loads(line) for line in r.stdout.splitlines()] == [json.loads(asked.stdout)]
+
+
+def test_audited_turns_are_in_the_usage_and_gap_views(tmp_path):
+    from workbench.trace.reader import TraceReader
+
+    f = tmp_path / "spans.jsonl"
+    read = _request([_answering_call(f"{1:032x}", f"{1:016x}", json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}]),
+                                     "See [sso](sso).")])
+    gap = _request([_answering_call(f"{2:032x}", f"{2:016x}", json.dumps([{"doc_id": "billing", "snippet": "Invoices"}]),
+                                    "I could not find it.", question="How do I export invoices as CSV?")])
+    f.write_text(json.dumps(read) + "\n" + json.dumps(gap) + "\n", encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", str(f), "--db", str(db)).returncode == 0
+    reader = TraceReader(db)
+    _, usage = reader.rows("SELECT doc_id, retrieved_turns, consulted_turns FROM doc_usage ORDER BY doc_id")
+    assert usage == [("billing", 1, 0), ("sso", 1, 1)]
+    _, gaps = reader.rows("SELECT last_turn_id FROM doc_gaps")
+    assert gaps == [(f"otel-{2:032x}",)]
+
+
+def test_memory_stays_bounded_while_roots_are_missing(tmp_path):
+    from workbench.audit.spans import parse_request
+
+    a = Assembler(TraceWriter(tmp_path / "t.duckdb"), Resolver(), name="bounded", max_pending=1)
+    for i in (1, 2):
+        orphan = _answering_call(f"{i:032x}", f"{i:016x}", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "Done.",
+                                 parent="1111111111111111")
+        a.receive(parse_request(json.dumps(_request([orphan])).encode(), "application/json"))
+    assert (a.turns, a.n_pending) == (1, 1)  # the older trace was assembled as it was, to stay within the bound
+    assert a.finish() == 2

@@ -1,0 +1,12 @@
+"""Auditing an assistant we did not write, from its OpenInference spans (docs/design.md §12).
+
+The rooms, in the order data flows through them:
+- `spans`: OTLP requests (protobuf or JSON, parsed by `opentelemetry-proto`) into typed `Span` records, bounded;
+- `units`: what retrievers, rerankers and tools returned (units), and the document each belongs to;
+- `turns`: which traces are turns, their model calls, input messages, question and answer;
+- `measure`: exposure measured from what reached a model input, `not_shown`, numbered blocks;
+- `audited`: the turn record and payload (the three sets by `provenance`, plus the `audit` object);
+- `collector`: the store side: raw spans and assembled turns through the trace writer, the OTLP/HTTP receiver.
+
+Nothing here runs or imports the agent: an audited turn is what another app did, read from its spans.
+"""

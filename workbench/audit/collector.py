@@ -1,0 +1,188 @@
+"""Spans in, audited turns out: the assembler (raw spans stored, turns written as their traces complete) and the
+OTLP/HTTP receiver of `workbench collect` (docs/design.md §12, docs/audit.md).
+
+A trace is complete when its root span arrives (exporters send a span when it ends, and the root ends last);
+it is then assembled once: a span that arrives again (an exporter's retry) is stored once and never makes a
+second turn, and a turn's id is fixed by its trace, so even a second `collect` on the same database writes it
+once. Memory stays bounded: at most `max_pending` spans wait for their root; beyond that the oldest traces are
+assembled as they are. `finish()` assembles everything still waiting (SIGTERM, Ctrl-C, end of a file).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from ..redact import scrub_secrets
+from ..trace.writer import TraceWriter
+from .audited import Earlier, audit_trace
+from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
+from .turns import current_from, model_calls
+from .units import Resolver
+
+#: Spans held in memory while their trace's root has not arrived (docs/security.md).
+MAX_PENDING_SPANS = 100_000
+_MAX_TOOL_STEPS = 100_000
+#: Traces remembered as assembled (a later span of one is stored but makes no turn), sessions and earlier turns per
+#: session kept for conversations: the oldest are forgotten first (docs/security.md).
+MAX_DONE_TRACES = 200_000
+MAX_SESSIONS = 10_000
+MAX_EARLIER_TURNS = 50
+
+
+def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
+    """The `audit_spans` rows of spans, secrets redacted (scrubbed as one text: a JSON dump holds no raw newline,
+    so the lines are the spans again; once per request rather than once per span, a third of an ingest's time)."""
+    if not spans:
+        return []
+    texts = scrub_secrets("\n".join(json.dumps(s.to_json(), ensure_ascii=False, default=str) for s in spans)).split("\n")
+    return [{"span_key": f"{s.trace_id}:{s.span_id}", "trace_id": s.trace_id, "span_id": s.span_id,
+             "parent_id": s.parent_id, "run_id": run_id, "name": s.name, "kind": s.kind, "service": s.service,
+             "started_at": datetime.fromtimestamp(s.start_ns / 1e9, timezone.utc), "span_json": text}
+            for s, text in zip(spans, texts, strict=True)]
+
+
+class Assembler:
+    """Receives spans, stores them raw, and writes each completed trace's turn (if it is one) to the run."""
+
+    def __init__(self, writer: TraceWriter, resolver: Resolver, *, name: str, max_pending: int = MAX_PENDING_SPANS):
+        self.writer, self.resolver, self.name, self.max_pending = writer, resolver, name, max_pending
+        self.run_id = writer.new_run(kind="audit")
+        self.pending: dict[str, dict[str, Span]] = {}
+        self.n_pending = 0
+        self.done: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
+        self.sessions: dict[str, list[Earlier]] = {}
+        self.tool_steps: dict[str, str] = {}  # tool call id -> the trace whose model call asked for it
+        self.turns = 0
+        self.spans = 0
+        self._lock = threading.RLock()
+
+    def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
+        """Store `spans` raw and assemble every trace whose root is now here (with `on_root`; a file's traces wait
+        for `finish`)."""
+        with self._lock:
+            if store:
+                self.writer.log_spans(span_rows(spans, self.run_id))
+            ready = []
+            for s in spans:
+                self.spans += 1
+                if s.trace_id in self.done:
+                    continue
+                trace = self.pending.setdefault(s.trace_id, {})
+                if s.span_id not in trace:
+                    trace[s.span_id] = s
+                    self.n_pending += 1
+                if s.parent_id is None and on_root:
+                    ready.append(s.trace_id)
+            for trace_id in dict.fromkeys(ready):
+                self._assemble(trace_id)
+            while self.n_pending > self.max_pending and self.pending:
+                self._assemble(min(self.pending, key=lambda t: min(x.start_ns for x in self.pending[t].values())))
+
+    def finish(self) -> int:
+        """Assemble every trace still waiting, oldest first; return how many turns this assembler wrote."""
+        with self._lock:
+            for trace_id in sorted(self.pending, key=lambda t: min(s.start_ns for s in self.pending[t].values())):
+                self._assemble(trace_id)
+            return self.turns
+
+    def _assemble(self, trace_id: str) -> None:
+        spans = list(self.pending.pop(trace_id, {}).values())
+        self.n_pending -= len(spans)
+        self.done[trace_id] = None
+        if len(self.done) > MAX_DONE_TRACES:
+            del self.done[next(iter(self.done))]
+        if not spans:
+            return
+        calls = model_calls(spans)
+        for c in calls:
+            for r in c.requests:
+                if r.call_id and len(self.tool_steps) < _MAX_TOOL_STEPS:
+                    self.tool_steps[r.call_id] = trace_id
+        steps = ()
+        if calls:
+            final = calls[-1]
+            ids = [m.tool_call_id for m in final.inputs[current_from(final.inputs):] if m.tool_call_id]
+            steps = tuple(dict.fromkeys(self.tool_steps.pop(i) for i in ids if i in self.tool_steps))
+        session_key = next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+        earlier = self.sessions.get(session_key, []) if session_key else []
+        turn = audit_trace(spans, self.resolver, run=self.name, earlier=earlier, extra_trace_ids=steps)
+        if turn is None:
+            return
+        self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
+        self.turns += 1
+        if session_key:
+            turns = self.sessions.pop(session_key, [])  # re-inserted: the most recently used session is last
+            self.sessions[session_key] = [*turns, turn.earlier][-MAX_EARLIER_TURNS:]
+            if len(self.sessions) > MAX_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]
+
+
+def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _error(handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
+    _reply(handler, status, json.dumps({"code": 3, "message": message}).encode(), "application/json")
+
+
+def _drain(stream, length: int, piece: int = 1 << 20) -> None:
+    while length > 0:
+        got = stream.read(min(piece, length))
+        if not got:
+            return
+        length -= len(got)
+
+
+def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServer:
+    """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, protobuf or JSON, gzip or not."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # requests are not logged (they may hold the audited app's data)
+            pass
+
+        def do_POST(self):
+            if self.path.split("?")[0].rstrip("/") != "/v1/traces":
+                self.close_connection = True
+                return _error(self, 404, f"no such path {self.path[:100]!r}: send traces to /v1/traces")
+            try:
+                length = int(self.headers.get("Content-Length") or "-1")
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True
+                return _error(self, 411, "Content-Length is required")
+            if length > MAX_BODY_BYTES:
+                _drain(self.rfile, length)  # read and dropped a piece at a time, so the client sees the answer
+                self.close_connection = True
+                return _error(self, 413, f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte bound")
+            body = self.rfile.read(length)
+            kind = self.headers.get("Content-Type")
+            try:
+                spans = parse_request(inflate(body, self.headers.get("Content-Encoding")), kind)
+                assembler.receive(spans)
+            except BodyTooLarge as exc:
+                return _error(self, 413, str(exc))
+            except SpanFormatError as exc:
+                return _error(self, 400, str(exc))
+            except Exception as exc:  # noqa: BLE001 — a failure to store is the exporter's retry signal, never a crash
+                return _error(self, 503, f"could not store the spans: {type(exc).__name__}: {exc}"[:500])
+            is_json = (kind or "").split(";")[0].strip().lower() == "application/json"
+            _reply(self, 200, b"{}" if is_json else b"", "application/json" if is_json else "application/x-protobuf")
+
+        def do_GET(self):
+            self.close_connection = True
+            _error(self, 405, "send traces with POST /v1/traces")
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,180 @@
+"""OTLP trace requests into typed spans (docs/design.md §12 *Input*), parsed by `opentelemetry-proto`.
+
+A request is an `ExportTraceServiceRequest`, as protobuf (the OTel SDK's default) or as OTLP JSON, gzip or not.
+OTLP JSON writes trace and span ids as hex where protobuf's JSON mapping expects base64, so the ids are
+re-encoded before `json_format` parses the message; nothing else is read by hand.
+
+Bounds (docs/security.md): a body over `MAX_BODY_BYTES`, before or after gzip, is refused (`BodyTooLarge`); a
+string attribute over `MAX_ATTRIBUTE_CHARS` is not kept: its value becomes `CUT_MARK` and the span lists the key
+in `cut`, so a turn that needs it ends `unauditable` instead of being judged on part of its input.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ..errors import WorkbenchError
+
+#: The largest request body accepted, compressed or not, and the largest a gzip body may inflate to.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+#: The longest string attribute value kept; a longer one is replaced by `CUT_MARK` (the span records the key).
+MAX_ATTRIBUTE_CHARS = 1_000_000
+CUT_MARK = "__CUT_BY_WORKBENCH__"
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+class SpanFormatError(WorkbenchError):
+    """A request that is no OTLP trace request, or a span without ids (an HTTP 400, a CLI exit 2)."""
+
+
+class BodyTooLarge(SpanFormatError):
+    """A body over `MAX_BODY_BYTES` (an HTTP 413)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One span as the audit reads it: ids as hex, attributes flattened (`llm.input_messages.0.message.role`)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+    service: str | None = None
+    dropped_attributes: int = 0
+    cut: tuple[str, ...] = ()
+    status: str = "unset"
+
+    @property
+    def kind(self) -> str | None:
+        """The OpenInference span kind (`LLM`, `RETRIEVER`, `RERANKER`, `TOOL`, `CHAIN`, …), or None."""
+        value = self.attributes.get("openinference.span.kind")
+        return value.upper() if isinstance(value, str) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trace_id": self.trace_id, "span_id": self.span_id, "parent_id": self.parent_id, "name": self.name,
+                "start_ns": self.start_ns, "end_ns": self.end_ns, "attributes": self.attributes,
+                "service": self.service, "dropped_attributes": self.dropped_attributes, "cut": list(self.cut),
+                "status": self.status}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Span:
+        return cls(trace_id=d["trace_id"], span_id=d["span_id"], parent_id=d.get("parent_id"), name=d["name"],
+                   start_ns=d["start_ns"], end_ns=d["end_ns"], attributes=dict(d.get("attributes") or {}),
+                   service=d.get("service"), dropped_attributes=d.get("dropped_attributes", 0),
+                   cut=tuple(d.get("cut") or ()), status=d.get("status", "unset"))
+
+
+def inflate(body: bytes, encoding: str | None) -> bytes:
+    """The request body without its `Content-Encoding` (gzip, deflate or none), bounded by `MAX_BODY_BYTES`."""
+    if len(body) > MAX_BODY_BYTES:
+        raise BodyTooLarge(f"request body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte bound")
+    encoding = (encoding or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise SpanFormatError(f"unsupported Content-Encoding {encoding!r} (send gzip, deflate or none)")
+    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    try:
+        out = inflater.decompress(body, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise SpanFormatError(f"body is not valid {encoding}: {exc}") from None
+    if len(out) > MAX_BODY_BYTES:
+        raise BodyTooLarge(f"request body inflates to over the {MAX_BODY_BYTES}-byte bound")
+    return out
+
+
+def parse_request(body: bytes, content_type: str | None) -> list[Span]:
+    """The spans of one OTLP trace request (`application/x-protobuf` or `application/json`)."""
+    kind = (content_type or "application/x-protobuf").split(";")[0].strip().lower()
+    request = ExportTraceServiceRequest()
+    if kind == "application/json":
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise SpanFormatError(f"body is not JSON: {exc}") from None
+        _parse_json(data, request)
+    elif kind in ("application/x-protobuf", "application/protobuf", "application/octet-stream"):
+        try:
+            request.ParseFromString(body)
+        except (DecodeError, RecursionError) as exc:
+            raise SpanFormatError(f"body is not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
+    else:
+        raise SpanFormatError(f"unsupported Content-Type {kind!r} (send application/x-protobuf or application/json)")
+    return list(spans_of(request))
+
+
+def parse_json_line(line: str) -> list[Span]:
+    """The spans of one line of an OTLP JSON lines file (one `ExportTraceServiceRequest` a line)."""
+    return parse_request(line.encode("utf-8"), "application/json")
+
+
+def _parse_json(data: Any, request: ExportTraceServiceRequest) -> None:
+    if not isinstance(data, dict):
+        raise SpanFormatError("an OTLP JSON request is an object with resourceSpans")
+    for rs in data.get("resourceSpans") or ():
+        for ss in (rs.get("scopeSpans") or ()) if isinstance(rs, dict) else ():
+            for span in (ss.get("spans") or ()) if isinstance(ss, dict) else ():
+                if isinstance(span, dict):
+                    for key in _ID_FIELDS:
+                        if isinstance(span.get(key), str):
+                            span[key] = _hex_to_base64(span[key], key)
+    try:
+        json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, RecursionError, ValueError, TypeError) as exc:
+        raise SpanFormatError(f"body is not an OTLP ExportTraceServiceRequest (JSON): {exc}") from None
+
+
+def _hex_to_base64(value: str, key: str) -> str:
+    """OTLP JSON ids are hex (the OTLP specification); protobuf's JSON mapping reads bytes as base64."""
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    except ValueError:
+        raise SpanFormatError(f"span {key} {value[:40]!r} is not hex") from None
+
+
+def spans_of(request: ExportTraceServiceRequest) -> Iterator[Span]:
+    for rs in request.resource_spans:
+        resource = {kv.key: any_value(kv.value) for kv in rs.resource.attributes}
+        service = resource.get("service.name")
+        for ss in rs.scope_spans:
+            for i, s in enumerate(ss.spans):
+                if len(s.trace_id) != 16 or not any(s.trace_id) or len(s.span_id) != 8 or not any(s.span_id):
+                    raise SpanFormatError(f"span {i} ({s.name[:80]!r}) has no valid trace_id or span_id "
+                                          "(16 and 8 bytes, not all zero)")
+                attributes, cut = _bounded({kv.key: any_value(kv.value) for kv in s.attributes})
+                parent = s.parent_span_id.hex() if len(s.parent_span_id) == 8 and any(s.parent_span_id) else None
+                yield Span(trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_id=parent, name=s.name,
+                           start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano, attributes=attributes,
+                           service=service if isinstance(service, str) else None,
+                           dropped_attributes=s.dropped_attributes_count, cut=cut,
+                           status={0: "unset", 1: "ok", 2: "error"}.get(s.status.code, "unset"))
+
+
+def _bounded(attributes: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    cut = tuple(k for k, v in attributes.items() if isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS)
+    for k in cut:
+        attributes[k] = CUT_MARK
+    return attributes, cut
+
+
+def any_value(v) -> Any:
+    """An OTLP AnyValue as a Python value (arrays as lists, key-value lists as dicts, bytes as hex)."""
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return v.bytes_value.hex()
+    return getattr(v, kind) if kind else None

@@ -1,0 +1,192 @@
+"""Units (chunks, nodes, hits) and the documents they belong to (docs/design.md §12 *Documents and units*).
+
+Units come from every RETRIEVER span's `retrieval.documents`, every RERANKER span's input and output documents,
+every TOOL span's output and every `role: tool` message, a tool result being parsed as JSON when it is JSON.
+A unit belongs to a document: with a corpus, the corpus document its url, id or file name names; otherwise the
+document its metadata names (`url`, `doc_id`, `document_id`, `source`, `file_name`), else the unit itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..corpus import Corpus
+from ..provenance import normalize_url
+from .spans import Span
+
+_DOC_KEY = re.compile(r"^(retrieval\.documents|reranker\.(?:input|output)_documents)\.(\d+)\.document\.(\w+)$")
+_ID_KEYS = ("doc_id", "document_id", "source", "file_name", "id")
+_TEXT_KEYS = ("text", "content", "snippet", "body", "page_content", "chunk", "passage")
+_TITLE_KEYS = ("title", "name")
+_MAX_UNITS_PER_RESULT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where units came from: a retriever, reranker or tool span, or a tool message of a model input."""
+
+    name: str
+    kind: str  # RETRIEVER | RERANKER | TOOL
+    args: dict[str, Any] = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    origin: Origin
+    content: str
+    title: str | None = None
+    url: str | None = None
+    key: str | None = None  # the document id its metadata names
+    unit_id: str | None = None
+    whole: bool = False  # a tool result that is one document's full record
+    score: float | None = None
+    rank: int | None = None
+    file_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocRef:
+    doc_id: str
+    title: str | None
+    url: str | None
+    text: str | None  # the corpus text, when a corpus names it
+
+
+def span_units(span: Span) -> list[Unit]:
+    """Units a RETRIEVER or RERANKER span lists (a reranker's output documents), or a TOOL span's output."""
+    if span.kind == "TOOL":
+        value = span.attributes.get("output.value")
+        args = _json_object(span.attributes.get("tool.parameters") or span.attributes.get("input.value"))
+        origin = Origin(name=str(span.attributes.get("tool.name") or span.name), kind="TOOL", args=args)
+        return tool_units(value, origin) if isinstance(value, str) else []
+    if span.kind not in ("RETRIEVER", "RERANKER"):
+        return []
+    fields: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, value in span.attributes.items():
+        m = _DOC_KEY.match(key)
+        if m:
+            fields.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = value
+    want = "retrieval.documents" if span.kind == "RETRIEVER" else "reranker.output_documents"
+    origin = Origin(name=span.name, kind=span.kind)
+    out = []
+    for (group, i), f in sorted(fields.items()):
+        if group == want:
+            meta = _json_object(f.get("metadata"))
+            out.append(_unit(origin, f.get("content"), meta, f.get("id"), f.get("score"), i + 1))
+    return out
+
+
+def reranker_inputs(span: Span) -> list[Unit]:
+    """A reranker's input documents (what it was handed: candidates it may drop)."""
+    if span.kind != "RERANKER":
+        return []
+    out = []
+    for key, value in sorted(span.attributes.items()):
+        m = _DOC_KEY.match(key)
+        if m and m.group(1) == "reranker.input_documents" and m.group(3) == "content":
+            i = m.group(2)
+            meta = _json_object(span.attributes.get(f"reranker.input_documents.{i}.document.metadata"))
+            out.append(_unit(Origin(name=span.name, kind="RERANKER"), value, meta,
+                             span.attributes.get(f"reranker.input_documents.{i}.document.id"), None, int(i) + 1))
+    return out
+
+
+def _unit(origin: Origin, content: Any, meta: dict[str, Any], unit_id: Any, score: Any, rank: int,
+          whole: bool = False) -> Unit:
+    key = next((str(meta[k]) for k in _ID_KEYS if meta.get(k) not in (None, "")), None)
+    url = meta.get("url") if isinstance(meta.get("url"), str) else None
+    title = next((str(meta[k]) for k in _TITLE_KEYS if isinstance(meta.get(k), str) and meta[k]), None)
+    return Unit(origin=origin, content=content if isinstance(content, str) else "", title=title, url=url, key=key,
+                unit_id=None if unit_id is None else str(unit_id), whole=whole,
+                score=float(score) if isinstance(score, (int, float)) else None, rank=rank,
+                file_name=meta.get("file_name") if isinstance(meta.get("file_name"), str) else None)
+
+
+def tool_units(text: str, origin: Origin) -> list[Unit]:
+    """Units a tool result names: the records of its JSON (a single record with text is the document's full
+    record), else the result itself, one unit."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict) and _is_record(data):
+        content = next((data[k] for k in _TEXT_KEYS if isinstance(data.get(k), str)), "")
+        return [_unit(origin, content, data, data.get("id"), data.get("score"), 1, whole=bool(content))]
+    records = list(_records(data))[:_MAX_UNITS_PER_RESULT] if data is not None else []
+    if records:
+        return [_unit(origin, next((r[k] for k in _TEXT_KEYS if isinstance(r.get(k), str)), ""), r, r.get("id"),
+                      r.get("score"), i + 1) for i, r in enumerate(records)]
+    unit_id = f"{origin.name}:{origin.call_id or hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    return [Unit(origin=origin, content=text, unit_id=unit_id, rank=1)]
+
+
+def _is_record(d: dict[str, Any]) -> bool:
+    return any(d.get(k) not in (None, "") for k in (*_ID_KEYS, "url"))
+
+
+def _records(data: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
+    if depth > 8:
+        return
+    if isinstance(data, list):
+        for item in data:
+            yield from _records(item, depth + 1)
+    elif isinstance(data, dict):
+        if _is_record(data):
+            yield data
+        else:
+            for value in data.values():
+                if isinstance(value, (list, dict)):
+                    yield from _records(value, depth + 1)
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        return {}
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class Resolver:
+    """The document a unit belongs to: a corpus document when a corpus names it, else what its metadata names."""
+
+    def __init__(self, corpus: Corpus | None = None):
+        self.corpus = corpus
+        self._by_url: dict[str, str] = {}
+        self._by_file: dict[str, str] = {}
+        for d in corpus.documents if corpus is not None else ():
+            if d.url:
+                self._by_url.setdefault(normalize_url(d.url), d.doc_id)
+            if d.file_name:
+                self._by_file.setdefault(d.file_name, d.doc_id)
+
+    def document(self, unit: Unit) -> DocRef:
+        found = self._in_corpus(unit)
+        if found is not None:
+            return DocRef(doc_id=found.doc_id, title=found.title, url=found.url, text=found.text)
+        doc_id = unit.key or unit.url or unit.unit_id or "unit-" + hashlib.sha256(unit.content.encode()).hexdigest()[:16]
+        return DocRef(doc_id=doc_id, title=unit.title, url=unit.url, text=None)
+
+    def _in_corpus(self, unit: Unit):
+        if self.corpus is None:
+            return None
+        for name in (unit.key, unit.unit_id):
+            if name and name in self.corpus:
+                return self.corpus.get(name)
+        for value in (unit.url, unit.key):
+            if value and "/" in value and normalize_url(value) in self._by_url:
+                return self.corpus.get(self._by_url[normalize_url(value)])
+        for value in (unit.file_name, unit.key):
+            name = value.replace("\\", "/").rsplit("/", 1)[-1] if value else None
+            if name and name in self._by_file:
+                return self.corpus.get(self._by_file[name])
+        return None

@@ -1,0 +1,52 @@
+"""`collect`: an OTLP/HTTP receiver that audits any OpenInference-instrumented assistant (docs/audit.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from ..errors import WorkbenchError
+from ..terminal import neutralize
+from ._audit import add_audit_options, assembler, report
+from ._signals import stop_on_signals
+
+
+def register(sub) -> None:
+    p = sub.add_parser("collect", help="Receive OpenInference spans over OTLP/HTTP (POST /v1/traces) and audit each "
+                                       "turn: retrieved, cited and consulted documents, and what was never shown.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0: any free port)")
+    add_audit_options(p)
+    p.set_defaults(func=run)
+
+
+class _Stop:
+    def __init__(self, server):
+        self.server, self.requested = server, None
+
+    def request(self, name: str) -> None:
+        self.requested = name
+        threading.Thread(target=self.server.shutdown, daemon=True).start()  # shutdown() waits for serve_forever
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..audit.collector import make_server
+
+    a = assembler(args, "collect")
+    try:
+        server = make_server(a, args.host, args.port)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    host, port = server.server_address[:2]
+    print(neutralize(f"collecting on http://{host}:{port}/v1/traces into run {a.name} (Ctrl-C to stop)"),
+          file=sys.stderr, flush=True)
+    stop = _Stop(server)
+    with stop_on_signals(stop):
+        try:
+            server.serve_forever(poll_interval=0.1)
+        finally:
+            server.server_close()
+            a.finish()
+    report(a)
+    return 0
