@@ -59,7 +59,8 @@ def explorer() -> None:
         st.caption(f"{len(df)} rows")
         chart(df, key="sql-chart")
         table(df, "query", key="sql")
-    if (shown_next := save_or_delete(db, sql, st.session_state["canned"], save_name, save)) is not None:
+    if (shown_next := save_or_delete(db, sql, st.session_state["canned"], save_name, save,
+                                                 by=viewer.user_id)) is not None:
         st.session_state["query_next"] = shown_next
         st.rerun()
 

@@ -173,6 +173,9 @@ def test_two_people_see_what_the_security_table_says(browser, server):
         sql.fill(f"SELECT question FROM turns WHERE user_id = '{MEMBER}'")
         ana.get_by_role("button", name="Run query").click()
         ana.get_by_text("2 rows", exact=True).wait_for()  # an analyst reads everyone's turns: Bo's two
+        ana.get_by_label("Save as").fill("Bo's questions")  # a saved query records who saved it
+        ana.get_by_role("button", name="Save query").click()
+        ana.get_by_text("Saved as", exact=False).wait_for()
 
         # the sidebar's sign-out ends Ana's session: back to the sign-in page
         _go(ana, server["url"])
@@ -187,3 +190,5 @@ def test_two_people_see_what_the_security_table_says(browser, server):
         rows = con.execute("SELECT user_id, owner, question FROM turns ORDER BY started_at").fetchall()
     assert [r[0] for r in rows] == [ANALYST, MEMBER, MEMBER], rows
     assert [r[1] for r in rows] == [f"user:{ANALYST}", f"user:{MEMBER}", f"user:{MEMBER}"], rows
+    with duckdb.connect(str(server["db"]), read_only=True) as con:
+        assert con.execute("SELECT name, saved_by FROM saved_queries").fetchall() == [("Bo's questions", ANALYST)]
