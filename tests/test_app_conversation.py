@@ -5,6 +5,7 @@ provider is `tests/scripted_conversation.py`, whose carried documents are known 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -400,3 +401,29 @@ def test_the_chip_of_a_document_read_in_an_earlier_turn_says_so_even_when_this_t
     rows = sources_rows(at)
     assert "read in turn" not in rows[0], "turn 1 read its own document"
     assert "Set up SSO with Okta · read in turn 1" in rows[1], rows[1]
+
+
+# --- issue 34 item 9: the sidebar sets the conversation's context policy, recorded like the CLI's ----------------
+
+
+def test_the_sidebars_context_policy_is_the_one_the_turns_are_asked_and_recorded_with(app, tmp_path):
+    import duckdb
+
+    app.sidebar.number_input(key="cfg_context_turns").set_value(0).run()
+    app.sidebar.number_input(key="cfg_context_budget").set_value(5000).run()
+    at = ask(ask(app, "How do I configure SSO?"), "And with Okta?")
+    first, second = at.session_state["turns"]
+    for t in (first, second):
+        assert t.answer.record.config["context"]["turns"] == 0, t.answer.record.config["context"]
+        assert t.answer.record.config["context"]["token_budget"] == 5000
+    assert [h.context for h in second.answer.record.history] == ["answer"], "no earlier turn kept whole"
+    with duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True) as con:
+        recorded = {json.loads(c)["context"]["turns"] for (c,) in con.execute("SELECT config_json FROM runs").fetchall()}
+    assert recorded == {0}
+    # the default is the CLI's (`ask --context-turns 2`, the budget derived from the model's context)
+    at.sidebar.number_input(key="cfg_context_turns").set_value(2).run()
+    at.sidebar.number_input(key="cfg_context_budget").set_value(0).run()
+    at = ask(at, "And on mobile?")
+    context = at.session_state["turns"][-1].answer.record.config["context"]
+    assert context["turns"] == 2 and context["token_budget"] is None
+    assert [h.context for h in at.session_state["turns"][-1].answer.record.history] == ["full", "full"]

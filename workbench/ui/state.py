@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from .. import questions
-from ..config import DEMO_CORPUS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
@@ -21,7 +21,7 @@ from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
-from ..types import TRUNCATED
+from ..types import TRUNCATED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
@@ -46,6 +46,8 @@ class RunConfig:
     #: Who asks (the signed-in person, `turns.user_id`) and whose the turns are (`turns.owner`): `identity.Viewer`.
     user_id: str | None = None
     owner: str | None = None
+    #: What of a conversation's earlier turns the model still has (docs/design.md §11), recorded with each turn.
+    context: ContextPolicy = field(default_factory=ContextPolicy)
 
     def describe(self, provider_label: str | None = None, model_label: str | None = None,
                  tool_protocol: str | None = None) -> str:
@@ -257,7 +259,7 @@ def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[An
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
                        tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
                        conversation_id=conversation_id, position=position, if_moved=if_moved, user_id=cfg.user_id,
-                       owner=cfg.owner, **options)
+                       owner=cfg.owner, context=cfg.context, **options)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
@@ -357,10 +359,24 @@ def sidebar() -> RunConfig:
     k = sb.slider("k (results per search / excerpts)", 1, 20, key="cfg_k")
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)
+    context = _context_policy(sb)
     db = _trace_db(sb, sb.text_input("Trace database", key="cfg_db"))
     return RunConfig(provider=provider, model=model, retriever=retriever, mode=mode, k=int(k), corpus=corpus,
                      corpus_label=corpus_label, options=options, db=db, tool_protocol=protocol,
-                     user_id=viewer.user_id, owner=viewer.owner)
+                     user_id=viewer.user_id, owner=viewer.owner, context=context)
+
+
+def _context_policy(sb) -> ContextPolicy:
+    """The conversation's context policy (docs/design.md §11), as `ask --context-turns` sets it, and the history's
+    token budget (0: derived from the model's context); within the bounds `ContextPolicy` holds."""
+    with sb.expander("Conversation context"):
+        turns = st.number_input("Earlier turns kept whole (with their tool results)", min_value=0,
+                                max_value=MAX_CONTEXT_TURNS, value=DEFAULT_CONTEXT_TURNS, step=1, key="cfg_context_turns",
+                                help="Older turns keep only their question and answer (ask --context-turns)")
+        budget = st.number_input("History token budget (0: half the model's context)", min_value=0,
+                                 max_value=MAX_CONTEXT_TOKENS, value=0, step=1000, key="cfg_context_budget",
+                                 help="Within it the oldest turns are dropped first")
+    return ContextPolicy(turns=int(turns), token_budget=int(budget) or None)
 
 
 def _allowed(container, check: Callable[[], Any], instead: str) -> Any:
