@@ -372,7 +372,7 @@ def _context_policy(sb) -> ContextPolicy:
     with sb.expander("Conversation context"):
         turns = st.number_input("Earlier turns kept whole (with their tool results)", min_value=0,
                                 max_value=MAX_CONTEXT_TURNS, value=DEFAULT_CONTEXT_TURNS, step=1, key="cfg_context_turns",
-                                help="Older turns keep only their question and answer (ask --context-turns)")
+                                help="Older turns keep only their question and answer, as on the command line")
         budget = st.number_input("History token budget (0: half the model's context)", min_value=0,
                                  max_value=MAX_CONTEXT_TOKENS, value=0, step=1000, key="cfg_context_budget",
                                  help="Within it the oldest turns are dropped first")
