@@ -95,12 +95,18 @@ WHERE database_name = current_database() AND list_contains(?, table_name) AND co
 """
 
 
-def reuse_latest_verification(con) -> None:
-    """Replace the readers (`M014_READERS`), keeping every comment their views had."""
-    views = list(_REPLACED_VIEWS)
-    kept = con.execute(_COMMENTS, [views, views]).fetchall()
-    con.execute(M014_READERS)
+def replace_keeping_comments(con, views, sql: str) -> None:
+    """Run `sql`, which replaces `views`, keeping every comment those views and their columns had: DuckDB drops
+    a view's comments when the view is replaced. m017 and m021 replace views the same way."""
+    names = list(views)
+    kept = con.execute(_COMMENTS, [names, names]).fetchall()
+    con.execute(sql)
     for view, column, comment in kept:
         target = f"COLUMN {view}.{column}" if column else f"VIEW {view}"
         quoted = comment.replace("'", "''")
         con.execute(f"COMMENT ON {target} IS '{quoted}'")
+
+
+def reuse_latest_verification(con) -> None:
+    """Replace the readers (`M014_READERS`), keeping every comment their views had."""
+    replace_keeping_comments(con, _REPLACED_VIEWS, M014_READERS)

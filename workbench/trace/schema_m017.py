@@ -15,7 +15,7 @@
 Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
 """
 
-from .schema_m014 import _COMMENTS  # the comments of chosen views and their columns, as m014 keeps them
+from .schema_m014 import replace_keeping_comments
 
 M017_DOC_GAP_KINDS = r"""
 CREATE UNIQUE INDEX turns_conversation_position ON turns (conversation_id, position);
@@ -76,12 +76,7 @@ COMMENT ON COLUMN doc_gaps.kind IS 'What kind of gap (from its turns'' `turns.ga
 
 
 def keep_gap_comments(con) -> None:
-    """Replace the gap queue (`M017_GAP_QUEUE`), keeping the comments of the columns `doc_gaps` had, then
-    comment the view and its new `kind` column (`M017_GAP_COMMENTS`)."""
-    kept = con.execute(_COMMENTS, [["doc_gaps"], ["doc_gaps"]]).fetchall()
-    con.execute(M017_GAP_QUEUE)
-    for _, column, comment in kept:
-        if column is not None:
-            quoted = comment.replace("'", "''")
-            con.execute(f"COMMENT ON COLUMN doc_gaps.{column} IS '{quoted}'")
+    """Replace the gap queue (`M017_GAP_QUEUE`), keeping the comments `doc_gaps` and its columns had, then
+    comment the view anew and its new `kind` column (`M017_GAP_COMMENTS`)."""
+    replace_keeping_comments(con, ["doc_gaps"], M017_GAP_QUEUE)
     con.execute(M017_GAP_COMMENTS)

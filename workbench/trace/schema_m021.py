@@ -9,6 +9,8 @@ with, so a resume with any other configuration is refused, naming the difference
 Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
 """
 
+from .schema_m014 import replace_keeping_comments
+
 M021_TURN_LINES = r"""
 CREATE TABLE turn_lines (
     turn_id VARCHAR PRIMARY KEY,
@@ -94,22 +96,8 @@ COMMENT ON COLUMN expectation_results.conversation IS 'The line''s conversation 
 COMMENT ON COLUMN expectation_results.turn_id IS 'The run''s latest turn for the line; NULL when it was never asked.';
 COMMENT ON COLUMN expectation_results.answered IS 'Whether the run has a turn for the line.';
 """
-#: Every comment of a view and its columns, as COMMENT statements.
-_COMMENTS = """
-SELECT CASE WHEN column_name IS NULL THEN 'VIEW ' || view_name ELSE 'COLUMN ' || view_name || '.' || column_name END,
-       comment
-FROM (SELECT view_name, NULL AS column_name, comment FROM duckdb_views() WHERE view_name = ?
-      UNION ALL
-      SELECT table_name, column_name, comment FROM duckdb_columns() WHERE table_name = ?)
-WHERE comment IS NOT NULL
-"""
-
-
 def score_by_line(con) -> None:
     """Replace `expectation_results` (`M021_VIEW`): DuckDB drops a replaced view's comments, so m011's are
     carried over rather than restated here, and the new ones (`M021_VIEW_COMMENTS`) set after them."""
-    kept = con.execute(_COMMENTS, ["expectation_results", "expectation_results"]).fetchall()
-    con.execute(M021_VIEW)
-    for target, comment in kept:
-        con.execute(f"COMMENT ON {target} IS '" + comment.replace("'", "''") + "'")
+    replace_keeping_comments(con, ["expectation_results"], M021_VIEW)
     con.execute(M021_VIEW_COMMENTS)
