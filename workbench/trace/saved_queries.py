@@ -6,20 +6,18 @@ runs) and within the bounds below (docs/security.md); it runs like any typed que
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from ..terminal import all_visible
 from .reader import TraceReader, check_read_only
 from .writer import TraceWriter
 
 #: The longest name and SQL text a saved query may have.
 MAX_QUERY_NAME_CHARS = 80
 MAX_SAVED_SQL_CHARS = 20_000
-# C0 and C1 controls (tab and newline too), bidi marks, embeddings, overrides, isolates, line separators
-_NOT_IN_A_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class SavedQueryError(WorkbenchError):
@@ -41,7 +39,7 @@ def check_name(name: str) -> str:
         raise SavedQueryError("give the query a name")
     if len(name) > MAX_QUERY_NAME_CHARS:
         raise SavedQueryError(f"a query's name has at most {MAX_QUERY_NAME_CHARS} characters ({len(name)} given)")
-    if _NOT_IN_A_NAME.search(name):
+    if all_visible(name) != name:  # a control (tab and newline too) or bidi character: `terminal` escapes them
         raise SavedQueryError("a query's name cannot hold control or bidi characters")
     return name
 
