@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from http_server import LoopbackServer, send
+from http_server import LoopbackServer, QuietHandler, send
 from loopback import Reply, ollama_error, ollama_model, ollama_reply, ollama_show
 
 
@@ -67,13 +66,7 @@ class AgentServer(LoopbackServer):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _send(self, reply: Reply):
                 send(self, reply.status, json.dumps(reply.body).encode())
 
@@ -81,7 +74,7 @@ class AgentServer(LoopbackServer):
                 self._send(Reply(body={"models": [ollama_model("llama3.1:latest")]}))
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = self.json_body()
                 if self.path == "/api/show":  # the model's context: no model step, not counted
                     self._send(Reply(body=ollama_show()))
                     return

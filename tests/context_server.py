@@ -16,10 +16,9 @@ import json
 import math
 import re
 import threading
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
-from http_server import LoopbackServer, send
+from http_server import LoopbackServer, QuietHandler, send
 from loopback import Reply
 
 CHARS_PER_WORD_TOKEN = 4
@@ -52,13 +51,7 @@ class ContextServer(LoopbackServer):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _send(self, reply: Reply):
                 send(self, reply.status, json.dumps(reply.body).encode())
 
@@ -71,7 +64,7 @@ class ContextServer(LoopbackServer):
                                                      "type": "not_found_error"}}))
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = self.json_body()
                 tokens = count_tokens(body)
                 with server._lock:
                     server.requests.append((tokens, body))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 def send(handler: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str = "application/json",
@@ -19,6 +21,21 @@ def send(handler: BaseHTTPRequestHandler, status: int, data: bytes, content_type
         handler.wfile.write(data)
     except (BrokenPipeError, ConnectionResetError):
         pass
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """The loopback servers' handler base: HTTP/1.1, no Nagle (no 40 ms delayed-ACK stalls between header and body
+    writes), no log lines in the test output."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args):
+        pass
+
+    def json_body(self) -> Any:
+        """The request's JSON body ({} when it has none)."""
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
 
 class LoopbackServer:

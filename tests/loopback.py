@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from http_server import LoopbackServer, send
+from http_server import LoopbackServer, QuietHandler, send
 
 
 @dataclass
@@ -64,13 +64,7 @@ class ScriptedServer(LoopbackServer):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls between header and body writes
-
-            def log_message(self, *args):  # keep test output clean
-                pass
-
+        class Handler(QuietHandler):
             def _answer(self, reply: Reply):
                 if reply.delay:
                     time.sleep(reply.delay)
