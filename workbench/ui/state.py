@@ -21,7 +21,7 @@ from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
-from ..types import TRUNCATED, ContextPolicy
+from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
 
@@ -242,7 +242,7 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
         turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
                           position=position, if_moved=if_moved)
         payload = turn.answer.payload
-        if payload.status not in ("ok", TRUNCATED):  # a truncated answer is shown, with its warning
+        if payload.status not in ANSWERED:  # a truncated answer is shown, with its warning
             turn.error = payload.error or payload.status
     except ConversationMoved:
         raise
