@@ -535,6 +535,9 @@ def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(brows
         chips.filter(has_text="load-bearing").wait_for()
         assert chips.inner_text() == text, "the stored verdicts on the same chips"
         assert msg.get_by_text("⚙", exact=False).inner_text() == caption, "the recorded time, not another"
+        # the page draws a turn's parts one after the other, and the status widget can be gone between two
+        # of them: wait for the expander drawn after the chips rather than count what has arrived so far
+        msg.get_by_text("Claims (", exact=False).wait_for(timeout=30_000)
         assert msg.get_by_text("Claims (", exact=False).count() == 1, "its claims, as stored"
         assert msg.get_by_role("button", name="Verify sources").count() == 0, "verified already"
     finally:
