@@ -177,3 +177,18 @@ def test_eval_one_run_summary_and_resume_after_interruption(tmp_path, capsys, mo
     from workbench.batch import run_key
 
     assert run_key(QUESTIONS, {"a": 1}, "h") != run_key(QUESTIONS[:-1], {"a": 1}, "h")
+
+
+def test_a_trace_file_and_an_export_folder_with_a_quote_in_their_paths(tmp_path, capsys):
+    """The statements that cannot take a parameter (ATTACH, COPY TO, read_parquet's glob) quote the path as a SQL
+    string: a folder named like "O'Brien's traces" is a path like any other, never a syntax error."""
+    from workbench.trace.export import open_export
+
+    home = tmp_path / "O'Brien's traces"
+    home.mkdir()
+    s = Session.open(trace_db=home / "t.duckdb")
+    s.ask("How do I configure SSO?")
+    code, _, err = run(capsys, "export", "--parquet", str(home / "it's exported"), "--db", str(home / "t.duckdb"))
+    assert code == 0, err
+    back = open_export(home / "it's exported")
+    assert back.execute("SELECT question FROM turns").fetchall() == [("How do I configure SSO?",)]

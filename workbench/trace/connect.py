@@ -213,6 +213,12 @@ def _host():
         return _HOST[0][1]
 
 
+def sql_string(value: str | Path) -> str:
+    """`value` as a SQL string literal, for the statements DuckDB cannot take a parameter in (ATTACH, COPY TO,
+    read_parquet's glob, COMMENT ON): single quotes doubled inside single quotes."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 @contextmanager
 def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
     """A read-write connection to the trace file: a cursor of this process's in-memory DuckDB with the
@@ -221,12 +227,11 @@ def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     path = str(path)
     _check_path(path, read_only=False)
     alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
-    quoted = path.replace("'", "''")
     with _in_process(path, timeout):
         cur = _host().cursor()
         try:
             _retrying(path, read_only=False, timeout=timeout,
-                      attempt=lambda: cur.execute(f"ATTACH '{quoted}' AS {alias}; USE {alias}"))
+                      attempt=lambda: cur.execute(f"ATTACH {sql_string(path)} AS {alias}; USE {alias}"))
             try:
                 yield cur
             finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import TraceStoreError
-from .connect import duckdb_connect
+from .connect import duckdb_connect, sql_string
 from .reader import TraceReader
 
 _RUN_DATE = "strftime(r.created_at AT TIME ZONE 'UTC', '%Y-%m-%d') AS run_date"
@@ -87,14 +87,10 @@ def _export_one(con, name: str, out: Path) -> int:
             (out / name).mkdir()
             target = str(out / name / f"{name}.parquet")
             options = "FORMAT parquet"
-        con.execute(f"COPY ({select}) TO '{_quoted(target)}' ({options})")
+        con.execute(f"COPY ({select}) TO {sql_string(target)} ({options})")
     except (duckdb.Error, OSError) as exc:
         raise TraceStoreError(f"could not export {name} to {target}: {exc}") from None
     return n
-
-
-def _quoted(path: str) -> str:
-    return path.replace("'", "''")
 
 
 def open_export(out_dir: str | Path):
@@ -108,7 +104,7 @@ def open_export(out_dir: str | Path):
         raise TraceStoreError(f"{out} holds no Parquet export of a trace database")
     con = duckdb_connect()
     for folder in folders:
-        source = f"read_parquet('{_quoted(str(folder))}/**/*.parquet', hive_partitioning = true)"
+        source = f"read_parquet({sql_string(f'{folder}/**/*.parquet')}, hive_partitioning = true)"
         try:
             columns = [c for (c, *_) in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
             keep = "* EXCLUDE (run_date)" if "run_date" in columns else "*"

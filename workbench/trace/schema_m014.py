@@ -8,6 +8,8 @@ over (`reuse_latest_verification`) rather than restating them here.
 Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
 """
 
+from .connect import sql_string
+
 M014_LATEST_VERIFICATION = """
 CREATE VIEW latest_verifications AS
 SELECT turn_id, arg_max(verification_id, verified_at) AS verification_id, max(verified_at) AS verified_at
@@ -103,8 +105,7 @@ def replace_keeping_comments(con, views, sql: str) -> None:
     con.execute(sql)
     for view, column, comment in kept:
         target = f"COLUMN {view}.{column}" if column else f"VIEW {view}"
-        quoted = comment.replace("'", "''")
-        con.execute(f"COMMENT ON {target} IS '{quoted}'")
+        con.execute(f"COMMENT ON {target} IS {sql_string(comment)}")
 
 
 def reuse_latest_verification(con) -> None:

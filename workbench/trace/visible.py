@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .connect import _retrying, duckdb_connect
+from .connect import _retrying, duckdb_connect, sql_string
 from .history import OWNERS
 from .migrate import migrate
 
@@ -62,9 +62,8 @@ def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
     con = duckdb_connect(":memory:", config={k: v for k, v in config.items() if k != "enable_external_access"})
     try:
         migrate(con, path=":memory:")
-        quoted = str(path).replace("'", "''")
         _retrying(str(path), read_only=True, timeout=timeout,
-                  attempt=lambda: con.execute(f"ATTACH '{quoted}' AS src (READ_ONLY)"))
+                  attempt=lambda: con.execute(f"ATTACH {sql_string(path)} AS src (READ_ONLY)"))
         try:
             _copy_rows(con, owner)
         finally:
