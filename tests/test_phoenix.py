@@ -283,3 +283,109 @@ def test_attribute_names_are_openinference_semantic_conventions(traced):
     assert {"llm.model_name", "llm.token_count.prompt", "llm.token_count.completion", "llm.token_count.total",
             "tool.name", "tool.parameters", "document.id", "document.score", "document.content",
             "document.metadata", "session.id", "input.value", "output.value", "metadata"} <= used
+
+
+# --- `ingest --phoenix`: another app's spans, pulled back from a Phoenix project (docs/design.md §12) -------------
+
+def _sent_to_phoenix(base: str, project: str, service: str):
+    """A tracer provider exporting to Phoenix's `/v1/traces` into `project`, and a record of what it sent."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from audit_apps import tracer_provider
+
+    tp = tracer_provider(f"{base}/v1/traces", service, project)
+    sent = InMemorySpanExporter()
+    tp.add_span_processor(SimpleSpanProcessor(sent))
+    return tp, sent
+
+
+def _ingest(base: str, project: str, db, *extra: str):
+    from clirun import cli
+
+    return cli("ingest", "--phoenix", base, "--project", project, "--db", str(db), *extra)
+
+
+def _audited(db, *args: str) -> list[dict]:
+    from clirun import cli
+
+    r = cli("turns", "--json", "--db", str(db), *args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def _stored_counts(db) -> tuple[int, int]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return (con.execute("SELECT count(*) FROM turns").fetchone()[0],
+                con.execute("SELECT count(*) FROM audit_spans").fetchone()[0])
+
+
+def test_ingest_from_phoenix_audits_a_llama_index_app_and_a_second_ingest_adds_nothing(phoenix_started, tmp_path):
+    pytest.importorskip("openinference.instrumentation.llama_index")
+    from audit_apps import check_llama_turn, llama_replies, run_llama_app, write_corpus
+
+    base = phoenix_started.wait_ready()
+    tp, sent = _sent_to_phoenix(base, "audited-llama", "kb-assistant")
+    with ScriptedServer(replies=llama_replies()) as llm:
+        run = run_llama_app(tp, llm)
+    n = len(sent.get_finished_spans())
+    assert len(spans_of(base, "audited-llama", n)) == n  # Phoenix holds all the app sent
+    db = tmp_path / "t.duckdb"
+    corpus = write_corpus(tmp_path / "kb.jsonl")
+    r = _ingest(base, "audited-llama", db, "--corpus", corpus, "--name", "from-phoenix")
+    assert r.returncode == 0, r.stderr
+    assert f"{n} spans received, 1 turns written" in r.stderr
+    [turn] = _audited(db, "--run", "from-phoenix")
+    check_llama_turn(turn, run, service="audited-llama")  # Phoenix keeps no service.name: the project stands for it
+    stored = _stored_counts(db)
+    assert stored == (1, n)
+    again = _ingest(base, "audited-llama", db, "--corpus", corpus, "--name", "again")
+    assert again.returncode == 0, again.stderr
+    assert "0 turns written, 1 already stored" in again.stderr
+    assert _stored_counts(db) == stored and _audited(db, "--run", "again") == []
+
+
+def test_ingest_from_phoenix_audits_a_session_of_a_bare_openai_client(phoenix_started, tmp_path):
+    pytest.importorskip("openinference.instrumentation.openai")
+    from audit_apps import SESSION_QUESTIONS, check_session_turns, run_openai_app, session_replies
+
+    base = phoenix_started.wait_ready()
+    tp, sent = _sent_to_phoenix(base, "audited-session", "support-bot")
+    with ScriptedServer(replies=session_replies()) as llm:
+        messages = run_openai_app(tp, llm.url, SESSION_QUESTIONS)
+        n = len(sent.get_finished_spans())
+        assert len(spans_of(base, "audited-session", n)) == n
+        db = tmp_path / "t.duckdb"
+        r = _ingest(base, "audited-session", db)
+        assert r.returncode == 0, r.stderr
+        assert "2 turns written" in r.stderr
+        first, second = _audited(db, "--conversation", "chat-42")
+        check_session_turns(first, second, messages, llm)
+
+
+def test_ingest_from_phoenix_pages_through_a_project_up_to_its_bound(phoenix_started, tmp_path, monkeypatch):
+    """150 spans: more than one page of Phoenix's client (100). Over the bound, or a project Phoenix has not,
+    exits 2 and writes nothing."""
+    from workbench.audit import phoenix as audit_phoenix
+
+    base = phoenix_started.wait_ready()
+    tp, _ = _sent_to_phoenix(base, "audited-pages", "indexer")
+    tracer = tp.get_tracer("indexer")
+    with tracer.start_as_current_span("index"):  # no model call: no turn
+        for i in range(149):
+            with tracer.start_as_current_span(f"embed-{i}"):
+                pass
+    tp.shutdown()
+    assert len(spans_of(base, "audited-pages", 150)) == 150
+    db = tmp_path / "t.duckdb"
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 149)
+    r = _ingest(base, "audited-pages", db)
+    assert r.returncode == 2 and "more than 149 spans" in r.stderr and "Traceback" not in r.stderr
+    assert not db.exists()
+    r = _ingest(base, "audited-page", db)
+    assert r.returncode == 2 and "has no project 'audited-page'" in r.stderr and "'audited-pages'" in r.stderr
+    assert not db.exists()
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 150)
+    r = _ingest(base, "audited-pages", db)
+    assert r.returncode == 0 and "150 spans received, 0 turns written" in r.stderr
+    assert _stored_counts(db) == (0, 150)

@@ -39,8 +39,10 @@ class PhoenixError(WorkbenchError):
     """Phoenix cannot be read: unreachable, not a Phoenix server, no such project, or over the bound."""
 
 
-def project_spans(url: str, project: str, *, limit: int = MAX_PHOENIX_SPANS) -> list[Span]:
-    """Every span of `project` on the Phoenix server at `url` (all of them, or an error: never a part)."""
+def project_spans(url: str, project: str, *, limit: int | None = None) -> list[Span]:
+    """Every span of `project` on the Phoenix server at `url`, at most `limit` (default `MAX_PHOENIX_SPANS`):
+    all of them, or an error, never a part."""
+    limit = MAX_PHOENIX_SPANS if limit is None else limit
     with _reading(url):
         client = Client(base_url=url)
         project_id = _project_id(client, url, project)
