@@ -169,9 +169,9 @@ def _tool_loop(client, messages: list, model: str) -> str:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(SEARCH)})
 
 
-def run_openai_app(tp, llm_url: str, questions: list[str]) -> list:
+def run_openai_app(tp, llm_url: str, questions: list[str], messages: list | None = None) -> list:
     """The bare openai client, instrumented by `OpenAIInstrumentor` on `tp`, asks `questions` in one session
-    (`chat-42`), each in a tool loop; returns the conversation's messages."""
+    (`chat-42`), each in a tool loop, after `messages` (a conversation to go on with); returns its messages."""
     import openai
     from openinference.instrumentation import TraceConfig, using_session
     from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -179,7 +179,7 @@ def run_openai_app(tp, llm_url: str, questions: list[str]) -> list:
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=tp, config=TraceConfig())
     client = openai.OpenAI(base_url=llm_url + "/v1", api_key="sk-test", max_retries=0)
-    messages = [{"role": "system", "content": "Answer from the help center; link what you use."}]
+    messages = messages or [{"role": "system", "content": "Answer from the help center; link what you use."}]
     try:
         with using_session("chat-42"):
             for q in questions:

@@ -1,4 +1,5 @@
-"""The export arrives intact in a REAL Arize Phoenix (DESIGN.md §10).
+"""The export arrives intact in a REAL Arize Phoenix (DESIGN.md §10), and `ingest --phoenix` audits the spans
+instrumented apps sent to it (docs/design.md §12).
 
 One `phoenix serve` per test session (this file owns it; with `--dist loadfile` its tests share one
 worker), started before the trace database is built so the two overlap. Spans are read back over
@@ -345,22 +346,25 @@ def test_ingest_from_phoenix_audits_a_llama_index_app_and_a_second_ingest_adds_n
     assert _stored_counts(db) == stored and _audited(db, "--run", "again") == []
 
 
-def test_ingest_from_phoenix_audits_a_session_of_a_bare_openai_client(phoenix_started, tmp_path):
+def test_ingest_from_phoenix_follows_a_session_of_a_bare_openai_client_across_two_ingests(phoenix_started, tmp_path):
+    """The session's first turn is ingested, then the project grows by its second turn and is ingested again:
+    the second turn takes its place after the first and sees what the first left in its prompt."""
     pytest.importorskip("openinference.instrumentation.openai")
     from audit_apps import SESSION_QUESTIONS, check_session_turns, run_openai_app, session_replies
 
     base = phoenix_started.wait_ready()
-    tp, sent = _sent_to_phoenix(base, "audited-session", "support-bot")
+    db = tmp_path / "t.duckdb"
+    n, messages = 0, None
     with ScriptedServer(replies=session_replies()) as llm:
-        messages = run_openai_app(tp, llm.url, SESSION_QUESTIONS)
-        n = len(sent.get_finished_spans())
-        assert len(spans_of(base, "audited-session", n)) == n
-        db = tmp_path / "t.duckdb"
-        r = _ingest(base, "audited-session", db)
-        assert r.returncode == 0, r.stderr
-        assert "2 turns written" in r.stderr
-        first, second = _audited(db, "--conversation", "chat-42")
-        check_session_turns(first, second, messages, llm)
+        for question, says in zip(SESSION_QUESTIONS, ("1 turns written", "1 turns written, 1 already stored")):
+            tp, sent = _sent_to_phoenix(base, "audited-session", "support-bot")
+            messages = run_openai_app(tp, llm.url, [question], messages)
+            n += len(sent.get_finished_spans())
+            assert len(spans_of(base, "audited-session", n)) == n
+            r = _ingest(base, "audited-session", db)
+            assert r.returncode == 0 and f"{n} spans received, {says} (" in r.stderr, r.stderr
+    first, second = _audited(db, "--conversation", "chat-42")
+    check_session_turns(first, second, messages, llm)
 
 
 def test_ingest_from_phoenix_pages_through_a_project_up_to_its_bound(phoenix_started, tmp_path, monkeypatch):
