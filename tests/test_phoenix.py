@@ -368,8 +368,12 @@ def test_ingest_from_phoenix_follows_a_session_of_a_bare_openai_client_across_tw
 
 
 def test_ingest_from_phoenix_pages_through_a_project_up_to_its_bound(phoenix_started, tmp_path, monkeypatch):
-    """150 spans: more than one page of Phoenix's client (100). Over the bound, or a project Phoenix has not,
-    exits 2 and writes nothing."""
+    """151 spans: more than one page of Phoenix's client (100). Over the bound, or a project Phoenix has not,
+    exits 2 and writes nothing. A trace whose root span Phoenix does not hold (yet) is not audited on part of
+    itself."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
     from workbench.audit import phoenix as audit_phoenix
 
     base = phoenix_started.wait_ready()
@@ -379,17 +383,26 @@ def test_ingest_from_phoenix_pages_through_a_project_up_to_its_bound(phoenix_sta
         for i in range(149):
             with tracer.start_as_current_span(f"embed-{i}"):
                 pass
+    root = SpanContext(trace_id=0x5B8EFFF798038103D269B633813FC60C, span_id=0x1111111111111111, is_remote=True,
+                       trace_flags=TraceFlags(TraceFlags.SAMPLED))  # a root span that is never sent
+    answering = {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "user",
+                 "llm.input_messages.0.message.content": "How do I configure SSO?",
+                 "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "See sso."}
+    with tracer.start_as_current_span("ChatCompletion", context=trace.set_span_in_context(NonRecordingSpan(root)),
+                                      attributes=answering):
+        pass
     tp.shutdown()
-    assert len(spans_of(base, "audited-pages", 150)) == 150
+    assert len(spans_of(base, "audited-pages", 151)) == 151
     db = tmp_path / "t.duckdb"
-    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 149)
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 150)
     r = _ingest(base, "audited-pages", db)
-    assert r.returncode == 2 and "more than 149 spans" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "more than 150 spans" in r.stderr and "Traceback" not in r.stderr
     assert not db.exists()
     r = _ingest(base, "audited-page", db)
     assert r.returncode == 2 and "has no project 'audited-page'" in r.stderr and "'audited-pages'" in r.stderr
     assert not db.exists()
-    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 150)
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 151)
     r = _ingest(base, "audited-pages", db)
-    assert r.returncode == 0 and "150 spans received, 0 turns written" in r.stderr
+    assert r.returncode == 0 and "150 spans received, 0 turns written" in r.stderr, r.stderr
+    assert "1 traces have no root span in Phoenix yet" in r.stderr
     assert _stored_counts(db) == (0, 150)
