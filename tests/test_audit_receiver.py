@@ -1,10 +1,12 @@
 """The OTLP/HTTP receiver of `collect` under bad input (docs/security.md): a malformed body, a span without ids,
-a body over the bound, a 10 MB attribute, non-JSON tool output, a span sent twice; and `ingest FILE`."""
+a body over the bound, a 10 MB attribute, non-JSON tool output, a span sent twice; `ingest FILE`, and `ingest
+--phoenix` from a server that is no Phoenix or none at all (tests/test_phoenix.py reads a real one)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -14,6 +16,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from clirun import cli
+from http_server import LoopbackServer, QuietHandler, send
 from workbench.audit.collector import Assembler, make_server
 from workbench.audit.spans import MAX_BODY_BYTES
 from workbench.audit.units import Resolver
@@ -147,9 +150,53 @@ def test_ingest_a_file_of_otlp_json_lines(tmp_path):
     assert "3 turns written" in r.stderr
     r = cli("turns", "--json", "--db", str(db), "--run", "file")
     assert [json.loads(line)["sets"]["consulted"] for line in r.stdout.splitlines()] == [["sso"]] * 3
+    again = cli("ingest", str(f), "--db", str(db), "--name", "again")
+    assert again.returncode == 0 and "0 turns written, 3 already stored" in again.stderr
+    assert cli("turns", "--json", "--db", str(db), "--run", "again").stdout == ""
     f.write_text("{bad\n", encoding="utf-8")
     r = cli("ingest", str(f), "--db", str(db))
     assert r.returncode == 2 and "spans.jsonl:1" in r.stderr
+
+
+class _NotPhoenix(LoopbackServer):
+    """A web server that is no Phoenix: every GET gets `status` and `body`."""
+
+    def __init__(self, status: int, body: bytes, content_type: str):
+        class Handler(QuietHandler):
+            def do_GET(self):
+                send(self, status, body, content_type)
+
+        self._serve(Handler)
+
+
+@pytest.mark.parametrize("status, body, content_type, says", [
+    (200, b"<html><body>Welcome</body></html>", "text/html", "does not answer as a Phoenix server (JSONDecodeError"),
+    (404, b'{"detail": "Not Found"}', "application/json", "does not answer as a Phoenix server (GET /v1/projects: HTTP 404)"),
+    (401, b'{"detail": "Unauthorized"}', "application/json", "refused access (HTTP 401)"),
+])
+def test_ingest_from_a_server_that_is_no_phoenix_exits_2_writing_nothing(tmp_path, status, body, content_type, says):
+    db = tmp_path / "t.duckdb"
+    with _NotPhoenix(status, body, content_type) as server:
+        r = cli("ingest", "--phoenix", server.url, "--project", "app", "--db", str(db))
+    assert r.returncode == 2 and says in r.stderr and server.url in r.stderr and "Traceback" not in r.stderr
+    assert not db.exists()
+
+
+def test_ingest_from_an_unreachable_phoenix_and_bad_options_exit_2(tmp_path):
+    db = tmp_path / "t.duckdb"
+    with socket.socket() as s:  # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = cli("ingest", "--phoenix", f"http://127.0.0.1:{port}", "--project", "app", "--db", str(db))
+    assert r.returncode == 2 and f"cannot reach Phoenix at http://127.0.0.1:{port}" in r.stderr
+    r = cli("ingest", "--phoenix", "not a url", "--project", "app", "--db", str(db))
+    assert r.returncode == 2 and "cannot reach Phoenix at not a url" in r.stderr
+    for args, says in [((), "one of the two"), (("spans.jsonl", "--phoenix", "http://127.0.0.1:6006", "--project", "a"),
+                                                "one of the two"),
+                       (("--phoenix", "http://127.0.0.1:6006"), "go together"), (("x.jsonl", "--project", "a"), "go together")]:
+        r = cli("ingest", *args, "--db", str(db))
+        assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+    assert not db.exists()
 
 
 def test_sigterm_assembles_a_trace_whose_root_never_came(tmp_path):

@@ -23,6 +23,7 @@ SDK_HOMES = {
     "duckdb": {"trace"},
     "opentelemetry": {"trace/openinference", "audit/spans"},
     "google": {"providers/gemini", "retrieval/embeddings", "audit/spans"},
+    "phoenix": {"audit/phoenix"},
 }
 
 
@@ -123,6 +124,7 @@ def test_requirements_list_what_the_code_imports():
               "opentelemetry-sdk": "opentelemetry.sdk",
               "opentelemetry-exporter-otlp-proto-http": "opentelemetry.exporter.otlp.proto.http",
               "opentelemetry-proto": "opentelemetry.proto",
+              "arize-phoenix-client": "phoenix.client",
               "jupyterlab": None,
               "authlib": None}  # Streamlit's `st.login` imports it (workbench/ui/identity.py)
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])

@@ -25,6 +25,8 @@ PKG = ROOT / "workbench"
 HEAVY = {
     # the list
     "llama_index", "duckdb", "pyarrow", "streamlit", "opentelemetry", "xllamacpp",
+    # Phoenix's client: 0.4-0.7 s (it loads openinference and the OTel SDK)
+    "phoenix",
     # the provider and embedding SDKs
     "ollama", "openai", "google",
     # measured heavy, or optional installs

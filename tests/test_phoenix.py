@@ -1,4 +1,5 @@
-"""The export arrives intact in a REAL Arize Phoenix (DESIGN.md §10).
+"""The export arrives intact in a REAL Arize Phoenix (DESIGN.md §10), and `ingest --phoenix` audits the spans
+instrumented apps sent to it (docs/design.md §12).
 
 One `phoenix serve` per test session (this file owns it; with `--dist loadfile` its tests share one
 worker), started before the trace database is built so the two overlap. Spans are read back over
@@ -283,3 +284,125 @@ def test_attribute_names_are_openinference_semantic_conventions(traced):
     assert {"llm.model_name", "llm.token_count.prompt", "llm.token_count.completion", "llm.token_count.total",
             "tool.name", "tool.parameters", "document.id", "document.score", "document.content",
             "document.metadata", "session.id", "input.value", "output.value", "metadata"} <= used
+
+
+# --- `ingest --phoenix`: another app's spans, pulled back from a Phoenix project (docs/design.md §12) -------------
+
+def _sent_to_phoenix(base: str, project: str, service: str):
+    """A tracer provider exporting to Phoenix's `/v1/traces` into `project`, and a record of what it sent."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from audit_apps import tracer_provider
+
+    tp = tracer_provider(f"{base}/v1/traces", service, project)
+    sent = InMemorySpanExporter()
+    tp.add_span_processor(SimpleSpanProcessor(sent))
+    return tp, sent
+
+
+def _ingest(base: str, project: str, db, *extra: str):
+    from clirun import cli
+
+    return cli("ingest", "--phoenix", base, "--project", project, "--db", str(db), *extra)
+
+
+def _audited(db, *args: str) -> list[dict]:
+    from clirun import cli
+
+    r = cli("turns", "--json", "--db", str(db), *args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def _stored_counts(db) -> tuple[int, int]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return (con.execute("SELECT count(*) FROM turns").fetchone()[0],
+                con.execute("SELECT count(*) FROM audit_spans").fetchone()[0])
+
+
+def test_ingest_from_phoenix_audits_a_llama_index_app_and_a_second_ingest_adds_nothing(phoenix_started, tmp_path):
+    pytest.importorskip("openinference.instrumentation.llama_index")
+    from audit_apps import check_llama_turn, llama_replies, run_llama_app, write_corpus
+
+    base = phoenix_started.wait_ready()
+    tp, sent = _sent_to_phoenix(base, "audited-llama", "kb-assistant")
+    with ScriptedServer(replies=llama_replies()) as llm:
+        run = run_llama_app(tp, llm)
+    n = len(sent.get_finished_spans())
+    assert len(spans_of(base, "audited-llama", n)) == n  # Phoenix holds all the app sent
+    db = tmp_path / "t.duckdb"
+    corpus = write_corpus(tmp_path / "kb.jsonl")
+    r = _ingest(base, "audited-llama", db, "--corpus", corpus, "--name", "from-phoenix")
+    assert r.returncode == 0, r.stderr
+    assert f"{n} spans received, 1 turns written" in r.stderr
+    [turn] = _audited(db, "--run", "from-phoenix")
+    check_llama_turn(turn, run, service="audited-llama")  # Phoenix keeps no service.name: the project stands for it
+    stored = _stored_counts(db)
+    assert stored == (1, n)
+    again = _ingest(base, "audited-llama", db, "--corpus", corpus, "--name", "again")
+    assert again.returncode == 0, again.stderr
+    assert "0 turns written, 1 already stored" in again.stderr
+    assert _stored_counts(db) == stored and _audited(db, "--run", "again") == []
+
+
+def test_ingest_from_phoenix_follows_a_session_of_a_bare_openai_client_across_two_ingests(phoenix_started, tmp_path):
+    """The session's first turn is ingested, then the project grows by its second turn and is ingested again:
+    the second turn takes its place after the first and sees what the first left in its prompt."""
+    pytest.importorskip("openinference.instrumentation.openai")
+    from audit_apps import SESSION_QUESTIONS, check_session_turns, run_openai_app, session_replies
+
+    base = phoenix_started.wait_ready()
+    db = tmp_path / "t.duckdb"
+    n, messages = 0, None
+    with ScriptedServer(replies=session_replies()) as llm:
+        for question, says in zip(SESSION_QUESTIONS, ("1 turns written", "1 turns written, 1 already stored")):
+            tp, sent = _sent_to_phoenix(base, "audited-session", "support-bot")
+            messages = run_openai_app(tp, llm.url, [question], messages)
+            n += len(sent.get_finished_spans())
+            assert len(spans_of(base, "audited-session", n)) == n
+            r = _ingest(base, "audited-session", db)
+            assert r.returncode == 0 and f"{n} spans received, {says} (" in r.stderr, r.stderr
+    first, second = _audited(db, "--conversation", "chat-42")
+    check_session_turns(first, second, messages, llm)
+
+
+def test_ingest_from_phoenix_pages_through_a_project_up_to_its_bound(phoenix_started, tmp_path, monkeypatch):
+    """151 spans: more than one page of Phoenix's client (100). Over the bound, or a project Phoenix has not,
+    exits 2 and writes nothing. A trace whose root span Phoenix does not hold (yet) is not audited on part of
+    itself."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    from workbench.audit import phoenix as audit_phoenix
+
+    base = phoenix_started.wait_ready()
+    tp, _ = _sent_to_phoenix(base, "audited-pages", "indexer")
+    tracer = tp.get_tracer("indexer")
+    with tracer.start_as_current_span("index"):  # no model call: no turn
+        for i in range(149):
+            with tracer.start_as_current_span(f"embed-{i}"):
+                pass
+    root = SpanContext(trace_id=0x5B8EFFF798038103D269B633813FC60C, span_id=0x1111111111111111, is_remote=True,
+                       trace_flags=TraceFlags(TraceFlags.SAMPLED))  # a root span that is never sent
+    answering = {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "user",
+                 "llm.input_messages.0.message.content": "How do I configure SSO?",
+                 "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "See sso."}
+    with tracer.start_as_current_span("ChatCompletion", context=trace.set_span_in_context(NonRecordingSpan(root)),
+                                      attributes=answering):
+        pass
+    tp.shutdown()
+    assert len(spans_of(base, "audited-pages", 151)) == 151
+    db = tmp_path / "t.duckdb"
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 150)
+    r = _ingest(base, "audited-pages", db)
+    assert r.returncode == 2 and "more than 150 spans" in r.stderr and "Traceback" not in r.stderr
+    assert not db.exists()
+    r = _ingest(base, "audited-page", db)
+    assert r.returncode == 2 and "has no project 'audited-page'" in r.stderr and "'audited-pages'" in r.stderr
+    assert not db.exists()
+    monkeypatch.setattr(audit_phoenix, "MAX_PHOENIX_SPANS", 151)
+    r = _ingest(base, "audited-pages", db)
+    assert r.returncode == 0 and "150 spans received, 0 turns written" in r.stderr, r.stderr
+    assert "1 traces have no root span in Phoenix yet" in r.stderr
+    assert _stored_counts(db) == (0, 150)

@@ -58,6 +58,10 @@ class Assembler:
         self.tool_steps: dict[str, str] = {}  # tool call id -> the trace whose model call asked for it
         self.turns = 0
         self.spans = 0
+        #: Turns already in the store (an ingest run again): assembled, for the conversations they are part of,
+        #: but not written again; `skipped` counts them.
+        self.stored: set[str] = set()
+        self.skipped = 0
         self._lock = threading.RLock()
 
     def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
@@ -112,8 +116,11 @@ class Assembler:
         turn = audit_trace(spans, self.resolver, run=self.name, earlier=earlier, extra_trace_ids=steps)
         if turn is None:
             return
-        self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
-        self.turns += 1
+        if turn.record.turn_id in self.stored:
+            self.skipped += 1
+        else:
+            self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
+            self.turns += 1
         if session_key:
             turns = self.sessions.pop(session_key, [])  # re-inserted: the most recently used session is last
             self.sessions[session_key] = [*turns, turn.earlier][-MAX_EARLIER_TURNS:]

@@ -1,9 +1,11 @@
-"""Ingest a file of OTLP JSON lines: every span stored in one transaction, turns written in traces' start order."""
+"""Ingest spans all at once (a file of OTLP JSON lines, a Phoenix project): every span stored in one transaction,
+turns written in traces' start order, a turn already stored (the same spans ingested again) not written again."""
 
 from __future__ import annotations
 
 from typing import Iterable, TextIO
 
+from .audited import turn_id_for
 from .collector import Assembler, span_rows
 from .spans import Span, SpanFormatError, parse_json_line
 
@@ -21,6 +23,14 @@ def read_spans(lines: TextIO | Iterable[str], name: str = "-") -> list[Span]:
     return spans
 
 
+def rooted(spans: list[Span]) -> tuple[list[Span], int]:
+    """`spans` less the traces whose root span is not among them, and how many traces that leaves out. A store
+    that is still receiving a trace (Phoenix inserts spans as they come, the root last) holds part of it: such a
+    trace is left for a later ingest rather than audited on part of itself."""
+    roots = {s.trace_id for s in spans if s.parent_id is None}
+    return [s for s in spans if s.trace_id in roots], len({s.trace_id for s in spans} - roots)
+
+
 def ingest_spans(a: Assembler, spans: list[Span]) -> int:
     """Store `spans` and assemble their traces (a root-less trace too), oldest trace first; return turns written."""
     a.writer.log_spans(span_rows(spans, a.run_id))
@@ -28,6 +38,7 @@ def ingest_spans(a: Assembler, spans: list[Span]) -> int:
     for s in spans:
         first[s.trace_id] = min(first.get(s.trace_id, s.start_ns), s.start_ns)
     ordered = sorted(spans, key=lambda s: (first[s.trace_id], s.start_ns))
+    a.stored = a.writer.stored_turn_ids([turn_id_for(t) for t in first])
     with a.writer.buffered(max_turns=500, max_age_s=5.0):
         a.receive(ordered, store=False, on_root=False)
         return a.finish()

@@ -152,7 +152,7 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[Span]:
                 if len(s.trace_id) != 16 or not any(s.trace_id) or len(s.span_id) != 8 or not any(s.span_id):
                     raise SpanFormatError(f"span {i} ({s.name[:80]!r}) has no valid trace_id or span_id "
                                           "(16 and 8 bytes, not all zero)")
-                attributes, cut = _bounded({kv.key: any_value(kv.value) for kv in s.attributes})
+                attributes, cut = bounded({kv.key: any_value(kv.value) for kv in s.attributes})
                 parent = s.parent_span_id.hex() if len(s.parent_span_id) == 8 and any(s.parent_span_id) else None
                 yield Span(trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_id=parent, name=s.name,
                            start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano, attributes=attributes,
@@ -161,7 +161,8 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[Span]:
                            status={0: "unset", 1: "ok", 2: "error"}.get(s.status.code, "unset"))
 
 
-def _bounded(attributes: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def bounded(attributes: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`attributes` with each string over `MAX_ATTRIBUTE_CHARS` replaced by `CUT_MARK`, and the keys cut."""
     cut = tuple(k for k, v in attributes.items() if isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS)
     for k in cut:
         attributes[k] = CUT_MARK

@@ -36,5 +36,6 @@ def assembler(args: argparse.Namespace, command: str):
 
 def report(a, out=None) -> None:
     """What the run received and wrote, on `out` (default: the standard error of the moment, not of import time)."""
-    print(neutralize(f"run {a.name}: {a.spans} spans received, {a.turns} turns written (run id {a.run_id})"),
+    stored = f", {a.skipped} already stored" if a.skipped else ""
+    print(neutralize(f"run {a.name}: {a.spans} spans received, {a.turns} turns written{stored} (run id {a.run_id})"),
           file=out or sys.stderr)

@@ -1,31 +1,60 @@
-"""`ingest FILE`: audit the turns of a file of OTLP JSON lines (one ExportTraceServiceRequest a line)."""
+"""`ingest FILE` / `ingest --phoenix URL --project NAME`: audit the turns of a file of OTLP JSON lines (one
+ExportTraceServiceRequest a line), or of the spans an Arize Phoenix project holds."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..errors import WorkbenchError
 from ._audit import add_audit_options, assembler, report
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ingest", help="Audit the turns in a file of OTLP JSON lines (docs/audit.md).")
-    p.add_argument("file", help="OTLP JSON lines file (one ExportTraceServiceRequest a line)")
+    p = sub.add_parser("ingest", help="Audit the turns in a file of OTLP JSON lines, or in a Phoenix project "
+                                      "(docs/audit.md).")
+    p.add_argument("file", nargs="?", help="OTLP JSON lines file (one ExportTraceServiceRequest a line)")
+    p.add_argument("--phoenix", metavar="URL", help="read the spans of a Phoenix project instead: the server's base "
+                                                    "URL, e.g. http://127.0.0.1:6006 (PHOENIX_API_KEY is sent when set)")
+    p.add_argument("--project", metavar="NAME", help="the Phoenix project whose spans to audit (with --phoenix)")
     add_audit_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit.ingest import ingest_spans, read_spans
+    from ..audit.ingest import ingest_spans, rooted
 
-    try:
-        with open(args.file, encoding="utf-8") as fh:
-            spans = read_spans(fh, args.file)
-    except OSError as exc:
-        raise WorkbenchError(f"{args.file}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkbenchError(f"{args.file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if bool(args.file) == bool(args.phoenix):
+        raise WorkbenchError("give a FILE of OTLP JSON lines or --phoenix URL --project NAME (one of the two)")
+    if bool(args.phoenix) != bool(args.project):
+        raise WorkbenchError("--phoenix URL and --project NAME go together")
+    waiting = 0
+    if args.phoenix:  # all read before anything is written
+        spans, waiting = rooted(_phoenix_spans(args))
+    else:
+        spans = _file_spans(args.file)
     a = assembler(args, "ingest")
     ingest_spans(a, spans)
     report(a)
+    if waiting:
+        print(f"{waiting} traces have no root span in Phoenix yet (still arriving, or their root was never sent): "
+              "left for a later ingest", file=sys.stderr)
     return 0
+
+
+def _file_spans(path: str):
+    from ..audit.ingest import read_spans
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return read_spans(fh, path)
+    except OSError as exc:
+        raise WorkbenchError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _phoenix_spans(args: argparse.Namespace):
+    from ..audit.phoenix import project_spans
+
+    return project_spans(args.phoenix, args.project)

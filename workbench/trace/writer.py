@@ -402,6 +402,15 @@ class TraceWriter:
             self._write(con, set(), {"audit_spans": rows})
         return len(rows)
 
+    def stored_turn_ids(self, turn_ids: list[str]) -> set[str]:
+        """Those of `turn_ids` already stored (an audit ingesting the same spans again writes them once)."""
+        if not turn_ids:
+            return set()
+        with self._lock, self.connect() as con:
+            rows = con.execute("SELECT turn_id FROM turns WHERE turn_id IN (SELECT unnest(?::VARCHAR[]))",
+                               [turn_ids]).fetchall()
+        return {r[0] for r in rows}
+
     def add_claims(self, turn_id: str, claims: Iterable[Any]) -> int:
         """Add faithfulness claims to a turn already logged (one transaction); return how many."""
         return self._add(turn_id, "claims", claim_rows(turn_id, claims))
