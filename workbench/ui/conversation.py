@@ -36,6 +36,8 @@ CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
 MAX_LISTED = 50
+#: The picker's width: a popover is as wide as what it holds.
+PICKER_PX = 720
 
 
 def new_id() -> str:
@@ -345,8 +347,9 @@ def past(cfg: RunConfig) -> None:
     now = _now()
     labels = {c: listed_label(r, now, provider_caps(r["provider"])["model"] if r.get("provider") in provider_names()
                               else None) for c, r in zip(ids, rows)}
-    chosen = st.selectbox("Conversation", ids, key="past-conversation",
-                          format_func=labels.__getitem__)  # options are plain text, never markdown
+    # options are plain text, never markdown; wide enough for a label's time, provider and corpus after its question
+    chosen = st.selectbox("Conversation", ids, key="past-conversation", format_func=labels.__getitem__,
+                          width=PICKER_PX)
     if st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION)):
         problem = reopen(chosen, cfg)
         if problem:
