@@ -1,5 +1,5 @@
-"""`streamlit run app.py` on a free loopback port for the browser tests, waited for by its health check, and
-asking the chat page a question in the browser."""
+"""`streamlit run app.py` on a free loopback port for the browser tests (and docs/screenshots.py: nothing here
+needs pytest), waited for by its health check, and asking the chat page a question in the browser."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +49,7 @@ def streamlit_app(tmp: Path, env: dict[str, str], *args: str, port: int | None =
     else:
         proc.terminate()
         log.close()
-        pytest.fail(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
+        raise RuntimeError(f"streamlit did not start: {(tmp / 'streamlit.log').read_text()[-2000:]}")
     try:
         yield Served(url, proc.pid)
     finally:

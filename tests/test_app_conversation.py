@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -178,20 +179,86 @@ def test_an_unknown_conversation_in_the_address_says_so_and_starts_a_new_one(app
     assert any("1 to 200 characters" in w.value for w in at.warning)
 
 
-def test_a_past_conversation_is_reopened_from_the_picker(chat):
+def when(at: AppTest, i: int) -> str:
+    """When the last turn of the picker's `i`-th conversation was asked, from the store, as the picker says it
+    (`short_time`: "today 14:05", its formats tested below)."""
+    from datetime import datetime
+
+    from workbench.trace.conversations import list_conversations
+    from workbench.ui.conversation import short_time
+
+    rows = list_conversations(at.session_state["turns"][0].session.tracer.path)
+    return short_time(rows[i]["last_at"], datetime.now().astimezone())
+
+
+def test_a_past_conversation_is_reopened_from_the_picker(chat, followup):
     at = conversation(chat, QUESTIONS[:2])
     first = at.session_state["conversation_id"]
     ids = [t.turn_id for t in at.session_state["turns"]]
     at.button(key="new-conversation").click().run()
     at = ask(at, "What about SCIM provisioning?")
     picker = at.selectbox(key="past-conversation")
-    assert picker.options == ["What about SCIM provisioning? · 1 turn",
-                                                      f"{QUESTIONS[0]} · 2 turns"], "the latest first"
+    provider = f"{followup.FollowUp.name} · corpus {at.session_state['turns'][0].session.corpus.corpus_id}"
+    assert picker.options == [f"What about SCIM provisioning? · 1 turn · {when(at, 0)} · {provider}",
+                              f"{QUESTIONS[0]} · 2 turns · {when(at, 1)} · {provider}"], "the latest first"
+    assert when(at, 0).startswith("today ")
     picker.set_value(first).run()
     at.button(key="open-conversation").click().run()
     assert not at.exception, at.exception
     assert [t.turn_id for t in at.session_state["turns"]] == ids
     assert at.session_state["conversation_id"] == first and at.query_params["conversation"] == first
+
+
+@pytest.mark.parametrize("at, text", [
+    ("2026-12-03T14:05:00+00:00", "today 14:05"),
+    ("2026-12-02T23:59:00+00:00", "yesterday 23:59"),
+    ("2026-03-01T08:30:00+00:00", "1 Mar 08:30"),
+    ("2025-12-03T14:05:00+00:00", "3 Dec 2025"),
+    ("2026-12-03T13:05:00-02:00", "today 15:05"),  # the store's time in the viewer's zone
+])
+def test_a_past_conversations_time_is_compact_and_local(at, text):
+    from datetime import datetime
+
+    from workbench.ui.conversation import short_time
+
+    assert short_time(datetime.fromisoformat(at), datetime.fromisoformat("2026-12-03T18:00:00+00:00")) == text
+
+
+def test_a_past_conversation_names_its_provider_its_model_when_not_the_default_and_its_corpus():
+    from datetime import datetime
+
+    from workbench.ui.conversation import listed_label
+
+    now = datetime.fromisoformat("2026-12-03T18:00:00+00:00")
+    row = {"first_question": "How do I configure SSO?", "turns": 1, "last_at": now, "provider": "ollama",
+           "model": "qwen2.5:7b", "corpus_id": "demo_corpus"}
+    assert listed_label(row, now, "qwen2.5:7b") == "How do I configure SSO? · 1 turn · today 18:00 · ollama · corpus demo_corpus"
+    assert listed_label(row, now, "llama3.2:1b") == \
+        "How do I configure SSO? · 1 turn · today 18:00 · ollama qwen2.5:7b · corpus demo_corpus"
+
+
+def test_the_compare_pages_conversations_are_not_the_chats_past_conversations(chat, followup, tmp_path):
+    """Issue 34 item 4: each Compare column asks its questions as a conversation of its own; those are recorded as
+    runs of kind `compare` and the chat's "Open a past conversation" leaves them out, though the same browser
+    (its viewer token: the same owner) asked them."""
+    at = AppTest.from_file(str(ROOT / "pages" / "1_Compare.py"), default_timeout=60)
+    at.session_state["viewer_token"] = chat.session_state["viewer_token"]
+    at.run()
+    at.text_input(key="cmp_question").set_value(QUESTIONS[0])
+    at.text_area(key="cmp_followups").set_value(QUESTIONS[1])
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    compared = {t.answer.record.conversation_id for c in at.session_state["cmp_conversations"] for t in c}
+    assert len(compared) == 2 and None not in compared
+    with duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True,
+                        config={"autoload_known_extensions": False}) as con:
+        kinds = con.execute("SELECT DISTINCT r.kind FROM turns t JOIN runs r USING (run_id) "
+                            "WHERE t.conversation_id IN (SELECT unnest(?))", [sorted(compared)]).fetchall()
+    assert kinds == [("compare",)]
+    chat = ask(chat, "What about SCIM provisioning?")
+    picker = chat.selectbox(key="past-conversation")
+    assert len(picker.options) == 1, picker.options  # only the chat's own conversation
+    assert picker.options[0].startswith("What about SCIM provisioning? · 1 turn · today "), picker.options
 
 
 # --- carried documents say where they came from ---------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Checks what AppTest cannot: the click on a citation really opens the side panel, a listing shows
 links and no source chips, and corpus text with <script>/onerror/javascript: executes nothing.
-Screenshots go to tests/artifacts/ (gitignored); `docs/img/` holds committed copies, refreshed with
-`UPDATE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/test_browser.py`.
+Screenshots go to tests/artifacts/ (gitignored), to look at when a test fails; the committed `docs/img/` ones are
+made by `docs/screenshots.py`.
 """
 
 from __future__ import annotations
@@ -269,6 +269,8 @@ def test_verify_sources_puts_each_verdict_on_its_chip(page):
     chips = msg.locator("[class*='st-key-sources-']").inner_text()
     assert "Configure SAML single sign-on (SSO) · load-bearing" in chips
     assert "Set up SSO with Microsoft Entra ID (Azure AD) · decorative" in chips
+    headline = msg.locator("[class*='st-key-headline-']").inner_text()
+    assert "2 sources · 1 load-bearing · 0 rejected" in headline, "the headline counts what the chips show"
     msg.get_by_role("button", name="Verify sources").wait_for(state="detached")  # gone once verified (the rerun may lag)
     _shot(page, "verified", msg)
 
@@ -375,22 +377,6 @@ def test_compare_page_runs_two_configurations(page, server):
     page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
     page.wait_for_timeout(500)
     _shot(page, "compare", page.get_by_test_id("stMain"))
-    _publish("chat", "provenance", "compare")
-
-
-def _publish(*names: str) -> None:
-    """Copy the named screenshots to docs/img (committed copies, quantised to stay small), only when asked for
-    with UPDATE_SCREENSHOTS=1: a normal run never dirties the committed copies."""
-    if os.environ.get("UPDATE_SCREENSHOTS") != "1":
-        return
-    docs = ROOT / "docs" / "img"
-    docs.mkdir(parents=True, exist_ok=True)
-    from PIL import Image
-
-    for name in names:
-        if (ARTIFACTS / f"{name}.png").exists():
-            with Image.open(ARTIFACTS / f"{name}.png") as img:
-                img.convert("RGB").quantize(colors=128).save(docs / f"{name}.png", optimize=True)
 
 
 def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_columns(page, server):
@@ -509,7 +495,6 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         assert shown == list(CONVERSATION), f"the questions, in order: {shown}"
     finally:
         pg.close()
-    _publish("conversation")
 
 
 def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(browser, server):

@@ -11,6 +11,7 @@ import functools
 import json
 import re
 from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -79,6 +80,44 @@ def sources_row(payload: Payload) -> str:
         verdict = f" ({VERDICT_LABELS[judged[s.doc_id]]})" if s.doc_id in judged else ""
         parts.append(f"{s.title or s.doc_id}{tag} <{s.url or s.doc_id}>{verdict}")
     return "Sources: " + " · ".join(parts)
+
+
+def counted(n: int, noun: str) -> str:
+    """"1 source", "2 sources", "0 sources": `n` with `noun`, plural unless `n` is 1."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """An answer's trust headline (`headline`): what its sources row, its verdicts and its rejected citations
+    add up to, in one line."""
+
+    sources: int  #: chips in the sources row (`source_chips`: the consulted set as the row shows it)
+    load_bearing: int | None  #: sources the verification found load-bearing; None when the turn was not verified
+    rejected: int  #: rejected citations
+    unstable: bool = False  #: verified, but its control did not reproduce the answer: no verdict was earned
+
+    def text(self) -> str:
+        """"2 sources · 1 load-bearing · 0 rejected"; "not verified" (or "control unstable") in place of the
+        load-bearing figure when there is none."""
+        if self.load_bearing is None:
+            bearing = "not verified"
+        elif self.unstable:
+            bearing = "control unstable"
+        else:
+            bearing = f"{self.load_bearing} {VERDICT_LABELS['load_bearing']}"
+        return f"{counted(self.sources, 'source')} · {bearing} · {self.rejected} rejected"
+
+
+def headline(payload: Payload) -> Headline:
+    """The trust headline of `payload`, from the same fields its chips are drawn from: the sources row
+    (`source_chips`), the verification's verdicts (`verdicts`: every document judged load-bearing) and its
+    rejected citations. A payload without `verification` is not verified (docs/design.md §2)."""
+    v = payload.verification
+    verified = isinstance(v, dict)
+    bearing = sum(1 for x in verdicts(payload).values() if x == "load_bearing") if verified else None
+    return Headline(len(source_chips(payload)), bearing, len(payload.rejected_citations),
+                    unstable=verified and v.get("control_stable") is False)
 
 
 def doc_titles(payload: Payload) -> dict[str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import duckdb
 
@@ -83,21 +83,27 @@ def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
     return reader if reader.schema.has("turn_context") else None
 
 
-def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None,
-                       ownerless: bool = True) -> list[dict[str, Any]]:
-    """Conversations in the store, latest first: id, turns, first question, first and last turn times, and whose
-    it is (`owner`: its first turn's `turns.owner`). With `owner`, only that owner's conversations, and the
-    ownerless ones (asked outside the app: the operator's) unless `ownerless` is False."""
+def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None, ownerless: bool = True,
+                       skip_kinds: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Conversations in the store, latest first: id, turns, first question, first and last turn times, whose
+    it is (`owner`: its first turn's `turns.owner`), what its last turn was asked with (`provider`, `model`,
+    `corpus_id`: that turn's run) and the `kind` of its first turn's run (`runs.kind`). With `owner`, only that
+    owner's conversations, and the ownerless ones (asked outside the app: the operator's) unless `ownerless` is
+    False; a conversation whose first run's kind is one of `skip_kinds` is left out (the app's chat leaves out
+    the Compare page's columns, `COMPARE_RUN`)."""
     reader = _with_conversations(db)
     if reader is None:
         return []
     has_owner = OWNERS in reader.schema.applied
     columns, rows = reader.rows(f"""
-        SELECT conversation_id, count(*) AS turns, max(position) AS last_position,
-               arg_min(question, position) AS first_question, min(started_at) AS started_at,
-               max(started_at) AS last_at, {"arg_min(owner, position)" if has_owner else "NULL::VARCHAR"} AS owner
-        FROM turns WHERE conversation_id IS NOT NULL
-        GROUP BY conversation_id ORDER BY last_at DESC NULLS LAST, conversation_id""")
+        SELECT t.conversation_id, count(*) AS turns, max(t.position) AS last_position,
+               arg_min(t.question, t.position) AS first_question, min(t.started_at) AS started_at,
+               max(t.started_at) AS last_at, {"arg_min(t.owner, t.position)" if has_owner else "NULL::VARCHAR"} AS owner,
+               arg_max(r.provider, t.position) AS provider, arg_max(r.model, t.position) AS model,
+               arg_max(r.corpus_id, t.position) AS corpus_id, arg_min(r.kind, t.position) AS kind
+        FROM turns t LEFT JOIN runs r USING (run_id) WHERE t.conversation_id IS NOT NULL
+        GROUP BY t.conversation_id HAVING NOT list_contains(?::VARCHAR[], coalesce(arg_min(r.kind, t.position), ''))
+        ORDER BY last_at DESC NULLS LAST, t.conversation_id""", [list(skip_kinds)])
     out = [dict(zip(columns, r)) for r in rows]
     if owner is None:
         return out

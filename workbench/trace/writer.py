@@ -38,6 +38,9 @@ _PLACE_RETRIES = 3
 #: Positions kept for `TraceWriter.placed` (the oldest are forgotten: a batch never asks for them).
 _MAX_PLACED = 10_000
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
+#: `runs.kind` of the turns the app's Compare page asks (one run per column of a job, `TraceWriter.new_run`): its
+#: columns' conversations are no conversation of the chat's (`conversations.list_conversations(skip_kinds=…)`).
+COMPARE_RUN = "compare"
 _PROCESS_RUNS: dict[tuple[str, str], str] = {}  # (database, configuration) → interactive run_id, per process
 
 

@@ -21,6 +21,7 @@ from ..errors import WorkbenchError
 from ..providers import provider_names
 from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
 from ..retrieval import retriever_names
+from ..trace.writer import COMPARE_RUN
 from ..conversation import next_position
 from .conversation import history, new_id, places
 from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
@@ -115,11 +116,14 @@ def start(question: str, configs: list[RunConfig], followups: tuple[str, ...] = 
 
 def converse(questions: tuple[str, ...], cfg: RunConfig, session, done: list[Turn]) -> list[Turn]:
     """Ask `questions` in order with `cfg`, each follow-up with the earlier turns as history (one conversation of
-    its own; a single question is a single turn), appending each turn to `done` as it finishes."""
+    its own; a single question is a single turn), appending each turn to `done` as it finishes. The column's turns
+    are one run of kind `COMPARE_RUN`, so the chat's past conversations leave its conversation out."""
     cid = new_id() if len(questions) > 1 else None
+    tracer = getattr(session, "tracer", None)
+    run_id = tracer.new_run(kind=COMPARE_RUN) if tracer is not None else None
     for q in questions:
         done.append(run(q, cfg, session, history=history(done), conversation_id=cid,
-                        position=next_position(places(done)) if cid else None))
+                        position=next_position(places(done)) if cid else None, run_id=run_id))
     return done
 
 

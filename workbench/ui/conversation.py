@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
@@ -21,8 +23,9 @@ from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
 from ..redact import REDACTED
 from ..render import display_text, escape_markdown
+from ..trace.writer import COMPARE_RUN
 from . import identity
-from .state import RunConfig, Turn, app_corpus, default_db, get_session, run
+from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
 
 if TYPE_CHECKING:
     from ..trace.conversations import AskedWith, StoredConversationTurn
@@ -33,6 +36,8 @@ CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
 MAX_LISTED = 50
+#: The picker's width: a popover is as wide as what it holds.
+PICKER_PX = 720
 
 
 def new_id() -> str:
@@ -263,11 +268,46 @@ def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
     return not_yours(cid) if exists and not may_open(owner, identity.current()) else None
 
 
-def _label(row: dict[str, Any]) -> str:
+def short_time(at: datetime | None, now: datetime) -> str:
+    """When a conversation's last turn was asked, compact and in `now`'s time zone: "today 14:05",
+    "yesterday 09:12", "3 Dec 14:05" this year, "3 Dec 2025" before; "" when the store has no time."""
+    if at is None:
+        return ""
+    at = at.astimezone(now.tzinfo) if at.tzinfo is not None and now.tzinfo is not None else at
+    days = (now.date() - at.date()).days
+    if days == 0:
+        return f"today {at:%H:%M}"
+    if days == 1:
+        return f"yesterday {at:%H:%M}"
+    if at.year == now.year:
+        return f"{at.day} {at:%b %H:%M}"
+    return f"{at.day} {at:%b %Y}"
+
+
+def listed_label(row: dict[str, Any], now: datetime, default_model: str | None = None) -> str:
+    """A past conversation as the picker lists it: its first question, its turns, when its last turn was asked,
+    its provider (and model, when not `default_model`, the provider's own) and corpus (`list_conversations`)."""
     first = display_text(str(row.get("first_question") or row.get("question") or ""), " ")
-    first = first if len(first) <= 70 else first[:69] + "…"
+    parts = [first if len(first) <= 70 else first[:69] + "…"]
     n = row.get("turns")
-    return f"{first} · {n} turn{'' if n == 1 else 's'}" if n is not None else first
+    if n is not None:
+        parts.append(f"{n} turn{'' if n == 1 else 's'}")
+    parts.append(short_time(row.get("last_at"), now))
+    provider, model = row.get("provider"), row.get("model")
+    if provider:
+        parts.append(display_text(f"{provider} {model}" if model and model != default_model else provider, " "))
+    if row.get("corpus_id"):
+        parts.append(display_text(f"corpus {row['corpus_id']}", " "))
+    return " · ".join(p for p in parts if p)
+
+
+def _now() -> datetime:
+    """Now in the viewer's time zone (the browser's, `st.context.timezone`), else the server's."""
+    try:
+        zone = ZoneInfo(st.context.timezone) if st.context.timezone else None
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = None
+    return datetime.now(zone) if zone is not None else datetime.now().astimezone()
 
 
 def controls(cfg: RunConfig) -> None:
@@ -283,11 +323,12 @@ def controls(cfg: RunConfig) -> None:
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
 def _listed(path: str, version: tuple, owner: str, ownerless: bool) -> list[dict[str, Any]]:
     """The latest `MAX_LISTED` conversations of `owner` in the trace database at `path` (and the ownerless ones
-    when `ownerless`: `may_open`), read again only when it changed (`version`): the chat draws its picker on
-    every rerun, a click included."""
+    when `ownerless`: `may_open`), but the Compare page's columns (`COMPARE_RUN`), read again only when it changed
+    (`version`): the chat draws its picker on every rerun, a click included."""
     from ..trace.conversations import list_conversations
 
-    return [dict(r) for r in list_conversations(path, owner=owner, ownerless=ownerless)][:MAX_LISTED]
+    return [dict(r) for r in list_conversations(path, owner=owner, ownerless=ownerless,
+                                                skip_kinds=(COMPARE_RUN,))][:MAX_LISTED]
 
 
 def past(cfg: RunConfig) -> None:
@@ -303,9 +344,12 @@ def past(cfg: RunConfig) -> None:
         st.caption("No conversation in the trace database yet.")
         return
     ids = [str(r["conversation_id"]) for r in rows]
-    by_id = dict(zip(ids, rows))
-    chosen = st.selectbox("Conversation", ids, key="past-conversation",
-                          format_func=lambda c: _label(by_id[c]))  # options are plain text, never markdown
+    now = _now()
+    labels = {c: listed_label(r, now, provider_caps(r["provider"])["model"] if r.get("provider") in provider_names()
+                              else None) for c, r in zip(ids, rows)}
+    # options are plain text, never markdown; wide enough for a label's time, provider and corpus after its question
+    chosen = st.selectbox("Conversation", ids, key="past-conversation", format_func=labels.__getitem__,
+                          width=PICKER_PX)
     if st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION)):
         problem = reopen(chosen, cfg)
         if problem:

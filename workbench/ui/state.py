@@ -230,17 +230,19 @@ def example_question(cfg: RunConfig) -> str | None:
 
 
 def run(question: str, cfg: RunConfig, session: Session | None = None, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append") -> Turn:
+        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append",
+        run_id: str | None = None) -> Turn:
     """Ask `question` with `cfg` (in `session`, else the cached one for `cfg`: a worker thread without the
     page's script context gets its session from the page); every failure becomes `Turn.error`, never an
     exception, but `ConversationMoved` (`if_moved="raise"`, `Session.log`), which the caller answers by asking
-    again. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11)."""
+    again. A follow-up passes its conversation's earlier records as `history` (docs/design.md §11); `run_id` is a
+    run declared for it (the Compare page's, `COMPARE_RUN`), else the interactive run of its configuration."""
     start = time.perf_counter()
     turn = Turn(question, cfg)
     try:
         turn.session = session or get_session(cfg.corpus, cfg.retriever, cfg.db)
         turn.answer = ask(turn.session, question, cfg, history=history, conversation_id=conversation_id,
-                          position=position, if_moved=if_moved)
+                          position=position, if_moved=if_moved, run_id=run_id)
         payload = turn.answer.payload
         if payload.status not in ANSWERED:  # a truncated answer is shown, with its warning
             turn.error = payload.error or payload.status
@@ -253,12 +255,15 @@ def run(question: str, cfg: RunConfig, session: Session | None = None, *, histor
 
 
 def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[Any] = (),
-        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append"):
-    """`Session.ask` with the sidebar's options; the session logs the turn to its trace database."""
+        conversation_id: str | None = None, position: int | None = None, if_moved: str = "append",
+        run_id: str | None = None):
+    """`Session.ask` with the sidebar's options; the session logs the turn to its trace database (in `run_id`, else
+    its configuration's interactive run)."""
     options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
     return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
                        tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, position=position, if_moved=if_moved, user_id=cfg.user_id,
+                       conversation_id=conversation_id, position=position, if_moved=if_moved, run_id=run_id,
+                       user_id=cfg.user_id,
                        owner=cfg.owner, context=cfg.context, **options)
 
 

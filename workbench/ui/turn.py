@@ -15,8 +15,8 @@ import streamlit as st
 from ..payload import Document, Payload, Source
 from ..types import TRUNCATED
 from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
-                      display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
-                      plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
+                      display_text, display_value, document_markdown, escape_markdown, evidence_passages, headline,
+                      highlight_spans, plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
 from . import verify as verification
 from .state import Turn
 
@@ -247,6 +247,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         return
     if viewer:
         citation_buttons(turn)
+    trust_headline(turn)
     sources_row(turn)
     if details:
         verification.hidden_influence(payload)
@@ -304,6 +305,13 @@ def citation_buttons(turn: Turn) -> None:
         with st.expander(f"Open one of the {len(entries)} cited documents"):
             with st.container(key=f"citations-{turn.turn_id}"):
                 pills()
+
+
+def trust_headline(turn: Turn) -> None:
+    """One line above the sources row: "2 sources · 1 load-bearing · 0 rejected" (`render.headline`), from the
+    payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both."""
+    with st.container(key=f"headline-{turn.turn_id}"):
+        st.markdown(":material/verified_user: " + escape_markdown(headline(turn.payload).text()))
 
 
 def sources_row(turn: Turn) -> None:
