@@ -36,8 +36,11 @@ CONVERSATIONS = ((("Which articles do you have?",), ()),
 
 
 def settle(page) -> None:
-    """Until the script run is over: the status widget gone (it shows while Streamlit reruns)."""
-    page.wait_for_function("!document.querySelector('[data-testid=stStatusWidget]')", timeout=60_000)
+    """Until the script run is over: Streamlit's own run state on the app root says `notRunning` and the status
+    widget is gone (it shows while Streamlit reruns)."""
+    page.wait_for_timeout(300)  # a click's rerun begins
+    page.wait_for_function("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
+                           " && !document.querySelector('[data-testid=stStatusWidget]')", timeout=60_000)
 
 
 def save(image: Path, out: Path) -> None:
@@ -76,6 +79,7 @@ def chat_and_provenance(page, shots: Path) -> None:
     settle(page)
     msg.locator("[class*='st-key-citations-'] button").first.click()
     page.locator(".st-key-doc-panel").wait_for()
+    page.wait_for_function("(document.querySelector('.st-key-doc-text')?.innerText || '').trim().length > 200")  # drawn
     settle(page)
     msg.locator("[class*='st-key-headline-']").evaluate("e => e.scrollIntoView({block: 'center'})")
     page.screenshot(path=str(shots / "chat.png"))
