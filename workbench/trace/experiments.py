@@ -127,6 +127,10 @@ def parse_tags(items: list[str]) -> dict[str, str]:
     return tags
 
 
+#: A run's provider options (`faults` included) from its recorded configuration, as compact JSON text, over `runs r`:
+#: what comparisons of configurations group by beside the run's own columns (secrets are never recorded).
+RUN_OPTIONS_SQL = "coalesce(json_extract(r.config_json, '$.options'), '{}')::VARCHAR"
+
 #: The columns `runs list` and the app show per experiment run (newest first).
 RUNS_SQL = """
 SELECT e.name, e.run_id, r.created_at, r.provider, r.model, r.retriever, r.mode, r.k,
