@@ -36,7 +36,7 @@ def leaderboard_table(result: Comparison) -> pd.DataFrame:
     rows = []
     for r in result.runs:
         row: dict[str, Any] = {"run": r.name if r.name != r.run_id else r.label}
-        row.update((field, setting_text(r.settings.get(field))) for field in result.differing)
+        row.update((field, setting_text(r.settings.get(field), field)) for field in result.differing)
         row.update(questions=r.scores.questions, passed=r.scores.passed)
         for figure in BOARD:
             row.update(_figure_cells(r.value(figure.name), r.interval(figure.name), figure.label, figure.digits))
@@ -48,7 +48,7 @@ def leaderboard_table(result: Comparison) -> pd.DataFrame:
 
 def shared_text(result: Comparison) -> str:
     """The settings every compared run shares, as one line: `provider offline · retriever bm25 · …`."""
-    return " · ".join(f"{field} {setting_text(value)}" for field, value in result.shared.items())
+    return " · ".join(f"{field} {setting_text(value, field)}" for field, value in result.shared.items())
 
 
 def paired_table(result: Comparison) -> pd.DataFrame:
@@ -56,7 +56,7 @@ def paired_table(result: Comparison) -> pd.DataFrame:
     exact McNemar p-value over the flips."""
     return pd.DataFrame([{"runs": f"{p.a} → {p.b}", "both passed": p.both_passed, "both failed": p.both_failed,
                           "pass → fail": len(p.pass_to_fail), "fail → pass": len(p.fail_to_pass),
-                          "McNemar p (exact)": round(p.p_value, 4)} for p in result.paired])
+                          "McNemar p (exact)": p.p_text()} for p in result.paired])
 
 
 def flips_table(result: Comparison) -> pd.DataFrame:

@@ -123,15 +123,15 @@ def run_compare(args: argparse.Namespace) -> int:
         _dump(result.to_json())
         return 0
     print_table(["run", *result.differing, "questions", *(f.name for f in BOARD)],
-                [(r.name, *(setting_text(r.settings.get(f)) for f in result.differing), r.scores.questions,
+                [(r.name, *(setting_text(r.settings.get(f), f) for f in result.differing), r.scores.questions,
                   *(r.scores.text(f.name) for f in BOARD)) for r in result.runs])
     if result.shared:
-        print(neutralize("same in every run: " + "; ".join(f"{k} {setting_text(v)}" for k, v in result.shared.items())))
+        print(neutralize("same in every run: " + "; ".join(f"{k} {setting_text(v, k)}" for k, v in result.shared.items())))
     for p in result.paired:
         print()
         print(neutralize(f"paired, {p.a} → {p.b}: both passed {p.both_passed}, both failed {p.both_failed}, "
                          f"pass → fail {len(p.pass_to_fail)}, fail → pass {len(p.fail_to_pass)}; "
-                         f"exact McNemar p = {p.p_value:.4f}"))
+                         f"exact McNemar p = {p.p_text()}"))
         for way, lines in (("pass → fail", p.pass_to_fail), ("fail → pass", p.fail_to_pass)):
             for line in lines:
                 print(neutralize(f"  {way}: {line.text()}"))

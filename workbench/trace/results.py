@@ -61,8 +61,15 @@ def interval_text(ci: Interval | None, digits: int = 3) -> str:
     return "" if ci is None else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def setting_text(value: Any) -> str:
-    """A configuration value in a table cell: a list as `a, b`, a mapping as compact JSON, none as `-`."""
+#: How many characters of a content hash a table shows (JSON keeps it whole).
+SHOWN_HASH_CHARS = 12
+
+
+def setting_text(value: Any, field: str = "") -> str:
+    """A setting's value in a table cell: a list as `a, b`, a mapping as compact JSON, a hash (`…_hash`) by its
+    first `SHOWN_HASH_CHARS` characters, none as `-`."""
+    if field.endswith("_hash") and isinstance(value, str):
+        return value[:SHOWN_HASH_CHARS]
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):
@@ -183,6 +190,10 @@ class Paired:
     @property
     def p_value(self) -> float:
         return mcnemar_exact(len(self.pass_to_fail), len(self.fail_to_pass))
+
+    def p_text(self) -> str:
+        """The p-value as people read it, to three significant digits (`0.0215`, `2.98e-08`)."""
+        return f"{self.p_value:.3g}"
 
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "both_passed": self.both_passed, "both_failed": self.both_failed,

@@ -15,7 +15,7 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
-from ..trace.experiments import RUN_OPTIONS_SQL
+from ..trace.experiments import RUN_OPTIONS_SQL, has_experiments
 
 #: A run's configuration, as (expression, column): what a comparison groups by. The provider options come from
 #: the run's recorded configuration (secrets are never recorded), as compact JSON text.
@@ -91,7 +91,6 @@ def has_run_names(db: str) -> bool:
 @st.cache_data(show_spinner=False, max_entries=16)
 def _has_run_names(db: str, version: tuple) -> bool:
     from ..trace import TraceReader
-    from ..trace.experiments import has_experiments
 
     try:
         return has_experiments(TraceReader(db))
