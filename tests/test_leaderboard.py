@@ -8,7 +8,9 @@ written out term by term for the p-value."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+from contextlib import redirect_stdout
 from fractions import Fraction
 
 import pytest
@@ -78,9 +80,6 @@ def retrieval_db(tmp_path_factory):
     said = {}
     for name, extra in (("agent-k2", ["-k", "2", "--fault", "link_listed"]), ("excerpts-k3", ["-k", "3", "--mode",
                                                                                                   "excerpts"])):
-        import io
-        from contextlib import redirect_stdout
-
         out = io.StringIO()
         with redirect_stdout(out):
             assert main(["eval", str(questions), "--db", str(db), "--name", name, "--no-progress", *extra]) == 0
@@ -213,13 +212,18 @@ def test_runs_compare_and_list_take_a_tag(three_runs, capsys):
     assert code == 2 and "KEY=VALUE" in err
 
 
-def test_the_page_shows_differing_settings_as_columns_and_filters_by_tag(three_runs, monkeypatch):
-    db, _ = three_runs
+def _clean_and_faulty(db, monkeypatch) -> AppTest:
+    """The Experiments page over `db` with the runs clean and faulty picked."""
     monkeypatch.setenv("WORKBENCH_DB", str(db))
     at = _page()
     at.session_state["exp_runs"] = ["clean", "faulty"]
     at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_the_page_shows_differing_settings_as_columns_and_filters_by_tag(three_runs, monkeypatch):
+    at = _clean_and_faulty(three_runs[0], monkeypatch)
     board = at.dataframe[0].value
     assert list(board.columns[:4]) == ["run", "k", "options.faults", "tags.ticket"]
     assert list(board["options.faults"]) == ["-", "corrupt_id"] and "retriever" not in board.columns
@@ -257,6 +261,17 @@ def test_a_faulty_run_is_its_own_configuration_in_the_set_sizes(three_runs, monk
     df = at.dataframe[0].value
     assert sorted(zip(df["k"], df["options"], df["turns"])) == [
         (3, '{"faults":["corrupt_id"]}', len(GATE_LINES)), (5, "{}", 2 * len(GATE_LINES))], df
+
+
+def test_an_unnamed_faulty_run_reads_apart_from_the_clean_one(tmp_path, capsys):
+    from workbench.trace.experiments import list_runs, run_label
+
+    db, questions = tmp_path / "t.duckdb", _write(tmp_path / "q.jsonl", GATE_LINES[:2])
+    for extra in ([], ["--fault", "corrupt_id"]):
+        assert _cli(capsys, "eval", questions, "--db", db, "--no-progress", *extra)[0] == 0
+    faulty, clean = (run_label(r) for r in list_runs(db))  # newest first
+    assert 'options {"faults":["corrupt_id"]}' in faulty and "options" not in clean
+    assert faulty.startswith("offline · bm25 · agent · options")
 
 
 # --- A: the paired comparison --------------------------------------------------------------------------------------
@@ -307,14 +322,10 @@ def test_runs_compare_pairs_the_runs_question_by_question(three_runs, capsys):
 
 
 def test_the_page_shows_the_paired_comparison(three_runs, monkeypatch):
-    db, _ = three_runs
     from workbench.trace.scoring import compare
 
-    monkeypatch.setenv("WORKBENCH_DB", str(db))
-    at = _page()
-    at.session_state["exp_runs"] = ["clean", "faulty"]
-    at.run()
-    assert not at.exception, at.exception
+    db, _ = three_runs
+    at = _clean_and_faulty(db, monkeypatch)
     (paired,) = compare(db, ["clean", "faulty"]).paired
     table = at.dataframe[1].value
     assert list(table["runs"]) == ["clean → faulty"]

@@ -208,9 +208,14 @@ def tagged(run: Mapping[str, Any], tags: Mapping[str, str]) -> bool:
 
 
 def run_label(run: Mapping[str, Any]) -> str:
-    """A run as one line for pickers and charts: its name (or provider · retriever · mode), corpus and dataset."""
+    """A run as one line for pickers and charts: its name (or provider · retriever · mode, and its provider options
+    when it has any, so a run with a fault never reads as the clean one), corpus and dataset."""
+    from .results import setting_text
+
     what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
-    parts = [what or "run", f"corpus {run['corpus']}" if run.get("corpus") else None,
+    options = None if run.get("name") else (run.get("config") or {}).get("options")
+    parts = [what or "run", f"options {setting_text(options)}" if options else None,
+             f"corpus {run['corpus']}" if run.get("corpus") else None,
              f"dataset {run['dataset']}" if run.get("dataset") else None]
     when = run.get("created_at")
     if not run.get("name") and when is not None:
