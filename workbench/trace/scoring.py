@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Sequence
 
 from .experiments import ExperimentError, differing, find_run, run_label, run_settings
@@ -97,7 +98,7 @@ def score(rows: Sequence[dict[str, Any]]) -> Scores:
         ci[figure.name] = bootstrap_ci(got)
     latencies = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
     return Scores(questions=len(rows), answered=sum(bool(r["answered"]) for r in rows),
-                  passed=sum(bool(r["passed"]) for r in rows), values=values, ci=ci,
+                  passed=sum(bool(r["passed"]) for r in rows), values=MappingProxyType(values), ci=MappingProxyType(ci),
                   latency_p50_ms=_percentile(latencies, 50), latency_p90_ms=_percentile(latencies, 90))
 
 
@@ -114,7 +115,8 @@ def leaderboard(db: str | Path, refs: Sequence[str]) -> tuple[list[RunScore], di
     for r in runs:
         key = r["name"] or r["run_id"]
         mine = [q for q in rows if q["run_id"] == r["run_id"]]
-        board.append(RunScore(name=key, label=run_label(r), run=r, scores=score(mine), settings=run_settings(r)))
+        board.append(RunScore(name=key, label=run_label(r), run=MappingProxyType(r), scores=score(mine),
+                              settings=MappingProxyType(run_settings(r))))
         questions[key] = mine
     return board, questions
 

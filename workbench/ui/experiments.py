@@ -1,5 +1,7 @@
-"""The Experiments page: a leaderboard of eval runs with 95 % intervals as error bars, the questions whose
-result changed, and each question's turn (its three sets and citations) from the trace store.
+"""The Experiments page: a leaderboard of eval runs (picked by name, filtered by tag) with 95 % intervals as error
+bars and the settings that differ between them as columns, the runs paired question by question (exact McNemar
+test), the questions whose result changed, and each question's turn (its three sets and citations) from the trace
+store.
 
 A thin shell: the scores come from `workbench.trace.scoring` (through `analysis.experiments`), the turn
 from `trace.experiments.turn_provenance`. Untrusted text (run names, tags, questions, answers, titles, ids)
