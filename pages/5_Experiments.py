@@ -10,6 +10,7 @@ from workbench.ui.state import sidebar  # noqa: E402
 cfg = sidebar()
 st.title("Experiments")
 st.caption("Eval runs scored against the expectations of their questions file (`workbench eval FILE --name NAME`, "
-           "docs/experiments.md): pass rate, consulted precision and recall with 95% bootstrap intervals, and the "
-           "questions whose result changed. Also `workbench runs compare A B`.")
+           "docs/experiments.md): pass rate, consulted precision and recall, recall@k and MRR with 95% bootstrap "
+           "intervals, the settings that differ between the runs, a paired comparison question by question (exact "
+           "McNemar test) and the questions whose result changed. Also `workbench runs compare A B`.")
 show(cfg.db)

@@ -149,14 +149,14 @@ def test_scored_rows_match_the_payloads(batch):
             assert (pd.isna(got[f"{row}_precision"]) and not docs) or \
                 got[f"{row}_precision"] == pytest.approx(hits / len(docs))
     board = A.compare_runs(db, runs["run_id"])
-    (run,) = board["runs"]
-    assert run["consulted_precision"] > run["retrieved_precision"]
+    (run,) = board.runs
+    assert run.value("consulted_precision") > run.value("retrieved_precision")
     fig = A.rows_figure(board)
     assert [t.name for t in fig.data] == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
-    assert fig.data[1].y[0] == pytest.approx(run["consulted_precision"])
+    assert fig.data[1].y[0] == pytest.approx(run.value("consulted_precision"))
     table = A.rows_table(board).set_index("row")
     assert list(table.index) == [A.ROW_LABELS["naive"], A.ROW_LABELS["honest"]]
-    assert table.loc[A.ROW_LABELS["honest"], "precision"] == round(run["consulted_precision"], 3)
+    assert table.loc[A.ROW_LABELS["honest"], "precision"] == round(run.value("consulted_precision"), 3)
 
 
 def test_a_verified_batch_adds_the_load_bearing_row_and_its_verdicts(batch):

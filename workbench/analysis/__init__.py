@@ -21,8 +21,8 @@ from .charts import (calibration_figure, measure_figure, over_time_figure, set_s
                      usage_figure)
 from .conversations import (carried_citation_rate, carried_documents, conversation_table,
                             seed_demo_conversations)
-from .experiments import (compare_runs, diff_table, leaderboard_figure, leaderboard_table, question_table,
-                          rows_figure, rows_table)
+from .experiments import (compare_runs, diff_table, flips_table, leaderboard_figure, leaderboard_table,
+                          paired_table, question_table, rows_figure, rows_table, shared_text)
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import (QuestionSet, analysis_db, configured_providers, load_questions, notebook_db, question_set,
@@ -35,7 +35,7 @@ from .usage import corpus_of, document_usage, never_retrieved, retrieved_not_con
 __all__ = [
     "ROW_LABELS", "SETS", "SET_COLORS", "QuestionSet", "ask_and_judge", "auroc", "balanced_accuracy", "calibration",
     "calibration_figure", "carried_citation_rate", "carried_documents", "compare_runs", "conversation_table",
-    "configured_providers", "diff_table", "leaderboard_figure",
+    "configured_providers", "diff_table", "flips_table", "leaderboard_figure", "paired_table", "shared_text",
     "leaderboard_table", "question_table", "rows_figure", "rows_table", "corpus_of", "document_usage",
     "expertqa_path", "expertqa_status", "judge_scores", "judge_summary", "load_expertqa",
     "load_questions", "measure_figure", "never_retrieved", "notebook_db", "analysis_db", "require_traces",

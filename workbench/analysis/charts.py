@@ -9,21 +9,21 @@ import pandas as pd
 
 from ..render import SETS, SET_COLORS, plotly_text
 
-def _config_label(df: pd.DataFrame) -> pd.Series:
-    return df["retriever"] + " · " + df["provider"] + " · " + df["mode"]
-
-
 def set_sizes_figure(sizes: pd.DataFrame, title: str = "Mean set size per configuration"):
-    """Grouped bars: mean size of each set per configuration; the gap between grey and green is the lie."""
+    """Grouped bars: mean size of each set per configuration (every configuration column of `sizes`, the provider
+    options too), each named by the fields that differ between them, the shared ones in the title; the gap
+    between grey and green is the lie."""
     import plotly.graph_objects as go
 
-    df = sizes.assign(config=_config_label(sizes))
-    means = df.groupby("config", sort=False)[list(SETS)].mean()
+    config = [c for c in CONFIG_COLUMNS if c in sizes.columns and c not in ("run_id", "run", "name", "run_name")]
+    means = sizes.groupby(config, sort=False, dropna=False)[list(SETS)].mean()
+    names, shared = row_labels(means.index.to_frame(index=False), config)
     fig = go.Figure()
     for name in SETS:
-        fig.add_bar(name=name, x=list(means.index), y=list(means[name].round(2)), marker_color=SET_COLORS[name])
-    fig.update_layout(barmode="group", title=title, yaxis_title="documents per turn (mean)",
-                      xaxis_title="retriever · provider · mode", height=420)
+        fig.add_bar(name=name, x=[plotly_text(n) for n in names], y=list(means[name].round(2)),
+                    marker_color=SET_COLORS[name])
+    fig.update_layout(barmode="group", title=plotly_text(f"{title} ({shared})" if shared else title),
+                      yaxis_title="documents per turn (mean)", height=420)
     return fig
 
 

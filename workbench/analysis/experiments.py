@@ -10,82 +10,100 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..render import SET_COLORS, plotly_text
+from ..trace.results import BOARD, BY_NAME, Comparison, interval_text, setting_text
 from .charts import LOAD_BEARING_COLOR
 from .sets import ROW_LABELS
 
-#: The leaderboard's figures with their labels, in column order.
-LEADERBOARD_FIGURES = {"pass_rate": "pass rate", "consulted_precision": "consulted precision",
-                       "consulted_recall": "consulted recall", "load_bearing_precision": "load-bearing precision",
-                       "load_bearing_recall": "load-bearing recall", "rejected": "rejected per turn"}
-#: What the error-bar chart draws (all in [0, 1]).
+#: What the error-bar chart draws (all in [0, 1]), with its colour.
 CHARTED = {"pass_rate": "#555555", "consulted_precision": SET_COLORS["consulted"],
            "consulted_recall": "#7fbf7f"}
 
 
-def compare_runs(db: str | Path, runs: Sequence[str]) -> dict[str, Any]:
-    """`{"runs": [...], "diff": [...]}` of the named runs (`workbench runs compare --json`)."""
+def compare_runs(db: str | Path, runs: Sequence[str]) -> Comparison:
+    """The leaderboard, per-question diff and paired comparison of the named runs (`workbench runs compare`)."""
     from ..trace.scoring import compare
 
     return compare(db, runs)
 
 
-def leaderboard_table(result: dict[str, Any]) -> pd.DataFrame:
-    """One row per run: its configuration, corpus, dataset, tags and each figure with its interval."""
-    from ..trace.experiments import tags_text
+def _figure_cells(value: float | None, ci, label: str, digits: int = 3) -> dict[str, Any]:
+    return {label: None if value is None else round(value, digits), f"{label} 95% CI": interval_text(ci) or None}
 
+
+def leaderboard_table(result: Comparison) -> pd.DataFrame:
+    """One row per run: every setting that differs between the runs (those they share: `shared_text`), then its
+    counts and each figure with its interval."""
     rows = []
-    for r in result["runs"]:
-        row = {"run": r["name"] if r["name"] != r["run_id"] else r["label"], "provider": r["provider"],
-               "model": r["model"], "retriever": r["retriever"], "mode": r["mode"], "k": r["k"], "corpus": r["corpus"],
-               "dataset": r["dataset"], "tags": tags_text(r.get("tags")), "questions": r["questions"],
-               "passed": r["passed"]}
-        for figure, label in LEADERBOARD_FIGURES.items():
-            ci = r["ci"][figure]
-            row[label] = None if r[figure] is None else round(r[figure], 3)
-            row[f"{label} 95% CI"] = None if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-        row["latency p50 (ms)"] = r["latency_p50_ms"]
-        row["latency p90 (ms)"] = r["latency_p90_ms"]
+    for r in result.runs:
+        row: dict[str, Any] = {"run": r.name if r.name != r.run_id else r.label}
+        row.update((field, setting_text(r.settings.get(field), field)) for field in result.differing)
+        row.update(questions=r.scores.questions, passed=r.scores.passed)
+        for figure in BOARD:
+            row.update(_figure_cells(r.value(figure.name), r.interval(figure.name), figure.label, figure.digits))
+        row["latency p50 (ms)"] = r.scores.latency_p50_ms
+        row["latency p90 (ms)"] = r.scores.latency_p90_ms
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def diff_table(result: dict[str, Any], link: str | None = None) -> pd.DataFrame:
+def shared_text(result: Comparison) -> str:
+    """The settings every compared run shares, as one line: `provider offline · retriever bm25 · …`."""
+    return " · ".join(f"{field} {setting_text(value, field)}" for field, value in result.shared.items())
+
+
+def paired_table(result: Comparison) -> pd.DataFrame:
+    """Per later run against the first: the lines that passed in both, failed in both, flipped each way, and the
+    exact McNemar p-value over the flips."""
+    return pd.DataFrame([{"runs": f"{p.a} → {p.b}", "both passed": p.both_passed, "both failed": p.both_failed,
+                          "pass → fail": len(p.pass_to_fail), "fail → pass": len(p.fail_to_pass),
+                          "McNemar p (exact)": p.p_text()} for p in result.paired])
+
+
+def flips_table(result: Comparison) -> pd.DataFrame:
+    """Each line that flipped between the first run and a later one: which way, and the line."""
+    return pd.DataFrame([{"runs": f"{p.a} → {p.b}", "flip": way, "question": line.text()}
+                         for p in result.paired
+                         for way, lines in (("pass → fail", p.pass_to_fail), ("fail → pass", p.fail_to_pass))
+                         for line in lines], columns=["runs", "flip", "question"])
+
+
+def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
     """One row per changed line: its question (and conversation, when a line has one), expected, then passed and
     consulted per run; with `link` (a URL prefix such
     as `?turn=`), a link to each run's turn."""
-    names = [r["name"] for r in result["runs"]]
-    conversations = any(d.get("conversation") is not None for d in result["diff"])
+    names = [r.name for r in result.runs]
+    conversations = any(d.line.conversation is not None for d in result.diff)
     rows = []
-    for d in result["diff"]:
-        row: dict[str, Any] = {"question": d["question"]}
+    for d in result.diff:
+        row: dict[str, Any] = {"question": d.line.question}
         if conversations:  # two conversations may ask the same follow-up: the line is its conversation's
-            row["conversation"] = d.get("conversation")
-        row["expected"] = ", ".join(d["expected"])
+            row["conversation"] = d.line.conversation
+        row["expected"] = ", ".join(d.expected)
         for n in names:
-            row[f"{n}: passed"] = d["passed"][n]
+            row[f"{n}: passed"] = d.passed[n]
         for n in names:
-            c = d["consulted"][n]
+            c = d.consulted[n]
             row[f"{n}: consulted"] = "(not asked)" if c is None else ", ".join(c) or "(none)"
         if link is not None:
             for n in names:
-                tid = d["turn_id"][n]
+                tid = d.turn_id[n]
                 row[f"{n}: turn"] = f"{link}{tid}" if tid else None
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _bars(result: dict[str, Any], figures: dict[str, tuple[str, str]], title: str, axis: str):
+def _bars(result: Comparison, figures: dict[str, tuple[str, str]], title: str, axis: str):
     """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars;
     a figure no run has is left out."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    names = [plotly_text(r["label"]) for r in result["runs"]]
+    names = [plotly_text(r.label) for r in result.runs]
     for figure, (label, color) in figures.items():
-        values = [r[figure] for r in result["runs"]]
+        values = [r.value(figure) for r in result.runs]
         if all(v is None for v in values):
             continue
-        cis = [r["ci"][figure] or [v, v] for r, v in zip(result["runs"], values)]
+        cis = [r.interval(figure) or (v, v) for r, v in zip(result.runs, values)]
         fig.add_bar(name=label, x=names, y=values, marker_color=color,
                     error_y=dict(type="data", symmetric=False,
                                  array=[(c[1] - v) if v is not None else 0 for c, v in zip(cis, values)],
@@ -95,9 +113,9 @@ def _bars(result: dict[str, Any], figures: dict[str, tuple[str, str]], title: st
     return fig
 
 
-def leaderboard_figure(result: dict[str, Any], title: str = "Runs against their expectations (95% bootstrap intervals)"):
+def leaderboard_figure(result: Comparison, title: str = "Runs against their expectations (95% bootstrap intervals)"):
     """Grouped bars per run — pass rate, consulted precision and recall — with the intervals as error bars."""
-    return _bars(result, {f: (LEADERBOARD_FIGURES[f], color) for f, color in CHARTED.items()}, title, "share")
+    return _bars(result, {f: (BY_NAME[f].label, color) for f, color in CHARTED.items()}, title, "share")
 
 
 def question_table(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
@@ -118,24 +136,22 @@ ROWS = {"retrieved": (ROW_LABELS["naive"], SET_COLORS["retrieved"]),
         "load_bearing": (ROW_LABELS["load_bearing"], LOAD_BEARING_COLOR)}
 
 
-def rows_figure(result: dict[str, Any], measure: str = "precision",
+def rows_figure(result: Comparison, measure: str = "precision",
                 title: str = "Precision against expected documents: naive, honest and load-bearing rows"):
     """Grouped bars per run: `measure` (precision or recall) of each row against `expected`, with 95 % intervals."""
     return _bars(result, {f"{row}_{measure}": spec for row, spec in ROWS.items()}, title, measure)
 
 
-def rows_table(result: dict[str, Any]) -> pd.DataFrame:
+def rows_table(result: Comparison) -> pd.DataFrame:
     """Per run and row (naive, honest, load-bearing where verified): precision and recall against `expected`, each
     with its 95 % interval — the table behind `rows_figure`."""
     out = []
-    for r in result["runs"]:
+    for r in result.runs:
         for row, (label, _) in ROWS.items():
-            if r[f"{row}_precision"] is None and r[f"{row}_recall"] is None:
+            if r.value(f"{row}_precision") is None and r.value(f"{row}_recall") is None:
                 continue
-            entry: dict[str, Any] = {"run": r["label"], "row": label}
+            entry: dict[str, Any] = {"run": r.label, "row": label}
             for measure in ("precision", "recall"):
-                value, ci = r[f"{row}_{measure}"], r["ci"][f"{row}_{measure}"]
-                entry[measure] = None if value is None else round(value, 3)
-                entry[f"{measure} 95% CI"] = None if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+                entry.update(_figure_cells(r.value(f"{row}_{measure}"), r.interval(f"{row}_{measure}"), measure))
             out.append(entry)
     return pd.DataFrame(out)

@@ -76,12 +76,17 @@ def _in_list(run_ids: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def set_sizes(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:
-    """Per turn of the given runs: configuration and the sizes of the three sets (the `turn_sets` view)."""
+    """Per turn of the given runs: configuration — provider, model, retriever, mode, k and the provider options
+    (`faults` included), so a faulty run is never one with a clean one — and the sizes of the three sets (the
+    `turn_sets` view)."""
+    from ..trace.experiments import RUN_OPTIONS_SQL
+
     marks, ids = _in_list(run_ids)
     return _reader(db).df(
-        "SELECT run_id, provider, retriever, mode, question, question_kind, status, "
-        "n_retrieved AS retrieved, n_cited AS cited, n_consulted AS consulted, n_rejected AS rejected "
-        f"FROM turn_sets WHERE run_id IN ({marks}) ORDER BY started_at", ids)
+        f"SELECT s.run_id, s.provider, s.model, s.retriever, s.mode, r.k, {RUN_OPTIONS_SQL} AS options, s.question, "
+        "s.question_kind, s.status, s.n_retrieved AS retrieved, s.n_cited AS cited, s.n_consulted AS consulted, "
+        f"s.n_rejected AS rejected FROM turn_sets s JOIN runs r USING (run_id) WHERE s.run_id IN ({marks}) "
+        "ORDER BY s.started_at", ids)
 
 
 def verdict_counts(db: str | Path, run_ids: Sequence[str]) -> pd.DataFrame:

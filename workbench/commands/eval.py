@@ -162,13 +162,12 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
         corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
+    from ..trace.results import SUMMARY
     from ..trace.scoring import question_rows, regressions, score
 
     s = score(question_rows(db_path(args), [result.run_id]))
-    figures = ", ".join(f"{label} {_figure(s, key)}" for key, label in (
-        ("pass_rate", "pass rate"), ("consulted_precision", "consulted precision"),
-        ("consulted_recall", "consulted recall")))
-    print(neutralize(f"expectations ({dataset.name}): {s['passed']} of {s['questions']} questions passed; {figures} "
+    figures = ", ".join(f"{f.label} {s.text(f.name)}" for f in SUMMARY)
+    print(neutralize(f"expectations ({dataset.name}): {s.passed} of {s.questions} questions passed; {figures} "
                      f"(95% intervals; docs/experiments.md)"))
     if args.name:
         print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))
@@ -176,36 +175,33 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         return 0
 
     gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
-    if gate["baseline"]["dataset_hash"] != dataset.content_hash:
-        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({gate['baseline']['dataset']}, "
-                         f"{gate['baseline']['dataset_hash'][:12]}; this one: {dataset.name}, "
+    old = gate.baseline.run
+    if old["dataset_hash"] != dataset.content_hash:
+        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({old['dataset']}, "
+                         f"{old['dataset_hash'][:12]}; this one: {dataset.name}, "
                          f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
               file=sys.stderr)
     print_gate(gate)
-    return 1 if gate["regressed"] and args.fail_on_regression else 0
+    return 1 if gate.regressed and args.fail_on_regression else 0
 
 
-def _figure(scores: dict, key: str) -> str:
-    value, ci = scores[key], scores["ci"][key]
-    return "-" if value is None else f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+def print_gate(gate) -> None:
+    """The gate's report (`scoring.regressions`): each summary figure beside the baseline's, then why it regressed
+    and the regressed questions."""
+    from ..trace.results import SUMMARY
 
-
-def print_gate(gate: dict) -> None:
-    from ..trace.scoring import line_label
-
-    cur, old = gate["run"], gate["baseline"]
-    for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
-        now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
-        print(neutralize(f"{fig.replace('_', ' ')}: {now} (baseline {old['name']}: {_figure(old, fig)})"))
-    if not gate["regressed"]:
-        print(neutralize(f"no regression against {old['name']}"))
+    cur, old = gate.run, gate.baseline
+    for f in SUMMARY:
+        print(neutralize(f"{f.label}: {f.text(cur.value(f.name))} (baseline {old.name}: {old.scores.text(f.name)})"))
+    if not gate.regressed:
+        print(neutralize(f"no regression against {old.name}"))
         return
-    for reason in gate["reasons"]:
+    for reason in gate.reasons:
         print(neutralize(f"REGRESSION: {reason}"))
-    print(f"regressed questions ({len(gate['questions'])}):")
-    for q in gate["questions"]:
-        print(neutralize(f"  - {line_label(q)}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
-                         f"turn {q['turn_id']}"))
+    print(f"regressed questions ({len(gate.questions)}):")
+    for q in gate.questions:
+        print(neutralize(f"  - {q.line.text()}  [{'; '.join(q.failed) or 'consulted precision fell'}]  "
+                         f"turn {q.turn_id}"))
 
 
 def interrupted_message(result: EvalResult, total: int, resumable: bool = True) -> str:

@@ -14,9 +14,6 @@ from ..terminal import neutralize
 from ._options import add_db_option, db_path
 from ._table import _jsonable, print_table
 
-FIGURES = ("pass_rate", "consulted_precision", "consulted_recall", "load_bearing_precision", "load_bearing_recall",
-           "rejected")
-
 
 def register(sub) -> None:
     p = sub.add_parser("runs", help="Experiment runs (eval --name): list, show one, compare several.")
@@ -25,7 +22,11 @@ def register(sub) -> None:
     show = runs.add_parser("show", help="one run: configuration, scores with 95%% intervals, every question")
     show.add_argument("run", metavar="NAME", help="a run name (or run id)")
     cmp = runs.add_parser("compare", help="a leaderboard of the runs and the questions whose result changed")
-    cmp.add_argument("runs", metavar="NAME", nargs="+", help="two or more run names (or run ids)")
+    cmp.add_argument("runs", metavar="NAME", nargs="*", help="two or more run names (or run ids)")
+    for q in (ls, cmp):
+        q.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                       help="only the runs with this tag (repeatable: every tag given); compare: the runs named, "
+                            "then every run with the tags, oldest first")
     for q in (ls, show, cmp):
         add_db_option(q)
         q.add_argument("--json", action="store_true", help="print JSON")
@@ -46,17 +47,15 @@ def _deep(value: Any) -> Any:
     return _jsonable(value)
 
 
-def _fmt(value: Any, ci: list[float] | None = None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:.3f}" if isinstance(value, float) else str(value)
-    return text + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..trace.experiments import list_runs, tags_text
+    from ..trace.experiments import list_runs, parse_tags, tagged, tags_text
 
-    runs = list_runs(db_path(args))
+    wanted = parse_tags(args.tag)
+    runs = [r for r in list_runs(db_path(args)) if tagged(r, wanted)]
     if args.json:
         for r in runs:
             _dump(r)
@@ -71,13 +70,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..trace.experiments import find_run, tags_text
+    from ..trace.results import FIGURES
     from ..trace.scoring import failed_assertions, question_rows, score
 
     run = find_run(db_path(args), args.run)
     rows = question_rows(db_path(args), [run["run_id"]])
     scores = score(rows)
     if args.json:
-        _dump({**run, **scores, "question_rows": rows})
+        _dump({**run, **scores.to_json(), "question_rows": rows})
         return 0
     described = [("name", run["name"]), ("run_id", run["run_id"]), ("created_at", run["created_at"]),
                  ("corpus", f"{run['corpus']} ({str(run['corpus_hash'])[:12]})"),
@@ -85,10 +85,9 @@ def run_show(args: argparse.Namespace) -> int:
                  ("tags", tags_text(run["tags"]))]
     described += [(f"config.{k}", json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v)
                   for k, v in sorted(run["config"].items())]
-    described += [("questions / answered / passed", f"{scores['questions']} / {scores['answered']} / "
-                                                     f"{scores['passed']}")]
-    described += [(f, _fmt(scores[f], scores["ci"][f])) for f in FIGURES + ("tokens_in", "tokens_out")]
-    described += [("latency p50 / p90 (ms)", f"{_fmt(scores['latency_p50_ms'])} / {_fmt(scores['latency_p90_ms'])}")]
+    described += [("questions / answered / passed", f"{scores.questions} / {scores.answered} / {scores.passed}")]
+    described += [(f.name, scores.text(f.name)) for f in FIGURES]
+    described += [("latency p50 / p90 (ms)", f"{_ms(scores.latency_p50_ms)} / {_ms(scores.latency_p90_ms)}")]
     print_table(["field", "value"], described)
     print()
     print_table(["line", "passed", "question", "expected", "consulted", "failed"],
@@ -97,29 +96,56 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_compare(args: argparse.Namespace) -> int:
-    from ..trace.scoring import compare, line_label
+def compared_refs(args: argparse.Namespace) -> list[str]:
+    """The runs `runs compare` compares: those named, then every run with all the `--tag`s given, oldest first."""
+    from ..trace.experiments import list_runs, parse_tags, tagged
 
-    if len(args.runs) < 2:
-        raise WorkbenchError("compare needs at least two runs: workbench runs compare A B [C…]")
-    result = compare(db_path(args), args.runs)
+    refs = list(args.runs)
+    if args.tag:
+        wanted = parse_tags(args.tag)
+        matched = [r["name"] or r["run_id"] for r in reversed(list_runs(db_path(args))) if tagged(r, wanted)]
+        if not matched:
+            raise WorkbenchError(f"no run has the tags {', '.join(args.tag)} (`workbench runs list` shows each "
+                                 "run's tags)")
+        refs += [ref for ref in matched if ref not in refs]
+    if len(refs) < 2:
+        raise WorkbenchError("compare needs at least two runs: workbench runs compare A B [C…] (or --tag KEY=VALUE "
+                             "matching two or more)")
+    return refs
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from ..trace.results import BOARD, setting_text
+    from ..trace.scoring import compare
+
+    result = compare(db_path(args), compared_refs(args))
     if args.json:
-        _dump(result)
+        _dump(result.to_json())
         return 0
-    print_table(["run", "provider", "retriever", "mode", "k", "corpus", "dataset", "questions", *FIGURES],
-                [(r["name"], r["provider"], r["retriever"], r["mode"], r["k"], r["corpus"], r["dataset"],
-                  r["questions"], *(_fmt(r[f], r["ci"][f]) for f in FIGURES)) for r in result["runs"]])
+    print_table(["run", *result.differing, "questions", *(f.name for f in BOARD)],
+                [(r.name, *(setting_text(r.settings.get(f), f) for f in result.differing), r.scores.questions,
+                  *(r.scores.text(f.name) for f in BOARD)) for r in result.runs])
+    if result.shared:
+        print(neutralize("same in every run: " + "; ".join(f"{k} {setting_text(v, k)}" for k, v in result.shared.items())))
+    for p in result.paired:
+        print()
+        print(neutralize(f"paired, {p.a} → {p.b}: both passed {p.both_passed}, both failed {p.both_failed}, "
+                         f"pass → fail {len(p.pass_to_fail)}, fail → pass {len(p.fail_to_pass)}; "
+                         f"exact McNemar p = {p.p_text()}"))
+        for way, lines in (("pass → fail", p.pass_to_fail), ("fail → pass", p.fail_to_pass)):
+            for line in lines:
+                print(neutralize(f"  {way}: {line.text()}"))
     print()
-    names = [r["name"] for r in result["runs"]]
-    if not result["diff"]:
+    names = [r.name for r in result.runs]
+    if not result.diff:
         print("no question changed: every question passed or failed alike and consulted the same documents")
         return 0
-    print(f"questions that changed ({len(result['diff'])}):")
+    print(f"questions that changed ({len(result.diff)}):")
     print_table(["question", "expected", *(f"{n}: passed" for n in names), *(f"{n}: consulted" for n in names)],
-                [(line_label(d), ", ".join(d["expected"]),
-                  *(_yes(d["passed"][n]) for n in names),
-                  *("(not asked)" if d["consulted"][n] is None else ", ".join(d["consulted"][n]) or "(none)"
-                    for n in names)) for d in result["diff"]])
+                [(d.line.text(), ", ".join(d.expected),
+                  *(_yes(d.passed[n]) for n in names),
+                  *("(not asked)" if d.consulted[n] is None else ", ".join(d.consulted[n]) or "(none)"
+                    for n in names)) for d in result.diff])
     return 0
 
 

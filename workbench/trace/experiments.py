@@ -127,6 +127,10 @@ def parse_tags(items: list[str]) -> dict[str, str]:
     return tags
 
 
+#: A run's provider options (`faults` included) from its recorded configuration, as compact JSON text, over `runs r`:
+#: what comparisons of configurations group by beside the run's own columns (secrets are never recorded).
+RUN_OPTIONS_SQL = "coalesce(json_extract(r.config_json, '$.options'), '{}')::VARCHAR"
+
 #: The columns `runs list` and the app show per experiment run (newest first).
 RUNS_SQL = """
 SELECT e.name, e.run_id, r.created_at, r.provider, r.model, r.retriever, r.mode, r.k,
@@ -172,10 +176,46 @@ def tags_text(tags: Mapping[str, str] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (tags or {}).items())
 
 
+#: A run's own fields among its settings, in column order; its recorded configuration's other fields follow.
+RUN_FIELDS = ("provider", "model", "retriever", "mode", "k", "corpus", "corpus_hash", "dataset", "dataset_hash")
+
+
+def run_settings(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run was made with, one field each, for the leaderboards' columns: its `RUN_FIELDS`, every other field
+    of its recorded configuration, each provider option as `options.NAME` (`faults` too) and each tag as
+    `tags.KEY`."""
+    out = {key: run.get(key) for key in RUN_FIELDS}
+    config = dict(run.get("config") or {})
+    options = config.pop("options", None) or {}
+    out.update((key, value) for key, value in config.items() if key not in out and key != "corpus_id")
+    out.update((f"options.{key}", value) for key, value in sorted(options.items()))
+    out.update((f"tags.{key}", value) for key, value in (run.get("tags") or {}).items())
+    return out
+
+
+def differing(settings: list[Mapping[str, Any]]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The fields whose values differ between the runs' `settings` (a field a run lacks is None in it), in first-seen
+    order, and the fields every run shares, with their value."""
+    fields = list(dict.fromkeys(key for s in settings for key in s))
+    same = {f: len({to_json(s.get(f)) for s in settings}) == 1 for f in fields}
+    return tuple(f for f in fields if not same[f]), {f: settings[0].get(f) for f in fields if same[f]}
+
+
+def tagged(run: Mapping[str, Any], tags: Mapping[str, str]) -> bool:
+    """Whether `run` carries every tag of `tags`, each with the same value."""
+    have = run.get("tags") or {}
+    return all(key in have and have[key] == value for key, value in tags.items())
+
+
 def run_label(run: Mapping[str, Any]) -> str:
-    """A run as one line for pickers and charts: its name (or provider · retriever · mode), corpus and dataset."""
+    """A run as one line for pickers and charts: its name (or provider · retriever · mode, and its provider options
+    when it has any, so a run with a fault never reads as the clean one), corpus and dataset."""
+    from .results import setting_text
+
     what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
-    parts = [what or "run", f"corpus {run['corpus']}" if run.get("corpus") else None,
+    options = None if run.get("name") else (run.get("config") or {}).get("options")
+    parts = [what or "run", f"options {setting_text(options)}" if options else None,
+             f"corpus {run['corpus']}" if run.get("corpus") else None,
              f"dataset {run['dataset']}" if run.get("dataset") else None]
     when = run.get("created_at")
     if not run.get("name") and when is not None:

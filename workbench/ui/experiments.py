@@ -1,5 +1,7 @@
-"""The Experiments page: a leaderboard of eval runs with 95 % intervals as error bars, the questions whose
-result changed, and each question's turn (its three sets and citations) from the trace store.
+"""The Experiments page: a leaderboard of eval runs (picked by name, filtered by tag) with 95 % intervals as error
+bars and the settings that differ between them as columns, the runs paired question by question (exact McNemar
+test), the questions whose result changed, and each question's turn (its three sets and citations) from the trace
+store.
 
 A thin shell: the scores come from `workbench.trace.scoring` (through `analysis.experiments`), the turn
 from `trace.experiments.turn_provenance`. Untrusted text (run names, tags, questions, answers, titles, ids)
@@ -15,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
+from ..analysis.experiments import (compare_runs, diff_table, flips_table, leaderboard_figure, leaderboard_table,
+                                    paired_table, shared_text)
 from ..config import default_db_path
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
@@ -49,9 +52,14 @@ def board(path: Path) -> None:
     if not runs:
         st.info("No experiment runs yet: `workbench eval QUESTIONS.jsonl --name NAME` records one (docs/experiments.md).")
         return
+    runs = _tag_filter(runs)
+    if not runs:
+        st.info("No run has every tag picked.")
+        return
     labels = {(r["name"] or r["run_id"]): run_label(r) for r in runs}
     named = [key for key, r in zip(labels, runs) if r["name"]]
     st.session_state.setdefault("exp_runs", (named or list(labels))[:2][::-1])
+    st.session_state["exp_runs"] = [run for run in st.session_state["exp_runs"] if run in labels]
     picked = st.multiselect("Runs", list(labels), format_func=lambda run: display_text(labels[run]), key="exp_runs")
     if not picked:
         st.caption("Pick one or more runs.")
@@ -60,15 +68,37 @@ def board(path: Path) -> None:
     st.subheader("Leaderboard")
     st.plotly_chart(leaderboard_figure(result), width="stretch", key="exp-chart")
     st.dataframe(shown(leaderboard_table(result)), hide_index=True, width="stretch")
+    if result.shared:
+        st.caption(escape_markdown(("Same in every run: " if len(picked) > 1 else "") + shared_text(result)))
     if len(picked) < 2:
         return
-    st.subheader(f"Questions that changed ({len(result['diff'])})")
-    if not result["diff"]:
+    st.subheader("Paired by question")
+    st.caption(escape_markdown(f"Each run against {result.runs[0].name}, line by line: the questions that flipped, "
+                               "and the exact McNemar p-value over the flips (docs/experiments.md)."))
+    st.dataframe(shown(paired_table(result)), hide_index=True, width="stretch")
+    flips = flips_table(result)
+    if len(flips):
+        st.dataframe(shown(flips), hide_index=True, width="stretch")
+    st.subheader(f"Questions that changed ({len(result.diff)})")
+    if not result.diff:
         st.success("Every question passed or failed alike and consulted the same documents in these runs.")
         return
     df = shown(diff_table(result, link=f"?{TURN_PARAM}="))
     links = {c: st.column_config.LinkColumn(c, display_text="open turn") for c in df.columns if c.endswith(": turn")}
     st.dataframe(df, hide_index=True, width="stretch", column_config=links)
+
+
+def _tag_filter(runs: list[dict]) -> list[dict]:
+    """The runs with every tag picked in the page's tag filter (all of them when none is picked, or no run has a
+    tag)."""
+    from ..trace.experiments import parse_tags, tagged, tags_text
+
+    tags = sorted({tags_text({k: v}) for r in runs for k, v in (r["tags"] or {}).items()})
+    if not tags:
+        return runs
+    wanted = st.multiselect("Tags", tags, format_func=display_text, key="exp_tags",
+                            help="Only the runs with every tag picked")
+    return [r for r in runs if tagged(r, parse_tags(wanted))] if wanted else runs
 
 
 def show_turn(path: Path, turn_id: str) -> None:

@@ -15,12 +15,13 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..render import display_text, escape_markdown
+from ..trace.experiments import RUN_OPTIONS_SQL, has_experiments
 
 #: A run's configuration, as (expression, column): what a comparison groups by. The provider options come from
 #: the run's recorded configuration (secrets are never recorded), as compact JSON text.
 _CONFIG_FIELDS = (("r.provider", "provider"), ("r.model", "model"), ("r.retriever", "retriever"), ("r.mode", "mode"),
                   ("r.k", "k"), ("r.tool_protocol", "tool_protocol"),
-                  ("coalesce(json_extract(r.config_json, '$.options'), '{}')::VARCHAR", "options"))
+                  (RUN_OPTIONS_SQL, "options"))
 CONFIG = ", ".join(expr if expr.endswith(f".{name}") else f"{expr} AS {name}" for expr, name in _CONFIG_FIELDS)
 _CONFIG_GROUP = ", ".join(expr for expr, _ in _CONFIG_FIELDS)
 
@@ -90,7 +91,6 @@ def has_run_names(db: str) -> bool:
 @st.cache_data(show_spinner=False, max_entries=16)
 def _has_run_names(db: str, version: tuple) -> bool:
     from ..trace import TraceReader
-    from ..trace.experiments import has_experiments
 
     try:
         return has_experiments(TraceReader(db))
