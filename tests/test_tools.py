@@ -56,3 +56,23 @@ def test_listing_tools_expose_titles_only(toolbox):
     assert listed.call.results and all("text" not in a for a in listed.content["articles"])
     browsed = toolbox.call("browse_section", {"category": "Billing"})
     assert [r.doc_id for r in browsed.call.results] == [r.doc_id for r in listed.call.results]
+
+
+def test_the_runs_k_is_what_search_returns_unless_the_model_asks_for_another_number(toolbox, demo_session):
+    """The sidebar's and `-k`'s "results per search" reach agent mode: the search tool declares the turn's k as its
+    default, returns that many when the model names no number, still honours a number the model names, and the
+    offline agent asks for the declared default by name (so the recorded call says how many)."""
+    for k in (2, 8):
+        box = toolbox.searching(k)
+        spec = next(s for s in box.specs() if s["name"] == "search")
+        assert spec["parameters"]["properties"]["k"]["default"] == k
+        assert len(box.call("search", {"query": "SSO"}).call.results) == k
+        assert len(box.call("search", {"query": "SSO", "k": 3}).call.results) == 3
+        assert toolbox.search_k == 5, "the toolbox it was made from is untouched"
+        answer = demo_session.ask("How do I configure SSO?", k=k)
+        search = next(c for c in answer.record.tool_calls if c.name == "search")
+        assert dict(search.args)["k"] == k and len(search.results) == k
+        assert answer.record.config["k"] == k
+    # a model asking for more gets at most 20, or the run's k when that is more (23 documents match "SSO")
+    assert len(toolbox.call("search", {"query": "SSO", "k": 30}).call.results) == 20
+    assert len(toolbox.searching(40).call("search", {"query": "SSO", "k": 30}).call.results) == 23

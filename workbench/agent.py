@@ -94,6 +94,9 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
            "mode": mode, "tool_protocol": protocol, "k": k, "prompt_version": prompt_version,
            "corpus_id": toolbox.corpus.corpus_id, "corpus_hash": toolbox.corpus.content_hash, **(config or {})}
     state = _Turn(observe)
+    # the run's k is what `search` returns unless the model asks for another number; an earlier turn's call that
+    # named no number runs again with this turn's (the same k, unless the conversation changed it)
+    toolbox = toolbox.searching(k) if mode == "agent" else toolbox
     try:
         with turn_clock():  # a network provider's time budget counts the whole turn (docs/security.md)
             render = _Rendered(toolbox)  # each earlier turn's messages, built once (its tool calls run again)

@@ -13,6 +13,7 @@ long document (`part=`), recorded with exposure `snippet`. What was left out is 
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from abc import ABC, abstractmethod
@@ -32,6 +33,9 @@ PAGE_OVERHEAD_TOKENS = 80
 MIN_ROOM_TOKENS = 40
 #: The largest page or part number a model may ask for (a bigger one names no page of any corpus).
 MAX_PAGE = 100_000
+#: How many documents `search` returns when neither the model nor the turn says, and the most a model may ask for
+#: (unless the turn's k is more).
+DEFAULT_SEARCH_K, MAX_SEARCH_K = 5, 20
 
 
 @dataclass(frozen=True)
@@ -204,14 +208,26 @@ class Search(Tool):
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "what to look for"},
-            "k": {"type": "integer", "description": "how many documents (1-20)", "default": 5},
+            "k": {"type": "integer", "description": "how many documents"},
             "page": PAGE_PARAM,
         },
         "required": ["query"],
     }
 
-    def _run(self, room: Room | None, query: str, k: int = 5, page: int | None = None):
-        k = _as_int(k, "k", 1, 20)
+    def spec(self) -> dict[str, Any]:
+        """The declaration with the turn's k as the default of `k` (`Toolbox.searching`), and its maximum."""
+        spec = super().spec()
+        k = {**spec["parameters"]["properties"]["k"], "default": self.toolbox.search_k,
+             "description": f"how many documents (1-{self._max_k})"}
+        return {**spec, "parameters": {**spec["parameters"],
+                                       "properties": {**spec["parameters"]["properties"], "k": k}}}
+
+    @property
+    def _max_k(self) -> int:
+        return max(MAX_SEARCH_K, self.toolbox.search_k)
+
+    def _run(self, room: Room | None, query: str, k: int | None = None, page: int | None = None):
+        k = _as_int(self.toolbox.search_k if k is None else k, "k", 1, self._max_k)
         if not isinstance(query, str):
             raise ToolError("query must be a string")
         retrieval = self.toolbox.retriever.retrieve(query, k * 4)
@@ -385,6 +401,19 @@ class Toolbox:
         self._by_url = {d.url.rstrip("/"): d for d in corpus.documents if d.url}
         #: Documents this toolbox acts as if the corpus did not hold (`withholding`).
         self.withheld: frozenset[str] = frozenset()
+        #: How many documents `search` returns when the model does not say (`searching`: the turn's k).
+        self.search_k = DEFAULT_SEARCH_K
+
+    def searching(self, k: int) -> "Toolbox":
+        """These tools with `search` returning `k` documents unless the model asks for another number (at most
+        `MAX_SEARCH_K`, or `k` when more): the run's k reaches agent mode as the tool's declared default. A view
+        over the same corpus and index, like `withholding`; this toolbox is untouched."""
+        if k == self.search_k:
+            return self
+        box = copy.copy(self)
+        box.search_k = k
+        box.tools = {cls.name: cls(box) for cls in self.tool_classes}
+        return box
 
     def withholding(self, doc_ids) -> "Toolbox":
         """These tools with `doc_ids` withheld, for re-running a turn without them (docs/design.md §9).
@@ -403,6 +432,7 @@ class Toolbox:
         box = Toolbox(_CorpusWithout(self.corpus, withheld), Withholding(self.retriever, withheld),
                       self.tool_classes)
         box.withheld = self.withheld | withheld
+        box.search_k = self.search_k
         return box
 
     def specs(self) -> list[dict[str, Any]]:

@@ -149,15 +149,18 @@ class OfflineProvider(Provider):
         if not tools:
             text, calls = self._excerpt_answer(messages[-1]["content"], talk), ()
         else:
-            text, calls = self._agent_step(talk, {t["name"] for t in tools})
+            text, calls = self._agent_step(talk, tools)
         finish = "tool_calls" if calls else "quote_cut" if self._capped else "stop"
         call = ModelCall(self.name, self.model, (time.perf_counter() - start) * 1000, None, None, finish)
         return ModelStep(text, tuple(calls), call)
 
     # --- agent mode --------------------------------------------------------------------------
 
-    def _agent_step(self, talk: "_Talk", tools: set[str]):
+    def _agent_step(self, talk: "_Talk", tools: list[dict[str, Any]]):
         question, history = talk.question, talk.calls
+        # as many results as the search tool's declaration offers by default (the run's k), asked for by name so
+        # the call's recorded arguments say how many it was
+        search_k = next((t["parameters"]["properties"]["k"].get("default") for t in tools if t["name"] == "search"), None)
 
         def ask(name: str, **args):
             return "", [ToolRequest(f"call-{len(history) + 1}", name, args)]
@@ -183,7 +186,7 @@ class OfflineProvider(Provider):
                 others = [h for h in carried_hits if h["doc_id"] != carried["doc_id"]
                           and coverage(own, f"{h['title']} {h['snippet']}") >= MIN_COVERAGE]
                 return self._extractive_answer(question, own, own, carried, [top, *others], carried_hits, []), []
-            return ask("search", query=query, k=5)
+            return ask("search", query=query, **({"k": search_k} if search_k else {}))
         hits = history[0][2].get("results", [])
         terms = set(content_terms(query))
         follow_up = query != question
