@@ -24,12 +24,12 @@ PY = sys.executable
 
 
 @contextmanager
-def collect(db: Path, name: str, *extra: str) -> Iterator[str]:
+def collect(db: Path, name: str, *extra: str, rc: int = 0, outcome: dict | None = None) -> Iterator[str]:
     """A running `workbench collect` on a free loopback port; yields its /v1/traces URL. On exit it gets SIGTERM
-    and must write everything and exit 0."""
+    and must write everything and exit `rc`; `outcome` (when given) gets its `stdout` and `stderr`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.Popen([PY, "-m", "workbench", "collect", "--port", "0", "--db", str(db), "--name", name, *extra],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()  # blocks until the receiver is listening (or the process ended)
         m = re.search(r"(http://\S+/v1/traces)", line)
@@ -38,8 +38,10 @@ def collect(db: Path, name: str, *extra: str) -> Iterator[str]:
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 0, f"collect exited {proc.returncode}: {rest}"
+        out, rest = proc.communicate(timeout=60)
+    if outcome is not None:
+        outcome.update(stdout=out, stderr=line + rest)
+    assert proc.returncode == rc, f"collect exited {proc.returncode}: {rest}"
     assert "turns written" in rest, rest
 
 

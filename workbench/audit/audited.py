@@ -72,6 +72,9 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     question = question_of(spans, final)
     trace_id = spans[0].trace_id
     base = _base(spans, calls, final, question, run, session, earlier[-1].position + 1 if earlier else 1, trace_id)
+    if resolver.corpus is not None:  # the corpus the turn was audited against: Document usage counts it there
+        base = dataclasses.replace(base, config={**base.config, "corpus_id": resolver.corpus.corpus_id,
+                                                 "corpus_hash": resolver.corpus.content_hash})
     audit = Audit(source=SOURCE, service=next((s.service for s in spans if s.service), None),
                   trace_ids=tuple(dict.fromkeys((*extra_trace_ids, trace_id))),
                   rule="corpus" if resolver.corpus is not None else "conservative")

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..corpus import topic
 from ..redact import scrub_secrets
 from ..trace.writer import TraceWriter
 from .audited import Earlier, audit_trace
@@ -112,7 +113,9 @@ class Assembler:
         turn = audit_trace(spans, self.resolver, run=self.name, earlier=earlier, extra_trace_ids=steps)
         if turn is None:
             return
-        self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
+        corpus = self.resolver.corpus
+        gap = topic(turn.record.question, corpus, turn.payload.sets.retrieved) if corpus is not None else None
+        self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id, topic=gap)  # gap: the doc-gap kind
         self.turns += 1
         if session_key:
             turns = self.sessions.pop(session_key, [])  # re-inserted: the most recently used session is last

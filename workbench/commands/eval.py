@@ -43,11 +43,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_experiment_options(p) -> None:
-    """Named runs, tags and the regression gate (docs/experiments.md)."""
+def add_experiment_options(p, *, with_name: bool = True) -> None:
+    """Named runs (unless the command names its runs itself), tags and the regression gate (docs/experiments.md)."""
     g = p.add_argument_group("experiments (docs/experiments.md)")
-    g.add_argument("--name", help="name the run (unique in the trace database): `workbench runs show NAME`, "
-                                  "`runs compare`; a named run never resumes another run")
+    if with_name:
+        g.add_argument("--name", help="name the run (unique in the trace database): `workbench runs show NAME`, "
+                                      "`runs compare`; a named run never resumes another run")
     g.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="tag the run (repeatable)")
     g.add_argument("--baseline", metavar="RUN", help="when the run ends, compare it with this named run")
     g.add_argument("--fail-on-regression", action="store_true",
@@ -162,9 +163,15 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
         corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
+    return score_and_gate(args, result.run_id, dataset)
+
+
+def score_and_gate(args: argparse.Namespace, run_id: str, dataset) -> int:
+    """Print the run's scores against `dataset`; with --baseline, run the regression gate (1: regressed and
+    --fail-on-regression). `eval`, `collect` and `ingest` share it."""
     from ..trace.scoring import question_rows, regressions, score
 
-    s = score(question_rows(db_path(args), [result.run_id]))
+    s = score(question_rows(db_path(args), [run_id]))
     figures = ", ".join(f"{label} {_figure(s, key)}" for key, label in (
         ("pass_rate", "pass rate"), ("consulted_precision", "consulted precision"),
         ("consulted_recall", "consulted recall")))
@@ -175,7 +182,7 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
     if not args.baseline:
         return 0
 
-    gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
+    gate = regressions(db_path(args), args.name or run_id, args.baseline)
     if gate["baseline"]["dataset_hash"] != dataset.content_hash:
         print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({gate['baseline']['dataset']}, "
                          f"{gate['baseline']['dataset_hash'][:12]}; this one: {dataset.name}, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import WorkbenchError
-from ._audit import add_audit_options, assembler, report
+from ._audit import add_audit_options, assembler, finish_run
 
 
 def register(sub) -> None:
@@ -27,5 +27,4 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"{args.file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     a = assembler(args, "ingest")
     ingest_spans(a, spans)
-    report(a)
-    return 0
+    return finish_run(args, a)

@@ -13,7 +13,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import WorkbenchError
 from ..providers import declared
@@ -43,10 +43,12 @@ def _expectation_rows(did: str, dataset: Dataset) -> list[tuple]:
 
 
 def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None = None,
-                      tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None) -> None:
+                      tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None,
+                      lines: Sequence[tuple[int, str]] = ()) -> None:
     """Tie `run_id` to `dataset` (stored with its expectations when new) under `name`, in one transaction of
-    `writer` (a `TraceWriter`). A run already recorded keeps its row (a resumed run); a name another run
-    holds raises `ExperimentError`."""
+    `writer` (a `TraceWriter`), with `lines` ((line, turn_id): the line each turn answered, `turn_lines`, when
+    the turns were not written with it: an audited run's matched turns). A run already recorded keeps its row
+    (a resumed run); a name another run holds raises `ExperimentError`."""
     import duckdb
 
     did = dataset_id(dataset)
@@ -68,6 +70,9 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
                                 _expectation_rows(did, dataset))
             con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?)",
                         [run_id, name, did, to_json(dict(tags or {})), to_json(redact_config(dict(config or {}))), now])
+            if lines:
+                con.executemany("INSERT INTO turn_lines (turn_id, run_id, line) VALUES (?, ?, ?)",
+                                [(turn_id, run_id, line) for line, turn_id in lines])
             if name is not None:  # a named run is frozen: an unnamed eval of the same batch never resumes it
                 con.execute("UPDATE runs SET run_key = run_key || ' @' || ? WHERE run_id = ? AND run_key IS NOT NULL",
                             [name, run_id])
@@ -129,8 +134,8 @@ def parse_tags(items: list[str]) -> dict[str, str]:
 
 #: The columns `runs list` and the app show per experiment run (newest first).
 RUNS_SQL = """
-SELECT e.name, e.run_id, r.created_at, r.provider, r.model, r.retriever, r.mode, r.k,
-       r.corpus_id AS corpus, r.corpus_hash, d.name AS dataset, d.content_hash AS dataset_hash,
+SELECT e.name, e.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k,
+       json_extract_string(r.config_json, '$.app') AS app, r.corpus_id AS corpus, r.corpus_hash, d.name AS dataset, d.content_hash AS dataset_hash,
        d.questions, e.tags_json, e.config_json
 FROM experiments e JOIN runs r USING (run_id) JOIN datasets d USING (dataset_id)
 """
@@ -223,3 +228,19 @@ def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
         + ("LEFT JOIN experiments e USING (run_id) LEFT JOIN datasets d USING (dataset_id) " if known else "")
         + "ORDER BY r.created_at DESC")
     return [dict(zip(columns, r)) for r in rows]
+
+
+def run_turns(db: str | Path | TraceReader, run_id: str) -> list[tuple[str, str, str | None]]:
+    """(turn_id, question, conversation_id) of every turn of `run_id`, a conversation's turns in position order
+    (then start order): what scoring an audited run matches to a questions file's lines."""
+    _, rows = as_reader(db).rows("SELECT turn_id, question, conversation_id FROM turns WHERE run_id = ? "
+                                 "ORDER BY position NULLS FIRST, started_at, turn_id", [run_id])
+    return [tuple(r) for r in rows]
+
+
+def audited_config(db: str | Path | TraceReader, run_id: str, **fields: Any) -> dict[str, Any]:
+    """An audited run's configuration for its `experiments` row: what its `runs` row recorded (the audited app,
+    its model, the run's name) plus `fields` (its corpus and questions file)."""
+    _, rows = as_reader(db).rows("SELECT config_json FROM runs WHERE run_id = ?", [run_id])
+    recorded = json.loads(rows[0][0]) if rows and rows[0][0] else {}
+    return {**recorded, **fields}
