@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..payload import Audit, Evidence, Payload, Rejection, Sets
+from ..payload import AUDITED, Audit, Evidence, Payload, Rejection, Sets
 from ..provenance import sources_payload
 from ..redact import scrub_secrets
 from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
@@ -114,14 +114,14 @@ def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question:
     model = next((c.span.attributes.get("llm.model_name") for c in reversed(calls)
                   if isinstance(c.span.attributes.get("llm.model_name"), str)), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or "audited"),
+    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=c.span.attributes.get("llm.model_name"),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_int(c.span.attributes.get("llm.token_count.prompt")),
                                   tokens_out=_int(c.span.attributes.get("llm.token_count.completion")),
                                   finish_reason=c.span.attributes.get("llm.finish_reason"),
                                   n_tool_calls=len(c.requests)) for c in calls)
-    config = {"provider": "audited", "model": model, "app": service, "source": SOURCE, "run": run}
+    config = {"provider": AUDITED, "model": model, "app": service, "source": SOURCE, "run": run}
     return TurnRecord(question=scrub_secrets(question), answer=scrub_secrets(final.answer or ""), turn_id=turn_id_for(trace_id),
                       model_calls=recorded, config=config,
                       started_at=datetime.fromtimestamp(start / 1e9, timezone.utc).isoformat(),

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..corpus import topic
 from ..redact import scrub_secrets
+from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
 from .audited import Earlier, audit_trace
 from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
@@ -51,7 +52,7 @@ class Assembler:
 
     def __init__(self, writer: TraceWriter, resolver: Resolver, *, name: str, max_pending: int = MAX_PENDING_SPANS):
         self.writer, self.resolver, self.name, self.max_pending = writer, resolver, name, max_pending
-        self.run_id = writer.new_run(kind="audit")
+        self.run_id = writer.new_run(kind=AUDIT_KIND)
         self.pending: dict[str, dict[str, Span]] = {}
         self.n_pending = 0
         self.done: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first

@@ -19,6 +19,7 @@ from ..errors import WorkbenchError
 from ..providers import declared
 from ..questions import Dataset
 from ..redact import recorded, redact_config
+from .audits import AUDIT_KIND
 from .reader import TraceReader, as_reader
 from .rows import to_json
 
@@ -178,8 +179,11 @@ def tags_text(tags: Mapping[str, str] | None) -> str:
 
 
 def run_label(run: Mapping[str, Any]) -> str:
-    """A run as one line for pickers and charts: its name (or provider · retriever · mode), corpus and dataset."""
+    """A run as one line for pickers and charts: its name (or provider · retriever · mode; an audit run's audited
+    app and model too), corpus and dataset."""
     what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
+    if run.get("kind") == AUDIT_KIND:  # another app's turns, audited from its spans (docs/audit.md)
+        what = f"{what} · audited {run.get('app') or '(no service.name)'}" + (f" · {run['model']}" if run.get("model") else "")
     parts = [what or "run", f"corpus {run['corpus']}" if run.get("corpus") else None,
              f"dataset {run['dataset']}" if run.get("dataset") else None]
     when = run.get("created_at")
@@ -223,7 +227,9 @@ def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     known = has_experiments(reader)
     columns, rows = reader.rows(
         "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "
-        "r.corpus_id AS corpus, " + ("e.name, d.name AS dataset, " if known else "NULL AS name, NULL AS dataset, ")
+        "json_extract_string(r.config_json, '$.app') AS app, r.corpus_id AS corpus, "
+        + ("coalesce(e.name, json_extract_string(r.config_json, '$.run')) AS name, d.name AS dataset, " if known
+           else "json_extract_string(r.config_json, '$.run') AS name, NULL AS dataset, ")
         + "(SELECT count(*) FROM turns t WHERE t.run_id = r.run_id) AS turns FROM runs r "
         + ("LEFT JOIN experiments e USING (run_id) LEFT JOIN datasets d USING (dataset_id) " if known else "")
         + "ORDER BY r.created_at DESC")
