@@ -8,8 +8,11 @@ import sys
 from datetime import datetime, timezone
 
 from ..corpus import load_corpus
+from ..audit.expect import RunTurn, match_turns
 from ..errors import WorkbenchError
+from ..questions import read_dataset
 from ..terminal import neutralize
+from ._gate import add_experiment_options, score_and_gate
 from ._options import db_path, warn_skipped
 
 #: Unmatched questions and turns listed by name in the report (the rest counted).
@@ -17,8 +20,6 @@ SHOWN_UNMATCHED = 20
 
 
 def add_audit_options(p: argparse.ArgumentParser) -> None:
-    from .eval import add_experiment_options
-
     p.add_argument("--db", metavar="FILE.duckdb",
                    help="trace database (default: $WORKBENCH_DB, else <WORKBENCH_HOME>/traces.duckdb)")
     p.add_argument("--corpus", help="the audited app's knowledge base (folder or .jsonl): urls and ids resolve to its "
@@ -52,7 +53,6 @@ def assembler(args: argparse.Namespace, command: str):
 
 def _scoring_checks(args: argparse.Namespace, name: str):
     """The questions file as a dataset (None without --questions), once its name, tags and baseline are valid."""
-    from ..questions import read_dataset
     from ..trace.experiments import check_name_free, find_run, parse_tags
 
     if args.questions is None:
@@ -90,7 +90,6 @@ def finish_run(args: argparse.Namespace, a) -> int:
         print(neutralize(f"warning: run {a.name} wrote no turns: nothing is scored against {dataset.name}, and the "
                          "run is not recorded as an experiment"), file=sys.stderr)
         return 1
-    from ..audit.expect import RunTurn, match_turns
     from ..trace.experiments import audited_config, record_experiment, run_turns
 
     m = match_turns(dataset.questions, [RunTurn(*t) for t in run_turns(db_path(args), a.run_id)])
@@ -98,8 +97,6 @@ def finish_run(args: argparse.Namespace, a) -> int:
     record_experiment(a.writer, a.run_id, dataset, name=a.name, tags=args.tags, config=config, lines=m.lines)
     _unmatched(args.questions, m)
     args.name = a.name
-    from .eval import score_and_gate
-
     return score_and_gate(args, a.run_id, dataset)
 
 

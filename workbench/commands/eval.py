@@ -18,6 +18,7 @@ from ..render import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, warn_skipped)
+from ._gate import add_experiment_options, score_and_gate
 from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
 
@@ -41,19 +42,6 @@ def register(sub) -> None:
                         "Turns are still written in question order and a run resumes the same way")
     add_experiment_options(p)
     p.set_defaults(func=run)
-
-
-def add_experiment_options(p, *, with_name: bool = True) -> None:
-    """Named runs (unless the command names its runs itself), tags and the regression gate (docs/experiments.md)."""
-    g = p.add_argument_group("experiments (docs/experiments.md)")
-    if with_name:
-        g.add_argument("--name", help="name the run (unique in the trace database): `workbench runs show NAME`, "
-                                      "`runs compare`; a named run never resumes another run")
-    g.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="tag the run (repeatable)")
-    g.add_argument("--baseline", metavar="RUN", help="when the run ends, compare it with this named run")
-    g.add_argument("--fail-on-regression", action="store_true",
-                   help="with --baseline: exit 1 when the pass rate or consulted precision falls below the "
-                        "baseline's 95%% interval, naming the regressed questions")
 
 
 def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
@@ -164,55 +152,6 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
     return score_and_gate(args, result.run_id, dataset)
-
-
-def score_and_gate(args: argparse.Namespace, run_id: str, dataset) -> int:
-    """Print the run's scores against `dataset`; with --baseline, run the regression gate (1: regressed and
-    --fail-on-regression). `eval`, `collect` and `ingest` share it."""
-    from ..trace.scoring import question_rows, regressions, score
-
-    s = score(question_rows(db_path(args), [run_id]))
-    figures = ", ".join(f"{label} {_figure(s, key)}" for key, label in (
-        ("pass_rate", "pass rate"), ("consulted_precision", "consulted precision"),
-        ("consulted_recall", "consulted recall")))
-    print(neutralize(f"expectations ({dataset.name}): {s['passed']} of {s['questions']} questions passed; {figures} "
-                     f"(95% intervals; docs/experiments.md)"))
-    if args.name:
-        print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))
-    if not args.baseline:
-        return 0
-
-    gate = regressions(db_path(args), args.name or run_id, args.baseline)
-    if gate["baseline"]["dataset_hash"] != dataset.content_hash:
-        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({gate['baseline']['dataset']}, "
-                         f"{gate['baseline']['dataset_hash'][:12]}; this one: {dataset.name}, "
-                         f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
-              file=sys.stderr)
-    print_gate(gate)
-    return 1 if gate["regressed"] and args.fail_on_regression else 0
-
-
-def _figure(scores: dict, key: str) -> str:
-    value, ci = scores[key], scores["ci"][key]
-    return "-" if value is None else f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-
-
-def print_gate(gate: dict) -> None:
-    from ..trace.scoring import line_label
-
-    cur, old = gate["run"], gate["baseline"]
-    for fig in ("pass_rate", "consulted_precision", "consulted_recall"):
-        now = "-" if cur[fig] is None else f"{cur[fig]:.3f}"
-        print(neutralize(f"{fig.replace('_', ' ')}: {now} (baseline {old['name']}: {_figure(old, fig)})"))
-    if not gate["regressed"]:
-        print(neutralize(f"no regression against {old['name']}"))
-        return
-    for reason in gate["reasons"]:
-        print(neutralize(f"REGRESSION: {reason}"))
-    print(f"regressed questions ({len(gate['questions'])}):")
-    for q in gate["questions"]:
-        print(neutralize(f"  - {line_label(q)}  [{'; '.join(q['failed']) or 'consulted precision fell'}]  "
-                         f"turn {q['turn_id']}"))
 
 
 def interrupted_message(result: EvalResult, total: int, resumable: bool = True) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from ..errors import WorkbenchError
 from ..payload import AUDITED, Payload
 from ..render import display_text, escape_markdown
 from .state import RunConfig, Turn, app_corpus, get_session
@@ -65,8 +66,6 @@ def reopened(stored: Any, cfg: RunConfig, db: str) -> Turn:
 
 
 def _loads(path: str) -> str | None:
-    from ..errors import WorkbenchError
-
     try:
         return app_corpus(path).content_hash
     except (WorkbenchError, OSError):
