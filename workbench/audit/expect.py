@@ -2,10 +2,11 @@
 (docs/audit.md, *Scoring against expectations*; docs/experiments.md).
 
 A line asked on its own matches every turn asking its question (compared in Unicode NFC, surrounding whitespace
-ignored) that is no follow-up: a turn outside any conversation, or the first of its conversation. The lines of
-one `"conversation"` match, in file order, the turns of the session of that id (`session.id`) in the order of
-their positions. Several turns matching one line are all kept (the latest is the one scored, as for a resumed
-`eval`). A line no turn matches, and a turn no line matches, are returned, to be reported.
+ignored) that is no follow-up: a turn outside any conversation, or the first of its conversation; n lines asking
+one question take its turns in order, the last line the rest. The lines of one `"conversation"` match, in file
+order, the turns of the session of that id (`session.id`) in the order of their positions. Several turns
+matching one line are all kept (the latest is the one scored, as for a resumed `eval`); a turn answers one line
+at most. A line no turn matches, and a turn no line matches, are returned, to be reported.
 """
 
 from __future__ import annotations
@@ -49,17 +50,24 @@ def match_turns(questions: Sequence[Question], turns: Sequence[RunTurn]) -> Matc
     for t in turns:
         if id(t) in opening:
             by_text.setdefault(same_question(t.question), []).append(t)
+    asking: dict[str, int] = {}  # question text -> how many lines on their own ask it
+    for q in questions:
+        if q.conversation is None:
+            asking[same_question(q.text)] = asking.get(same_question(q.text), 0) + 1
     pairs: list[tuple[int, str]] = []
     missing: list[Question] = []
     used: set[str] = set()
-    seen_in: dict[str, int] = {}
+    seen: dict[str, int] = {}  # conversation id or question text -> lines of it met so far
     for q in questions:
+        key = q.conversation if q.conversation is not None else "\0" + same_question(q.text)
+        k = seen[key] = seen.get(key, -1) + 1
         if q.conversation is not None:
-            k = seen_in[q.conversation] = seen_in.get(q.conversation, -1) + 1
             session = by_session.get(q.conversation, [])
             found = [session[k]] if k < len(session) else []
-        else:
-            found = by_text.get(same_question(q.text), [])
+        else:  # the k-th of n lines asking it takes the k-th turn; the last line, the turns left too
+            text = same_question(q.text)
+            same = by_text.get(text, [])
+            found = same[k:] if k == asking[text] - 1 else same[k:k + 1]
         if not found:
             missing.append(q)
         for t in found:
