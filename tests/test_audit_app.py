@@ -17,9 +17,9 @@ from workbench.config import DEMO_CORPUS
 from workbench.corpus import load_corpus
 
 SHOWN, DROPPED = "billing-cancel-subscription", "sso-saml-setup"
-HOSTILE = "<img src=x onerror=alert(1)> **bold**"
+HOSTILE = '<img src=x onerror="window.__pwned=1"> **bold**'  # in the question and a span name
 QUESTION = f"How do I cancel our plan? {HOSTILE}"
-APP_NAME = "kb-bot"
+APP_NAME = "kb-bot <img src=x>"  # the resource service.name: the app's text too
 T0 = 1_767_225_600
 
 
@@ -110,6 +110,7 @@ def test_the_experiments_page_lists_the_audited_run_and_opens_a_turn_whole(db):
     labels = spec["data"][0]["y"]
     assert [label.split(" ", 2)[1] for label in labels] == ["retriever", "llm"]  # the spans, in start order
     assert spec["data"][0]["x"] == [pytest.approx(100.0), pytest.approx(800.0)]  # their durations (ms)
+    assert spec["data"][0]["base"] == [pytest.approx(50.0), pytest.approx(200.0)]  # from the root span's start
     assert "<img" not in "".join(labels)  # span names are the app's text: shown as text, never HTML
     assert "<img" not in text.replace("\\<img", "")  # questions and span text escaped wherever markdown shows them
 

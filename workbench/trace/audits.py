@@ -75,21 +75,21 @@ def audited_payload(db: str | Path | TraceReader, turn_id: str) -> Payload | Non
 
 def span_timeline(db: str | Path | TraceReader, trace_ids: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
     """The model, tool, retriever and reranker spans of `trace_ids` as timeline rows (`render.timeline`'s shape:
-    `kind`, `label`, `detail`, `start_ms` from the earliest span's start, `ms`), in start order, from the spans as
-    received (`audit_spans`); at most `MAX_TIMELINE_SPANS`."""
+    `kind`, `label`, `detail`, `start_ms` from the start of the turn's first span of any kind, `ms`), in start
+    order, from the spans as received (`audit_spans`); at most `MAX_TIMELINE_SPANS`."""
     reader = _audited(db)
     if reader is None or not trace_ids:
         return []
     _, rows = reader.rows("""
-        SELECT kind, name, json_extract(span_json, '$.start_ns')::HUGEINT AS start_ns,
-               json_extract(span_json, '$.end_ns')::HUGEINT AS end_ns,
-               coalesce(json_extract_string(span_json, '$.attributes."llm.model_name"'),
-                        json_extract_string(span_json, '$.attributes."tool.name"')) AS detail
-        FROM audit_spans WHERE list_contains(?, trace_id) AND list_contains(?, kind)
+        SELECT kind, name, start_ns, end_ns, detail, origin FROM (
+            SELECT span_key, kind, name, json_extract(span_json, '$.start_ns')::HUGEINT AS start_ns,
+                   json_extract(span_json, '$.end_ns')::HUGEINT AS end_ns,
+                   coalesce(json_extract_string(span_json, '$.attributes."llm.model_name"'),
+                            json_extract_string(span_json, '$.attributes."tool.name"')) AS detail,
+                   min(json_extract(span_json, '$.start_ns')::HUGEINT) OVER () AS origin  -- the turn's first span
+            FROM audit_spans WHERE list_contains(?, trace_id))
+        WHERE list_contains(?, kind)
         ORDER BY start_ns, end_ns, span_key LIMIT ?""", [list(trace_ids), list(TIMELINE_KINDS), MAX_TIMELINE_SPANS])
-    if not rows:
-        return []
-    origin = min(r[2] for r in rows)
     return [{"kind": TIMELINE_KINDS[kind], "label": f"{i}. {kind.lower()} {name}", "detail": detail or "",
              "start_ms": float(start - origin) / 1e6, "ms": max(0.0, float(end - start) / 1e6)}
-            for i, (kind, name, start, end, detail) in enumerate(rows, start=1)]
+            for i, (kind, name, start, end, detail, origin) in enumerate(rows, start=1)]

@@ -34,7 +34,7 @@ def is_audited(turn: Turn) -> bool:
 
 
 def from_store(record: Any, payload: Payload, *, db: str, cfg: RunConfig | None = None, verification: Any = None,
-               corpus: tuple[str, str] | None = None) -> Turn:
+               corpus: tuple[str, str] | None = None, note: str | None = None) -> Turn:
     """An audited turn as the app shows it: its stored payload (never computed again: the audit measured it from
     the spans), its record (for the answer's passages) and its spans' timeline. `corpus` ((path, label), when
     the one it was audited against is loaded) lets its cited documents open; its configuration names no corpus
@@ -47,9 +47,7 @@ def from_store(record: Any, payload: Payload, *, db: str, cfg: RunConfig | None 
     tcfg = RunConfig(provider=AUDITED, model=config.get("model"), retriever="-", mode=record.mode,
                      corpus=f"{AUDITED}:{run}", corpus_label=config.get("corpus_id") or "none",
                      db=(cfg.db if cfg is not None else db))
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0),
-                note="An audited turn: what another app did, read from its spans. A question asked now starts a new "
-                     "conversation.")
+    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=note)
     if corpus is not None:
         turn.session = get_session(corpus[0], cfg.retriever if cfg is not None else "bm25", tcfg.db)
     turn.answer = Answer(record, payload, verification=verification, request={})
@@ -62,7 +60,9 @@ def reopened(stored: Any, cfg: RunConfig, db: str) -> Turn:
     corpus is the one it was audited against."""
     hash_ = stored.record.config.get("corpus_hash")
     corpus = (cfg.corpus, cfg.corpus_label) if hash_ and _loads(cfg.corpus) == hash_ else None
-    return from_store(stored.record, stored.payload, db=db, cfg=cfg, verification=stored.verification, corpus=corpus)
+    return from_store(stored.record, stored.payload, db=db, cfg=cfg, verification=stored.verification, corpus=corpus,
+                      note="An audited turn: what another app did, read from its spans. A question asked now starts "
+                           "a new conversation.")
 
 
 def _loads(path: str) -> str | None:
@@ -79,7 +79,7 @@ def caption(turn: Turn) -> bool:
     audit, config = turn.payload.audit, turn.answer.record.config
     parts = [f"audited app {audit.service or '(no service.name)'}", f"model {config.get('model') or '?'}",
              f"run {config.get('run') or '?'}", f"rule {audit.rule}", f"{turn.recorded_ms:.0f} ms"]
-    st.caption(escape_markdown("🔍 " + " · ".join(parts)))
+    st.caption(":material/policy: " + escape_markdown(" · ".join(parts)))  # an icon of Streamlit's own font
     if turn.note:
         st.caption(escape_markdown(turn.note))
     return True
