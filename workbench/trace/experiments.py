@@ -71,9 +71,9 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
                                 _expectation_rows(did, dataset))
             con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?)",
                         [run_id, name, did, to_json(dict(tags or {})), to_json(redact_config(dict(config or {}))), now])
-            if lines:
-                con.executemany("INSERT INTO turn_lines (turn_id, run_id, line) VALUES (?, ?, ?)",
-                                [(turn_id, run_id, line) for line, turn_id in lines])
+            if lines:  # one statement, the columns as lists (row-by-row executemany: ~1 ms a row)
+                con.execute("INSERT INTO turn_lines (turn_id, run_id, line) SELECT unnest(?::VARCHAR[]), ?, "
+                            "unnest(?::INTEGER[])", [[t for _, t in lines], run_id, [n for n, _ in lines]])
             if name is not None:  # a named run is frozen: an unnamed eval of the same batch never resumes it
                 con.execute("UPDATE runs SET run_key = run_key || ' @' || ? WHERE run_id = ? AND run_key IS NOT NULL",
                             [name, run_id])
