@@ -55,12 +55,12 @@ def write_corpus(path: Path) -> Path:
 
 
 @contextmanager
-def collect(db: Path, name: str, *extra: str) -> Iterator[str]:
+def collect(db: Path, name: str, *extra: str, rc: int = 0, outcome: dict | None = None) -> Iterator[str]:
     """A running `workbench collect` on a free loopback port; yields its /v1/traces URL. On exit it gets SIGTERM
-    and must write everything and exit 0."""
+    and must write everything and exit `rc`; `outcome` (when given) gets its `stdout` and `stderr`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.Popen([PY, "-m", "workbench", "collect", "--port", "0", "--db", str(db), "--name", name, *extra],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()  # blocks until the receiver is listening (or the process ended)
         m = re.search(r"(http://\S+/v1/traces)", line)
@@ -69,8 +69,10 @@ def collect(db: Path, name: str, *extra: str) -> Iterator[str]:
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 0, f"collect exited {proc.returncode}: {rest}"
+        out, rest = proc.communicate(timeout=60)
+    if outcome is not None:
+        outcome.update(stdout=out, stderr=line + rest)
+    assert proc.returncode == rc, f"collect exited {proc.returncode}: {rest}"
     assert "turns written" in rest, rest
 
 
@@ -169,9 +171,10 @@ def _tool_loop(client, messages: list, model: str) -> str:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(SEARCH)})
 
 
-def run_openai_app(tp, llm_url: str, questions: list[str], messages: list | None = None) -> list:
+def run_openai_app(tp, llm_url: str, questions: list[str], messages: list | None = None, alone: list = ()) -> list:
     """The bare openai client, instrumented by `OpenAIInstrumentor` on `tp`, asks `questions` in one session
-    (`chat-42`), each in a tool loop, after `messages` (a conversation to go on with); returns its messages."""
+    (`chat-42`), each in a tool loop, after `messages` (a conversation to go on with), then each of `alone` on its
+    own (no session); returns the session's messages."""
     import openai
     from openinference.instrumentation import TraceConfig, using_session
     from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -185,6 +188,8 @@ def run_openai_app(tp, llm_url: str, questions: list[str], messages: list | None
             for q in questions:
                 messages.append({"role": "user", "content": q})
                 _tool_loop(client, messages, "loop-gpt")
+        for q in alone:
+            _tool_loop(client, [messages[0], {"role": "user", "content": q}], "loop-gpt")
     finally:
         instrumentor.uninstrument()
         tp.shutdown()

@@ -5,6 +5,8 @@ a running `collect` through the OTel SDK's own OTLP/HTTP exporter. Expected sets
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from audit_apps import (SEARCH, SESSION_QUESTIONS, check_llama_turn, check_session_turns, collect, llama_replies,
@@ -44,3 +46,76 @@ def test_hidden_inputs_make_the_turn_unauditable(tmp_path, monkeypatch):
     assert turn["status"] == "unauditable"
     assert "__REDACTED__" in turn["audit"]["reason"]
     assert turn["sets"]["consulted"] == [] and turn["sources"] == []
+
+
+def _questions(path, lines: list[dict]):
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in lines), encoding="utf-8")
+    return path
+
+
+def _runs(db, *args: str) -> dict:
+    import subprocess
+
+    from audit_apps import PY, ROOT
+    out = subprocess.run([PY, "-m", "workbench", "runs", *args, "--db", str(db), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def test_collect_scores_the_audited_run_against_a_questions_file_and_gates_on_a_baseline(tmp_path):
+    """`collect --questions`: the chat's turns matched to a conversation's lines by session and position, a
+    question asked on its own by its text (NFC: the file writes it decomposed), a line no turn answered and a
+    turn no line asked reported; then a worse run of the same app fails the gate against the first."""
+    import unicodedata
+
+    okta, setup, reset = SEARCH[1], SEARCH[0], SEARCH[2]
+    cafe = "Can I reset my password from the café?"
+    db = tmp_path / "t.duckdb"
+    replies = [openai_reply(None, [("search", {"q": "sso"})], model="loop-gpt"),
+               openai_reply(f"Use the Okta app: see [{okta['title']}]({okta['url']}).", model="loop-gpt"),
+               openai_reply(f"Without Okta, follow [{setup['title']}]({setup['url']}).", model="loop-gpt"),
+               openai_reply(None, [("search", {"q": "password"})], model="loop-gpt"),
+               openai_reply(f"Yes: [{reset['title']}]({reset['url']}).", model="loop-gpt"),
+               openai_reply("I do not know.", model="loop-gpt")]
+    # the expectations are what the app did: the document each answer linked, among those its tool returned
+    qfile = _questions(tmp_path / "support.jsonl", [
+        {"question": "How do I set up SSO with Okta?", "conversation": "chat-42", "expected": [okta["doc_id"]]},
+        {"question": "And without Okta?", "conversation": "chat-42", "expected": [setup["doc_id"]]},
+        {"question": unicodedata.normalize("NFD", cafe), "expected": [reset["doc_id"]], "must_cite": [reset["doc_id"]]},
+        {"question": "Is there a mobile app?", "expected": ["mobile"]}])
+    first: dict = {}
+    with ScriptedServer(replies=replies) as llm, \
+            collect(db, "bot-a", "--questions", str(qfile), outcome=first) as url:
+        run_openai_app(tracer_provider(url, "support-bot"), llm.url, ["How do I set up SSO with Okta?",
+                                                                      "And without Okta?"], alone=[cafe, "What about billing?"])
+    assert len(llm.posts()) == 6
+    assert "expectations (support): 3 of 4 questions passed" in first["stdout"], first
+    assert "support.jsonl:4: 'Is there a mobile app?'" in first["stderr"]  # the line no turn answered
+    assert "1 turns no question matched" in first["stderr"] and "'What about billing?'" in first["stderr"]
+    shown = _runs(db, "show", "bot-a")
+    rows = {r["line"]: r for r in shown["question_rows"]}
+    assert [rows[n]["passed"] for n in (1, 2, 3, 4)] == [True, True, True, False]
+    assert rows[1]["consulted"] == [okta["doc_id"]] and rows[2]["consulted"] == [setup["doc_id"]]
+    assert rows[3]["consulted"] == [reset["doc_id"]] and rows[4]["turn_id"] is None
+    by_turn = {t["turn_id"]: t for t in turns(db, "--run", "bot-a")}
+    assert by_turn[rows[2]["turn_id"]]["position"] == 2 and by_turn[rows[2]["turn_id"]]["conversation_id"] == "chat-42"
+    assert len(by_turn) == 4  # the billing turn is stored, only not scored
+
+    worse = [openai_reply(None, [("search", {"q": "sso"})], model="loop-gpt"),
+             openai_reply("Use the Okta app.", model="loop-gpt"),  # no link: nothing consulted
+             openai_reply("Without Okta, follow the SSO setup.", model="loop-gpt"),
+             openai_reply(None, [("search", {"q": "password"})], model="loop-gpt"),
+             openai_reply("Yes, from the sign-in page.", model="loop-gpt")]
+    second: dict = {}
+    with ScriptedServer(replies=worse) as llm, \
+            collect(db, "bot-b", "--questions", str(qfile), "--baseline", "bot-a", "--fail-on-regression",
+                    rc=1, outcome=second) as url:
+        run_openai_app(tracer_provider(url, "support-bot"), llm.url, ["How do I set up SSO with Okta?",
+                                                                      "And without Okta?"], alone=[cafe])
+    assert "REGRESSION" in second["stdout"], second
+    assert "How do I set up SSO with Okta?" in second["stdout"].split("regressed questions")[1]
+    compared = _runs(db, "compare", "bot-a", "bot-b")
+    assert [r["name"] for r in compared["runs"]] == ["bot-a", "bot-b"]
+    assert [r["provider"] for r in compared["runs"]] == ["audited", "audited"]
+    assert sorted(d["question"] for d in compared["diff"]) == sorted(q["question"] for q in shown["question_rows"][:3])

@@ -247,3 +247,45 @@ def test_memory_stays_bounded_while_roots_are_missing(tmp_path):
         a.receive(parse_request(json.dumps(_request([orphan])).encode(), "application/json"))
     assert (a.turns, a.n_pending) == (1, 1)  # the older trace was assembled as it was, to stay within the bound
     assert a.finish() == 2
+
+
+def _in_session(span: dict, session: str, start_s: int) -> dict:
+    span["attributes"].append({"key": "session.id", "value": {"stringValue": session}})
+    span["startTimeUnixNano"], span["endTimeUnixNano"] = f"{start_s}000000000", f"{start_s + 1}000000000"
+    return span
+
+
+def test_ingest_questions_scores_only_the_turns_it_matched(tmp_path):
+    """A turn no line matched stays unscored, even when its question is a line's text: a follow-up of a session the
+    file does not name is no answer to the file's conversation (m023 leaves audit runs out of m021's fallback)."""
+    sso = json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}])
+    chats = [("s1", "How do I do SSO?"), ("s2", "Hello?"), ("s2", "And with Okta?")]
+    f = tmp_path / "spans.jsonl"
+    f.write_text("".join(json.dumps(_request([_in_session(_answering_call(f"{i:032x}", f"{i:016x}", sso, "See [sso](sso).",
+                                                                          question=q), s, 1700000000 + 10 * i)])) + "\n"
+                         for i, (s, q) in enumerate(chats, start=1)), encoding="utf-8")
+    q = tmp_path / "chat.jsonl"
+    q.write_text(json.dumps({"question": "How do I do SSO?", "conversation": "s1", "expected": ["sso"]}) + "\n"
+                 + json.dumps({"question": "And with Okta?", "conversation": "s1", "expected": ["sso"]}) + "\n",
+                 encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    r = cli("ingest", str(f), "--db", str(db), "--name", "chat", "--questions", str(q))
+    assert r.returncode == 0, r.stderr
+    assert "1 of 2 questions passed" in r.stdout
+    assert "chat.jsonl:2: 'And with Okta?' (conversation 's1')" in r.stderr
+    assert "2 turns no question matched" in r.stderr
+    shown = json.loads(cli("runs", "show", "chat", "--db", str(db), "--json").stdout)
+    assert [(x["line"], x["answered"], x["passed"]) for x in shown["question_rows"]] == [(1, True, True), (2, False, False)]
+
+
+def test_ingest_questions_refuses_a_taken_name_before_writing(tmp_path):
+    f = tmp_path / "spans.jsonl"
+    f.write_text(json.dumps(_request([_answering_call(TRACE, "00f067aa0ba902b7", "[]", "Hi.")])) + "\n", encoding="utf-8")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "How do I do SSO?", "expected": ["sso"]}\n', encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", str(f), "--db", str(db), "--name", "a", "--questions", str(q)).returncode == 0
+    r = cli("ingest", str(f), "--db", str(db), "--name", "a", "--questions", str(q))
+    assert r.returncode == 2 and "already taken" in r.stderr
+    r = cli("ingest", str(f), "--db", str(db), "--baseline", "a")
+    assert r.returncode == 2 and "--baseline needs --questions" in r.stderr

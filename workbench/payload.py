@@ -239,6 +239,10 @@ class Evidence:
         return {"exposure": self.exposure, "where": self.where}
 
 
+#: The provider of an audited turn's record and run (of its model calls too, unless their spans name one).
+AUDITED = "audited"
+
+
 @dataclass(frozen=True, slots=True)
 class Audit:
     """The `audit` object of a turn audited from another app's spans (docs/design.md §12); absent otherwise."""

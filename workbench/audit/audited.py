@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..payload import Audit, Evidence, Payload, Rejection, Sets
+from ..payload import AUDITED, Audit, Evidence, Payload, Rejection, Sets
 from ..provenance import sources_payload
 from ..redact import scrub_secrets
 from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
@@ -72,6 +72,9 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     question = question_of(spans, final)
     trace_id = spans[0].trace_id
     base = _base(spans, calls, final, question, run, session, earlier[-1].position + 1 if earlier else 1, trace_id)
+    if resolver.corpus is not None:  # the corpus the turn was audited against: Document usage counts it there
+        base = dataclasses.replace(base, config={**base.config, "corpus_id": resolver.corpus.corpus_id,
+                                                 "corpus_hash": resolver.corpus.content_hash})
     audit = Audit(source=SOURCE, service=next((s.service for s in spans if s.service), None),
                   trace_ids=tuple(dict.fromkeys((*extra_trace_ids, trace_id))),
                   rule="corpus" if resolver.corpus is not None else "conservative")
@@ -111,14 +114,14 @@ def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question:
     model = next((c.span.attributes.get("llm.model_name") for c in reversed(calls)
                   if isinstance(c.span.attributes.get("llm.model_name"), str)), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or "audited"),
+    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=c.span.attributes.get("llm.model_name"),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_int(c.span.attributes.get("llm.token_count.prompt")),
                                   tokens_out=_int(c.span.attributes.get("llm.token_count.completion")),
                                   finish_reason=c.span.attributes.get("llm.finish_reason"),
                                   n_tool_calls=len(c.requests)) for c in calls)
-    config = {"provider": "audited", "model": model, "app": service, "source": SOURCE, "run": run}
+    config = {"provider": AUDITED, "model": model, "app": service, "source": SOURCE, "run": run}
     return TurnRecord(question=scrub_secrets(question), answer=scrub_secrets(final.answer or ""), turn_id=turn_id_for(trace_id),
                       model_calls=recorded, config=config,
                       started_at=datetime.fromtimestamp(start / 1e9, timezone.utc).isoformat(),

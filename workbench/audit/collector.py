@@ -16,7 +16,9 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..corpus import topic
 from ..redact import scrub_secrets
+from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
 from .audited import Earlier, audit_trace
 from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
@@ -50,7 +52,7 @@ class Assembler:
 
     def __init__(self, writer: TraceWriter, resolver: Resolver, *, name: str, max_pending: int = MAX_PENDING_SPANS):
         self.writer, self.resolver, self.name, self.max_pending = writer, resolver, name, max_pending
-        self.run_id = writer.new_run(kind="audit")
+        self.run_id = writer.new_run(kind=AUDIT_KIND)
         self.pending: dict[str, dict[str, Span]] = {}
         self.n_pending = 0
         self.done: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
@@ -119,7 +121,9 @@ class Assembler:
         if turn.record.turn_id in self.stored:
             self.skipped += 1
         else:
-            self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id)
+            corpus = self.resolver.corpus
+            gap = topic(turn.record.question, corpus, turn.payload.sets.retrieved) if corpus is not None else None
+            self.writer.log_turn(turn.record, turn.payload, run_id=self.run_id, topic=gap)  # gap: the doc-gap kind
             self.turns += 1
         if session_key:
             turns = self.sessions.pop(session_key, [])  # re-inserted: the most recently used session is last

@@ -1,4 +1,5 @@
-"""What `collect` and `ingest` share: the trace writer, the corpus resolver and the run's assembler."""
+"""What `collect` and `ingest` share: the trace writer, the corpus resolver, the run's assembler, and the scoring of
+the run against a questions file's expectations (`--questions`, docs/audit.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ import sys
 from datetime import datetime, timezone
 
 from ..corpus import load_corpus
+from ..audit.expect import RunTurn, match_turns
+from ..errors import WorkbenchError
+from ..questions import read_dataset
 from ..terminal import neutralize
+from ._gate import add_experiment_options, score_and_gate
 from ._options import db_path, warn_skipped
+
+#: Unmatched questions and turns listed by name in the report (the rest counted).
+SHOWN_UNMATCHED = 20
 
 
 def add_audit_options(p: argparse.ArgumentParser) -> None:
@@ -17,21 +25,51 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", help="the audited app's knowledge base (folder or .jsonl): urls and ids resolve to its "
                                     "documents and `full` is measured against their text; without it the "
                                     "conservative rule applies (docs/audit.md)")
-    p.add_argument("--name", help="name of the run these turns form (default: the command and the time)")
+    p.add_argument("--name", help="name of the run these turns form (default: the command and the time); with "
+                                  "--questions it must be free in the trace database (`runs show NAME`)")
+    p.add_argument("--questions", metavar="QUESTIONS.jsonl",
+                   help="score the run against this questions file's expectations, as `eval` does: a line on its "
+                        "own matches the turns asking its question, a conversation's lines the turns of the session "
+                        "of that id in order; the run is recorded as an experiment (`runs compare`)")
+    add_experiment_options(p, with_name=False)
 
 
 def assembler(args: argparse.Namespace, command: str):
-    """The run's assembler (a function-level import: the audit loads DuckDB and opentelemetry-proto)."""
+    """The run's assembler (a function-level import: the audit loads DuckDB and opentelemetry-proto). With
+    --questions, the file is read and the run's name, tags and baseline checked first, before anything is
+    received (`args.dataset`)."""
     from ..audit.collector import Assembler
     from ..audit.units import Resolver
     from ..trace.writer import TraceWriter
 
+    name = args.name or f"{command}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    args.dataset = _scoring_checks(args, name)
     corpus = None
     if args.corpus:
         corpus = load_corpus(args.corpus)
         warn_skipped(corpus)
-    name = args.name or f"{command}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     return Assembler(TraceWriter(db_path(args)), Resolver(corpus), name=name)
+
+
+def _scoring_checks(args: argparse.Namespace, name: str):
+    """The questions file as a dataset (None without --questions), once its name, tags and baseline are valid."""
+    from ..trace.experiments import check_name_free, find_run, parse_tags
+
+    if args.questions is None:
+        if args.baseline or args.tag:
+            raise WorkbenchError(f"--{'baseline' if args.baseline else 'tag'} needs --questions FILE (the "
+                                 "expectations the run is scored against)")
+        return None
+    if args.fail_on_regression and not args.baseline:
+        raise WorkbenchError("--fail-on-regression needs --baseline RUN (the run to compare with)")
+    dataset = read_dataset(args.questions)
+    for line in dataset.warnings:
+        print(neutralize(line), file=sys.stderr)
+    args.tags = parse_tags(args.tag)
+    check_name_free(db_path(args), name)
+    if args.baseline:
+        find_run(db_path(args), args.baseline)
+    return dataset
 
 
 def report(a, out=None) -> None:
@@ -39,3 +77,41 @@ def report(a, out=None) -> None:
     stored = f", {a.skipped} already stored" if a.skipped else ""
     print(neutralize(f"run {a.name}: {a.spans} spans received, {a.turns} turns written{stored} (run id {a.run_id})"),
           file=out or sys.stderr)
+
+
+def finish_run(args: argparse.Namespace, a) -> int:
+    """Report the run; with --questions, match its turns to the file's lines, record it as an experiment, report
+    what matched nothing, print its scores and run the gate. 1: no turn to score, or regressed (and
+    --fail-on-regression)."""
+    report(a)
+    dataset = getattr(args, "dataset", None)
+    if dataset is None:
+        return 0
+    if not a.turns:
+        print(neutralize(f"warning: run {a.name} wrote no turns: nothing is scored against {dataset.name}, and the "
+                         "run is not recorded as an experiment"), file=sys.stderr)
+        return 1
+    from ..trace.experiments import audited_config, record_experiment, run_turns
+
+    m = match_turns(dataset.questions, [RunTurn(*t) for t in run_turns(db_path(args), a.run_id)])
+    config = audited_config(db_path(args), a.run_id, corpus=args.corpus, questions_file=str(args.questions))
+    record_experiment(a.writer, a.run_id, dataset, name=a.name, tags=args.tags, config=config, lines=m.lines)
+    _unmatched(args.questions, m)
+    args.name = a.name
+    return score_and_gate(args, a.run_id, dataset)
+
+
+def _unmatched(path: str, m) -> None:
+    """The lines no turn answered and the turns no line asked, on stderr (the first `SHOWN_UNMATCHED` of each)."""
+    for what, items, shown in (
+            ("questions no turn answered (they fail)", m.unmatched_questions,
+             lambda q: f"{path}:{q.line}: {q.text!r}" + (f" (conversation {q.conversation!r})" if q.conversation else "")),
+            ("turns no question matched (not scored)", m.unmatched_turns,
+             lambda t: f"turn {t.turn_id}: {t.question!r}" + (f" (session {t.conversation_id!r})" if t.conversation_id else ""))):
+        if not items:
+            continue
+        print(neutralize(f"{len(items)} {what}:"), file=sys.stderr)
+        for item in items[:SHOWN_UNMATCHED]:
+            print(neutralize(f"  - {shown(item)}"), file=sys.stderr)
+        if len(items) > SHOWN_UNMATCHED:
+            print(f"  … and {len(items) - SHOWN_UNMATCHED} more", file=sys.stderr)

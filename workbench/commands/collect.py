@@ -8,7 +8,7 @@ import threading
 
 from ..errors import WorkbenchError
 from ..terminal import neutralize
-from ._audit import add_audit_options, assembler, report
+from ._audit import add_audit_options, assembler, finish_run
 from ._signals import stop_on_signals
 
 
@@ -48,5 +48,4 @@ def run(args: argparse.Namespace) -> int:
         finally:
             server.server_close()
             a.finish()
-    report(a)
-    return 0
+    return finish_run(args, a)

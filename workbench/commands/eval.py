@@ -18,6 +18,7 @@ from ..render import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, warn_skipped)
+from ._gate import add_experiment_options, score_and_gate
 from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
 
@@ -41,18 +42,6 @@ def register(sub) -> None:
                         "Turns are still written in question order and a run resumes the same way")
     add_experiment_options(p)
     p.set_defaults(func=run)
-
-
-def add_experiment_options(p) -> None:
-    """Named runs, tags and the regression gate (docs/experiments.md)."""
-    g = p.add_argument_group("experiments (docs/experiments.md)")
-    g.add_argument("--name", help="name the run (unique in the trace database): `workbench runs show NAME`, "
-                                  "`runs compare`; a named run never resumes another run")
-    g.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="tag the run (repeatable)")
-    g.add_argument("--baseline", metavar="RUN", help="when the run ends, compare it with this named run")
-    g.add_argument("--fail-on-regression", action="store_true",
-                   help="with --baseline: exit 1 when the pass rate or consulted precision falls below the "
-                        "baseline's 95%% interval, naming the regressed questions")
 
 
 def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
@@ -162,46 +151,7 @@ def after_run(args: argparse.Namespace, session, result: EvalResult, dataset, ta
         concurrency=args.concurrency, corpus=args.corpus or "(demo corpus)", corpus_id=session.corpus.corpus_id,
         corpus_hash=session.corpus.content_hash, questions_file=str(args.questions))
     record_experiment(session.tracer, result.run_id, dataset, name=args.name, tags=tags, config=config)
-    from ..trace.results import SUMMARY
-    from ..trace.scoring import question_rows, regressions, score
-
-    s = score(question_rows(db_path(args), [result.run_id]))
-    figures = ", ".join(f"{f.label} {s.text(f.name)}" for f in SUMMARY)
-    print(neutralize(f"expectations ({dataset.name}): {s.passed} of {s.questions} questions passed; {figures} "
-                     f"(95% intervals; docs/experiments.md)"))
-    if args.name:
-        print(neutralize(f"run {args.name!r} recorded: workbench runs show {args.name}"))
-    if not args.baseline:
-        return 0
-
-    gate = regressions(db_path(args), args.name or result.run_id, args.baseline)
-    old = gate.baseline.run
-    if old["dataset_hash"] != dataset.content_hash:
-        print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({old['dataset']}, "
-                         f"{old['dataset_hash'][:12]}; this one: {dataset.name}, "
-                         f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
-              file=sys.stderr)
-    print_gate(gate)
-    return 1 if gate.regressed and args.fail_on_regression else 0
-
-
-def print_gate(gate) -> None:
-    """The gate's report (`scoring.regressions`): each summary figure beside the baseline's, then why it regressed
-    and the regressed questions."""
-    from ..trace.results import SUMMARY
-
-    cur, old = gate.run, gate.baseline
-    for f in SUMMARY:
-        print(neutralize(f"{f.label}: {f.text(cur.value(f.name))} (baseline {old.name}: {old.scores.text(f.name)})"))
-    if not gate.regressed:
-        print(neutralize(f"no regression against {old.name}"))
-        return
-    for reason in gate.reasons:
-        print(neutralize(f"REGRESSION: {reason}"))
-    print(f"regressed questions ({len(gate.questions)}):")
-    for q in gate.questions:
-        print(neutralize(f"  - {q.line.text()}  [{'; '.join(q.failed) or 'consulted precision fell'}]  "
-                         f"turn {q.turn_id}"))
+    return score_and_gate(args, result.run_id, dataset)
 
 
 def interrupted_message(result: EvalResult, total: int, resumable: bool = True) -> str:

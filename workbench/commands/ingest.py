@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..errors import WorkbenchError
-from ._audit import add_audit_options, assembler, report
+from ._audit import add_audit_options, assembler, finish_run
 
 
 def register(sub) -> None:
@@ -35,11 +35,10 @@ def run(args: argparse.Namespace) -> int:
         spans = _file_spans(args.file)
     a = assembler(args, "ingest")
     ingest_spans(a, spans)
-    report(a)
     if waiting:
         print(f"{waiting} traces have no root span in Phoenix yet (still arriving, or their root was never sent): "
               "left for a later ingest", file=sys.stderr)
-    return 0
+    return finish_run(args, a)
 
 
 def _file_spans(path: str):

@@ -25,8 +25,10 @@ from ..conversation import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness
+from ..payload import Payload
 from ..types import Cut, Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
 from ..verify import Verification
+from .audits import AUDIT_KIND
 from .history import OWNERS
 from .reader import TraceReader, as_reader
 from .spans import StoredTurn, read_stored_turns
@@ -71,6 +73,9 @@ class StoredConversationTurn:
     faithfulness: tuple[TurnFaithfulness, ...] = ()
     #: Its latest verification by ablation (`ablations`); None: never verified.
     verification: Verification | None = None
+    #: An audited turn's payload as stored (`turn_payloads`, with its `audit` object: docs/design.md §12), which
+    #: its record alone does not give again; None for the workbench's own turns, whose payload is computed anew.
+    payload: Payload | None = None
 
 
 def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
@@ -152,10 +157,19 @@ def _read(db: str | Path | TraceReader, conversation_id: str,
             (last,) = con.execute("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?",
                                   [conversation_id]).fetchone()
             stored = list(read_stored_turns(con, schema=reader.schema, conversation_id=conversation_id, whole=True))
+            audited = dict(con.execute(_AUDITED_PAYLOADS, [conversation_id, AUDIT_KIND]).fetchall()) if reader.schema.has(
+                "turn_payloads") else {}
             con.execute("COMMIT")
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not read conversation {conversation_id} from {reader.path}: {exc}") from None
-    return _conversation_turns(stored, corpus), int(last)
+    turns = _conversation_turns(stored, corpus)
+    return [replace(t, payload=Payload.from_json(json.loads(audited[t.record.turn_id])))
+            if t.record.turn_id in audited else t for t in turns], int(last)
+
+
+#: The stored payloads of a conversation's audited turns (the runs of `collect` and `ingest`).
+_AUDITED_PAYLOADS = """SELECT p.turn_id, p.payload_json FROM turn_payloads p JOIN turns t USING (turn_id)
+JOIN runs r USING (run_id) WHERE t.conversation_id = ? AND r.kind = ?"""
 
 
 def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None) -> list[StoredConversationTurn]:
@@ -170,12 +184,17 @@ def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None) -> list
         history = tuple(history_turn(by_id[c["earlier_turn_id"]], c["context"], c["earlier_position"])
                         for c in t.turn_context if c["earlier_turn_id"] in by_id)
         record = by_id[record.turn_id] = replace(record, history=history) if history else record
-        used = {s["doc_id"]: (bool(s["cited"]), bool(s["consulted"])) for s in t.sources}
-        out.append(StoredConversationTurn(
-            record=record, asked_with=AskedWith.from_config(record.config),
-            faithfulness=TurnFaithfulness.stored(record.turn_id, t.claims),
-            verification=Verification.from_rows(t.ablations, used) if t.ablations else None))
+        out.append(_whole(t, record))
     return out
+
+
+def _whole(t: StoredTurn, record: TurnRecord) -> StoredConversationTurn:
+    """The stored turn `t` with its record: what it was asked with, its claims and its latest verification."""
+    used = {s["doc_id"]: (bool(s["cited"]), bool(s["consulted"])) for s in t.sources}
+    return StoredConversationTurn(
+        record=record, asked_with=AskedWith.from_config(record.config),
+        faithfulness=TurnFaithfulness.stored(record.turn_id, t.claims),
+        verification=Verification.from_rows(t.ablations, used) if t.ablations else None)
 
 
 def load_conversation(db: str | Path | TraceReader, conversation_id: str,
@@ -227,3 +246,18 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
                       error=turn.get("error"), model_calls=model_calls, config=config,
                       started_at=started.isoformat() if started is not None else None, latency_ms=turn.get("latency_ms"),
                       conversation_id=turn.get("conversation_id"), position=turn.get("position"))
+
+
+def read_turn(db: str | Path | TraceReader, turn_id: str) -> StoredConversationTurn | None:
+    """One stored turn whole, whatever its status (an audited turn opened on its own, `trace.audits`), without its
+    history (the earlier turns are not read); None when the store has no such turn."""
+    reader = as_reader(db)
+    if not Path(reader.path).exists():
+        return None
+    reader.check()
+    with reader.connect() as con:
+        try:
+            stored = list(read_stored_turns(con, schema=reader.schema, turn_id=turn_id, whole=True))
+        except duckdb.Error as exc:
+            raise TraceStoreError(f"could not read turn {turn_id} from {reader.path}: {exc}") from None
+    return _whole(stored[0], _record(stored[0], None)) if stored else None

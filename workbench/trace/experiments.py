@@ -13,12 +13,13 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import WorkbenchError
 from ..providers import declared
 from ..questions import Dataset
 from ..redact import recorded, redact_config
+from .audits import AUDIT_KIND
 from .reader import TraceReader, as_reader
 from .rows import to_json
 
@@ -43,10 +44,12 @@ def _expectation_rows(did: str, dataset: Dataset) -> list[tuple]:
 
 
 def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None = None,
-                      tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None) -> None:
+                      tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None,
+                      lines: Sequence[tuple[int, str]] = ()) -> None:
     """Tie `run_id` to `dataset` (stored with its expectations when new) under `name`, in one transaction of
-    `writer` (a `TraceWriter`). A run already recorded keeps its row (a resumed run); a name another run
-    holds raises `ExperimentError`."""
+    `writer` (a `TraceWriter`), with `lines` ((line, turn_id): the line each turn answered, `turn_lines`, when
+    the turns were not written with it: an audited run's matched turns). A run already recorded keeps its row
+    (a resumed run); a name another run holds raises `ExperimentError`."""
     import duckdb
 
     did = dataset_id(dataset)
@@ -68,6 +71,9 @@ def record_experiment(writer, run_id: str, dataset: Dataset, *, name: str | None
                                 _expectation_rows(did, dataset))
             con.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?)",
                         [run_id, name, did, to_json(dict(tags or {})), to_json(redact_config(dict(config or {}))), now])
+            if lines:  # one statement, the columns as lists (row-by-row executemany: ~1 ms a row)
+                con.execute("INSERT INTO turn_lines (turn_id, run_id, line) SELECT unnest(?::VARCHAR[]), ?, "
+                            "unnest(?::INTEGER[])", [[t for _, t in lines], run_id, [n for n, _ in lines]])
             if name is not None:  # a named run is frozen: an unnamed eval of the same batch never resumes it
                 con.execute("UPDATE runs SET run_key = run_key || ' @' || ? WHERE run_id = ? AND run_key IS NOT NULL",
                             [name, run_id])
@@ -133,8 +139,8 @@ RUN_OPTIONS_SQL = "coalesce(json_extract(r.config_json, '$.options'), '{}')::VAR
 
 #: The columns `runs list` and the app show per experiment run (newest first).
 RUNS_SQL = """
-SELECT e.name, e.run_id, r.created_at, r.provider, r.model, r.retriever, r.mode, r.k,
-       r.corpus_id AS corpus, r.corpus_hash, d.name AS dataset, d.content_hash AS dataset_hash,
+SELECT e.name, e.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k,
+       json_extract_string(r.config_json, '$.app') AS app, r.corpus_id AS corpus, r.corpus_hash, d.name AS dataset, d.content_hash AS dataset_hash,
        d.questions, e.tags_json, e.config_json
 FROM experiments e JOIN runs r USING (run_id) JOIN datasets d USING (dataset_id)
 """
@@ -209,10 +215,13 @@ def tagged(run: Mapping[str, Any], tags: Mapping[str, str]) -> bool:
 
 def run_label(run: Mapping[str, Any]) -> str:
     """A run as one line for pickers and charts: its name (or provider · retriever · mode, and its provider options
-    when it has any, so a run with a fault never reads as the clean one), corpus and dataset."""
+    when it has any, so a run with a fault never reads as the clean one; an audit run's audited app and model too),
+    corpus and dataset."""
     from .results import setting_text
 
     what = run.get("name") or " · ".join(str(run.get(k)) for k in ("provider", "retriever", "mode") if run.get(k))
+    if run.get("kind") == AUDIT_KIND:  # another app's turns, audited from its spans (docs/audit.md)
+        what = f"{what} · audited {run.get('app') or '(no service.name)'}" + (f" · {run['model']}" if run.get("model") else "")
     options = None if run.get("name") else (run.get("config") or {}).get("options")
     parts = [what or "run", f"options {setting_text(options)}" if options else None,
              f"corpus {run['corpus']}" if run.get("corpus") else None,
@@ -258,8 +267,26 @@ def all_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     known = has_experiments(reader)
     columns, rows = reader.rows(
         "SELECT r.run_id, r.created_at, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, "
-        "r.corpus_id AS corpus, " + ("e.name, d.name AS dataset, " if known else "NULL AS name, NULL AS dataset, ")
+        "json_extract_string(r.config_json, '$.app') AS app, r.corpus_id AS corpus, "
+        + ("coalesce(e.name, json_extract_string(r.config_json, '$.run')) AS name, d.name AS dataset, " if known
+           else "json_extract_string(r.config_json, '$.run') AS name, NULL AS dataset, ")
         + "(SELECT count(*) FROM turns t WHERE t.run_id = r.run_id) AS turns FROM runs r "
         + ("LEFT JOIN experiments e USING (run_id) LEFT JOIN datasets d USING (dataset_id) " if known else "")
         + "ORDER BY r.created_at DESC")
     return [dict(zip(columns, r)) for r in rows]
+
+
+def run_turns(db: str | Path | TraceReader, run_id: str) -> list[tuple[str, str, str | None]]:
+    """(turn_id, question, conversation_id) of every turn of `run_id`, a conversation's turns in position order
+    (then start order): what scoring an audited run matches to a questions file's lines."""
+    _, rows = as_reader(db).rows("SELECT turn_id, question, conversation_id FROM turns WHERE run_id = ? "
+                                 "ORDER BY position NULLS FIRST, started_at, turn_id", [run_id])
+    return [tuple(r) for r in rows]
+
+
+def audited_config(db: str | Path | TraceReader, run_id: str, **fields: Any) -> dict[str, Any]:
+    """An audited run's configuration for its `experiments` row: what its `runs` row recorded (the audited app,
+    its model, the run's name) plus `fields` (its corpus and questions file)."""
+    _, rows = as_reader(db).rows("SELECT config_json FROM runs WHERE run_id = ?", [run_id])
+    recorded = json.loads(rows[0][0]) if rows and rows[0][0] else {}
+    return {**recorded, **fields}

@@ -333,9 +333,11 @@ def _nested_columns(schema: Schema, whole: bool) -> tuple[list[str], str]:
 
 
 def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None = None,
-                      conversation_id: str | None = None, whole: bool = False) -> Iterator[StoredTurn]:
-    """Every turn (of `run_id`, or of `conversation_id` in its order, else all) with its rows, oldest first, from
-    an open (read-only) connection; the one reader of stored turns (export, and reopening a conversation).
+                      conversation_id: str | None = None, whole: bool = False,
+                      turn_id: str | None = None) -> Iterator[StoredTurn]:
+    """Every turn (of `run_id`, or of `conversation_id` in its order, or only `turn_id`, else all) with its rows,
+    oldest first, from an open (read-only) connection; the one reader of stored turns (export, reopening a
+    conversation, an audited turn opened in the app).
 
     One query nests each child table into a list per turn; the verdicts are those of the turn's latest
     verification (view `source_verdicts`) when the database has them, and are simply absent before. `whole`
@@ -344,7 +346,9 @@ def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None =
     """
     schema = schema or Schema.read(con)
     children, cols = _nested_columns(schema, whole)
-    if conversation_id is not None:
+    if turn_id is not None:
+        where, params, order = "WHERE t.turn_id = ?", [turn_id], "t.turn_id"
+    elif conversation_id is not None:
         where, params, order = "WHERE t.conversation_id = ?", [conversation_id], "t.position, t.started_at, t.turn_id"
     else:
         where, params = ("WHERE t.run_id = ?", [run_id]) if run_id else ("", [])

@@ -131,6 +131,10 @@ def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
     from ..provenance import sources_payload
     from ..session import Answer
 
+    if stored.payload is not None and stored.payload.audit is not None:  # audited: shown as stored (ui/audited.py)
+        from .audited import reopened
+
+        return reopened(stored, cfg, cfg.db or default_db())
     record, asked = stored.record, stored.asked_with
     found = asked_corpus(asked, cfg)
     corpus, label = found or (f"{asked.corpus_id or ''}@{asked.corpus_hash or ''}", asked.corpus_id or "(not loaded)")

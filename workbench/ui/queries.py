@@ -38,7 +38,9 @@ _MEASURES = """count(*) AS turns,
 
 def canned(run_names: bool = False) -> dict[str, str]:
     """The canned queries; `run_names` when the database has the `experiments` table (run names)."""
-    run = "coalesce(e.name, r.run_id)" if run_names else "r.run_id"
+    # a run's name: its experiment name, else (an audit run) the name `collect`/`ingest` gave it, else its id
+    run = ("coalesce(e.name, json_extract_string(r.config_json, '$.run'), r.run_id)" if run_names
+           else "coalesce(json_extract_string(r.config_json, '$.run'), r.run_id)")
     names = "\nLEFT JOIN experiments e USING (run_id)" if run_names else ""
     return {
         "Set sizes by configuration": f"""SELECT {CONFIG}, count(*) AS turns,
@@ -74,6 +76,16 @@ ORDER BY min(t.started_at)""",
 FROM turn_sets
 ORDER BY started_at DESC
 LIMIT 50""",
+        "Audited assistants": f"""SELECT {run} AS run, json_extract_string(r.config_json, '$.app') AS app, r.model,
+       count(*) AS turns, count(*) FILTER (WHERE t.status = 'unauditable') AS unauditable,
+       round(avg(t.n_retrieved), 2) AS avg_retrieved, round(avg(t.n_cited), 2) AS avg_cited,
+       round(avg(t.n_consulted), 2) AS avg_consulted,
+       sum(json_array_length(json_extract(p.payload_json, '$.audit.not_shown'))) AS never_shown,
+       round(avg((t.n_rejected > 0)::INTEGER), 3) AS rejected_turn_rate
+FROM turns t JOIN runs r USING (run_id) LEFT JOIN turn_payloads p USING (turn_id){names}
+WHERE r.kind = 'audit'
+GROUP BY r.run_id, {run}, app, r.model
+ORDER BY min(t.started_at)""",
     }
 
 

@@ -80,6 +80,8 @@ class Turn:
     llm_faithfulness: Any = None  # the answer's claims judged by the `llm` judge, when asked for (ui/claims.py)
     #: What the chat says beside the answer about how it is shown (a reopened turn asked with another corpus).
     note: str | None = None
+    #: An audited turn's timeline: the spans it was assembled from (`trace.audits.span_timeline`); empty otherwise.
+    spans: tuple = ()
 
     @property
     def faithfulness(self) -> Any:

@@ -17,7 +17,7 @@ from ..types import TRUNCATED
 from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_text, display_value, document_markdown, escape_markdown, evidence_passages, headline,
                       highlight_spans, plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
-from . import verify as verification
+from . import audited, verify as verification
 from .state import Turn
 
 OPEN_DOC = "open_doc"  # session_state key: (turn_id, citation key) shown in the side panel
@@ -218,6 +218,8 @@ def open_citation(turn: Turn, key: str) -> None:
 
 
 def config_caption(turn: Turn) -> None:
+    if audited.caption(turn):  # an audited turn: the app it audited, not a configuration of ours
+        return
     cfg = turn.config
     ran = turn.payload.config if turn.payload is not None else {}
     described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
@@ -236,6 +238,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         st.error(escape_markdown(f"The turn failed: {turn.error}"), icon="🚫")
     elif payload is not None and payload.status == TRUNCATED:
         st.warning(escape_markdown(f"This answer is incomplete: {payload.error}"), icon="✂️")
+    audited.status(payload)
     trace_error = getattr(turn.answer, "trace_error", None)
     if trace_error:
         st.warning(escape_markdown(f"This turn was not traced: {trace_error}"), icon="⚠️")
@@ -256,6 +259,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
             provenance_sets(payload)
             carried_list(turn)
             verification.explain(payload)
+            audited.details(payload)
         with st.expander(f"Tool calls ({len(payload.tool_calls)})", expanded=False):
             tool_calls(payload)
             if turn.answer is not None:
@@ -319,7 +323,7 @@ def sources_row(turn: Turn) -> None:
     when the turn was verified by ablation (an absent `verification` means unverified)."""
     chips = source_chips(turn.payload)
     if not chips:
-        st.caption("No sources: nothing was read to answer this.")
+        st.caption(audited.no_sources(turn.payload) or "No sources: nothing was read to answer this.")
         return
     judged = verdicts(turn.payload)
     badges = []
@@ -383,6 +387,8 @@ def _call_name(payload: Payload, idx: int | None) -> str:
 
 def provenance_sets(payload: Payload) -> None:
     """Retrieved | cited | consulted side by side, each document with why it is (not) consulted."""
+    if audited.no_sources(payload):  # unauditable: it claims no set (the audit part of the expander says why)
+        return
     docs = {d.doc_id: d for d in payload.documents}
     # Beside an open side panel the chat is too narrow for three columns (at 1024 px a column is ~70 px and
     # words break mid-word): the sets then stand one under another.
@@ -451,7 +457,7 @@ CALL_COLORS = {"model": "#7f5fbf", "tool": "#f28e2b", "retrieval": SET_COLORS["r
 
 def call_timeline(turn: Turn) -> None:
     """Model calls and tool calls on one time axis with their latencies: the span view of Phoenix or Langfuse."""
-    rows = timeline(turn.answer.record)
+    rows = audited.timeline_rows(turn) or timeline(turn.answer.record)
     if not rows:
         return
     fig = _timeline_figure(tuple((r["kind"], r["label"], r["detail"], r["start_ms"], r["ms"]) for r in rows))

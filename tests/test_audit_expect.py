@@ -1,0 +1,30 @@
+"""Matching an audited run's turns to a questions file's lines (`audit/expect.py`, docs/audit.md)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from workbench.audit.expect import RunTurn, match_turns
+from workbench.questions import Question
+
+
+def test_lines_on_their_own_match_by_nfc_text_and_conversations_by_session_and_position():
+    cafe = "Open the café menu?"
+    lines = [Question(unicodedata.normalize("NFD", cafe) + "  ", 1),
+             Question("How do I do SSO?", 2, conversation="s1"), Question("And with Okta?", 3, conversation="s1"),
+             Question("And with Okta?", 4), Question("Never asked?", 5)]
+    turns = [RunTurn("a", cafe), RunTurn("b", "How do I do SSO?", "s1"), RunTurn("c", "Then what?", "s1"),
+             RunTurn("d", "Hi", "s2"), RunTurn("e", "And with Okta?", "s2")]
+    m = match_turns(lines, turns)
+    # line 3 is the second turn of session s1, whatever it asked; a follow-up ("e") answers no line on its own
+    assert m.lines == ((1, "a"), (2, "b"), (3, "c"))
+    assert [q.line for q in m.unmatched_questions] == [4, 5]
+    assert [t.turn_id for t in m.unmatched_turns] == ["d", "e"]
+
+
+def test_lines_asking_one_question_take_its_turns_in_order_and_a_turn_answers_one_line():
+    lines = [Question("Hi?", 1), Question("Hi?", 2)]
+    assert match_turns(lines, [RunTurn("a", "Hi?"), RunTurn("b", "Hi?"), RunTurn("c", "Hi?")]).lines == \
+        ((1, "a"), (2, "b"), (2, "c"))
+    m = match_turns(lines, [RunTurn("a", "Hi?")])
+    assert m.lines == ((1, "a"),) and [q.line for q in m.unmatched_questions] == [2]
