@@ -98,9 +98,13 @@ def check_budget(budget: int) -> None:
 
 def plan(payload: Payload, budget: int = DEFAULT_BUDGET) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates the budget re-runs, candidates skipped): the control takes one re-run of `budget`."""
+    return within_budget(candidates(payload), budget)
+
+
+def within_budget(found: Sequence[Candidate], budget: int) -> tuple[list[Candidate], list[Candidate]]:
+    """(the candidates `budget` re-runs cover, the rest), in order: the control takes one re-run of `budget`."""
     check_budget(budget)
-    found = candidates(payload)
-    return found[:budget - 1], found[budget - 1:]
+    return list(found[:budget - 1]), list(found[budget - 1:])
 
 
 def pinned_options(options_schema: Mapping[str, Any],
