@@ -22,9 +22,9 @@ from workbench.verify import WITHHELD_NOTICE
 class ReplayServer(LoopbackServer):
     """OpenAI chat completions (`POST /v1/chat/completions`) and Ollama (`POST /api/chat`): answers `with_it` when
     `needle` (as written, or as a JSON string writes it) is in the request's messages, else `without_it`; keeps every
-    request's path and body."""
+    request's path and body. With `tool_at` that request (0: the first) is answered with a tool call instead."""
 
-    def __init__(self, needle: str, with_it: str, without_it: str, model: str):
+    def __init__(self, needle: str, with_it: str, without_it: str, model: str, tool_at: int | None = None):
         self.requests: list[tuple[str, dict]] = []
         lock, server = threading.Lock(), self
         forms = (needle, json.dumps(needle)[1:-1])
@@ -34,9 +34,12 @@ class ReplayServer(LoopbackServer):
                 body = self.json_body()
                 with lock:
                     server.requests.append((self.path, body))
+                    n = len(server.requests) - 1
                 text = "\n".join(m.get("content") or "" for m in body.get("messages", ()))
                 answer = with_it if any(f in text for f in forms) else without_it
-                reply = ollama_reply(answer, model=model) if self.path == "/api/chat" else openai_reply(answer, model=model)
+                calls = [("lookup", {"q": "sso"})] if n == tool_at else []
+                reply = ollama_reply(answer, calls, model=model) if self.path == "/api/chat" else \
+                    openai_reply(None if calls else answer, calls, model=model)
                 send(self, 200, json.dumps(reply.body).encode())
 
             def do_GET(self):
@@ -228,3 +231,57 @@ def test_an_unreachable_endpoint_is_an_error_and_nothing_is_written(ingested, pr
             "--provider", provider, "--db", ingested)
     assert r.returncode == 2 and "cannot replay" in r.stderr, r.stderr
     assert _ablations(ingested) == []
+
+
+def _llm(trace: str, span: str, start: int, tool_output: str, out: dict[str, str]) -> dict:
+    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "file-model",
+             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "How do I do SSO?",
+             "llm.input_messages.1.message.role": "assistant",
+             "llm.input_messages.1.message.tool_calls.0.tool_call.id": span,
+             "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "lookup",
+             "llm.input_messages.2.message.role": "tool", "llm.input_messages.2.message.tool_call_id": span,
+             "llm.input_messages.2.message.content": tool_output,
+             **{f"llm.output_messages.0.message.{k}": v for k, v in out.items()}}
+    return {"traceId": trace, "spanId": span, "parentSpanId": "a" * 16, "name": "ChatCompletion",
+            "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 10),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+
+
+def test_a_document_only_an_earlier_model_call_read_gets_no_verdict(tmp_path):
+    """The app's first model call read `early`; its final call was sent only `late` (the app dropped the first
+    result): a replay of the final call cannot withhold `early`, and says so instead of calling it decorative."""
+    trace = "4" * 32
+    first = _llm(trace, "b" * 16, 1_700_000_000_000_000_100, json.dumps([{"doc_id": "early", "snippet": OTHER}]),
+                 {"role": "assistant", "tool_calls.0.tool_call.id": "x",
+                  "tool_calls.0.tool_call.function.name": "lookup"})
+    answer = "Open Admin settings, then Security and SAML: see [late](late) and [early](early)."
+    final = _llm(trace, "c" * 16, 1_700_000_000_000_000_200, json.dumps([{"doc_id": "late", "snippet": NEEDED}]),
+                 {"role": "assistant", "content": answer})
+    root = {"traceId": trace, "spanId": "a" * 16, "name": "app", "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000001000000000",
+            "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "CHAIN"}}]}
+    f = tmp_path / "spans.jsonl"
+    f.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [root, first, final]}]}]}) + "\n",
+                 encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", f, "--db", db).returncode == 0
+    with ReplayServer(NEEDED, answer, LOST, "file-model") as server:
+        r = cli("verify", "--turn", "otel-" + trace, "--endpoint", server.url + "/v1", "--db", db, "--json")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)["verification"]
+    assert v["verdicts"] == {"late": "load_bearing"} and v["extra_turns"] == 2 and len(server.requests) == 2
+    assert v["details"]["early"]["status"] == "not_withheld"
+    assert "not in the final model call's input" in v["details"]["early"]["reason"]
+    assert [row[1:4] for row in _ablations(db)] == [(None, None, "ok"), ("late", "load_bearing", "ok"),
+                                                    ("early", None, "not_withheld")]
+
+
+def test_a_replay_that_asks_for_a_tool_earns_no_verdict(ingested):
+    """Tool calls are not re-run: a replay answered with one is a failed re-run (no verdict), not an answer."""
+    with ReplayServer(NEEDED, FILE_ANSWER, LOST, "file-model", tool_at=1) as server:  # the first replay asks
+        r = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", server.url + "/v1", "--db", ingested, "--json")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)["verification"]
+    [failed] = v["failed"]
+    assert v["details"][failed]["status"] == "tool_call" and "not re-run" in v["details"][failed]["reason"]
+    assert failed not in v["verdicts"] and len(v["verdicts"]) == 1
