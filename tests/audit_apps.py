@@ -54,6 +54,21 @@ def tracer_provider(url: str, service: str):
     return tp
 
 
+@contextmanager
+def llama_instrumented(url: str, service: str) -> Iterator[None]:
+    """llama-index instrumented by OpenInference, its spans exported to `url` (a `collect`) as app `service`."""
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    tp = tracer_provider(url, service)
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=tp)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
+        tp.shutdown()
+
+
 def turns(db: Path, *args: str) -> list[dict]:
     out = subprocess.run([PY, "-m", "workbench", "turns", "--json", "--db", str(db), *args], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})

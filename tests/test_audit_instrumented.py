@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from audit_apps import collect, tracer_provider, turns
+from audit_apps import collect, llama_instrumented, tracer_provider, turns
 from loopback import ScriptedServer, openai_reply
 
 pytest.importorskip("openinference.instrumentation.llama_index")
@@ -57,23 +57,14 @@ def _llama_app(llm_url: str, cutoff_keep: int):
 
 
 def test_llama_index_query_engine_with_a_postprocessor(tmp_path, corpus_file):
-    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-
     question = "How do I configure SSO single sign-on?"
     db = tmp_path / "t.duckdb"
     with ScriptedServer(replies=[openai_reply("Enable SAML in Admin settings [1]. Nothing on [7].", model="loop-llama")]) as llm, \
-            collect(db, "llama", "--corpus", str(corpus_file)) as url:
-        tp = tracer_provider(url, "kb-assistant")
-        instrumentor = LlamaIndexInstrumentor()
-        instrumentor.instrument(tracer_provider=tp)
-        try:
-            retriever, engine = _llama_app(llm.url, 2)
-            hits = retriever.retrieve(question)  # what the retriever returns (its own trace: no model call, no turn)
-            scores = sorted((h.score for h in hits), reverse=True)
-            response = engine((scores[1] + scores[2]) / 2).query(question)
-        finally:
-            instrumentor.uninstrument()
-            tp.shutdown()
+            collect(db, "llama", "--corpus", str(corpus_file)) as url, llama_instrumented(url, "kb-assistant"):
+        retriever, engine = _llama_app(llm.url, 2)
+        hits = retriever.retrieve(question)  # what the retriever returns (its own trace: no model call, no turn)
+        scores = sorted((h.score for h in hits), reverse=True)
+        response = engine((scores[1] + scores[2]) / 2).query(question)
     hit_docs = [DOCS[[d["text"] for d in DOCS].index(h.node.get_content())]["id"] for h in hits]
     kept = [d["id"] for d in DOCS if any(_norm(d["text"]) in _norm(n.node.get_content()) for n in response.source_nodes)]
     assert len(kept) == 2 and set(kept) < set(hit_docs)

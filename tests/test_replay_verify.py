@@ -70,9 +70,7 @@ def llama_turn(tmp_path_factory):
     """(db, turn, the load-bearing document's text, the decorative one's): the test_audit_instrumented app, its
     model this module's server (so the original answer is what the server answers with everything present)."""
     pytest.importorskip("openinference.instrumentation.llama_index")
-    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
-
-    from audit_apps import collect, tracer_provider, turns
+    from audit_apps import collect, llama_instrumented, turns
     from test_audit_instrumented import DOCS, _llama_app
 
     tmp = tmp_path_factory.mktemp("replay")
@@ -82,17 +80,10 @@ def llama_turn(tmp_path_factory):
     question = "How do I configure SSO single sign-on?"
     db = tmp / "t.duckdb"
     with ReplayServer(needed["text"], ANSWER, LOST, "loop-llama") as llm, \
-            collect(db, "llama", "--corpus", str(corpus)) as url:
-        tp = tracer_provider(url, "kb-assistant")
-        instrumentor = LlamaIndexInstrumentor()
-        instrumentor.instrument(tracer_provider=tp)
-        try:
-            retriever, engine = _llama_app(llm.url, 2)
-            scores = sorted((h.score for h in retriever.retrieve(question)), reverse=True)
-            assert str(engine((scores[1] + scores[2]) / 2).query(question)) == ANSWER
-        finally:
-            instrumentor.uninstrument()
-            tp.shutdown()
+            collect(db, "llama", "--corpus", str(corpus)) as url, llama_instrumented(url, "kb-assistant"):
+        retriever, engine = _llama_app(llm.url, 2)
+        scores = sorted((h.score for h in retriever.retrieve(question)), reverse=True)
+        assert str(engine((scores[1] + scores[2]) / 2).query(question)) == ANSWER
         original = llm.contents(0)
     [turn] = turns(db, "--run", "llama")
     assert set(turn["sets"]["consulted"]) == {"sso-setup", "sso-okta"}  # both reached the model whole
