@@ -6,6 +6,8 @@ import argparse
 import json
 
 from ..errors import WorkbenchError
+from ..payload import validate_json
+from ..render import verification_lines
 from ..terminal import neutralize
 from ._options import add_db_option, add_json_option, db_path, positive_int
 
@@ -31,8 +33,6 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..payload import validate_json
-    from ..render import verification_lines
     from ..replay import LIMIT, NativeTurn, replay_verify
 
     try:
