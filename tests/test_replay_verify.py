@@ -96,7 +96,7 @@ def test_replay_verdicts_follow_what_the_endpoint_did(llama_turn, provider, path
     db, turn, needed, other, original = llama_turn
     before = len(_ablations(db))
     with ReplayServer(needed["text"], ANSWER, LOST, "loop-llama") as server:
-        endpoint = server.url + "/v1" if provider == "openai" else server.url
+        endpoint = server.url.replace("://", "://me:s3cret-pw@") + ("/v1" if provider == "openai" else "")
         r = cli("verify", "--turn", turn["turn_id"], "--endpoint", endpoint, "--provider", provider, "--db", db)
     assert r.returncode == 0, r.stderr
     assert [p for p, _ in server.requests] == [path] * 3  # control, then one replay per consulted document
@@ -116,6 +116,7 @@ def test_replay_verdicts_follow_what_the_endpoint_did(llama_turn, provider, path
         *[(i, withheld[i], "load_bearing" if withheld[i] == "sso-setup" else "decorative", "ok", REPLAY_METHOD)
           for i in replays]]
     assert "load-bearing" in r.stdout and "decorative" in r.stdout and LIMIT in " ".join(r.stdout.split())
+    assert "s3cret-pw" not in r.stdout + r.stderr and server.url in r.stdout  # credentials in the URL never shown
 
 
 def test_replay_json_prints_the_payload_with_its_verification(llama_turn):
