@@ -90,7 +90,7 @@ def tracer_provider(url: str, service: str, project: str | None = None):
     return tp
 
 
-def _llama_engine(llm_url: str):
+def llama_engine(llm_url: str):
     """A llama-index CitationQueryEngine over BM25 with a SimilarityPostprocessor; returns (its retriever, a
     function of the postprocessor's cutoff giving the engine)."""
     from llama_index.core import Document
@@ -123,21 +123,28 @@ def llama_replies() -> list:
     return [openai_reply(LLAMA_ANSWER, model="loop-llama")]
 
 
-def run_llama_app(tp, llm) -> LlamaRun:
-    """The llama-index app, instrumented by `LlamaIndexInstrumentor` on `tp`, asks `LLAMA_QUESTION` once, with a
-    postprocessor cutoff between its second and third hits (so it keeps two of three)."""
+@contextmanager
+def llama_instrumented(tp) -> Iterator[None]:
+    """llama-index instrumented by OpenInference's `LlamaIndexInstrumentor`, its spans going to `tp`."""
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
     instrumentor = LlamaIndexInstrumentor()
     instrumentor.instrument(tracer_provider=tp)
     try:
-        retriever, engine = _llama_engine(llm.url)
-        hits = retriever.retrieve(LLAMA_QUESTION)  # what the retriever returns (its own trace: no model call, no turn)
-        scores = sorted((h.score for h in hits), reverse=True)
-        response = engine((scores[1] + scores[2]) / 2).query(LLAMA_QUESTION)
+        yield
     finally:
         instrumentor.uninstrument()
         tp.shutdown()
+
+
+def run_llama_app(tp, llm) -> LlamaRun:
+    """The llama-index app, instrumented on `tp`, asks `LLAMA_QUESTION` once, with a postprocessor cutoff between
+    its second and third hits (so it keeps two of three)."""
+    with llama_instrumented(tp):
+        retriever, engine = llama_engine(llm.url)
+        hits = retriever.retrieve(LLAMA_QUESTION)  # what the retriever returns (its own trace: no model call, no turn)
+        scores = sorted((h.score for h in hits), reverse=True)
+        response = engine((scores[1] + scores[2]) / 2).query(LLAMA_QUESTION)
     hit_docs = [DOCS[[d["text"] for d in DOCS].index(h.node.get_content())]["id"] for h in hits]
     kept = [d["id"] for d in DOCS if any(_norm(d["text"]) in _norm(n.node.get_content()) for n in response.source_nodes)]
     assert len(kept) == 2 and set(kept) < set(hit_docs)

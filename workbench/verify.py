@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .agent import run_turn
 from .errors import VerificationError
@@ -35,9 +35,13 @@ SIMILARITY_THRESHOLD = 0.8
 DEFAULT_BUDGET = 8
 #: Retrieved documents neither cited nor consulted that are re-run, to catch influence citations hide.
 HIDDEN_CANDIDATES = 3
+#: What a replay of an audited turn's final model call (`workbench/replay.py`) puts where a withheld document's text
+#: was: the workbench's own re-runs cannot leave it out of a prompt they did not build, so they say it is gone.
+WITHHELD_NOTICE = "[document withheld for verification: its text is not available]"
 VERDICTS = ("load_bearing", "decorative", "hidden_influence", "no_effect", "unstable")
-#: `Ablation.status` of a candidate that was not re-run.
-OVER_BUDGET, CONTROL_UNSTABLE = "over_budget", "control_unstable"
+#: `Ablation.status` of a candidate that was not re-run: over the budget, behind an unstable control, or one the
+#: re-runs cannot withhold (a replay that does not find its text in the recorded model input).
+OVER_BUDGET, CONTROL_UNSTABLE, NOT_WITHHELD = "over_budget", "control_unstable", "not_withheld"
 
 
 def answer_similarity(a: str, b: str) -> float:
@@ -94,9 +98,13 @@ def check_budget(budget: int) -> None:
 
 def plan(payload: Payload, budget: int = DEFAULT_BUDGET) -> tuple[list[Candidate], list[Candidate]]:
     """(candidates the budget re-runs, candidates skipped): the control takes one re-run of `budget`."""
+    return within_budget(candidates(payload), budget)
+
+
+def within_budget(found: Sequence[Candidate], budget: int) -> tuple[list[Candidate], list[Candidate]]:
+    """(the candidates `budget` re-runs cover, the rest), in order: the control takes one re-run of `budget`."""
     check_budget(budget)
-    found = candidates(payload)
-    return found[:budget - 1], found[budget - 1:]
+    return list(found[:budget - 1]), list(found[budget - 1:])
 
 
 def pinned_options(options_schema: Mapping[str, Any],
@@ -140,7 +148,7 @@ class Ablation:
 
     @property
     def reran(self) -> bool:
-        return self.status not in (OVER_BUDGET, CONTROL_UNSTABLE)
+        return self.status not in (OVER_BUDGET, CONTROL_UNSTABLE, NOT_WITHHELD)
 
 
 @dataclass(frozen=True)
@@ -275,6 +283,24 @@ class _Comparer:
         return sim, lost, lost > 0 or sim < SIMILARITY_THRESHOLD
 
 
+@dataclass(frozen=True)
+class Rerun:
+    """What one re-run gave: its status (an error status, or one of `ANSWERED`), error, answer and cost."""
+
+    status: str
+    answer: str = ""
+    error: str | None = None
+    calls: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    latency_ms: float | None = None
+
+    def cost(self) -> dict[str, Any]:
+        """The `Ablation` fields it fills."""
+        return {"status": self.status, "answer": self.answer, "calls": self.calls, "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out, "latency_ms": self.latency_ms}
+
+
 def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: Payload | None = None,
            judge: str | Judge = "lexical", budget: int = DEFAULT_BUDGET,
            sampling: Mapping[str, Any] | None = None) -> Verification:
@@ -286,20 +312,14 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     Raises `VerificationError` for a turn that did not answer (nothing to compare against).
     """
     started = time.perf_counter()
-    if record.status not in ANSWERED or not record.answer.strip():
-        raise VerificationError(f"only a turn that answered can be verified; this one ended with status "
-                                f"{record.status!r}" + ("" if record.answer.strip() else " and no answer"))
+    check_answered(record.status, record.answer)
     payload = payload if payload is not None else sources_payload(record)
     to_run, skipped = plan(payload, budget)
-    j = get_judge(judge) if isinstance(judge, str) else judge
-    claims = split_claims(record.answer, payload.citations)
-    comparer = _Comparer(record.answer, claims, j)
-    shown = shown_texts(record, payload, toolbox.corpus) if claims else {}
     k = int(record.config.get("k") or 5)
     protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
     turn_id = payload.turn_id or turn_id_of(record)
 
-    def rerun(cand: Candidate | None) -> tuple[TurnRecord, dict[str, Any]]:
+    def rerun(cand: Candidate | None) -> Rerun:
         withheld = [cand.doc_id] if cand else []
         # A follow-up's re-run sends the same history; `agent.history_messages` re-runs its carried tool calls
         # through the withholding toolbox, so a withheld document is "not found" there too (§11.6).
@@ -308,15 +328,37 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                        history=withheld_history(record.history, withheld), conversation_id=record.conversation_id,
                        position=record.position)
         calls = new.model_calls
-        cost = {"calls": len(calls), "tokens_in": _sum([c.tokens_in for c in calls]),
-                "tokens_out": _sum([c.tokens_out for c in calls]), "latency_ms": new.latency_ms,
-                "answer": new.answer, "status": new.status}
-        return new, cost
+        return Rerun(new.status, new.answer, new.error, len(calls), _sum([c.tokens_in for c in calls]),
+                     _sum([c.tokens_out for c in calls]), new.latency_ms)
 
-    control, cost = rerun(None)
+    return ablate(turn_id, record.answer, payload, to_run, skipped, rerun,
+                  lambda: shown_texts(record, payload, toolbox.corpus), judge=judge, budget=budget,
+                  sampling=sampling, started=started)
+
+
+def check_answered(status: str, answer: str) -> None:
+    """Refuse a turn that did not answer (nothing to compare the re-runs against)."""
+    if status not in ANSWERED or not answer.strip():
+        raise VerificationError(f"only a turn that answered can be verified; this one ended with status "
+                                f"{status!r}" + ("" if answer.strip() else " and no answer"))
+
+
+def ablate(turn_id: str, answer: str, payload: Payload, to_run: Sequence[Candidate], skipped: Sequence[Candidate],
+           rerun: Callable[[Candidate | None], Rerun], shown: Callable[[], Mapping[str, str]], *,
+           judge: str | Judge, budget: int, sampling: Mapping[str, Any] | None, started: float,
+           method: str = METHOD, not_withheld: Sequence[tuple[Candidate, str]] = ()) -> Verification:
+    """The method's control, comparisons and verdicts (the module docstring, steps 3-5) over any way of re-running:
+    `rerun(None)` is the control, `rerun(c)` the re-run without `c`; `shown()` maps a document to what the model was
+    shown of it (claims at stake). `not_withheld` are candidates the re-runs cannot withhold, with why: listed
+    without a verdict, never re-run."""
+    j = get_judge(judge) if isinstance(judge, str) else judge
+    claims = split_claims(answer, payload.citations)
+    comparer = _Comparer(answer, claims, j)
+    texts = shown() if claims else {}
+    control = rerun(None)
     if control.status not in ANSWERED:
         stable = False
-        row = Ablation(0, "control", None, **cost,
+        row = Ablation(0, "control", None, **control.cost(),
                        reason=f"the control re-run (nothing withheld) failed ({control.status}: {control.error}), "
                               f"so no document can earn a verdict")
     else:
@@ -324,32 +366,35 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
         stable = not changed
         why = ("reproduced the original answer" if not changed else "differs from the original answer, so no "
                "document can earn a verdict")
-        row = Ablation(0, "control", None, similarity=sim, claims_lost=lost, claims_total=len(claims), **cost,
+        row = Ablation(0, "control", None, similarity=sim, claims_lost=lost, claims_total=len(claims),
+                       **control.cost(),
                        reason=f"the control re-run (nothing withheld) {why}: {_change(sim, lost, len(claims))}")
     rows = [row]
     if not stable:
         rows += [Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, CONTROL_UNSTABLE, "unstable",
                           reason=f"unstable: {row.reason}")
-                 for seq, c in enumerate(to_run + skipped, start=1)]
+                 for seq, c in enumerate([*to_run, *skipped], start=1)]
     else:
         for seq, c in enumerate(to_run, start=1):
-            new, cost = rerun(c)
+            new = rerun(c)
             if new.status not in ANSWERED:
-                rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, **cost,
+                rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, **new.cost(),
                                      reason=f"the re-run without it failed ({new.status}: {new.error}): no verdict"))
                 continue
-            stake = comparer.at_stake(c.doc_id, shown)
+            stake = comparer.at_stake(c.doc_id, texts)
             sim, lost, changed = comparer.compare(new.answer, stake)
             verdict = (("load_bearing" if changed else "decorative") if c.used
                        else ("hidden_influence" if changed else "no_effect"))
             rows.append(Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, verdict=verdict, similarity=sim,
-                                 claims_lost=lost, claims_total=len(stake), **cost,
+                                 claims_lost=lost, claims_total=len(stake), **new.cost(),
                                  reason=_reason(verdict, _change(sim, lost, len(stake)))))
         rows += [Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, OVER_BUDGET,
                           reason=f"not verified: over the budget of {budget} re-runs (control included)")
                  for seq, c in enumerate(skipped, start=len(to_run) + 1)]
+    rows += [Ablation(seq, "candidate", c.doc_id, c.cited, c.consulted, NOT_WITHHELD, reason=f"not verified: {why}")
+             for seq, (c, why) in enumerate(not_withheld, start=len(rows))]
     return Verification(turn_id, stable, tuple(rows), budget, j.name, j.version, dict(sampling or {}),
-                        round((time.perf_counter() - started) * 1000, 3))
+                        round((time.perf_counter() - started) * 1000, 3), method=method)
 
 
 def withheld_history(history: Sequence[HistoryTurn], withheld: Sequence[str]) -> tuple[HistoryTurn, ...]:
