@@ -10,7 +10,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.render import display_text, escape_markdown  # noqa: E402
+from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
 from workbench.ui import conversation, identity  # noqa: E402

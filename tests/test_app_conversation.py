@@ -238,7 +238,7 @@ def test_a_not_in_context_rejection_names_the_turn_that_had_the_document(chat):
 
 def test_rejection_text_of_each_reason():
     from workbench.payload import Rejection
-    from workbench.render import rejection_text
+    from workbench.render.answer_links import rejection_text
 
     assert rejection_text(Rejection("x", "not_in_context", turn_id="t-1", position=2)) == \
         "not in context (read in turn 2, dropped by the context policy)"

@@ -17,7 +17,7 @@ The three sets (docs/design.md §1):
   3. exposure `title` → never consulted, even when linked.
 
 The payload keeps the whole cited set plus the consulted set, each entry flagged `consulted`;
-renderers show a chip only where `consulted` is not false (see `render.py`).
+renderers show a chip only where `consulted` is not false (see `render/sources.py`).
 
 A turn of a conversation (a record with `history`) follows docs/design.md §11: documents carried from
 earlier turns join the allow-list, `not_in_context` rejections name the turn whose exposure the context

@@ -7,7 +7,8 @@ from pathlib import PurePath
 
 import pandas as pd
 
-from ..render import SETS, SET_COLORS, plotly_text
+from ..render.escaping import plotly_text
+from ..render.sources import SETS, SET_COLORS
 
 def _config_label(df: pd.DataFrame) -> pd.Series:
     return df["retriever"] + " · " + df["provider"] + " · " + df["mode"]

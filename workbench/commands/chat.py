@@ -13,7 +13,7 @@ import uuid
 
 from ..errors import WorkbenchError
 from ..questions import check_conversation_id
-from ..render import document_lines, sources_row, verification_lines
+from ..render.sources import document_lines, sources_row, verification_lines
 from ..session import Conversations, Session
 from ..terminal import neutralize
 from ._answer import print_answer

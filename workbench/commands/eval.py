@@ -14,7 +14,7 @@ from pathlib import Path
 from ..batch import EvalResult, EvalSpec, ResumeError, Stop, run_eval
 from ..errors import WorkbenchError
 from ..questions import read_dataset
-from ..render import VERDICT_LABELS
+from ..render.sources import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, warn_skipped)

@@ -19,7 +19,8 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..providers import provider_names
-from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
+from ..render.escaping import display_text, escape_markdown, plotly_text
+from ..render.sources import SET_COLORS
 from ..retrieval import retriever_names
 from ..conversation import next_position
 from .conversation import history, new_id, places

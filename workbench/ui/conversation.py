@@ -20,7 +20,7 @@ from ..errors import ConversationMoved, WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
 from ..redact import REDACTED
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from . import identity
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, run
 

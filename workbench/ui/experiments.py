@@ -18,7 +18,7 @@ import streamlit as st
 from ..analysis.experiments import compare_runs, diff_table, leaderboard_figure, leaderboard_table
 from ..config import default_db_path
 from ..errors import WorkbenchError
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from .tables import shown
 
 TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment run only)

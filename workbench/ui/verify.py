@@ -15,7 +15,8 @@ import streamlit as st
 from ..errors import WorkbenchError
 from ..payload import Payload
 from ..providers import declared
-from ..render import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, escape_markdown, verdicts
+from ..render.escaping import escape_markdown
+from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
 from .state import Turn
 
