@@ -16,7 +16,7 @@ from test_doc_gaps import Guesser
 
 from workbench.providers.base import _PROVIDERS, register_provider
 
-from workbench.analysis import conversations as analysis
+from workbench.analysis import carried_citations as analysis
 from workbench.payload import Payload
 from workbench.session import Session
 from workbench.trace import TraceReader

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.payload import Payload
 from workbench.agent import run_turn
-from workbench.conversation import history_for
+from workbench.context_policy import history_for
 from workbench.providers import offline
 from workbench.providers.offline import OfflineProvider
 from workbench.questions import read_dataset

@@ -26,7 +26,7 @@ from .providers.http import turn_clock
 from .redact import scrub_secrets
 from .text import estimate_tokens
 from .tools import Room, Toolbox
-from .conversation import MESSAGE_TOKENS, fit_history, messages_tokens, token_budget
+from .context_policy import MESSAGE_TOKENS, fit_history, messages_tokens, token_budget
 from .types import MODES, TRUNCATED, ContextPolicy, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8

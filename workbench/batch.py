@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
 from .config import MAX_CONVERSATION_ID_CHARS
-from .conversation import is_history
+from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared

@@ -23,7 +23,7 @@ from .retrieval import get_retriever, retriever_names
 from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
-from .conversation import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
+from .context_policy import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ANSWERED, ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
@@ -254,7 +254,7 @@ class Conversations:
         tracer = self.session.tracer
         if tracer is None:
             return Conversation(conversation_id)
-        from .trace.conversations import conversation_so_far
+        from .trace.conversation_reader import conversation_so_far
 
         turns, last = conversation_so_far(tracer.path, conversation_id, self.session.corpus)
         return Conversation(conversation_id, turns, next_position([last]))

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import duckdb
 
-from ..conversation import history_turn, is_history
+from ..context_policy import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness

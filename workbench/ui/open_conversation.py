@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
-from ..conversation import MAX_REASKS, history_of, next_position, reask_when_moved
+from ..context_policy import MAX_REASKS, history_of, next_position, reask_when_moved
 from ..errors import ConversationMoved, WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
@@ -25,7 +25,7 @@ from . import identity
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, run
 
 if TYPE_CHECKING:
-    from ..trace.conversations import AskedWith, StoredConversationTurn
+    from ..trace.conversation_reader import AskedWith, StoredConversationTurn
 from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
@@ -164,7 +164,7 @@ def not_yours(cid: str) -> str:
 def reopen(cid: str, cfg: RunConfig) -> str | None:
     """Make conversation `cid` of the trace database the open one; a message when it cannot be (no such
     conversation, or someone else's: `may_open`)."""
-    from ..trace.conversations import conversation_owner, read_conversation
+    from ..trace.conversation_reader import conversation_owner, read_conversation
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
         return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
@@ -233,7 +233,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
     """The open conversation with the turns other sessions (another tab, another process) wrote to the trace
     database added in their places (not `asked`, the turn being added here), so the next turn is asked with
     them (docs/design.md, "Concurrent turns of one conversation"); the turns asked here are kept as they are."""
-    from ..trace.conversations import read_conversation
+    from ..trace.conversation_reader import read_conversation
 
     earlier = turns()
     known = {t.answer.record.turn_id for t in earlier if t.answer is not None} | {asked}
@@ -253,7 +253,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
 
 def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
     """A message when the trace database holds conversation `cid` as someone else's (`may_open`); else None."""
-    from ..trace.conversations import conversation_owner
+    from ..trace.conversation_reader import conversation_owner
 
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
@@ -285,7 +285,7 @@ def _listed(path: str, version: tuple, owner: str, ownerless: bool) -> list[dict
     """The latest `MAX_LISTED` conversations of `owner` in the trace database at `path` (and the ownerless ones
     when `ownerless`: `may_open`), read again only when it changed (`version`): the chat draws its picker on
     every rerun, a click included."""
-    from ..trace.conversations import list_conversations
+    from ..trace.conversation_reader import list_conversations
 
     return [dict(r) for r in list_conversations(path, owner=owner, ownerless=ownerless)][:MAX_LISTED]
 
