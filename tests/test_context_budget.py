@@ -1,4 +1,4 @@
-"""The token budget of a conversation's history (`conversation.fit_history`, docs/providers.md "Conversations"):
+"""The token budget of a conversation's history (`context_policy.fit_history`, docs/providers.md "Conversations"):
 pure rules, checked on every history hypothesis draws. The wire side is tests/test_providers_history.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Conversations in a real DuckDB trace file: m012's columns and `trace.conversations` (docs/design.md §11)."""
+"""Conversations in a real DuckDB trace file: m012's columns and `trace.conversation_reader` (docs/design.md §11)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The conversation views of m013 (`conversation_turns`, `conversations`), the doc-gap queue in a conversation and
-the notebook's analysis of carried citations (`workbench.analysis.conversations`), over a real trace database.
+the notebook's analysis of carried citations (`workbench.analysis.carried_citations`), over a real trace database.
 
 The turns are asked for real (offline agent, demo corpus, each follow-up with its history) and written by the
 real writer. Which cited documents a follow-up carried from an earlier turn is provenance's to say (design §11);

@@ -52,7 +52,7 @@ id), so two runs of one file never share a conversation. A turn that fails (afte
 is written and keeps its position but is not history, and the conversation's later questions are not
 asked in this batch (`EvalResult.not_asked`): they would follow a turn the model never had. A resume skips
 a conversation's lines up to the first one without a stored `ok` turn and asks the rest, with the stored
-turns of the skipped lines as history (`trace.conversations.load_conversation`), at the positions after
+turns of the skipped lines as history (`trace.conversation_reader.load_conversation`), at the positions after
 every turn written.
 """
 

@@ -227,7 +227,7 @@ class Conversation:
 
 class Conversations:
     """Conversations asked through one session (`ask`, `chat`, `eval`): each id's turns so far, loaded from the
-    trace store the first time the id is asked (`trace.conversations`: a conversation goes on where it
+    trace store the first time the id is asked (`trace.conversation_reader`: a conversation goes on where it
     stopped) and kept in memory after, so every turn is asked with its conversation's history under one
     context policy. A failed turn takes its position but is not history (the model never had an answer from
     it). Different conversations may be asked from several threads at once; the turns of one conversation

@@ -94,7 +94,7 @@ class Provider(ABC):
     - `context_tokens`: the model's context in tokens, as far as the provider can state it without asking
       (None: unknown, or no model at all). `context_window()` derives the real one where the provider can
       (`llamacpp`: the context it loads the model with); a conversation's history budget is a share of it
-      (`conversation.token_budget`, docs/providers.md "Conversations"), and every tool result is sized to what is
+      (`context_policy.token_budget`, docs/providers.md "Conversations"), and every tool result is sized to what is
       left of it (`agent._Budget`). `context_info()` says where the figure came from (an option, the server).
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
     in batches, a model name (not a file), no concurrency limit, calls that cost, an unknown context.

@@ -48,12 +48,12 @@ def conversation_id() -> str:
 
 
 def history(earlier: list[Turn]) -> list[Any]:
-    """The records a follow-up sends as its history (`conversation.history_of`: the earlier turns that answered)."""
+    """The records a follow-up sends as its history (`context_policy.history_of`: the earlier turns that answered)."""
     return [t.answer.record for t in history_of(earlier, lambda t: t.answer.record if t.answer is not None else None)]
 
 
 def places(earlier: list[Turn]) -> list[int | None]:
-    """The positions the earlier turns that ran took (failed ones too), for `conversation.next_position`; a
+    """The positions the earlier turns that ran took (failed ones too), for `context_policy.next_position`; a
     reopened conversation's failed turns are not reopened, and the store places the turn after them anyway."""
     return [t.answer.record.position for t in earlier if t.answer is not None]
 
