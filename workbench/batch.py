@@ -137,7 +137,7 @@ class ResumeError(WorkbenchError):
     """A run asked to be resumed with a configuration other than its own (`EvalSpec.new_run` starts a new one)."""
 
 
-class _Dropped(Exception):
+class _ClosedWhileWaiting(Exception):
     """A turn that waited for the one before it in its conversation while the batch stopped."""
 
 
@@ -489,11 +489,11 @@ class _Schedule:
 
     def wait_for_turn(self, item: EvalItem) -> bool:
         """Wait until the turn before `item` in its conversation is over; False when the conversation broke
-        (`item` is not asked). Raises `_Dropped` when the batch closes meanwhile."""
+        (`item` is not asked). Raises `_ClosedWhileWaiting` when the batch closes meanwhile."""
         if item.n in self._before:
             while not self._ended[self._before[item.n]].wait(POLL_S):
                 if self.closing.is_set():
-                    raise _Dropped()
+                    raise _ClosedWhileWaiting()
         return item.conversation not in self._broken
 
     def over(self, item: EvalItem, ok: bool) -> None:

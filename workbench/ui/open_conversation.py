@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
+from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS
 from ..context_policy import MAX_REASKS, history_of, next_position, reask_when_moved
 from ..errors import ConversationMoved, WorkbenchError
 from ..providers import declared, provider_names, readiness
