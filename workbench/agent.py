@@ -22,7 +22,7 @@ from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
 from .providers.base import Provider
-from .providers.http import turn_clock
+from .retries import turn_clock
 from .redact import scrub_secrets
 from .text import estimate_tokens
 from .tools import Room, Toolbox

@@ -76,7 +76,8 @@ from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared
-from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
+from .providers.http import BACKOFF_ENV, NETWORK_OPTIONS
+from .retries import DEFAULT_BACKOFF, backoff_delay
 from .providers.options import setting
 from .questions import Question
 from .redact import recorded

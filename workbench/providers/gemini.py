@@ -28,8 +28,8 @@ from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
 from .base import ModelStep, Provider, Readiness, ToolRequest
-from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, network_options_schema,
-                   network_settings, transient, with_retries)
+from ..retries import Failed, transient, with_retries
+from .http import Wording, basic_auth_headers, describe, failure_of, network_options_schema, network_settings
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0

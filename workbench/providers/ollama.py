@@ -27,8 +27,9 @@ from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
 from .base import ContextInfo, ModelStep, Provider, Readiness, ToolRequest
-from .http import (TIMEOUT_ENV, Failed, Wording, context_tokens_option, context_tokens_setting, describe, failure_of,
-                   network_options_schema, network_settings, transient, with_retries)
+from ..retries import Failed, transient, with_retries
+from .http import (TIMEOUT_ENV, Wording, context_tokens_option, context_tokens_setting, describe, failure_of,
+                   network_options_schema, network_settings)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"

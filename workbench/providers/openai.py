@@ -5,7 +5,7 @@ Configuration: `$OPENAI_BASE_URL` (the client's default is https://api.openai.co
 is e.g. http://127.0.0.1:8080/v1), `$OPENAI_API_KEY`, `--model` (default `$OPENAI_MODEL`, else
 `gpt-4o-mini`; a single-model local server answers whatever the name). Timeouts, retries and
 backoff: `http.py`; the client's own retries are off so every attempt is ours to count, and a
-429/5xx `Retry-After` is honoured (up to `http.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
+429/5xx `Retry-After` is honoured (up to `retries.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
 `seed` are sent only when set.
 
 Tools go out in the chat-completions shape (`openai_format`) and are never executed by the client:
@@ -29,9 +29,9 @@ from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from .base import ContextInfo, ModelStep, Provider, Readiness
-from .http import (Failed, Wording, basic_auth_headers, context_tokens_option, context_tokens_setting, describe,
-                   failure_of, is_context_overflow, network_options_schema, network_settings, retry_after, transient,
-                   with_retries)
+from ..retries import Failed, retry_after, transient, with_retries
+from .http import (Wording, basic_auth_headers, context_tokens_option, context_tokens_setting, describe, failure_of,
+                   is_context_overflow, network_options_schema, network_settings)
 from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import setting
 
