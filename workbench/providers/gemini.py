@@ -22,6 +22,7 @@ import json
 import time
 from typing import Any
 
+from ..config import GEMINI_BASE_URL_ENV as BASE_URL_ENV
 from ..config import GEMINI_KEY_ENVS, env
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
@@ -34,7 +35,7 @@ from .http import Wording, basic_auth_headers, describe, failure_of, network_opt
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
 KEY_ENVS = GEMINI_KEY_ENVS
-BASE_URL_ENV, MODEL_ENV, API_VERSION_ENV = "GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
+MODEL_ENV, API_VERSION_ENV = "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
 #: The context a conversation's budget assumes: Gemini 2.x models take 1,048,576 input tokens.
 CONTEXT_TOKENS = 1_048_576
 MODELS_URL = "https://ai.google.dev/gemini-api/docs/models"

@@ -22,6 +22,7 @@ import functools
 import time
 from typing import Any
 
+from ..config import OLLAMA_HOST_ENV as HOST_ENV
 from ..config import env
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
@@ -34,7 +35,7 @@ from .http import (TIMEOUT_ENV, Wording, context_tokens_option, context_tokens_s
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
-KEY_ENV, HOST_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_HOST", "OLLAMA_MODEL"
+KEY_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_MODEL"
 #: The context assumed when neither the `context_tokens` option nor the model's Modelfile (`/api/show`, `num_ctx`)
 #: says: Ollama's default `num_ctx`. Ollama cuts a longer prompt from the front without an error, so the budget is
 #: what keeps a history and a tool result whole.
@@ -52,16 +53,16 @@ class OllamaProvider(Provider):
     context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         host={"type": "string", "format": "uri", "title": "Server",
-              "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"},
+              "description": f"where Ollama listens (default ${HOST_ENV}, else {DEFAULT_HOST})"},
         context_tokens=context_tokens_option(", and sent to Ollama as num_ctx"))
 
     @classmethod
     def is_configured(cls, env) -> Readiness:
         """Configured when `$OLLAMA_HOST` says where the server is (a local default may also answer, but
         nothing says one runs)."""
-        if env.get("OLLAMA_HOST"):
+        if env.get(HOST_ENV):
             return Readiness(True)
-        return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
+        return Readiness(False, f"set {HOST_ENV} to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
