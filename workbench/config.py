@@ -1,8 +1,31 @@
-"""Configuration read from the environment once, at the edge (CLI, app), then passed in.
+"""Configuration read from the environment once, at the edge, then passed in.
 
-This is the one module that reads the process environment: every other module asks `env(NAME)` (or
-`environment()` for the whole mapping), so `tests/test_config_edge.py` can hold that no other module
-touches `os.environ`. Each variable is named by a constant in the module that uses it.
+This is the one module that reads the process environment (`tests/test_config_edge.py` holds that no other module
+touches `os.environ`). Each variable is named by one constant, here when several modules read it.
+
+`Settings` (frozen) is the environment read once: `Settings.from_env()` at the edge, passed down. Where it is built
+and what takes it:
+
+- the CLI: `cli.main` reads it once (`args.settings`); the trace database (`commands/_options.db_path`), the
+  sessions of `ask`, `chat` and `eval`, and every provider those sessions build take it from there;
+- a library `Session` (a notebook, a script) opened without `settings`: it reads them when it opens (its trace
+  database, lock timeout, live export), and its providers read the environment when each is built — a long-lived
+  session sees a changed environment, as SDKs that read their own variables (`OLLAMA_API_KEY`) do;
+- the providers (`providers.get_provider(..., settings=)`: model, server, key and API version defaults, and the
+  key their failure messages scrub); a network embedding takes `settings` among its options, else reads them when
+  it is built; the notebooks' trace databases (`analysis.inputs.notebook_db`, `analysis_db`).
+
+Still read with `env()` when needed, and why:
+
+- the app (`ui/`): `default_db_path()`, `analysts()` and the upload limits on each rerun, which is the app's edge
+  (a Streamlit script runs top to bottom per interaction);
+- option defaults of the network providers (`providers/options.setting`, `http.network_settings`: timeout,
+  retries, back-off, budget, context tokens) and llama.cpp's model loader (`n_ctx`, threads, GGUF path): read
+  when a provider is built, from the same environment its `settings` snapshot has;
+- process-wide switches read where they act, once per use: plugins (`registry`), the folders and servers a
+  visitor may name (`paths`), live OTLP export (`trace/live.from_env`, one exporter per endpoint), a trace
+  reader's or writer's timeouts when none is passed (`lock_timeout()`, `query_timeout()`), and the credentials of
+  configured server URLs that `redact.scrub_secrets` removes from every message (it must see what the SDKs see).
 """
 
 from __future__ import annotations
@@ -120,9 +143,11 @@ def uploads_dir() -> Path:
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
-def gemini_api_key() -> str | None:
-    """The Gemini API key of the environment (`GEMINI_KEY_ENVS`, the first one set), else None."""
-    return next((env(v) for v in GEMINI_KEY_ENVS if env(v)), None)
+def gemini_api_key(settings: "Settings | None" = None) -> str | None:
+    """The Gemini API key of `settings` (default: the environment now; `GEMINI_KEY_ENVS`, the first one set), else
+    None."""
+    read = settings.get if settings is not None else env
+    return next((read(v) for v in GEMINI_KEY_ENVS if read(v)), None)
 
 
 def default_db_path() -> Path:
@@ -204,10 +229,16 @@ class Settings:
                    analysts=_names(_stripped(snapshot, ANALYSTS_ENV, None)),
                    otlp_endpoint=_stripped(snapshot, OTLP_ENDPOINT_ENV, None), environ=snapshot)
 
+    @classmethod
+    def given(cls, settings: "Settings | None") -> "Settings":
+        """`settings`, else the environment's now: a library entry called without settings is an edge too."""
+        return settings if settings is not None else cls.from_env()
+
     def get(self, name: str, default: str | None = None) -> str | None:
         """`$name` as it was when the settings were read, as `env` gives it (blanks stripped; blank is unset)."""
         return _stripped(self.environ, name, default)
 
     def notebook_db(self, name: str) -> Path:
-        """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
-        return self.trace_db if self.get(DB_ENV) else self.home / "notebooks" / f"{name}.duckdb"
+        """Notebook `name`'s own trace database, `<WORKBENCH_HOME>/notebooks/<name>.duckdb` (its demo data stays
+        out of the app's)."""
+        return self.home / "notebooks" / f"{name}.duckdb"

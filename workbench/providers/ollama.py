@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ..config import OLLAMA_HOST_ENV as HOST_ENV
-from ..config import env
+from ..config import Settings
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
@@ -66,12 +66,14 @@ class OllamaProvider(Provider):
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, context_tokens: int | None = None, **options: Any):
-        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+                 budget: float | None = None, context_tokens: int | None = None, settings: Settings | None = None,
+                 **options: Any):
+        settings = Settings.given(settings)
+        super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
         self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
         self._asked: ContextInfo | None = None
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
-        self.host, self._auth = split_userinfo(host or env(HOST_ENV))
+        self.host, self._auth = split_userinfo(host or settings.get(HOST_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
@@ -82,7 +84,7 @@ class OllamaProvider(Provider):
 
     def client(self):
         if self._client is None:
-            self._client = _shared_client(self.host, self.timeout, env(KEY_ENV), self._auth)
+            self._client = _shared_client(self.host, self.timeout, self.settings.get(KEY_ENV), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -138,7 +140,7 @@ class OllamaProvider(Provider):
                 lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
                 self.retries, self.backoff, _transient, budget=self.budget)
         except Failed as exc:
-            raise failure_of(self, exc.error, self._describe, start, exc.retries, [env(KEY_ENV)]) from None
+            raise failure_of(self, exc.error, self._describe, start, exc.retries, [self.settings.get(KEY_ENV)]) from None
         latency = (time.perf_counter() - start) * 1000
         message = response.message
         requests = []

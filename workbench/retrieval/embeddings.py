@@ -18,7 +18,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import GEMINI_BASE_URL_ENV, GEMINI_KEY_ENVS, OLLAMA_HOST_ENV, env, gemini_api_key, set_process_default
+from ..config import GEMINI_BASE_URL_ENV, GEMINI_KEY_ENVS, OLLAMA_HOST_ENV, Settings, gemini_api_key, set_process_default
 from ..errors import EmbeddingError, UnknownNameError
 from ..paths import NO_REDIRECTS
 from ..redact import scrub_secrets, url_credentials
@@ -315,21 +315,23 @@ def _minilm(options: dict[str, Any]) -> Embedding:
 
 
 def _ollama(options: dict[str, Any]) -> Embedding:
-    host = options.get("host") or env(OLLAMA_HOST_ENV)
+    settings = Settings.given(options.get("settings"))
+    host = options.get("host") or settings.get(OLLAMA_HOST_ENV)
     if not host:
         raise EmbeddingError(f"Ollama embeddings are not configured: set {OLLAMA_HOST_ENV} "
                              f"(e.g. export {OLLAMA_HOST_ENV}=http://127.0.0.1:11434)")
-    model = options.get("model") or env(OLLAMA_EMBED_MODEL_ENV) or OLLAMA_DEFAULT_MODEL
+    model = options.get("model") or settings.get(OLLAMA_EMBED_MODEL_ENV) or OLLAMA_DEFAULT_MODEL
     return OllamaEmbedding(model, host, options.get("retries"), options.get("backoff"))
 
 
 def _gemini(options: dict[str, Any]) -> Embedding:
-    key = options.get("api_key") or gemini_api_key()
+    settings = Settings.given(options.get("settings"))
+    key = options.get("api_key") or gemini_api_key(settings)
     if not key:
         raise EmbeddingError(f"Gemini embeddings are not configured: set {GEMINI_KEY_ENVS[0]} (or {GEMINI_KEY_ENVS[1]}) "
                              "(a key from https://aistudio.google.com/apikey)")
-    model = options.get("model") or env(GEMINI_EMBED_MODEL_ENV) or GEMINI_DEFAULT_MODEL
-    base_url = options.get("base_url") or env(GEMINI_BASE_URL_ENV)
+    model = options.get("model") or settings.get(GEMINI_EMBED_MODEL_ENV) or GEMINI_DEFAULT_MODEL
+    base_url = options.get("base_url") or settings.get(GEMINI_BASE_URL_ENV)
     return GeminiEmbedding(model, key, base_url, options.get("retries"), options.get("backoff"))
 
 
