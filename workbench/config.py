@@ -204,9 +204,9 @@ def query_timeout() -> float:
 
 @dataclass(frozen=True)
 class Settings:
-    """The environment, read once at the edge (`from_env`: the CLI's `main`, the app's start, a `Session` or a
-    notebook helper opened without one) and passed down: the workbench's own settings typed, and a read-only
-    snapshot of the whole environment for the variables a provider or plugin names itself (`get`)."""
+    """The environment, read once at the edge (`from_env`: the CLI's `main`, or a `Session`, provider or notebook
+    helper called without settings) and passed down: the workbench's own settings typed (a bad one is an error
+    there and then), and a read-only snapshot of the whole environment for the variables a provider names (`get`)."""
 
     home: Path
     trace_db: Path
