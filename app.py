@@ -10,10 +10,10 @@ import streamlit as st
 
 st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.render import display_text, escape_markdown  # noqa: E402
+from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
-from workbench.ui import conversation, identity  # noqa: E402
+from workbench.ui import identity, open_conversation  # noqa: E402
 from workbench.ui.turn import document_panel, inline_citation_links, page_style, render_turn  # noqa: E402
 
 
@@ -23,8 +23,8 @@ def chat() -> None:
     problem = warm(cfg)  # load the corpus and index now, so the first question is fast
     if problem:
         st.error(problem, icon="🚫")
-    conversation.follow_address(cfg)  # ?conversation=ID (a reload, a link) reopens it from the trace database
-    turns = conversation.turns()
+    open_conversation.follow_address(cfg)  # ?conversation=ID (a reload, a link) reopens it from the trace database
+    turns = open_conversation.turns()
 
     st.title("Provenance Workbench")
     st.caption("Which documents did an answer really come from? Retrieved, cited and consulted — side by side.")
@@ -43,9 +43,9 @@ def chat() -> None:
                              key="question", max_chars=MAX_QUESTION_CHARS)  # one input, whichever corpus names its placeholder
     if question:
         with st.spinner("Answering…"):
-            conversation.ask(question, cfg)  # a follow-up: the earlier turns go with it as history
+            open_conversation.ask(question, cfg)  # a follow-up: the earlier turns go with it as history
     with controls:
-        conversation.controls(cfg)  # "New conversation", "Open a past conversation"
+        open_conversation.controls(cfg)  # "New conversation", "Open a past conversation"
     inline_citation_links(turns)
 
     with chat_area:

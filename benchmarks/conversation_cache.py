@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from workbench.agent import run_turn  # noqa: E402
-from workbench.conversation import history_for  # noqa: E402
+from workbench.context_policy import history_for  # noqa: E402
 from workbench.providers.llamacpp import LlamaCppProvider  # noqa: E402
 from workbench.session import Session  # noqa: E402
 from workbench.types import ContextPolicy  # noqa: E402

@@ -203,7 +203,8 @@ def cases(tmp: Path) -> dict:
     def text_functions():
         s, mb, code, outp, err = python("""
             import time
-            from workbench import render, text
+            from workbench import text
+            from workbench.render.escaping import escape_markdown
             from workbench.faithfulness.claims import split_claims
             from workbench.faithfulness.judges import parse_verdict
             from workbench.provenance import sources_payload
@@ -213,7 +214,7 @@ def cases(tmp: Path) -> dict:
                 s = unit * (1_000_000 // len(unit))
                 text.plain(s); text.sentences(s); parse_verdict(s)
                 rec = TurnRecord("q", s, tool_calls=(ToolCall("fetch_document", "full", {}, (ResultItem("d", "D"),)),))
-                p = sources_payload(rec); split_claims(s, p.citations); render.escape_markdown(s)
+                p = sources_payload(rec); split_claims(s, p.citations); escape_markdown(s)
             print(f"{time.perf_counter() - t0:.2f}")
         """)
         return s, mb, code == 0, f"12 families x 1 MB: {outp.strip()} s inside the process"

@@ -6,7 +6,7 @@ st.set_page_config(page_title="Compare · Provenance Workbench", page_icon="🔎
 
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
-from workbench.render import escape_markdown  # noqa: E402
+from workbench.render.escaping import escape_markdown  # noqa: E402
 from workbench.ui.compare import MAX_FOLLOWUPS, advance, followup_lines, pick_configs, show_conversations, start  # noqa: E402
 from workbench.ui.state import sidebar  # noqa: E402
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.render import display_text, escape_markdown  # noqa: E402
+from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.ui import identity  # noqa: E402
 from workbench.ui.queries import choices, linked_choice, save_fields, save_or_delete, show_choice  # noqa: E402
 from workbench.ui.state import default_db, sidebar  # noqa: E402

@@ -275,17 +275,17 @@ def test_expertqa_absent_is_a_clear_skip(tmp_path):
 
 
 def test_set_names_and_colours_live_in_one_place():
-    """render.py defines them; the app and the notebooks import them (nobody keeps a copy)."""
+    """workbench/render/sources.py defines them; the app and the notebooks import them (nobody keeps a copy)."""
     import re
 
-    from workbench import render
+    from workbench.render import sources
     from workbench.ui import compare, turn
 
-    assert A.SETS is render.SETS and A.SET_COLORS is render.SET_COLORS
-    assert turn.SETS is render.SETS and compare.SET_COLORS is render.SET_COLORS
-    colours = "|".join(re.escape(c) for c in [*render.SET_COLORS.values(), render.REJECTED_COLOR])
+    assert A.SETS is sources.SETS and A.SET_COLORS is sources.SET_COLORS
+    assert turn.SETS is sources.SETS and compare.SET_COLORS is sources.SET_COLORS
+    colours = "|".join(re.escape(c) for c in [*sources.SET_COLORS.values(), sources.REJECTED_COLOR])
     for path in (ROOT / "workbench").rglob("*.py"):
-        if path.name != "render.py":
+        if path.relative_to(ROOT).as_posix() != "workbench/render/sources.py":
             assert not re.search(colours, path.read_text(encoding="utf-8")), f"{path} repeats a set colour"
 
 

@@ -184,8 +184,8 @@ def when(at: AppTest, i: int) -> str:
     (`short_time`: "today 14:05", its formats tested below)."""
     from datetime import datetime
 
-    from workbench.trace.conversations import list_conversations
-    from workbench.ui.conversation import short_time
+    from workbench.trace.conversation_reader import list_conversations
+    from workbench.ui.open_conversation import short_time
 
     rows = list_conversations(at.session_state["turns"][0].session.tracer.path)
     return short_time(rows[i]["last_at"], datetime.now().astimezone())
@@ -219,7 +219,7 @@ def test_a_past_conversation_is_reopened_from_the_picker(chat, followup):
 def test_a_past_conversations_time_is_compact_and_local(at, text):
     from datetime import datetime
 
-    from workbench.ui.conversation import short_time
+    from workbench.ui.open_conversation import short_time
 
     assert short_time(datetime.fromisoformat(at), datetime.fromisoformat("2026-12-03T18:00:00+00:00")) == text
 
@@ -227,7 +227,7 @@ def test_a_past_conversations_time_is_compact_and_local(at, text):
 def test_a_past_conversation_names_its_provider_its_model_when_not_the_default_and_its_corpus():
     from datetime import datetime
 
-    from workbench.ui.conversation import listed_label
+    from workbench.ui.open_conversation import listed_label
 
     now = datetime.fromisoformat("2026-12-03T18:00:00+00:00")
     row = {"first_question": "How do I configure SSO?", "turns": 1, "last_at": now, "provider": "ollama",
@@ -305,7 +305,7 @@ def test_a_not_in_context_rejection_names_the_turn_that_had_the_document(chat):
 
 def test_rejection_text_of_each_reason():
     from workbench.payload import Rejection
-    from workbench.render import rejection_text
+    from workbench.render.answer_links import rejection_text
 
     assert rejection_text(Rejection("x", "not_in_context", turn_id="t-1", position=2)) == \
         "not in context (read in turn 2, dropped by the context policy)"

@@ -3,7 +3,7 @@
 - Bidi controls (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) reach no element of the page: titles,
   ids, snippets, answers, questions, tool arguments, tables all show them as visible escapes, as the CLI
   does (`terminal.neutralize`), so "invoice" + U+202E + "gpj.exe" cannot read "invoice" + "exe.jpg".
-- No line the app renders is longer than `render.MAX_LINE_CHARS` (a 200,000-character line froze a tab).
+- No line the app renders is longer than `render.escaping.MAX_LINE_CHARS` (a 200,000-character line froze a tab).
 - An answer cannot draw the sources row: its headings are demoted to text, and the real row is a bordered
   box (`st.container(border=True)`) with an icon, which answer markdown cannot produce.
 """
@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from apptest import APP, ask, texts, unescape
 from workbench.providers.base import ModelStep, Provider, ToolRequest, register_provider
 from workbench.payload import Payload
-from workbench.render import (MAX_LINE_CHARS, answer_markdown, display_text, display_value, escape_markdown,
-                              highlighted_markdown, plotly_text, safe_markdown)
+from workbench.render.answer_links import answer_markdown
+from workbench.render.escaping import (MAX_LINE_CHARS, display_text, display_value, escape_markdown, plotly_text,
+                                       safe_markdown)
+from workbench.render.highlight import highlighted_markdown
 from workbench.types import ModelCall
 
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"

@@ -10,7 +10,7 @@ import pytest
 from apptest import ask, unescape
 from test_app_reopen import click, reload
 from workbench.payload import Payload
-from workbench.render import Headline, headline, source_chips, verdicts
+from workbench.render.sources import Headline, headline, source_chips, verdicts
 
 ICON = ":material/verified_user: "
 

@@ -37,7 +37,7 @@ def test_another_browser_neither_lists_nor_opens_nor_continues_a_conversation(ap
     ask(c, "And with Okta?")
     assert c.session_state["conversation_id"] != cid, "the question went to a conversation of C's own"
 
-    from workbench.trace.conversations import list_conversations
+    from workbench.trace.conversation_reader import list_conversations
 
     db = a.session_state["turns"][0].session.tracer.path
     counts = {r["conversation_id"]: r["turns"] for r in list_conversations(db)}

@@ -1,4 +1,4 @@
-"""Pure helpers the app renders with (workbench/render.py): escaping, citation links, highlights."""
+"""Pure helpers the app renders with (workbench/render/): escaping, citation links, highlights."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from apptest import unescape
 from workbench.provenance import sources_payload
-from workbench.render import (answer_markdown, citation_entries, escape_markdown, evidence_passages,
-                              highlight_spans, highlighted_markdown, safe_markdown)
+from workbench.render.answer_links import answer_markdown, citation_entries
+from workbench.render.escaping import escape_markdown, safe_markdown
+from workbench.render.highlight import evidence_passages, highlight_spans, highlighted_markdown
 from workbench.terminal import neutralize
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord
 
@@ -169,7 +170,7 @@ echo ```` not closed
 
 
 def test_document_markdown_keeps_formatting_and_nothing_else():
-    from workbench.render import document_markdown
+    from workbench.render.document import document_markdown
 
     html = _html(document_markdown(HOSTILE_MD))
     for tag in ("<a ", "<img", "<script", "<div", "<style"):
@@ -185,7 +186,7 @@ def test_document_markdown_keeps_formatting_and_nothing_else():
 
 
 def test_document_markdown_highlights_spans_inside_formatting():
-    from workbench.render import document_markdown
+    from workbench.render.document import document_markdown
 
     text = "Orbitly supports SSO with any provider that speaks **SAML 2.0**. Then more.\n"
     spans = highlight_spans(text, [("quoted", "Orbitly supports SSO with any provider that speaks **SAML 2.0**.")])

@@ -14,12 +14,12 @@ def counted(monkeypatch):
     """Calls of the markdown escaper's worker and of plotly figure construction, from now on."""
     import plotly.graph_objects as go
 
-    from workbench import render
+    from workbench.render import escaping
 
     calls = {"escape": 0, "figure": 0}
-    inner, figure = render.highlighted_markdown, go.Figure
+    inner, figure = escaping.literal_markdown, go.Figure
 
-    def escaping(*args, **kwargs):
+    def escaped(*args, **kwargs):
         calls["escape"] += 1
         return inner(*args, **kwargs)
 
@@ -28,7 +28,7 @@ def counted(monkeypatch):
             calls["figure"] += 1
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(render, "highlighted_markdown", escaping)
+    monkeypatch.setattr(escaping, "literal_markdown", escaped)
     monkeypatch.setattr(go, "Figure", Counted)
     return calls
 

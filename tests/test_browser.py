@@ -645,7 +645,7 @@ def _long_line_doc() -> str:
 
 
 def test_a_document_with_a_200000_character_line_and_a_bidi_override_renders_in_the_side_panel(browser, server):
-    from workbench.render import MAX_LINE_CHARS
+    from workbench.render.escaping import MAX_LINE_CHARS
 
     corpus = server["corpus"].parent / "overflow-corpus"
     corpus.mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-"""The token budget of a conversation's history (`conversation.fit_history`, docs/providers.md "Conversations"):
+"""The token budget of a conversation's history (`context_policy.fit_history`, docs/providers.md "Conversations"):
 pure rules, checked on every history hypothesis draws. The wire side is tests/test_providers_history.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.conversation import fit_history, history_for, token_budget
+from workbench.context_policy import fit_history, history_for, token_budget
 from workbench.types import ContextPolicy, HistoryTurn, TurnRecord
 
 LEVEL = {"dropped": 0, "answer": 1, "full": 2}

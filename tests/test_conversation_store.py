@@ -1,4 +1,4 @@
-"""Conversations in a real DuckDB trace file: m012's columns and `trace.conversations` (docs/design.md §11)."""
+"""Conversations in a real DuckDB trace file: m012's columns and `trace.conversation_reader` (docs/design.md §11)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 import duckdb
 import pytest
 
-from workbench.conversation import history_for
+from workbench.context_policy import history_for
 from workbench.provenance import sources_payload
 from workbench.session import Session
-from workbench.trace.conversations import conversation_owner, conversation_so_far, list_conversations, load_conversation
+from workbench.trace.conversation_reader import conversation_owner, conversation_so_far, list_conversations, load_conversation
 from workbench.types import ContextPolicy
 
 QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "Which articles do you have?"]
@@ -96,7 +96,7 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
     latency, model calls, claims, verification), with the titles and URLs the turn recorded, whatever corpus is
     loaded now; what it was asked with is typed (`AskedWith`)."""
     from workbench.corpus import Corpus
-    from workbench.trace.conversations import AskedWith, read_conversation
+    from workbench.trace.conversation_reader import AskedWith, read_conversation
 
     db = tmp_path / "t.duckdb"
     session = Session.open(trace_db=db)
@@ -120,7 +120,7 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
 
 
 def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path):
-    from workbench.trace.conversations import read_conversation
+    from workbench.trace.conversation_reader import read_conversation
 
     db = tmp_path / "t.duckdb"
     session = Session.open(trace_db=db)

@@ -1,5 +1,5 @@
 """The conversation views of m013 (`conversation_turns`, `conversations`), the doc-gap queue in a conversation and
-the notebook's analysis of carried citations (`workbench.analysis.conversations`), over a real trace database.
+the notebook's analysis of carried citations (`workbench.analysis.carried_citations`), over a real trace database.
 
 The turns are asked for real (offline agent, demo corpus, each follow-up with its history) and written by the
 real writer. Which cited documents a follow-up carried from an earlier turn is provenance's to say (design §11);
@@ -16,7 +16,7 @@ from test_doc_gaps import Guesser
 
 from workbench.providers.base import _PROVIDERS, register_provider
 
-from workbench.analysis import conversations as analysis
+from workbench.analysis import carried_citations as analysis
 from workbench.payload import Payload
 from workbench.session import Session
 from workbench.trace import TraceReader

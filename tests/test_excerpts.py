@@ -11,7 +11,7 @@ from conftest import ROOT, schema_validator
 from workbench.agent import build_excerpts, excerpt_message
 from workbench.cli import main
 from workbench.prompts import EXCERPTS_PROMPT_VERSION, PROMPTS
-from workbench.render import sources_row, summary_line
+from workbench.render.sources import sources_row, summary_line
 from workbench.session import Session
 
 #: docs/design.md §3: what every excerpt citation record carries.

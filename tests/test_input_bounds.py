@@ -49,7 +49,7 @@ def test_the_chat_box_has_the_same_bound(app):
 
     assert app.chat_input[0].proto.max_chars == MAX_QUESTION_CHARS
     ask(app, "z" * (MAX_QUESTION_CHARS + 1))  # AppTest, like the browser, keeps the first MAX_QUESTION_CHARS
-    # The question is shown whole; lines over render.MAX_LINE_CHARS are wrapped for display (not cut).
+    # The question is shown whole; lines over render.escaping.MAX_LINE_CHARS are wrapped for display (not cut).
     assert [t.value.replace("\n", "") for t in app.text] == ["z" * MAX_QUESTION_CHARS]
 
 

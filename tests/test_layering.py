@@ -9,9 +9,9 @@ from conftest import ROOT
 
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
-LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "conversation", "agent", "payload", "provenance", "render",
+LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "context_policy", "agent", "payload", "provenance", "render",
           "faithfulness", "verify", "trace", "session", "batch", "audit", "replay", "analysis", "ui", "commands", "cli", "__main__"]
-SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact",
+SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact", "retries",
           "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {
@@ -94,7 +94,7 @@ def test_the_audit_never_imports_the_agent():
     """An audited turn is what another app did, read from its spans: the audit runs nothing of ours."""
     bad = [f"{f.relative_to(ROOT)} imports {mod}" for f in (PKG / "audit").rglob("*.py") for mod in imports_of(f)
            if mod.split(".")[:2] in (["workbench", n] for n in ("agent", "providers", "tools", "retrieval", "session",
-                                                                   "batch", "verify", "conversation"))]
+                                                                   "batch", "verify", "context_policy"))]
     assert not bad, "\n".join(bad)
 
 

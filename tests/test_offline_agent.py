@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.providers.offline import FAULTS, OfflineProvider, corrupt
-from workbench.render import source_chips
+from workbench.render.sources import source_chips
 
 
 def ask(session, question, **kw):

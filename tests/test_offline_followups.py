@@ -13,7 +13,7 @@ import pytest
 
 from workbench.payload import Payload
 from workbench.agent import run_turn
-from workbench.conversation import history_for
+from workbench.context_policy import history_for
 from workbench.providers import offline
 from workbench.providers.offline import OfflineProvider
 from workbench.questions import read_dataset
@@ -296,7 +296,7 @@ def test_what_articles_after_an_sso_answer_has_no_sources_row_on_the_command_lin
     """The exact two-question conversation through `ask --conversation` (the CLI in-process, a real trace database):
     the listing links every article, among them the ones turn 1 read, and still consults nothing, as after /new."""
     from clirun import cli
-    from workbench.render import sources_row
+    from workbench.render.sources import sources_row
 
     db = tmp_path / "traces.duckdb"
 

@@ -115,7 +115,9 @@ def test_text_functions_are_linear_on_hostile_strings():
     """Before the fix text.plain('[' * 200_000) took ~15 minutes (each `[` rescanned to the end), and
     so did claim splitting; parse_verdict rescanned from every `{`."""
     code = textwrap.dedent(f"""
-        from workbench import render, text
+        from workbench import text
+        from workbench.render.answer_links import answer_markdown
+        from workbench.render.escaping import display_text, escape_markdown
         from workbench.faithfulness.claims import split_claims
         from workbench.faithfulness.judges import parse_verdict
         from workbench.provenance import sources_payload
@@ -127,7 +129,7 @@ def test_text_functions_are_linear_on_hostile_strings():
                                                              (ResultItem("d1", "D", "https://x/d1"),)),))
             payload = sources_payload(record)
             split_claims(s, payload.citations)
-            render.answer_markdown(payload); render.escape_markdown(s); render.display_text(s)
+            answer_markdown(payload); escape_markdown(s); display_text(s)
         print("ok")
     """)
     r = python(code, timeout=150, mem_gb=4)

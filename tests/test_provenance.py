@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conftest import schema_validator
 from workbench.payload import Payload, Rejection
 from workbench.provenance import sources_payload, extract_citations, normalize_url
-from workbench.render import link_table, source_chips
+from workbench.render.sources import link_table, source_chips
 from workbench.types import Excerpt, ResultItem, ToolCall, TurnRecord, turn_record_from_dict
 
 BASE = "https://help.example.com/articles/"

@@ -13,7 +13,7 @@ import pytest
 
 from loopback import GEMINI, OLLAMA, WIRES, Reply, ScriptedServer, refused_url
 from workbench.agent import MAX_STEPS
-from workbench.providers.http import Failed, with_retries
+from workbench.retries import Failed, with_retries
 
 QUESTION = "How do I configure SSO?"
 URL = "https://help.orbitly.example/articles/sso-saml-setup"

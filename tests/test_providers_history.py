@@ -163,7 +163,7 @@ def test_answer_turns_give_question_and_answer_and_dropped_turns_nothing(wire, d
 
 def _tokens_of(history, session) -> int:
     from workbench.agent import turn_messages
-    from workbench.conversation import messages_tokens
+    from workbench.context_policy import messages_tokens
 
     return sum(messages_tokens(turn_messages(h, session.toolbox)) for h in history)
 
@@ -303,7 +303,7 @@ def test_a_servers_own_context_overflow_is_context_overflow(demo_session, name, 
 
 
 def test_a_budget_from_each_providers_context():
-    from workbench.conversation import token_budget
+    from workbench.context_policy import token_budget
     from workbench.providers import get_provider
 
     assert get_provider("openai", base_url="http://127.0.0.1:9/v1").context_window() == 4096

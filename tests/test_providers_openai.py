@@ -148,7 +148,7 @@ def test_a_local_server_without_a_key_and_the_generation_settings(monkeypatch, d
 
 @pytest.mark.parametrize("value", ["1.5", "Wed, 21 Oct 2015 07:28:00 GMT"])
 def test_retry_after_parsing(value):
-    from workbench.providers.http import retry_after as _retry_after
+    from workbench.retries import retry_after as _retry_after
 
     class Exc:
         class response:

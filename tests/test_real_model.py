@@ -387,7 +387,7 @@ def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(m
     last prompt and answer), llama.cpp takes that prefix from its cache instead of evaluating it again, and the
     record says what the context held and under which budget."""
     from workbench.agent import run_turn
-    from workbench.conversation import history_for
+    from workbench.context_policy import history_for
     from workbench.provenance import sources_payload
     from workbench.providers.llamacpp import LlamaCppProvider
     from workbench.types import ContextPolicy

@@ -208,3 +208,35 @@ def test_embedding_server_failure_is_a_clear_error(demo, monkeypatch, tmp_path):
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # discard port: nothing listens
     with pytest.raises(EmbeddingError, match="Ollama embedding .* failed.*OLLAMA_HOST"):
         get_retriever("vector-ollama", demo, cache_dir=tmp_path)
+
+
+# --- network embeddings fail and retry like a provider (retries.with_retries, redact.scrub_secrets) ------------
+
+
+def test_an_overloaded_embedding_server_is_retried_like_a_provider():
+    """Two 503s, then vectors: the texts are embedded, after three requests (a provider's 429/5xx retries)."""
+    from loopback import Reply, ScriptedServer, ollama_error
+    from workbench.retrieval.embeddings import embedding_for
+
+    vectors = Reply(body={"model": "nomic-embed-text", "embeddings": [fake_embedding("single sign-on setup")]})
+    with ScriptedServer([ollama_error(503, "server busy"), ollama_error(503, "server busy"), vectors]) as srv:
+        rows = embedding_for("ollama", host=srv.url, backoff=0.01).embed_array(["single sign-on setup"])
+    assert rows.shape == (1, 64)
+    assert [r.path for r in srv.requests if r.method == "POST"] == ["/api/embed"] * 3
+
+
+def test_a_failing_embedding_servers_message_is_scrubbed_and_names_its_attempts():
+    """The server echoes the API key in its error: the message keeps the status and the attempts, not the key."""
+    from loopback import ScriptedServer, gemini_error
+    from workbench.redact import REDACTED
+    from workbench.retrieval.embeddings import embedding_for
+
+    key = "test-key-SECRET-4242"
+    with ScriptedServer([gemini_error(500, f"internal error serving key {key}")], repeat_last=True) as srv:
+        model = embedding_for("gemini", api_key=key, base_url=srv.url, retries=2, backoff=0.01)
+        with pytest.raises(EmbeddingError) as info:
+            model.embed_array(["single sign-on setup"])
+    message = str(info.value)
+    assert key not in message and REDACTED in message, message
+    assert "Gemini embedding with 'gemini-embedding-001' failed (500) after 3 attempts" in message, message
+    assert len([r for r in srv.requests if r.method == "POST"]) == 3

@@ -19,7 +19,7 @@ from conftest import ROOT, schema_validator
 from bounded import workbench
 from workbench.payload import Payload
 from clirun import cli
-from workbench.render import link_table, source_chips, sources_row, verdicts, verification_lines
+from workbench.render.sources import link_table, source_chips, sources_row, verdicts, verification_lines
 
 
 def run(*args, env=None):

@@ -22,11 +22,11 @@ from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
 from .providers.base import Provider
-from .providers.http import turn_clock
+from .retries import turn_clock
 from .redact import scrub_secrets
 from .text import estimate_tokens
 from .tools import Room, Toolbox
-from .conversation import MESSAGE_TOKENS, fit_history, messages_tokens, token_budget
+from .context_policy import MESSAGE_TOKENS, fit_history, messages_tokens, token_budget
 from .types import MODES, TRUNCATED, ContextPolicy, Excerpt, HistoryTurn, ModelCall, ToolCall, TurnRecord
 
 MAX_STEPS = 8
@@ -73,7 +73,7 @@ def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str =
     at each step (see the module docstring).
 
     `history` (docs/design.md §11) is the earlier turns of a conversation in their context states
-    (`conversation.history_for`); the model receives them as chat messages before the question
+    (`context_policy.history_for`); the model receives them as chat messages before the question
     (`history_messages`), and the record keeps them with `conversation_id` and `position`. With the
     conversation's `context` policy, the history is first fitted to its token budget (`fit_history`: the
     oldest turns are dropped first), the record keeps each turn's state after that, and the configuration
@@ -236,7 +236,7 @@ def _check_cut_off(provider: Provider, state: "_Turn") -> None:
 
 def _fit(question: str, history: tuple[HistoryTurn, ...], policy: ContextPolicy, window: int | None,
          render: _Rendered, cfg: dict[str, Any]) -> tuple[HistoryTurn, ...]:
-    """`history` fitted to the policy's token budget (`conversation.fit_history`), the policy, budget and context
+    """`history` fitted to the policy's token budget (`context_policy.fit_history`), the policy, budget and context
     recorded in `cfg["context"]`; raises the `context_overflow` that ends the turn, after `run_turn` has the
     fitted history to record (it is returned through the exception's `history`)."""
     budget = token_budget(policy, window)

@@ -52,7 +52,7 @@ id), so two runs of one file never share a conversation. A turn that fails (afte
 is written and keeps its position but is not history, and the conversation's later questions are not
 asked in this batch (`EvalResult.not_asked`): they would follow a turn the model never had. A resume skips
 a conversation's lines up to the first one without a stored `ok` turn and asks the rest, with the stored
-turns of the skipped lines as history (`trace.conversations.load_conversation`), at the positions after
+turns of the skipped lines as history (`trace.conversation_reader.load_conversation`), at the positions after
 every turn written.
 """
 
@@ -72,11 +72,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
 from .config import MAX_CONVERSATION_ID_CHARS
-from .conversation import is_history
+from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
 from .providers import declared
-from .providers.http import BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS, backoff_delay
+from .providers.http import BACKOFF_ENV, NETWORK_OPTIONS
+from .retries import DEFAULT_BACKOFF, backoff_delay
 from .providers.options import setting
 from .questions import Question
 from .redact import recorded
@@ -137,7 +138,7 @@ class ResumeError(WorkbenchError):
     """A run asked to be resumed with a configuration other than its own (`EvalSpec.new_run` starts a new one)."""
 
 
-class _Dropped(Exception):
+class _ClosedWhileWaiting(Exception):
     """A turn that waited for the one before it in its conversation while the batch stopped."""
 
 
@@ -489,11 +490,11 @@ class _Schedule:
 
     def wait_for_turn(self, item: EvalItem) -> bool:
         """Wait until the turn before `item` in its conversation is over; False when the conversation broke
-        (`item` is not asked). Raises `_Dropped` when the batch closes meanwhile."""
+        (`item` is not asked). Raises `_ClosedWhileWaiting` when the batch closes meanwhile."""
         if item.n in self._before:
             while not self._ended[self._before[item.n]].wait(POLL_S):
                 if self.closing.is_set():
-                    raise _Dropped()
+                    raise _ClosedWhileWaiting()
         return item.conversation not in self._broken
 
     def over(self, item: EvalItem, ok: bool) -> None:

@@ -8,6 +8,7 @@ import pkgutil
 import sys
 
 from . import __version__, commands
+from .config import Settings
 from .errors import WorkbenchError
 from .terminal import neutralize
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        args.settings = Settings.from_env()  # the environment, read once here and passed down
         return args.func(args) or 0
     except WorkbenchError as exc:
         print(neutralize(f"error: {exc}"), file=sys.stderr)

@@ -1,14 +1,39 @@
-"""Configuration read from the environment once, at the edge (CLI, app), then passed in.
+"""Configuration read from the environment once, at the edge, then passed in.
 
-This is the one module that reads the process environment: every other module asks `env(NAME)` (or
-`environment()` for the whole mapping), so `tests/test_config_edge.py` can hold that no other module
-touches `os.environ`. Each variable is named by a constant in the module that uses it.
+This is the one module that reads the process environment (`tests/test_config_edge.py` holds that no other module
+touches `os.environ`). Each variable is named by one constant, here when several modules read it.
+
+`Settings` (frozen) is the environment read once: `Settings.from_env()` at the edge, passed down. Where it is built
+and what takes it:
+
+- the CLI: `cli.main` reads it once (`args.settings`); the trace database (`commands/_options.db_path`), the
+  sessions of `ask`, `chat` and `eval`, and every provider those sessions build take it from there;
+- a library `Session` (a notebook, a script) opened without `settings`: it reads them when it opens (its trace
+  database, lock timeout, live export), and its providers read the environment when each is built — a long-lived
+  session sees a changed environment, as SDKs that read their own variables (`OLLAMA_API_KEY`) do;
+- the providers (`providers.get_provider(..., settings=)`: model, server, key and API version defaults, and the
+  key their failure messages scrub); a network embedding takes `settings` among its options, else reads them when
+  it is built; the notebooks' trace databases (`analysis.inputs.notebook_db`, `analysis_db`).
+
+Still read with `env()` when needed, and why:
+
+- the app (`ui/`): `default_db_path()`, `analysts()` and the upload limits on each rerun, which is the app's edge
+  (a Streamlit script runs top to bottom per interaction);
+- option defaults of the network providers (`providers/options.setting`, `http.network_settings`: timeout,
+  retries, back-off, budget, context tokens) and llama.cpp's model loader (`n_ctx`, threads, GGUF path): read
+  when a provider is built, from the same environment its `settings` snapshot has;
+- process-wide switches read where they act, once per use: plugins (`registry`), the folders and servers a
+  visitor may name (`paths`), live OTLP export (`trace/live.from_env`, one exporter per endpoint), a trace
+  reader's or writer's timeouts when none is passed (`lock_timeout()`, `query_timeout()`), and the credentials of
+  configured server URLs that `redact.scrub_secrets` removes from every message (it must see what the SDKs see).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Mapping
 
 from .errors import WorkbenchError
@@ -38,7 +63,11 @@ MAX_CONTEXT_TOKENS = 10_000_000
 def env(name: str, default: str | None = None) -> str | None:
     """The value of the environment variable `name` with surrounding blanks removed; `default` when it is
     unset or blank."""
-    value = os.environ.get(name, "").strip()
+    return _stripped(os.environ, name, default)
+
+
+def _stripped(environ: Mapping[str, str], name: str, default: str | None) -> str | None:
+    value = (environ.get(name) or "").strip()
     return value or default
 
 
@@ -67,12 +96,28 @@ ANALYSTS_ENV = "WORKBENCH_ANALYSTS"
 def analysts() -> frozenset[str]:
     """The analysts named in `$WORKBENCH_ANALYSTS` (emails or OIDC subjects, comma-separated, blanks ignored);
     compared exactly, as the identity provider sends them."""
-    return frozenset(name.strip() for name in (env(ANALYSTS_ENV) or "").split(",") if name.strip())
+    return _names(env(ANALYSTS_ENV))
+
+
+def _names(value: str | None) -> frozenset[str]:
+    return frozenset(name.strip() for name in (value or "").split(",") if name.strip())
+
+
+#: Where caches (indexes, uploads, logs) and the default trace database live; the trace database itself.
+HOME_ENV, DB_ENV = "WORKBENCH_HOME", "WORKBENCH_DB"
+#: How long a trace writer or reader waits for another process's lock, and one read query may run.
+LOCK_TIMEOUT_ENV, QUERY_TIMEOUT_ENV = "WORKBENCH_LOCK_TIMEOUT", "WORKBENCH_QUERY_TIMEOUT"
+#: Where Ollama listens, and a Gemini-compatible server: the providers and the embeddings alike.
+OLLAMA_HOST_ENV, GEMINI_BASE_URL_ENV = "OLLAMA_HOST", "GEMINI_BASE_URL"
 
 
 def workbench_home() -> Path:
     """Where caches (indexes) and the default trace database live: `$WORKBENCH_HOME`."""
-    home = env("WORKBENCH_HOME")
+    return _home(os.environ)
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    home = _stripped(environ, HOME_ENV, None)
     return Path(home).expanduser() if home else Path.home() / ".cache" / "provenance-workbench"
 
 
@@ -98,15 +143,16 @@ def uploads_dir() -> Path:
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
-def gemini_api_key() -> str | None:
-    """The Gemini API key of the environment (`GEMINI_KEY_ENVS`, the first one set), else None."""
-    return next((env(v) for v in GEMINI_KEY_ENVS if env(v)), None)
+def gemini_api_key(settings: "Settings | None" = None) -> str | None:
+    """The Gemini API key of `settings` (default: the environment now; `GEMINI_KEY_ENVS`, the first one set), else
+    None."""
+    read = settings.get if settings is not None else env
+    return next((read(v) for v in GEMINI_KEY_ENVS if read(v)), None)
 
 
 def default_db_path() -> Path:
     """The trace database: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`."""
-    db = env("WORKBENCH_DB")
-    return Path(db).expanduser() if db else workbench_home() / "traces.duckdb"
+    return Settings.from_env().trace_db
 
 
 #: The longest wait any duration setting may ask for (a lock, a query, an export request), docs/security.md:
@@ -122,10 +168,10 @@ def check_wait_seconds(value: float, what: str) -> float:
     return value
 
 
-def seconds_setting(name: str, default: float) -> float:
+def seconds_setting(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
     """The number of seconds in `$name` (`default` when unset, empty or not above 0); not a number, or over
     `MAX_WAIT_SECONDS`: an error."""
-    raw = env(name)
+    raw = _stripped(os.environ if environ is None else environ, name, None)
     if raw is None:
         return default
     try:
@@ -141,13 +187,58 @@ def seconds_setting(name: str, default: float) -> float:
 OTLP_ENDPOINT_ENV = "WORKBENCH_OTLP_ENDPOINT"
 
 
+#: Seconds a trace writer or reader waits for another process's lock, and one read query may run, when the
+#: environment does not say: a query's is shorter, so a writer waiting for a reader's query always gets in.
+DEFAULT_LOCK_TIMEOUT, DEFAULT_QUERY_TIMEOUT = 30.0, 20.0
+
+
 def lock_timeout() -> float:
     """How long a trace writer or reader waits for another process's lock: `$WORKBENCH_LOCK_TIMEOUT` (30 s)."""
-    return seconds_setting("WORKBENCH_LOCK_TIMEOUT", 30.0)
+    return seconds_setting(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT)
 
 
 def query_timeout() -> float:
-    """How long one read query may run before it is stopped: `$WORKBENCH_QUERY_TIMEOUT` (20 s).
+    """How long one read query may run before it is stopped: `$WORKBENCH_QUERY_TIMEOUT` (20 s)."""
+    return seconds_setting(QUERY_TIMEOUT_ENV, DEFAULT_QUERY_TIMEOUT)
 
-    Shorter than `lock_timeout()`, so a writer waiting for a reader's query always gets in."""
-    return seconds_setting("WORKBENCH_QUERY_TIMEOUT", 20.0)
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment, read once at the edge (`from_env`: the CLI's `main`, or a `Session`, provider or notebook
+    helper called without settings) and passed down: the workbench's own settings typed (a bad one is an error
+    there and then), and a read-only snapshot of the whole environment for the variables a provider names (`get`)."""
+
+    home: Path
+    trace_db: Path
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    query_timeout: float = DEFAULT_QUERY_TIMEOUT
+    analysts: frozenset[str] = frozenset()
+    otlp_endpoint: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """The settings of `environ` (default: this process's environment, copied now); a bad duration is a
+        `WorkbenchError` naming the variable."""
+        snapshot = MappingProxyType(dict(os.environ if environ is None else environ))
+        home = _home(snapshot)
+        db = _stripped(snapshot, DB_ENV, None)
+        return cls(home=home, trace_db=Path(db).expanduser() if db else home / "traces.duckdb",
+                   lock_timeout=seconds_setting(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT, snapshot),
+                   query_timeout=seconds_setting(QUERY_TIMEOUT_ENV, DEFAULT_QUERY_TIMEOUT, snapshot),
+                   analysts=_names(_stripped(snapshot, ANALYSTS_ENV, None)),
+                   otlp_endpoint=_stripped(snapshot, OTLP_ENDPOINT_ENV, None), environ=snapshot)
+
+    @classmethod
+    def given(cls, settings: "Settings | None") -> "Settings":
+        """`settings`, else the environment's now: a library entry called without settings is an edge too."""
+        return settings if settings is not None else cls.from_env()
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """`$name` as it was when the settings were read, as `env` gives it (blanks stripped; blank is unset)."""
+        return _stripped(self.environ, name, default)
+
+    def notebook_db(self, name: str) -> Path:
+        """Notebook `name`'s own trace database, `<WORKBENCH_HOME>/notebooks/<name>.duckdb` (its demo data stays
+        out of the app's)."""
+        return self.home / "notebooks" / f"{name}.duckdb"

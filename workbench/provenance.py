@@ -17,7 +17,7 @@ The three sets (docs/design.md §1):
   3. exposure `title` → never consulted, even when linked.
 
 The payload keeps the whole cited set plus the consulted set, each entry flagged `consulted`;
-renderers show a chip only where `consulted` is not false (see `render.py`).
+renderers show a chip only where `consulted` is not false (see `render/sources.py`).
 
 A turn of a conversation (a record with `history`) follows docs/design.md §11: documents carried from
 earlier turns join the allow-list, `not_in_context` rejections name the turn whose exposure the context
@@ -333,7 +333,7 @@ _Plan = tuple[tuple[str, int, "str | None", "str | None", "int | None"], ...]
 
 
 def _marker_plan(parts: tuple[tuple[int, int | None], ...], issued: list[int], excerpts_by_n: dict[int, Excerpt],
-                 dropped: _Dropped | None) -> _Plan:
+                 dropped: _DroppedExposures | None) -> _Plan:
     """The citations of one `[…]` marker (its parts (n, upto), in order): each issued number it names once, valid or
     `not_in_context`; every number it names that was never issued, together, as ONE `out_of_range` rejection
     (`issued`: the sorted numbers that name an excerpt in the conversation)."""
@@ -374,7 +374,7 @@ def _resolve(target: str, table: dict[str, str]) -> str | None:
 
 
 def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
-             excerpts_by_n: dict[int, Excerpt], dropped: _Dropped | None = None) -> list[Citation]:
+             excerpts_by_n: dict[int, Excerpt], dropped: _DroppedExposures | None = None) -> list[Citation]:
     """Resolve each citation against the allow-list; never auto-correct a near miss.
 
     In a conversation, `dropped` holds what earlier turns exposed that the context policy took away: a
@@ -452,7 +452,7 @@ class _Carried:
 
 
 @dataclass
-class _Dropped:
+class _DroppedExposures:
     """What earlier turns exposed that the context policy took away: a citation of it is `not_in_context`."""
 
     table: dict[str, str]  # ids and URLs of those documents -> doc id (as `_lookup`)
@@ -466,7 +466,7 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
     linked: list[dict[str, _Retrieved]] = []
     for i, h in enumerate(history):
         allow = collect_retrieved(h)
-        for doc_id, c in _carried(_as_asked(history[:i], h), linked).items():
+        for doc_id, c in _carried(_history_when_asked(history[:i], h), linked).items():
             allow.setdefault(doc_id, c.meta)
         table, accepted = _lookup(allow), {}
         for c in extract_citations(h.answer, h.mode):
@@ -477,7 +477,7 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
     return linked
 
 
-def _as_asked(before: tuple[HistoryTurn, ...], h: HistoryTurn) -> tuple[HistoryTurn, ...]:
+def _history_when_asked(before: tuple[HistoryTurn, ...], h: HistoryTurn) -> tuple[HistoryTurn, ...]:
     """The turns before `h` in the context states `h` itself was asked with, where its record says."""
     then = dict(h.prior_context)
     if not then:
@@ -510,7 +510,7 @@ def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
 
 
 def _dropped(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]],
-             numbers: set[int]) -> _Dropped:
+             numbers: set[int]) -> _DroppedExposures:
     """Exposures of earlier turns that the context policy dropped: tool results and excerpts of `answer`
     and `dropped` turns, accepted links of `dropped` turns (`numbers`: the excerpt numbers that name one
     excerpt in the conversation)."""
@@ -527,7 +527,7 @@ def _dropped(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
             gone.setdefault(r.doc_id, r)
             turns[r.doc_id] = i  # the latest turn that had it
         excerpts.update((e.n, i) for e in h.excerpts if e.n in numbers)
-    return _Dropped(_lookup(gone), turns, excerpts)
+    return _DroppedExposures(_lookup(gone), turns, excerpts)
 
 
 def _history_position(record: TurnRecord, i: int) -> int:

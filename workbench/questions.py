@@ -107,7 +107,6 @@ class Question:
     kind: str | None = None
     #: True for listings and chit-chat: the turn must consult nothing.
     expect_no_sources: bool = False
-    #: Documents the answer must cite.
     must_cite: tuple[str, ...] = ()
     #: Documents the answer must neither cite nor consult.
     must_not_cite: tuple[str, ...] = ()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
+from .config import DEMO_CORPUS, MAX_K, Settings
 from .questions import check_conversation_id, check_question_length
 from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
@@ -23,7 +23,7 @@ from .retrieval import get_retriever, retriever_names
 from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
 from .faithfulness import assess_turn
 from .tools import Toolbox
-from .conversation import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
+from .context_policy import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ANSWERED, ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
@@ -52,11 +52,15 @@ class Session:
     """A corpus plus one retriever over it; `ask()` runs a turn with any provider and mode."""
 
     def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None, *,
-                 trace_db: str | Path | None = None, trace: bool = True):
+                 trace_db: str | Path | None = None, trace: bool = True, settings: Settings | None = None):
         if retriever not in retriever_names():
             raise UnknownNameError("retriever", retriever, retriever_names())
         self.corpus = corpus
         self.retriever_name = retriever
+        #: The environment as the edge read it (`config.Settings`), passed to every provider the session builds;
+        #: None: each provider reads it when it is built (a long-lived library session sees a changed environment).
+        self.settings = settings
+        opened = Settings.given(settings)  # the trace database, its lock timeout, live export
         self._cache_dir = cache_dir
         self._toolbox: Toolbox | None = None
         # Every ask is traced unless opted out (trace=False / --no-trace); docs/traces.md.
@@ -64,8 +68,8 @@ class Session:
         if trace:
             from .trace.writer import TraceWriter  # duckdb loads only when tracing
 
-            self.tracer = TraceWriter(trace_db or default_db_path())
-            if env(OTLP_ENDPOINT_ENV):  # live OTLP export of each written turn (trace/live.py)
+            self.tracer = TraceWriter(trace_db or opened.trace_db, timeout=opened.lock_timeout)
+            if opened.otlp_endpoint:  # live OTLP export of each written turn (trace/live.py)
                 from .trace.live import from_env
 
                 self.tracer.listeners.append(from_env().listener(self.tracer.path))
@@ -122,7 +126,7 @@ class Session:
         if verify:
             check_budget(verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
-        p = get_provider(provider, model=model, **provider_options)
+        p = get_provider(provider, model=model, settings=self.settings, **provider_options)
         config = {"provider_label": p.label, "model_label": p.model_label,
                   "options": recorded(p.options_schema, provider_options)}
         turns: tuple = ()
@@ -186,7 +190,7 @@ class Session:
     def _verify(self, record: TurnRecord, payload: Payload, request: dict[str, Any], budget: int,
                 judge: str) -> Verification:
         options, pinned = pinned_options(declared(request["provider"], "options_schema"), request["options"])
-        p = get_provider(request["provider"], model=request["model"], **options)
+        p = get_provider(request["provider"], model=request["model"], settings=self.settings, **options)
         return verify_turn(record, self.toolbox, p, payload=payload, judge=judge, budget=budget, sampling=pinned)
 
     def log(self, answer: Answer, *, run_id: str | None = None, line: int | None = None,
@@ -227,7 +231,7 @@ class Conversation:
 
 class Conversations:
     """Conversations asked through one session (`ask`, `chat`, `eval`): each id's turns so far, loaded from the
-    trace store the first time the id is asked (`trace.conversations`: a conversation goes on where it
+    trace store the first time the id is asked (`trace.conversation_reader`: a conversation goes on where it
     stopped) and kept in memory after, so every turn is asked with its conversation's history under one
     context policy. A failed turn takes its position but is not history (the model never had an answer from
     it). Different conversations may be asked from several threads at once; the turns of one conversation
@@ -254,7 +258,7 @@ class Conversations:
         tracer = self.session.tracer
         if tracer is None:
             return Conversation(conversation_id)
-        from .trace.conversations import conversation_so_far
+        from .trace.conversation_reader import conversation_so_far
 
         turns, last = conversation_so_far(tracer.path, conversation_id, self.session.corpus)
         return Conversation(conversation_id, turns, next_position([last]))

@@ -6,7 +6,7 @@ controls (U+0080–U+009F, e.g. U+009B as a one-byte CSI) do the same on some te
 overrides (U+202E …) make text read differently than it is. `neutralize` shows each as a visible
 escape (`\\x1b`, `\\u202e`) and keeps tabs and line breaks. The CLI applies it to what it prints for
 people (answers, tables, messages); `--json` and `--csv` output keep the data exactly. The app shows
-the same escapes: `render.py` applies it to everything the app draws (docs/security.md).
+the same escapes: `workbench/render/escaping.py` applies it to everything the app draws (docs/security.md).
 """
 
 from __future__ import annotations

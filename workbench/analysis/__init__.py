@@ -19,7 +19,7 @@ subject; everything is re-exported here, so a notebook needs only `from workbenc
 
 from .charts import (calibration_figure, measure_figure, over_time_figure, set_sizes_figure, time_axis,
                      usage_figure)
-from .conversations import (carried_citation_rate, carried_documents, conversation_table,
+from .carried_citations import (carried_citation_rate, carried_documents, conversation_table,
                             seed_demo_conversations)
 from .experiments import (compare_runs, diff_table, flips_table, leaderboard_figure, leaderboard_table,
                           paired_table, question_table, rows_figure, rows_table, shared_text)

@@ -7,7 +7,8 @@ from pathlib import PurePath
 
 import pandas as pd
 
-from ..render import SETS, SET_COLORS, plotly_text
+from ..render.escaping import plotly_text
+from ..render.sources import SETS, SET_COLORS
 
 def set_sizes_figure(sizes: pd.DataFrame, title: str = "Mean set size per configuration"):
     """Grouped bars: mean size of each set per configuration (every configuration column of `sizes`, the provider

@@ -9,7 +9,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..render import SET_COLORS, plotly_text
+from ..render.escaping import plotly_text
+from ..render.sources import SET_COLORS
 from ..trace.results import BOARD, BY_NAME, Comparison, interval_text, setting_text
 from .charts import LOAD_BEARING_COLOR
 from .sets import ROW_LABELS

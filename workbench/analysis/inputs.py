@@ -7,24 +7,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import DEMO_CORPUS, PROJECT_ROOT, benchmark_data_dir, default_db_path, env, environment, workbench_home
+from ..config import DB_ENV, DEMO_CORPUS, PROJECT_ROOT, Settings, benchmark_data_dir, environment
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..questions import read_questions
 
-def notebook_db(name: str) -> Path:
-    """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`."""
-    db = env("WORKBENCH_DB")
-    return Path(db).expanduser() if db else workbench_home() / "notebooks" / f"{name}.duckdb"
+def notebook_db(name: str, settings: Settings | None = None) -> Path:
+    """The trace database a notebook writes to: `$WORKBENCH_DB`, else `<WORKBENCH_HOME>/notebooks/<name>.duckdb`
+    (`settings` default: the environment now, the notebook being the edge)."""
+    settings = Settings.given(settings)
+    return settings.trace_db if settings.get(DB_ENV) else settings.notebook_db(name)
 
 
-def analysis_db(demo: bool, trace_db: str | Path | None, name: str) -> Path:
+def analysis_db(demo: bool, trace_db: str | Path | None, name: str, settings: Settings | None = None) -> Path:
     """The database an analysis notebook reads: `trace_db` when given; else, with `demo`, a database of the
     notebook's own (`<WORKBENCH_HOME>/notebooks/<name>.duckdb`, never the app's, so demo data stays out of it);
     else the app's and the CLI's trace database (`$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`)."""
     if trace_db:
         return Path(trace_db).expanduser()
-    return workbench_home() / "notebooks" / f"{name}.duckdb" if demo else default_db_path()
+    settings = Settings.given(settings)
+    return settings.notebook_db(name) if demo else settings.trace_db
 
 
 def require_traces(db: str | Path) -> str:

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from ..payload import Payload
-from ..render import SET_COLORS, SETS, source_chips
+from ..render.sources import SET_COLORS, SETS, source_chips
 
 ROW_LABELS = {"naive": "naive row (everything retrieved)", "honest": "honest row (consulted)",
               "load_bearing": "load-bearing row (verified by ablation)"}

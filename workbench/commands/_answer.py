@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..prompts import excerpt_header
-from ..render import sources_row, summary_line, verification_lines
+from ..render.sources import sources_row, summary_line, verification_lines
 from ..terminal import neutralize
 from ..types import TRUNCATED, artifact_label
 

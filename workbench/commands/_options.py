@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
@@ -132,10 +132,15 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-trace", action="store_true", help="do not log turns to the trace database")
 
 
-def db_path(args: argparse.Namespace):
-    """The trace database chosen by --db, else the default (config.default_db_path)."""
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The environment as `cli.main` read it once (`args.settings`); read now for a command called without it."""
+    return Settings.given(getattr(args, "settings", None))
 
-    return Path(args.db).expanduser() if getattr(args, "db", None) else default_db_path()
+
+def db_path(args: argparse.Namespace):
+    """The trace database chosen by --db, else the default (`Settings.trace_db`)."""
+
+    return Path(args.db).expanduser() if getattr(args, "db", None) else settings_of(args).trace_db
 
 
 def warn_skipped(corpus) -> None:

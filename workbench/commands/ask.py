@@ -13,7 +13,7 @@ from ..terminal import neutralize
 from ..types import ANSWERED, TRUNCATED
 from ._answer import print_answer, warn_status, warn_untraced
 from ._options import (add_context_option, add_json_option, add_run_options, add_trace_options, add_verify_options,
-                       context_policy, db_path, provider_options, warn_skipped)
+                       context_policy, db_path, provider_options, settings_of, warn_skipped)
 
 
 def register(sub) -> None:
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     lines = read_questions(args.questions) if args.questions else \
         [Question(args.question, 1, conversation=args.conversation)]
     options = provider_options(args)
-    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
+    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace,
+                           settings=settings_of(args))
     warn_skipped(session.corpus)
     conversations = Conversations(session, context_policy(args))
     failed = 0

@@ -13,13 +13,13 @@ import uuid
 
 from ..errors import WorkbenchError
 from ..questions import check_conversation_id
-from ..render import document_lines, sources_row, verification_lines
+from ..render.sources import document_lines, sources_row, verification_lines
 from ..session import Conversations, Session
 from ..terminal import neutralize
 from ._answer import print_answer
 from ._signals import Prompt
 from ._options import (add_context_option, add_run_options, add_trace_options, add_verify_options, context_policy,
-                       db_path, provider_options, warn_skipped)
+                       db_path, provider_options, settings_of, warn_skipped)
 
 #: The chat's commands; any other line is a question (a question that starts with "/" is typed as "//…").
 COMMANDS = {
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
             raise WorkbenchError("--conversation goes on with a conversation from the trace database, which "
                                  "--no-trace turns off")
     options = provider_options(args)
-    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace)
+    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace,
+                           settings=settings_of(args))
     warn_skipped(session.corpus)
     chat = Conversations(session, context_policy(args))
     conversation = args.conversation or new_conversation_id()

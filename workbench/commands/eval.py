@@ -14,10 +14,10 @@ from pathlib import Path
 from ..batch import EvalResult, EvalSpec, ResumeError, Stop, run_eval
 from ..errors import WorkbenchError
 from ..questions import read_dataset
-from ..render import VERDICT_LABELS
+from ..render.sources import VERDICT_LABELS
 from ..terminal import neutralize
 from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
-                       db_path, positive_int, provider_options, warn_skipped)
+                       db_path, positive_int, provider_options, settings_of, warn_skipped)
 from ._gate import add_experiment_options, score_and_gate
 from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(neutralize(line), file=sys.stderr)
     tags = before_run(args, dataset)
     options = provider_options(args)
-    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args))
+    session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), settings=settings_of(args))
     warn_skipped(session.corpus)
     stop = Stop()
     # SIGTERM or Ctrl-C: the finished turns are written, then the batch returns

@@ -8,7 +8,7 @@ import json
 from ..errors import WorkbenchError
 from ..payload import validate_json
 from ..redact import split_userinfo
-from ..render import verification_lines
+from ..render.sources import verification_lines
 from ..terminal import neutralize
 from ._options import add_db_option, add_json_option, db_path, positive_int
 

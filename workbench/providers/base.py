@@ -14,11 +14,12 @@ Messages are provider-neutral dicts:
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
-from ..config import environment
+from ..config import Settings, environment
 from ..registry import Registry
 from ..types import ModelCall
 from .options import check_options
@@ -94,7 +95,7 @@ class Provider(ABC):
     - `context_tokens`: the model's context in tokens, as far as the provider can state it without asking
       (None: unknown, or no model at all). `context_window()` derives the real one where the provider can
       (`llamacpp`: the context it loads the model with); a conversation's history budget is a share of it
-      (`conversation.token_budget`, docs/providers.md "Conversations"), and every tool result is sized to what is
+      (`context_policy.token_budget`, docs/providers.md "Conversations"), and every tool result is sized to what is
       left of it (`agent._Budget`). `context_info()` says where the figure came from (an option, the server).
     The defaults: tools yes, schema no, options anything (nothing drawn), always configured, native,
     in batches, a model name (not a file), no concurrency limit, calls that cost, an unknown context.
@@ -116,10 +117,19 @@ class Provider(ABC):
     #: What people should know before asking its default model in agent mode (shown by the app), or None.
     agent_mode_note: ClassVar[str | None] = None
 
-    def __init__(self, model: str | None = None, **options: Any):
+    def __init__(self, model: str | None = None, *, settings: Settings | None = None, **options: Any):
         self.model = model
         self.options = options
+        self._settings = settings
         self._calls = 0
+
+    @property
+    def settings(self) -> Settings:
+        """The environment as the edge read it (`config.Settings`), for the variables the provider names itself;
+        read when first needed if the provider was built without it."""
+        if self._settings is None:
+            self._settings = Settings.from_env()
+        return self._settings
 
     def new_call_id(self) -> str:
         """An id for a tool call the model gave none: `<provider name>-<n>`, n counting this provider's calls."""
@@ -195,9 +205,22 @@ def readiness(name: str, env: Mapping[str, str] | None = None) -> Readiness:
     return declared(name, "is_configured")(environment() if env is None else env)
 
 
-def get_provider(name: str, model: str | None = None, **options: Any) -> Provider:
+def get_provider(name: str, model: str | None = None, *, settings: Settings | None = None,
+                 **options: Any) -> Provider:
     """Build the provider `name`; options are checked against its `options_schema` first, so an option
     it does not take (e.g. the offline `faults` given to `ollama`) is a `ProviderOptionError`. An option
-    given as None is not given: the provider keeps its own default."""
+    given as None is not given: the provider keeps its own default. `settings` (the environment as the edge read
+    it) goes to a provider that takes it; without it, the provider reads the environment when it is built."""
     check_options(name, declared(name, "options_schema"), options)
-    return _PROVIDERS.build(name, model=model, **{k: v for k, v in options.items() if v is not None})
+    given = {k: v for k, v in options.items() if v is not None}
+    if settings is not None and _takes_settings(provider_factory(name)):
+        given["settings"] = settings
+    return _PROVIDERS.build(name, model=model, **given)
+
+
+def _takes_settings(factory: ProviderFactory) -> bool:
+    """Whether `factory` takes the `settings` the edge read (the built-in providers do; a plugin may not)."""
+    try:
+        return "settings" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False

@@ -22,19 +22,20 @@ import json
 import time
 from typing import Any
 
-from ..config import GEMINI_KEY_ENVS, env
+from ..config import GEMINI_BASE_URL_ENV as BASE_URL_ENV
+from ..config import GEMINI_KEY_ENVS, Settings
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
 from .base import ModelStep, Provider, Readiness, ToolRequest
-from .http import (Failed, Wording, basic_auth_headers, describe, failure_of, network_options_schema,
-                   network_settings, transient, with_retries)
+from ..retries import Failed, transient, with_retries
+from .http import Wording, basic_auth_headers, describe, failure_of, network_options_schema, network_settings
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_TIMEOUT = 60.0
 KEY_ENVS = GEMINI_KEY_ENVS
-BASE_URL_ENV, MODEL_ENV, API_VERSION_ENV = "GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
+MODEL_ENV, API_VERSION_ENV = "GEMINI_MODEL", "GOOGLE_GENAI_API_VERSION"
 #: The context a conversation's budget assumes: Gemini 2.x models take 1,048,576 input tokens.
 CONTEXT_TOKENS = 1_048_576
 MODELS_URL = "https://ai.google.dev/gemini-api/docs/models"
@@ -63,13 +64,14 @@ class GeminiProvider(Provider):
 
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, **options: Any):
-        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
-        self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if env(v)), KEY_ENVS[0])
+                 budget: float | None = None, settings: Settings | None = None, **options: Any):
+        settings = Settings.given(settings)
+        super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
+        self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if settings.get(v)), KEY_ENVS[0])
         # Kept off `options` and out of every message: the key only ever goes to the SDK.
-        self.__key = api_key or env(self._key_var)
+        self.__key = api_key or settings.get(self._key_var)
         # Credentials in the URL (http://user:pass@host) go to the SDK as a basic-auth header; `base_url` keeps none.
-        self.base_url, self._auth = split_userinfo(base_url or env(BASE_URL_ENV))
+        self.base_url, self._auth = split_userinfo(base_url or settings.get(BASE_URL_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
@@ -90,7 +92,7 @@ class GeminiProvider(Provider):
                                 "https://aistudio.google.com/apikey", status="auth_error")
         if self._client is None:
             self._client = _shared_client(self.__key, self.base_url, int(self.timeout * 1000),
-                                          env(API_VERSION_ENV, "v1beta"), self._auth)
+                                          self.settings.get(API_VERSION_ENV, "v1beta"), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -208,7 +210,7 @@ class GeminiProvider(Provider):
     def _fail(self, exc: BaseException, start: float, retries: int, call: ModelCall | None = None) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
         return failure_of(self, exc, self._describe, start, retries,
-                          [self.__key, *(env(v) for v in KEY_ENVS)], call)
+                          [self.__key, *(self.settings.get(v) for v in KEY_ENVS)], call)
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
         return describe(exc, _status(exc), str(getattr(exc, "message", None) or exc)[:300], retries,

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import env, environment, set_process_default, workbench_home
+from ..config import Settings, env, environment, set_process_default, workbench_home
 from ..errors import ProviderError
 from ..redact import scrub_secrets
 from .base import ContextInfo, ModelStep, Provider, Readiness
@@ -371,10 +371,12 @@ class LlamaCppProvider(ChatCompletions, Provider):
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 cache_prompt: bool | None = None, repeat_guard: bool | None = None, **options: Any):
-        self.is_default = not (model or env(GGUF_ENV))
-        chosen = model or configured_gguf(environment())
-        super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, **options)
+                 cache_prompt: bool | None = None, repeat_guard: bool | None = None, settings: Settings | None = None,
+                 **options: Any):
+        settings = Settings.given(settings)
+        self.is_default = not (model or settings.get(GGUF_ENV))
+        chosen = model or configured_gguf(settings.environ)
+        super().__init__(str(Path(chosen).expanduser().absolute()) if chosen else None, settings=settings, **options)
         self.n_ctx, self.threads = n_ctx, threads
         self.max_tokens = int(setting(max_tokens, MAX_TOKENS_ENV, DEFAULT_MAX_TOKENS,
                                       self.options_schema["properties"]["max_tokens"], "max_tokens"))

@@ -22,18 +22,20 @@ import functools
 import time
 from typing import Any
 
-from ..config import env
+from ..config import OLLAMA_HOST_ENV as HOST_ENV
+from ..config import Settings
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from ..types import ModelCall
 from .base import ContextInfo, ModelStep, Provider, Readiness, ToolRequest
-from .http import (TIMEOUT_ENV, Failed, Wording, context_tokens_option, context_tokens_setting, describe, failure_of,
-                   network_options_schema, network_settings, transient, with_retries)
+from ..retries import Failed, transient, with_retries
+from .http import (TIMEOUT_ENV, Wording, context_tokens_option, context_tokens_setting, describe, failure_of,
+                   network_options_schema, network_settings)
 
 DEFAULT_MODEL = "llama3.1"
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_TIMEOUT = 120.0  # seconds; a first call may have to load the model into memory
-KEY_ENV, HOST_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_HOST", "OLLAMA_MODEL"
+KEY_ENV, MODEL_ENV = "OLLAMA_API_KEY", "OLLAMA_MODEL"
 #: The context assumed when neither the `context_tokens` option nor the model's Modelfile (`/api/show`, `num_ctx`)
 #: says: Ollama's default `num_ctx`. Ollama cuts a longer prompt from the front without an error, so the budget is
 #: what keeps a history and a tool result whole.
@@ -51,25 +53,27 @@ class OllamaProvider(Provider):
     context_tokens = CONTEXT_TOKENS
     options_schema = network_options_schema(
         host={"type": "string", "format": "uri", "title": "Server",
-              "description": f"where Ollama listens (default $OLLAMA_HOST, else {DEFAULT_HOST})"},
+              "description": f"where Ollama listens (default ${HOST_ENV}, else {DEFAULT_HOST})"},
         context_tokens=context_tokens_option(", and sent to Ollama as num_ctx"))
 
     @classmethod
     def is_configured(cls, env) -> Readiness:
         """Configured when `$OLLAMA_HOST` says where the server is (a local default may also answer, but
         nothing says one runs)."""
-        if env.get("OLLAMA_HOST"):
+        if env.get(HOST_ENV):
             return Readiness(True)
-        return Readiness(False, f"set OLLAMA_HOST to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
+        return Readiness(False, f"set {HOST_ENV} to where `ollama serve` listens (e.g. {DEFAULT_HOST})")
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, context_tokens: int | None = None, **options: Any):
-        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+                 budget: float | None = None, context_tokens: int | None = None, settings: Settings | None = None,
+                 **options: Any):
+        settings = Settings.given(settings)
+        super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
         self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
         self._asked: ContextInfo | None = None
         # Credentials in the URL (http://user:pass@host) go to the client as basic auth; `host` keeps none.
-        self.host, self._auth = split_userinfo(host or env(HOST_ENV))
+        self.host, self._auth = split_userinfo(host or settings.get(HOST_ENV))
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         self._client = None
@@ -80,7 +84,7 @@ class OllamaProvider(Provider):
 
     def client(self):
         if self._client is None:
-            self._client = _shared_client(self.host, self.timeout, env(KEY_ENV), self._auth)
+            self._client = _shared_client(self.host, self.timeout, self.settings.get(KEY_ENV), self._auth)
         return self._client
 
     def list_models(self) -> list[str]:
@@ -136,7 +140,7 @@ class OllamaProvider(Provider):
                 lambda: client.chat(model=self.model, messages=wire_messages, stream=False, **request),
                 self.retries, self.backoff, _transient, budget=self.budget)
         except Failed as exc:
-            raise failure_of(self, exc.error, self._describe, start, exc.retries, [env(KEY_ENV)]) from None
+            raise failure_of(self, exc.error, self._describe, start, exc.retries, [self.settings.get(KEY_ENV)]) from None
         latency = (time.perf_counter() - start) * 1000
         message = response.message
         requests = []

@@ -5,7 +5,7 @@ Configuration: `$OPENAI_BASE_URL` (the client's default is https://api.openai.co
 is e.g. http://127.0.0.1:8080/v1), `$OPENAI_API_KEY`, `--model` (default `$OPENAI_MODEL`, else
 `gpt-4o-mini`; a single-model local server answers whatever the name). Timeouts, retries and
 backoff: `http.py`; the client's own retries are off so every attempt is ours to count, and a
-429/5xx `Retry-After` is honoured (up to `http.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
+429/5xx `Retry-After` is honoured (up to `retries.MAX_RETRY_AFTER`). `max_tokens`, `temperature` and
 `seed` are sent only when set.
 
 Tools go out in the chat-completions shape (`openai_format`) and are never executed by the client:
@@ -24,14 +24,14 @@ import functools
 import time
 from typing import Any, Mapping
 
-from ..config import env
+from ..config import Settings
 from ..errors import ProviderError
 from ..paths import NO_REDIRECTS
 from ..redact import split_userinfo
 from .base import ContextInfo, ModelStep, Provider, Readiness
-from .http import (Failed, Wording, basic_auth_headers, context_tokens_option, context_tokens_setting, describe,
-                   failure_of, is_context_overflow, network_options_schema, network_settings, retry_after, transient,
-                   with_retries)
+from ..retries import Failed, retry_after, transient, with_retries
+from .http import (Wording, basic_auth_headers, context_tokens_option, context_tokens_setting, describe, failure_of,
+                   is_context_overflow, network_options_schema, network_settings)
 from .openai_format import MAX_TOKENS_ENV, ChatCompletions, error_detail, parse_completion, sampling_options
 from .options import setting
 
@@ -67,17 +67,18 @@ class OpenAIProvider(ChatCompletions, Provider):
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
                  budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 context_tokens: int | None = None, **options: Any):
-        super().__init__(model or env(MODEL_ENV) or DEFAULT_MODEL, **options)
+                 context_tokens: int | None = None, settings: Settings | None = None, **options: Any):
+        settings = Settings.given(settings)
+        super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
         self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
         self._asked: ContextInfo | None = None
         # Credentials in the URL (http://user:pass@host/v1) go to the client as a basic-auth header;
         # `base_url` keeps none, so no message, log line or trace ever shows them.
-        bare, self._auth = split_userinfo(base_url or env(BASE_URL_ENV))
+        bare, self._auth = split_userinfo(base_url or settings.get(BASE_URL_ENV))
         self.base_url = (bare or "").rstrip("/") or None
         self._key_var = "api_key" if api_key else KEY_ENV
         # Kept off `options` and out of every message: the key only ever goes to the client.
-        self.__key = api_key or env(KEY_ENV)
+        self.__key = api_key or settings.get(KEY_ENV)
         self.timeout, self.retries, self.backoff, self.budget = network_settings(timeout, retries, backoff, budget,
                                                                                  DEFAULT_TIMEOUT)
         limit = setting(max_tokens, MAX_TOKENS_ENV, 0, self.options_schema["properties"]["max_tokens"], "max_tokens")
@@ -176,7 +177,7 @@ class OpenAIProvider(ChatCompletions, Provider):
 
     def _fail(self, exc: BaseException, start: float, retries: int) -> ProviderError:
         """One ProviderError per fault, with a message that names the fix and never the key."""
-        return failure_of(self, exc, self._describe, start, retries, [self.__key, env(KEY_ENV)])
+        return failure_of(self, exc, self._describe, start, retries, [self.__key, self.settings.get(KEY_ENV)])
 
     def _describe(self, exc: BaseException, retries: int) -> tuple[str, str]:
         kind, detail = error_detail(getattr(exc, "body", None) or str(exc))

@@ -18,12 +18,16 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import GEMINI_KEY_ENVS, env, gemini_api_key, set_process_default
+from ..config import GEMINI_BASE_URL_ENV, GEMINI_KEY_ENVS, OLLAMA_HOST_ENV, Settings, gemini_api_key, set_process_default
 from ..errors import EmbeddingError, UnknownNameError
 from ..paths import NO_REDIRECTS
+from ..redact import scrub_secrets, url_credentials
+from ..retries import DEFAULT_BACKOFF, DEFAULT_RETRIES, Failed, retry_after, transient, with_retries
 
 OLLAMA_DEFAULT_MODEL = "nomic-embed-text"
 GEMINI_DEFAULT_MODEL = "gemini-embedding-001"
+#: The embedding model of each network backend, when the options do not name one.
+OLLAMA_EMBED_MODEL_ENV, GEMINI_EMBED_MODEL_ENV = "OLLAMA_EMBED_MODEL", "GEMINI_EMBED_MODEL"
 
 
 def unit_rows(m):
@@ -218,50 +222,87 @@ def _load_minilm():
     return _MINILM[0]
 
 
-class OllamaEmbedding(Embedding):
+class NetworkEmbedding(Embedding):
+    """An embedding model behind an HTTP server: each request is retried like a provider's (429 and 5xx, with
+    back-off, `retries.with_retries`), and a failure's message has every secret scrubbed (`redact.scrub_secrets`)."""
+
+    #: The server as messages name it, and what to set to fix a failure (subclasses).
+    service, fix = "", ""
+
+    def __init__(self, model: str, retries: int | None = None, backoff: float | None = None,
+                 secrets: tuple[str | None, ...] = ()):
+        self.model_name = model
+        self.retries = DEFAULT_RETRIES if retries is None else int(retries)
+        self.backoff = DEFAULT_BACKOFF if backoff is None else float(backoff)
+        self._secrets = secrets
+
+    def _request(self, texts: list[str], is_query: bool):
+        raise NotImplementedError
+
+    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        try:
+            vectors, _ = with_retries(lambda: self._request(texts, is_query), self.retries, self.backoff,
+                                      lambda exc: transient(_status(exc)), retry_after=retry_after)
+        except Failed as failed:
+            exc, code = failed.error, _status(failed.error)
+            status = f" ({code})" if code is not None else ""
+            tries = f" after {failed.retries + 1} attempts" if failed.retries else ""
+            detail = str(getattr(exc, "error", None) or getattr(exc, "message", None) or exc)[:300]
+            message = (f"{self.service} embedding with {self.model_name!r} failed{status}{tries}: "
+                       f"{type(exc).__name__}: {detail}. {self.fix}")
+            raise EmbeddingError(scrub_secrets(message, self._secrets)) from None
+        return vectors
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status of a failed request, whichever SDK raised it (`status_code`: ollama; `code`: google-genai)."""
+    for name in ("status_code", "code"):
+        code = getattr(exc, name, None)
+        if isinstance(code, int) and code > 0:
+            return code
+    return None
+
+
+class OllamaEmbedding(NetworkEmbedding):
     """An Ollama embedding model over its `/api/embed` endpoint (official `ollama` client)."""
 
     embed_batch_size = 64
+    service = "Ollama"
 
-    def __init__(self, model: str, host: str):
+    def __init__(self, model: str, host: str, retries: int | None = None, backoff: float | None = None):
         import ollama
 
-        self.model_name = model
+        super().__init__(model, retries, backoff, tuple(url_credentials(host)))
+        self.fix = f"Check that Ollama runs at {OLLAMA_HOST_ENV} and `ollama pull {model}` was done"
         self._client = ollama.Client(host=host, **NO_REDIRECTS)  # an allowed server cannot forward the texts
 
-    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+    def _request(self, texts: list[str], is_query: bool) -> list[list[float]]:
         if self.model_name.startswith("nomic-embed"):  # nomic models are trained with task prefixes
             texts = [("search_query: " if is_query else "search_document: ") + t for t in texts]
-        try:
-            response = self._client.embed(model=self.model_name, input=texts)
-        except Exception as exc:  # connection refused, unknown model, …: one error that names the fix
-            raise EmbeddingError(f"Ollama embedding with {self.model_name!r} failed: {exc}. Check that "
-                                 f"Ollama runs at OLLAMA_HOST and `ollama pull {self.model_name}` was done") from None
+        response = self._client.embed(model=self.model_name, input=texts)
         return [list(map(float, e)) for e in response["embeddings"]]
 
 
-class GeminiEmbedding(Embedding):
+class GeminiEmbedding(NetworkEmbedding):
     """A Gemini embedding model through `google-genai` (the Developer API's batchEmbedContents)."""
 
     embed_batch_size = 100
+    service, fix = "Gemini", "Check the API key and the model name"
 
-    def __init__(self, model: str, api_key: str, base_url: str | None = None):
+    def __init__(self, model: str, api_key: str, base_url: str | None = None, retries: int | None = None,
+                 backoff: float | None = None):
         from google import genai
         from google.genai import types
 
-        self.model_name = model
+        super().__init__(model, retries, backoff, (api_key, *url_credentials(base_url or "")))
         http_options = types.HttpOptions(base_url=base_url, client_args=dict(NO_REDIRECTS))  # never sent on
         self._client = genai.Client(api_key=api_key, http_options=http_options)
 
-    def _embed(self, texts: list[str], is_query: bool) -> list[list[float]]:
+    def _request(self, texts: list[str], is_query: bool) -> list[list[float]]:
         from google.genai import types
 
         config = types.EmbedContentConfig(task_type="RETRIEVAL_QUERY" if is_query else "RETRIEVAL_DOCUMENT")
-        try:
-            response = self._client.models.embed_content(model=self.model_name, contents=texts, config=config)
-        except Exception as exc:  # the message never includes the key
-            raise EmbeddingError(f"Gemini embedding with {self.model_name!r} failed: "
-                                 f"{type(exc).__name__}: {str(exc)[:300]}. Check the API key and the model name")
+        response = self._client.models.embed_content(model=self.model_name, contents=texts, config=config)
         return [list(e.values or []) for e in response.embeddings or []]
 
 
@@ -274,22 +315,24 @@ def _minilm(options: dict[str, Any]) -> Embedding:
 
 
 def _ollama(options: dict[str, Any]) -> Embedding:
-    host = options.get("host") or env("OLLAMA_HOST")
+    settings = Settings.given(options.get("settings"))
+    host = options.get("host") or settings.get(OLLAMA_HOST_ENV)
     if not host:
-        raise EmbeddingError("Ollama embeddings are not configured: set OLLAMA_HOST "
-                             "(e.g. export OLLAMA_HOST=http://127.0.0.1:11434)")
-    model = options.get("model") or env("OLLAMA_EMBED_MODEL") or OLLAMA_DEFAULT_MODEL
-    return OllamaEmbedding(model, host)
+        raise EmbeddingError(f"Ollama embeddings are not configured: set {OLLAMA_HOST_ENV} "
+                             f"(e.g. export {OLLAMA_HOST_ENV}=http://127.0.0.1:11434)")
+    model = options.get("model") or settings.get(OLLAMA_EMBED_MODEL_ENV) or OLLAMA_DEFAULT_MODEL
+    return OllamaEmbedding(model, host, options.get("retries"), options.get("backoff"))
 
 
 def _gemini(options: dict[str, Any]) -> Embedding:
-    key = options.get("api_key") or gemini_api_key()
+    settings = Settings.given(options.get("settings"))
+    key = options.get("api_key") or gemini_api_key(settings)
     if not key:
         raise EmbeddingError(f"Gemini embeddings are not configured: set {GEMINI_KEY_ENVS[0]} (or {GEMINI_KEY_ENVS[1]}) "
                              "(a key from https://aistudio.google.com/apikey)")
-    model = options.get("model") or env("GEMINI_EMBED_MODEL") or GEMINI_DEFAULT_MODEL
-    base_url = options.get("base_url") or env("GEMINI_BASE_URL")
-    return GeminiEmbedding(model, key, base_url)
+    model = options.get("model") or settings.get(GEMINI_EMBED_MODEL_ENV) or GEMINI_DEFAULT_MODEL
+    base_url = options.get("base_url") or settings.get(GEMINI_BASE_URL_ENV)
+    return GeminiEmbedding(model, key, base_url, options.get("retries"), options.get("backoff"))
 
 
 #: backend name -> factory(options) -> Embedding

@@ -55,7 +55,6 @@ def passage_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-#: A row: column name → value.
 Row = dict[str, Any]
 
 

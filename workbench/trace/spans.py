@@ -200,91 +200,61 @@ def _documents(items: list[dict[str, Any]], sources: dict[str, dict[str, Any]],
     return attrs
 
 
-def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
-    """Every span of one stored turn for `project`, root first (see the module docstring for the layout)."""
-    turn = t.turn
-    tid = turn["turn_id"]
-    trace = trace_id_of(tid, project)
-    root_id = span_id_of(tid, "turn", project)
-    started = turn.get("started_at") or (t.run or {}).get("created_at") or _EPOCH
-    start = to_ns(started)
-    sources = {s["doc_id"]: s for s in t.sources}
+def _items_by_call(items: Iterable[dict[str, Any]]) -> dict[int | None, list[dict[str, Any]]]:
+    """Retrieved items grouped by the tool call that returned them (`None`: the excerpts), each in its order."""
     by_call: dict[int | None, list[dict[str, Any]]] = {}
-    for it in sorted(t.retrieved_items, key=lambda it: (it["tool_call_seq"] is None, it["tool_call_seq"] or 0,
-                                                        it["position"])):
+    for it in sorted(items, key=lambda it: (it["tool_call_seq"] is None, it["tool_call_seq"] or 0, it["position"])):
         by_call.setdefault(it["tool_call_seq"], []).append(it)
+    return by_call
 
-    spans: list[SpanSpec] = []
-    clock = start
 
-    def add(name: str, kind: str, role: str, begin: int, end: int, attrs: dict[str, Any],
-            parent: int = root_id, error: str | None = None) -> int:
-        sid = span_id_of(tid, role, project)
-        spans.append(SpanSpec(name, kind, trace, sid, parent, begin, max(begin, end), {SPAN_KIND: kind, **attrs},
-                              error))
-        return sid
+def _tool_attributes(call: dict[str, Any], items: list[dict[str, Any]],
+                     sources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A `TOOL` span's attributes: the arguments the model passed, the documents returned (or the error)."""
+    args = call.get("args_json") or "{}"
+    returned = [{"doc_id": it["doc_id"], "title": sources.get(it["doc_id"], {}).get("title"),
+                 "rank": it.get("rank"), "score": it.get("score")} for it in items]
+    attrs = {TOOL_NAME: call["name"], TOOL_PARAMETERS: args, INPUT_VALUE: args, INPUT_MIME: JSON_MIME,
+             OUTPUT_VALUE: call.get("error") or _json(returned),
+             OUTPUT_MIME: TEXT_MIME if call.get("error") else JSON_MIME,
+             METADATA: _json({"seq": call["seq"], "exposure": call["exposure"], "n_results": call["n_results"]})}
+    if call.get("call_id"):
+        attrs[TOOL_ID] = call["call_id"]
+    return attrs
 
-    def tool_span(call: dict[str, Any]) -> None:
-        nonlocal clock
-        seq, end = call["seq"], clock + _ms_ns(call.get("latency_ms"))
-        items = by_call.get(seq, [])
-        args = call.get("args_json") or "{}"
-        returned = [{"doc_id": it["doc_id"], "title": sources.get(it["doc_id"], {}).get("title"),
-                     "rank": it.get("rank"), "score": it.get("score")} for it in items]
-        attrs = {TOOL_NAME: call["name"], TOOL_PARAMETERS: args, INPUT_VALUE: args, INPUT_MIME: JSON_MIME,
-                 OUTPUT_VALUE: call.get("error") or _json(returned),
-                 OUTPUT_MIME: TEXT_MIME if call.get("error") else JSON_MIME,
-                 METADATA: _json({"seq": seq, "exposure": call["exposure"], "n_results": call["n_results"]})}
-        if call.get("call_id"):
-            attrs[TOOL_ID] = call["call_id"]
-        sid = add(call["name"], "TOOL", f"tool:{seq}", clock, end, attrs, error=call.get("error"))
-        if call["name"] == "search" or items:
-            try:
-                query = json.loads(args)
-            except ValueError:
-                query = {}
-            query = query.get("query") if isinstance(query, dict) else None
-            add("retrieve", "RETRIEVER", f"retriever:{seq}", clock, end,
-                {INPUT_VALUE: query if isinstance(query, str) else args, **_documents(items, sources, t.verdicts)},
-                parent=sid)
-        clock = end
 
-    calls = sorted(t.tool_calls, key=lambda c: c["seq"])
-    model_calls = sorted(t.model_calls, key=lambda c: c["seq"])
-    excerpts = by_call.get(None, [])
-    if excerpts:  # excerpt mode: retrieval first, then the one model call; its length is what the call left
-        took = _ms_ns(turn.get("latency_ms")) - sum(_ms_ns(c.get("latency_ms")) for c in model_calls)
-        add("excerpts", "RETRIEVER", "retriever:excerpts", clock, clock + max(0, took),
-            {INPUT_VALUE: turn["question"], **_documents(excerpts, sources, t.verdicts)})
-        clock += max(0, took)
-    pending = iter(calls)
-    for call in model_calls:
-        end = clock + _ms_ns(call.get("latency_ms"))
-        attrs: dict[str, Any] = {METADATA: _json({k: call.get(k) for k in
-                                                  ("seq", "provider", "model_version", "finish_reason", "retries")
-                                                  if call.get(k) is not None})}
-        if call.get("model"):
-            attrs[LLM_MODEL_NAME] = call["model"]
-        tin, tout = call.get("tokens_in"), call.get("tokens_out")
-        if tin is not None:
-            attrs[TOKENS_PROMPT] = int(tin)
-        if tout is not None:
-            attrs[TOKENS_COMPLETION] = int(tout)
-        if tin is not None and tout is not None:
-            attrs[TOKENS_TOTAL] = int(tin) + int(tout)
-        failed = call.get("finish_reason") == "error"
-        add(f"{call.get('provider') or 'model'} call", "LLM", f"llm:{call['seq']}", clock, end, attrs,
-            error=(turn.get("error") or "the model call failed") if failed else None)
-        clock = end
-        for _ in range(call.get("n_tool_calls") or 0):
-            nxt = next(pending, None)
-            if nxt is not None:
-                tool_span(nxt)
-    for call in pending:  # turns written before `model_calls` existed: the tool calls end to end
-        tool_span(call)
+def _retriever_input(args: str) -> str:
+    """A tool call's `RETRIEVER` input: its `query` argument, else the arguments' JSON as they are."""
+    try:
+        query = json.loads(args)
+    except ValueError:
+        query = {}
+    query = query.get("query") if isinstance(query, dict) else None
+    return query if isinstance(query, str) else args
 
+
+def _llm_attributes(call: dict[str, Any]) -> dict[str, Any]:
+    """An `LLM` span's attributes: the model, the token counts, what else the call recorded."""
+    attrs: dict[str, Any] = {METADATA: _json({k: call.get(k) for k in
+                                              ("seq", "provider", "model_version", "finish_reason", "retries")
+                                              if call.get(k) is not None})}
+    if call.get("model"):
+        attrs[LLM_MODEL_NAME] = call["model"]
+    tin, tout = call.get("tokens_in"), call.get("tokens_out")
+    if tin is not None:
+        attrs[TOKENS_PROMPT] = int(tin)
+    if tout is not None:
+        attrs[TOKENS_COMPLETION] = int(tout)
+    if tin is not None and tout is not None:
+        attrs[TOKENS_TOTAL] = int(tin) + int(tout)
+    return attrs
+
+
+def _root_attributes(t: StoredTurn) -> dict[str, Any]:
+    """The root `CHAIN` span's attributes: question, answer, session, who asked, and the sets in `metadata`."""
+    turn = t.turn
     ordered = sorted(t.sources, key=lambda s: s["position"])
-    meta = {"turn_id": tid, "status": turn["status"], "question_kind": turn.get("question_kind"),
+    meta = {"turn_id": turn["turn_id"], "status": turn["status"], "question_kind": turn.get("question_kind"),
             "sets": {"retrieved": [s["doc_id"] for s in ordered], "cited": [s["doc_id"] for s in ordered if s["cited"]],
                      "consulted": [s["doc_id"] for s in ordered if s["consulted"]]},
             "rejected_citations": rejected_citations(t.citations), "run": _run_config(t.run)}
@@ -292,14 +262,83 @@ def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
         meta["error"] = turn["error"]
     if turn.get("conversation_id") is not None:
         meta["conversation_id"], meta["position"] = turn["conversation_id"], turn.get("position")
-    root_attrs = {INPUT_VALUE: turn["question"], INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: turn.get("answer") or "",
-                  OUTPUT_MIME: TEXT_MIME, SESSION_ID: session_id(turn), METADATA: _json(meta)}
+    attrs = {INPUT_VALUE: turn["question"], INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: turn.get("answer") or "",
+             OUTPUT_MIME: TEXT_MIME, SESSION_ID: session_id(turn), METADATA: _json(meta)}
     if turn.get("user_id") is not None:  # who asked, when the app has sign-in (m018)
-        root_attrs[USER_ID] = turn["user_id"]
-    end = max([start + _ms_ns(turn.get("latency_ms"))] + [s.end_ns for s in spans])
-    root = SpanSpec("turn", "CHAIN", trace, root_id, None, start, end, {SPAN_KIND: "CHAIN", **root_attrs},
+        attrs[USER_ID] = turn["user_id"]
+    return attrs
+
+
+class _Timeline:
+    """One turn's child spans laid end to end from its start, in the order the agent loop ran them."""
+
+    def __init__(self, t: StoredTurn, project: str, start: int):
+        self.t, self.project, self.clock = t, project, start
+        self.tid = t.turn["turn_id"]
+        self.trace, self.root_id = trace_id_of(self.tid, project), span_id_of(self.tid, "turn", project)
+        self.sources = {s["doc_id"]: s for s in t.sources}
+        self.by_call = _items_by_call(t.retrieved_items)
+        self.spans: list[SpanSpec] = []
+
+    def add(self, name: str, kind: str, role: str, ns: int, attrs: dict[str, Any], parent: int | None = None,
+            error: str | None = None, advance: bool = True) -> int:
+        """A span of `ns` nanoseconds from the clock (moved on past it unless `advance` is false); its id."""
+        sid = span_id_of(self.tid, role, self.project)
+        end = self.clock + max(0, ns)
+        self.spans.append(SpanSpec(name, kind, self.trace, sid, self.root_id if parent is None else parent, self.clock,
+                                   end, {SPAN_KIND: kind, **attrs}, error))
+        if advance:
+            self.clock = end
+        return sid
+
+    def excerpts(self, model_calls: list[dict[str, Any]]) -> None:
+        """Excerpt mode: the retrieval of the excerpts, as long as what the model call left of the turn."""
+        excerpts = self.by_call.get(None, [])
+        if excerpts:
+            took = _ms_ns(self.t.turn.get("latency_ms")) - sum(_ms_ns(c.get("latency_ms")) for c in model_calls)
+            self.add("excerpts", "RETRIEVER", "retriever:excerpts", took,
+                     {INPUT_VALUE: self.t.turn["question"], **_documents(excerpts, self.sources, self.t.verdicts)})
+
+    def tool(self, call: dict[str, Any]) -> None:
+        """A `TOOL` span, with a `RETRIEVER` span under it for a search or a call that returned documents."""
+        seq, items, ns = call["seq"], self.by_call.get(call["seq"], []), _ms_ns(call.get("latency_ms"))
+        retrieves = call["name"] == "search" or bool(items)
+        sid = self.add(call["name"], "TOOL", f"tool:{seq}", ns, _tool_attributes(call, items, self.sources),
+                       error=call.get("error"), advance=not retrieves)
+        if retrieves:
+            self.add("retrieve", "RETRIEVER", f"retriever:{seq}", ns,
+                     {INPUT_VALUE: _retriever_input(call.get("args_json") or "{}"),
+                      **_documents(items, self.sources, self.t.verdicts)}, parent=sid)
+
+    def model(self, call: dict[str, Any]) -> None:
+        """An `LLM` span: an error when the call failed (the turn's error, when it has one)."""
+        failed = call.get("finish_reason") == "error"
+        error = (self.t.turn.get("error") or "the model call failed") if failed else None
+        self.add(f"{call.get('provider') or 'model'} call", "LLM", f"llm:{call['seq']}", _ms_ns(call.get("latency_ms")),
+                 _llm_attributes(call), error=error)
+
+
+def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
+    """Every span of one stored turn for `project`, root first (see the module docstring for the layout)."""
+    turn = t.turn
+    start = to_ns(turn.get("started_at") or (t.run or {}).get("created_at") or _EPOCH)
+    line = _Timeline(t, project, start)
+    model_calls = sorted(t.model_calls, key=lambda c: c["seq"])
+    line.excerpts(model_calls)
+    pending = iter(sorted(t.tool_calls, key=lambda c: c["seq"]))
+    for call in model_calls:
+        line.model(call)
+        for _ in range(call.get("n_tool_calls") or 0):
+            nxt = next(pending, None)
+            if nxt is not None:
+                line.tool(nxt)
+    for call in pending:  # turns written before `model_calls` existed: the tool calls end to end
+        line.tool(call)
+    end = max([start + _ms_ns(turn.get("latency_ms"))] + [s.end_ns for s in line.spans])
+    root = SpanSpec("turn", "CHAIN", line.trace, line.root_id, None, start, end,
+                    {SPAN_KIND: "CHAIN", **_root_attributes(t)},
                     None if turn["status"] == "ok" else (turn.get("error") or turn["status"]))
-    return [root, *spans]
+    return [root, *line.spans]
 
 
 # --- reading stored turns ----------------------------------------------------------------------

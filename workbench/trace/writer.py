@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
 
-from ..conversation import next_position
+from ..context_policy import next_position
 from ..errors import ConversationMoved, TraceStoreError
 from ..payload import Payload
 from ..types import TurnRecord

@@ -21,7 +21,7 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..payload import AUDITED, Payload
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from .state import RunConfig, Turn, app_corpus, get_session
 from .tables import shown
 
@@ -172,7 +172,7 @@ def _turn_label(t: dict[str, Any]) -> str:
 
 def _open_turn(path: Path, run_id: str) -> None:
     from ..trace.audits import audited_payload, audited_turns
-    from ..trace.conversations import read_turn
+    from ..trace.conversation_reader import read_turn
     from .turn import render_turn
 
     listed = audited_turns(path, run_id)[:MAX_LISTED_TURNS]

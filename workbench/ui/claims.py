@@ -11,7 +11,7 @@ import streamlit as st
 from ..errors import WorkbenchError
 from ..faithfulness import get_judge, judge_declares, verdict_label
 from ..providers import declared, readiness
-from ..render import display_value, escape_markdown
+from ..render.escaping import display_value, escape_markdown
 from .state import RunConfig, Turn
 
 

@@ -19,11 +19,12 @@ import streamlit as st
 
 from ..errors import WorkbenchError
 from ..providers import provider_names
-from ..render import SET_COLORS, display_text, escape_markdown, plotly_text
+from ..render.escaping import display_text, escape_markdown, plotly_text
+from ..render.sources import SET_COLORS
 from ..retrieval import retriever_names
 from ..trace.writer import COMPARE_RUN
-from ..conversation import next_position
-from .conversation import history, new_id, places
+from ..context_policy import next_position
+from .open_conversation import history, new_id, places
 from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
 from .turn import render_turn
 

@@ -21,7 +21,7 @@ from ..analysis.experiments import (compare_runs, diff_table, flips_table, leade
                                     paired_table, shared_text)
 from ..config import default_db_path
 from ..errors import WorkbenchError
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from . import audited
 from .tables import shown
 

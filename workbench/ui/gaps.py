@@ -7,7 +7,7 @@ import streamlit as st
 from ..analysis.usage import as_frame
 from ..corpus import GAP_KINDS
 from ..errors import WorkbenchError
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from . import identity
 from .tables import QUERY_CACHE_SECONDS, chart, db_version, table
 from .usage import run_labels, runs_of, trace_db

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..config import analysts
-from ..render import escape_markdown
+from ..render.escaping import escape_markdown
 
 log = logging.getLogger(__name__)
 

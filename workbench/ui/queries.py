@@ -14,7 +14,7 @@ from urllib.parse import quote
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from ..trace.experiments import RUN_OPTIONS_SQL, has_experiments
 
 #: A run's configuration, as (expression, column): what a comparison groups by. The provider options come from

@@ -18,7 +18,7 @@ from ..payload import Payload
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
 from ..redact import recorded
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Session
 from ..types import ANSWERED, ContextPolicy

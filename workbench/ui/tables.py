@@ -11,7 +11,7 @@ import streamlit as st
 from ..analysis.charts import measure_figure, split_columns
 from ..config import default_db_path
 from ..errors import ReadOnlyQueryError, WorkbenchError
-from ..render import display_text, display_value, escape_markdown
+from ..render.escaping import display_text, display_value, escape_markdown
 from ..text import spreadsheet_cell
 
 
@@ -138,7 +138,7 @@ def chart(df: pd.DataFrame, key: str) -> None:
 
 
 def shown(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` as the page shows it: every string cell and column name through `render.display_text` (bidi
+    """`df` as the page shows it: every string cell and column name through `render.escaping.display_text` (bidi
     controls visible, long lines wrapped); the CSV download keeps the data (`csv_bytes`)."""
     return df.map(display_value).rename(columns=lambda c: display_text(str(c)))
 

@@ -1,6 +1,6 @@
 """Draw one turn: the answer with clickable citations, the honest sources row, provenance, tool calls.
 
-All text from the corpus or the model goes through `render.escape_markdown` / `render.answer_markdown`
+All text from the corpus or the model goes through `render.escaping.escape_markdown` / `render.answer_links.answer_markdown`
 (or a widget that never parses markdown, such as `st.json` and `st.dataframe`).
 """
 
@@ -14,9 +14,12 @@ import streamlit as st
 
 from ..payload import Document, Payload, Source
 from ..types import TRUNCATED
-from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
-                      display_text, display_value, document_markdown, escape_markdown, evidence_passages, headline,
-                      highlight_spans, plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
+from ..render.answer_links import answer_markdown, citation_entries, read_in_turn, rejection_text
+from ..render.document import document_markdown
+from ..render.escaping import display_text, display_value, escape_markdown, plotly_text, safe_url
+from ..render.highlight import evidence_passages, highlight_spans
+from ..render.sources import REJECTED_COLOR, SET_COLORS, SETS, headline, source_chips, verdicts
+from ..render.timeline import call_signature, timeline
 from . import audited, verify as verification
 from .state import Turn
 
@@ -339,7 +342,7 @@ def sources_row(turn: Turn) -> None:
 
 
 def carried_text(entry: Source | Document) -> str:
-    """Where a carried document came from: "read in turn 1" (`render.read_in_turn`)."""
+    """Where a carried document came from: "read in turn 1" (`render.answer_links.read_in_turn`)."""
     return read_in_turn(entry.carried_position, entry.carried_from)
 
 

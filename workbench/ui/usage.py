@@ -11,7 +11,7 @@ from ..analysis.usage import as_frame
 from ..config import default_db_path
 from ..corpus import Corpus
 from ..errors import WorkbenchError
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .state import app_corpus
 from .tables import QUERY_CACHE_SECONDS, db_version, table

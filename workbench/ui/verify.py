@@ -15,7 +15,8 @@ import streamlit as st
 from ..errors import WorkbenchError
 from ..payload import Payload
 from ..providers import declared
-from ..render import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, escape_markdown, verdicts
+from ..render.escaping import escape_markdown
+from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
 from .state import Turn
 
@@ -32,7 +33,7 @@ def _keys(turn: Turn) -> dict[str, str]:
 
 def can_verify(turn: Turn) -> bool:
     """An answered turn with what its re-runs need (its session, and the provider and options it was asked with:
-    a reopened turn has them when its corpus is loaded and its provider configured, `conversation.rerun_request`)
+    a reopened turn has them when its corpus is loaded and its provider configured, `open_conversation.rerun_request`)
     that consulted something, not verified yet (an answer that read nothing, a listing or "I could not find …",
     has no source to verify)."""
     p = turn.payload

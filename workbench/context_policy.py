@@ -1,4 +1,4 @@
-"""Conversations: which of the earlier turns a follow-up's model still has (docs/design.md §11).
+"""The context policy applied: which of the earlier turns a follow-up's model still has (docs/design.md §11).
 
 Pure functions over `TurnRecord`s. The context policy (`types.ContextPolicy`) puts each earlier turn in
 one of three states — `full` (question, answer and tool results), `answer` (question and answer), `dropped`

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS  # the longest conversation id, also from the address bar
-from ..conversation import MAX_REASKS, history_of, next_position, reask_when_moved
+from ..config import DEMO_CORPUS, MAX_CONVERSATION_ID_CHARS
+from ..context_policy import MAX_REASKS, history_of, next_position, reask_when_moved
 from ..errors import ConversationMoved, WorkbenchError
 from ..providers import declared, provider_names, readiness
 from ..providers.options import properties
 from ..redact import REDACTED
-from ..render import display_text, escape_markdown
+from ..render.escaping import display_text, escape_markdown
 from ..trace.writer import COMPARE_RUN
 from . import identity
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
 
 if TYPE_CHECKING:
-    from ..trace.conversations import AskedWith, StoredConversationTurn
+    from ..trace.conversation_reader import AskedWith, StoredConversationTurn
 from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
@@ -53,12 +53,12 @@ def conversation_id() -> str:
 
 
 def history(earlier: list[Turn]) -> list[Any]:
-    """The records a follow-up sends as its history (`conversation.history_of`: the earlier turns that answered)."""
+    """The records a follow-up sends as its history (`context_policy.history_of`: the earlier turns that answered)."""
     return [t.answer.record for t in history_of(earlier, lambda t: t.answer.record if t.answer is not None else None)]
 
 
 def places(earlier: list[Turn]) -> list[int | None]:
-    """The positions the earlier turns that ran took (failed ones too), for `conversation.next_position`; a
+    """The positions the earlier turns that ran took (failed ones too), for `context_policy.next_position`; a
     reopened conversation's failed turns are not reopened, and the store places the turn after them anyway."""
     return [t.answer.record.position for t in earlier if t.answer is not None]
 
@@ -173,7 +173,7 @@ def not_yours(cid: str) -> str:
 def reopen(cid: str, cfg: RunConfig) -> str | None:
     """Make conversation `cid` of the trace database the open one; a message when it cannot be (no such
     conversation, or someone else's: `may_open`)."""
-    from ..trace.conversations import conversation_owner, read_conversation
+    from ..trace.conversation_reader import conversation_owner, read_conversation
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
         return f"A conversation id has 1 to {MAX_CONVERSATION_ID_CHARS} characters; this one has {len(cid)}."
@@ -242,7 +242,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
     """The open conversation with the turns other sessions (another tab, another process) wrote to the trace
     database added in their places (not `asked`, the turn being added here), so the next turn is asked with
     them (docs/design.md, "Concurrent turns of one conversation"); the turns asked here are kept as they are."""
-    from ..trace.conversations import read_conversation
+    from ..trace.conversation_reader import read_conversation
 
     earlier = turns()
     known = {t.answer.record.turn_id for t in earlier if t.answer is not None} | {asked}
@@ -262,7 +262,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
 
 def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
     """A message when the trace database holds conversation `cid` as someone else's (`may_open`); else None."""
-    from ..trace.conversations import conversation_owner
+    from ..trace.conversation_reader import conversation_owner
 
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
@@ -329,7 +329,7 @@ def _listed(path: str, version: tuple, owner: str, ownerless: bool) -> list[dict
     """The latest `MAX_LISTED` conversations of `owner` in the trace database at `path` (and the ownerless ones
     when `ownerless`: `may_open`), but the Compare page's columns (`COMPARE_RUN`), read again only when it changed
     (`version`): the chat draws its picker on every rerun, a click included."""
-    from ..trace.conversations import list_conversations
+    from ..trace.conversation_reader import list_conversations
 
     return [dict(r) for r in list_conversations(path, owner=owner, ownerless=ownerless,
                                                 skip_kinds=(COMPARE_RUN,))][:MAX_LISTED]

@@ -7,7 +7,7 @@ as it was asked (question, answer, mode, each tool call with its arguments and t
 each excerpt, the model calls, the run's configuration, the latency, its history in the context states it
 was asked with), what it was asked with (`AskedWith`, typed), the claims judged and the latest verification.
 Titles, URLs and kinds are the ones the turn recorded (its `sources` rows), so the record does not depend on
-the corpus loaded now. Only the turns that are history (`conversation.is_history`) are returned: a failed turn's question
+the corpus loaded now. Only the turns that are history (`context_policy.is_history`) are returned: a failed turn's question
 without an answer is not part of what the model is given, but its position still counts
 (`conversation_so_far`). Read-only, like every reader.
 """
@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import duckdb
 
-from ..conversation import history_turn, is_history
+from ..context_policy import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness

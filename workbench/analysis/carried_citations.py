@@ -20,7 +20,7 @@ def seed_demo_conversations(db: str | Path, *, corpus: Any = None, retriever: st
     """Something to analyse: each demo conversation asked turn by turn, each follow-up with the earlier
     turns as history (docs/design.md §11). A conversation already in the database is not asked again."""
     from ..session import Session
-    from ..trace.conversations import list_conversations
+    from ..trace.conversation_reader import list_conversations
 
     done = {c["conversation_id"] for c in list_conversations(db)}
     session = Session.open(corpus, retriever, trace_db=db)
