@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
+from .config import DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_K, OTLP_ENDPOINT_ENV, default_db_path, env
 from .questions import check_conversation_id, check_question_length
 from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
@@ -84,8 +84,8 @@ class Session:
             self._toolbox = Toolbox(self.corpus, retriever)
         return self._toolbox
 
-    def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
-            k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
+    def ask(self, question: str, *, provider: str = DEFAULT_PROVIDER, model: str | None = None, mode: str = "agent",
+            k: int = DEFAULT_K, run_id: str | None = None, judge: str | None = "lexical",
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,

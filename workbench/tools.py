@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from .config import DEFAULT_K
 from .corpus import Corpus
 from .errors import ToolError, UnknownNameError
 from .retrieval.withhold import Withholding
@@ -204,13 +205,13 @@ class Search(Tool):
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "what to look for"},
-            "k": {"type": "integer", "description": "how many documents (1-20)", "default": 5},
+            "k": {"type": "integer", "description": "how many documents (1-20)", "default": DEFAULT_K},
             "page": PAGE_PARAM,
         },
         "required": ["query"],
     }
 
-    def _run(self, room: Room | None, query: str, k: int = 5, page: int | None = None):
+    def _run(self, room: Room | None, query: str, k: int = DEFAULT_K, page: int | None = None):
         k = _as_int(k, "k", 1, 20)
         if not isinstance(query, str):
             raise ToolError("query must be a string")

@@ -16,7 +16,7 @@ from ..errors import WorkbenchError
 from ..questions import read_dataset
 from ..render import VERDICT_LABELS
 from ..terminal import neutralize
-from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
+from ._options import (QUESTIONS_HELP, add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, warn_skipped)
 from ._signals import exit_code, exit_now, stop_on_signals
 from ._table import print_table
@@ -24,9 +24,7 @@ from ._table import print_table
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="Batch-run a questions file into the trace store (one run, resumable).")
-    p.add_argument("questions", metavar="QUESTIONS.jsonl",
-                   help='a file of {"question": …} lines; lines with the same "conversation": ID are one '
-                        "conversation, asked in file order")
+    p.add_argument("questions", metavar="QUESTIONS.jsonl", help=QUESTIONS_HELP)
     add_context_option(p)
     add_run_options(p)
     add_db_option(p)

@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import MAX_QUESTION_CHARS
+from ..config import DEFAULT_K, MAX_QUESTION_CHARS
 from ..questions import is_structural
 from ..text import LIST_ITEM, content_terms, plain, sentences, words
 from ..types import ModelCall
@@ -183,7 +183,7 @@ class OfflineProvider(Provider):
                 others = [h for h in carried_hits if h["doc_id"] != carried["doc_id"]
                           and coverage(own, f"{h['title']} {h['snippet']}") >= MIN_COVERAGE]
                 return self._extractive_answer(question, own, own, carried, [top, *others], carried_hits, []), []
-            return ask("search", query=query, k=5)
+            return ask("search", query=query, k=DEFAULT_K)
         hits = history[0][2].get("results", [])
         terms = set(content_terms(query))
         follow_up = query != question
