@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from test_provenance import turns
 from test_provenance_conversation import GOLDEN, conversations, excerpt_conversation
 from workbench.payload import Payload, Source, validate_json
-from workbench.provenance import build_payload, sources_payload
+from workbench.provenance import sources_payload
 from workbench.types import turn_record_from_dict
 
 
@@ -28,7 +28,7 @@ def test_golden_payloads_round_trip_byte_for_byte():
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns())
 def test_single_turns_round_trip(record):
-    data = build_payload(record)
+    data = sources_payload(record).to_json()
     assert text(Payload.from_json(data).to_json()) == text(data)
     assert Payload.from_json(data) == sources_payload(record)
     validate_json(data)
@@ -37,7 +37,7 @@ def test_single_turns_round_trip(record):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_conversation_turns_round_trip(record):
-    data = build_payload(record)
+    data = sources_payload(record).to_json()
     assert text(Payload.from_json(data).to_json()) == text(data)
     validate_json(data)
 
@@ -61,7 +61,7 @@ def test_an_old_servers_payload_reads_with_its_flags_absent():
 
 
 def test_the_edge_rejects_a_payload_that_breaks_the_schema():
-    data = build_payload(excerpt_conversation("full"))
+    data = sources_payload(excerpt_conversation("full")).to_json()
     data["rejected_citations"][0]["reason"] = "made_up"
     with pytest.raises(ValueError, match="rejected_citations.0.reason"):
         validate_json(data)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from .payload import CitationEntry, Payload, Rejection, Source
 from .terminal import neutralize
 from .text import plain, sentences
+from .types import TurnRecord
 
 SAFE_SCHEMES = ("http", "https")
 #: The three sets, in the order every view shows them (docs/design.md §1).
@@ -65,7 +66,7 @@ def verdicts(payload: Payload) -> dict[str, str]:
     """doc_id → verdict of the payload's verification by ablation; empty when the turn was not verified
     (no `verification`: an old server, or simply unverified)."""
     v = payload.verification
-    return {k: x for k, x in (v.get("verdicts") or {}).items() if x in VERDICT_LABELS} if isinstance(v, dict) else {}
+    return {k: x for k, x in v.verdicts.items() if x in VERDICT_LABELS} if v is not None else {}
 
 
 def sources_row(payload: Payload) -> str:
@@ -97,14 +98,14 @@ def verification_lines(payload: Payload) -> list[str]:
     """The verification by ablation in words: method, control, cost, then the documents of each verdict;
     empty when the turn was not verified."""
     v = payload.verification
-    if not isinstance(v, dict):
+    if v is None:
         return []
     titles = doc_titles(payload)
-    cost = f"{v.get('extra_turns', '?')} re-runs, {v.get('extra_calls', '?')} extra model calls"
-    if v.get("latency_ms") is not None:
-        cost += f", {v['latency_ms']:.0f} ms"
-    control = "control stable" if v.get("control_stable") else "control UNSTABLE: no document earned a verdict"
-    lines = [f"Verified by {v.get('method', 'ablation')} ({control}; {cost}):"]
+    cost = f"{or_unknown(v.extra_turns)} re-runs, {or_unknown(v.extra_calls)} extra model calls"
+    if v.latency_ms is not None:
+        cost += f", {v.latency_ms:.0f} ms"
+    control = "control stable" if v.control_stable else "control UNSTABLE: no document earned a verdict"
+    lines = [f"Verified by {v.method} ({control}; {cost}):"]
 
     def names(ids: list[str], most: int = 6) -> str:
         shown = " · ".join(titles.get(d, d) for d in ids[:most])
@@ -112,10 +113,15 @@ def verification_lines(payload: Payload) -> list[str]:
 
     for _, label, docs in by_verdict(payload):
         lines.append(f"  {label}: {names(docs)}")
-    for key, what in (("skipped", f"over the budget of {v.get('budget', '?')} re-runs"), ("failed", "re-run failed")):
-        if v.get(key):
-            lines.append(f"  not verified ({what}): {names(list(v[key]))}")
+    for ids, what in ((v.skipped, f"over the budget of {or_unknown(v.budget)} re-runs"), (v.failed, "re-run failed")):
+        if ids:
+            lines.append(f"  not verified ({what}): {names(list(ids))}")
     return lines
+
+
+def or_unknown(value: Any) -> Any:
+    """`value`, or "?" when a payload did not say (an older server's verification)."""
+    return "?" if value is None else value
 
 
 def summary_line(payload: Payload) -> str:
@@ -355,7 +361,7 @@ def answer_markdown(payload: Payload, targets: dict[str, str] | None = None) -> 
 # --- highlighting the evidence in a document -----------------------------------------------------
 
 
-def evidence_passages(record: Any, doc_id: str) -> list[tuple[str, str]]:
+def evidence_passages(record: TurnRecord, doc_id: str) -> list[tuple[str, str]]:
     """What of `doc_id` the model saw or quoted in one turn, as (kind, text) pairs:
     `excerpt` (a numbered excerpt), `snippet` (a search result's passage), `quoted` (an answer
     sentence; only those found in the document get highlighted)."""

@@ -21,7 +21,7 @@ from .providers import declared, get_provider
 from .redact import recorded
 from .retrieval import get_retriever, retriever_names
 from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
-from .faithfulness import assess_turn
+from .faithfulness import TurnFaithfulness, assess_turn
 from .tools import Toolbox
 from .conversation import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ANSWERED, ContextPolicy, TurnRecord
@@ -34,8 +34,8 @@ class Answer:
     record: TurnRecord
     #: The sources payload (docs/design.md §2); `payload.to_json()` is its JSON at the edges (CLI, HTTP, store).
     payload: Payload
-    #: Claim-level verdicts (`faithfulness.TurnFaithfulness`), None when not judged.
-    faithfulness: Any = None
+    #: Claim-level verdicts, None when not judged.
+    faithfulness: TurnFaithfulness | None = None
     #: Why the turn could not be written to the trace store (the answer itself is still returned).
     trace_error: str | None = None
     #: Its verification by ablation (`verify.Verification`, also in `payload.verification`); None: unverified.

@@ -74,10 +74,10 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
     ]
     checked = [p.verification for p in ps if p.verification]
     if checked:
-        counts = Counter(v for c in checked for v in c["verdicts"].values())
-        rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c['control_stable'] for c in checked)})")]
+        counts = Counter(v for c in checked for v in c.verdicts.values())
+        rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c.control_stable for c in checked)})")]
         rows += [(f"verdict: {label}", counts[v]) for v, label in VERDICT_LABELS.items()]
-        rows += [("extra model calls for verification", sum(c["extra_calls"] for c in checked))]
+        rows += [("extra model calls for verification", sum(c.extra_calls or 0 for c in checked))]
     return ["metric", "value"], rows
 
 

@@ -14,13 +14,13 @@ from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, DEMO_CO
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
-from ..payload import Payload
+from ..payload import Payload, TurnConfig
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
 from ..redact import recorded
 from ..render import display_text, escape_markdown
 from ..retrieval import retriever_names
-from ..session import Session
+from ..session import Answer, Session
 from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -73,7 +73,7 @@ class Turn:
 
     question: str
     config: RunConfig
-    answer: Any = None  # workbench.session.Answer
+    answer: Answer | None = None
     error: str | None = None
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
@@ -105,8 +105,8 @@ class Turn:
     @property
     def provider_label(self) -> str:
         """The provider as the turn ran it (its payload's label), else as configured."""
-        ran = self.payload.config if self.payload is not None else {}
-        return ran.get("provider_label") or provider_display(self.config.provider)
+        ran = self.payload.config if self.payload is not None else TurnConfig()
+        return ran.provider_label or provider_display(self.config.provider)
 
 
 # --- providers ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from functools import partial
 
 import streamlit as st
 
-from ..payload import Document, Payload, Source
+from ..payload import Document, Payload, Source, TurnConfig
 from ..types import TRUNCATED
 from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
@@ -219,8 +219,8 @@ def open_citation(turn: Turn, key: str) -> None:
 
 def config_caption(turn: Turn) -> None:
     cfg = turn.config
-    ran = turn.payload.config if turn.payload is not None else {}
-    described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
+    ran = turn.payload.config if turn.payload is not None else TurnConfig()
+    described = cfg.describe(turn.provider_label, ran.model_label, ran.tool_protocol)
     st.caption(escape_markdown(f"⚙ {described} · {turn.recorded_ms:.0f} ms"))
     if turn.note:
         st.warning(escape_markdown(turn.note), icon="⚠️")
