@@ -403,7 +403,7 @@ def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(m
         schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
         schema_validator("payload.schema.json").validate(sources_payload(record).to_json())
     [held] = second.history
-    assert (held.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
+    assert (held.record.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
     assert sum(held.steps) == len(first.tool_calls)
     assert second.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": model.n_ctx // 2,
                                         "context_tokens": model.n_ctx}

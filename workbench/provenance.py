@@ -114,7 +114,7 @@ class _Retrieved:
     excerpt_ns: list[int] = field(default_factory=list)
 
 
-def collect_retrieved(record: TurnRecord | HistoryTurn) -> dict[str, _Retrieved]:
+def collect_retrieved(record: TurnRecord) -> dict[str, _Retrieved]:
     """Every document the turn's own tool calls and excerpts exposed, in first-seen order, with its strongest
     exposure (a conversation's carried documents are `carried_exposures`')."""
     seen: dict[str, _Retrieved] = {}
@@ -466,11 +466,11 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
     autolinks; an `[n]` marker shows the model a number, not a link)."""
     linked: list[dict[str, _Retrieved]] = []
     for i, h in enumerate(history):
-        allow = collect_retrieved(h)
+        allow = collect_retrieved(h.record)
         for doc_id, c in _carried(_as_asked(history[:i], h), linked).items():
             allow.setdefault(doc_id, c.meta)
         table, accepted = _lookup(allow), {}
-        for c in extract_citations(h.answer, h.mode):
+        for c in extract_citations(h.record.answer, h.record.mode):
             doc_id = _resolve(c.target, table) if c.n is None else None
             if doc_id is not None:
                 accepted.setdefault(doc_id, allow[doc_id])
@@ -483,7 +483,7 @@ def _as_asked(before: tuple[HistoryTurn, ...], h: HistoryTurn) -> tuple[HistoryT
     then = dict(h.prior_context)
     if not then:
         return before
-    return tuple(replace(b, context=then[b.turn_id]) if b.turn_id in then else b for b in before)
+    return tuple(replace(b, context=then[b.record.turn_id]) if b.record.turn_id in then else b for b in before)
 
 
 def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]]) -> dict[str, _Carried]:
@@ -502,7 +502,7 @@ def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
 
     for i, h in enumerate(history):
         if h.context == "full":
-            for r in collect_retrieved(h).values():
+            for r in collect_retrieved(h.record).values():
                 offer(r.exposure, i, r, r.excerpt_ns)
         if h.context in ("full", "answer"):
             for r in linked[i].values():
@@ -521,13 +521,13 @@ def _dropped(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
     for i, h in enumerate(history):
         if h.context == "full":
             continue
-        found = list(collect_retrieved(h).values())
+        found = list(collect_retrieved(h.record).values())
         if h.context == "dropped":
             found += linked[i].values()
         for r in found:
             gone.setdefault(r.doc_id, r)
             turns[r.doc_id] = i  # the latest turn that had it
-        excerpts.update((e.n, i) for e in h.excerpts if e.n in numbers)
+        excerpts.update((e.n, i) for e in h.record.excerpts if e.n in numbers)
     return _Dropped(_lookup(gone), turns, excerpts)
 
 
@@ -545,7 +545,7 @@ def _numbered(record: TurnRecord) -> set[int]:
     Numbers continue across a conversation (turn 2 starts after turn 1's last), so the count is over every
     turn. A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an
     excerpt 0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
-    every = [e.n for h in record.history for e in h.excerpts] + [e.n for e in record.excerpts]
+    every = [e.n for h in record.history for e in h.record.excerpts] + [e.n for e in record.excerpts]
     counts: dict[int, int] = {}
     for n in every:
         counts[n] = counts.get(n, 0) + 1
@@ -557,7 +557,7 @@ def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
     """n -> excerpt for every number a `[n]` may cite and whose excerpt is in context: this turn's, and those
     of earlier turns whose tool results the context policy kept (`full`)."""
     numbers = _numbered(record)
-    kept = [e for h in record.history if h.context == "full" for e in h.excerpts]
+    kept = [e for h in record.history if h.context == "full" for e in h.record.excerpts]
     return {e.n: e for e in (*kept, *record.excerpts) if e.n in numbers}
 
 
@@ -681,7 +681,7 @@ def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Car
     excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
     if c is not None:
         excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
-        earlier = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        earlier = record.history[c.turn].record.turn_id, _history_position(record, c.turn)
         if own is None:  # carried_from only when this turn did not expose it
             carried_from, carried_position = earlier
         if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
@@ -697,7 +697,7 @@ def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None
     """The earlier turn a `not_in_context` rejection names: its id and position ((None, None) otherwise)."""
     if c.turn is None:
         return None, None
-    return record.history[c.turn].turn_id, _history_position(record, c.turn)
+    return record.history[c.turn].record.turn_id, _history_position(record, c.turn)
 
 
 def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Excerpt]) -> CitationEntry:

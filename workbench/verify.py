@@ -358,7 +358,8 @@ def withheld_history(history: Sequence[HistoryTurn], withheld: Sequence[str]) ->
     gone = set(withheld)
     if not gone:
         return tuple(history)
-    return tuple(replace(h, excerpts=tuple(e for e in h.excerpts if e.doc_id not in gone)) for h in history)
+    return tuple(replace(h, record=replace(h.record, excerpts=tuple(e for e in h.record.excerpts if e.doc_id not in gone)))
+                 for h in history)
 
 
 def _reason(verdict: str, change: str) -> str:

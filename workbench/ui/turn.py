@@ -13,7 +13,7 @@ from functools import partial
 import streamlit as st
 
 from ..payload import Document, Payload, Source, TurnConfig
-from ..types import TRUNCATED
+from ..types import TRUNCATED, HistoryTurn
 from ..render import (read_in_turn, REJECTED_COLOR, SET_COLORS, SETS, answer_markdown, call_signature, citation_entries,
                       display_text, display_value, document_markdown, escape_markdown, evidence_passages, highlight_spans,
                       plotly_text, rejection_text, safe_url, source_chips, timeline, verdicts)
@@ -340,11 +340,11 @@ def read_text(entry: Source | Document) -> str:
     return carried_text(entry)
 
 
-def carried_documents(turn: Turn) -> list[tuple[Document, Any]]:
+def carried_documents(turn: Turn) -> list[tuple[Document, HistoryTurn | None]]:
     """The turn's carried documents (docs/design.md §11), each with the earlier turn (`HistoryTurn`) that read
     it, or None when the record does not hold that turn, in the order of the turns."""
     record = getattr(turn.answer, "record", None)
-    earlier = {h.turn_id: h for h in getattr(record, "history", ())}
+    earlier = {h.record.turn_id: h for h in getattr(record, "history", ())}
     documents = turn.payload.documents if turn.payload is not None else ()
     carried = [d for d in documents if d.carried_from]
     carried.sort(key=lambda d: d.carried_position or 0)
@@ -358,7 +358,7 @@ def carried_list(turn: Turn) -> None:
         return
     lines = []
     for d, h in carried:
-        asked = f" (“{display_text(h.question, ' ')}”)" if h is not None else ""
+        asked = f" (“{display_text(h.record.question, ' ')}”)" if h is not None else ""
         lines.append(f"- **{escape_markdown(d.title or d.doc_id)}** · "
                      f"{escape_markdown(carried_text(d) + asked)} · `{d.exposure}`")
     st.markdown(f"**Carried from earlier turns** ({len(carried)})  \n" + "\n".join(lines))
