@@ -51,6 +51,17 @@ def _flag_name(call: ast.Call) -> str | None:
     return None
 
 
+def _named(node: ast.AST) -> str | None:
+    """The default's name an expression reads: `k`, `cfg.k`, `cfg["k"]`, `cfg.get("k")`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        node = node.args[0]
+    elif isinstance(node, ast.Subscript):
+        node = node.slice
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
 def _strings(node: ast.AST):
     for n in ast.walk(node):
         if isinstance(n, ast.Constant) and isinstance(n.value, str):
@@ -91,6 +102,9 @@ def restated(root=ROOT) -> list[str]:
                 found = [f"{node.target.id} = {ast.unparse(node.value)}"]
             elif isinstance(node, ast.Call):
                 found = list(_in_call(node))
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):  # `cfg.get("k") or 5`
+                found = [f"{ast.unparse(a)} or {ast.unparse(b)}" for a, b in zip(node.values, node.values[1:])
+                         if _restates(_named(a), b)]
             elif isinstance(node, ast.Dict):  # a widget's default ("cfg_k": 5), a JSON Schema's ("k": {"default": 5})
                 for key, value in zip(node.keys, node.values):
                     name = key.value.removeprefix("cfg_") if isinstance(key, ast.Constant) and isinstance(
@@ -118,8 +132,9 @@ def test_the_check_finds_each_kind_of_restatement(tmp_path):
         'DEFAULTS = {"cfg_k": 5, "k": {"type": "integer", "default": 5}}\n'
         'p.add_argument("-k", "--k", type=int, default=5, help="results (default 5)")\n'
         'p.add_argument("--context-turns", default=TURNS, help="(default 2, 0 to 50)")\n'
-        'fine = ask("q", k=K, provider=PROVIDER, n=5)\n', encoding="utf-8")
+        'fine = ask("q", k=K, provider=PROVIDER, n=5)\n'
+        'k = int(cfg.get("k") or 5) + (n or 5)\n', encoding="utf-8")
     assert [line.split(": ", 1)[1] for line in restated(tmp_path)] == [
         "provider='offline'", "k=5", "providers=('offline',)", "k = 5", "turns = 2", "k=5", "'cfg_k': 5",
         "'k': {'type': 'integer', 'default': 5}", "--k default=5", "--k help says its default",
-        "--context_turns help says its default"]
+        "--context_turns help says its default", "cfg.get('k') or 5"]
