@@ -5,7 +5,7 @@
 For core_speed.py's synthetic answer (20 links) and a 20 KB answer with code blocks and markers:
 `extract_citations` (markdown-it-py with its inline rules wrapped to record offsets) against the named
 anchor, markdown-it-py's own `MarkdownIt("commonmark").parse` of the same text (what any parser-based
-extraction pays at least), and `build_payload` of the synthetic turn (target ≤ 1 ms in core_speed.py).
+extraction pays at least), and `sources_payload(record).to_json()` of the synthetic turn (target ≤ 1 ms in core_speed.py).
 Then seconds for 200,000-character hostile answers (the shapes of tests/test_pathological_text.py).
 """
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from markdown_it import MarkdownIt  # noqa: E402
 
 from core_speed import median_ms, synthetic_turn  # noqa: E402
-from workbench.provenance import build_payload, extract_citations  # noqa: E402
+from workbench.provenance import extract_citations, sources_payload  # noqa: E402
 
 HOSTILE = ["[", "![", "[[", "[1] ", "`", "```x\n", "<", "\\["]
 
@@ -41,7 +41,7 @@ def main() -> int:
         ours = median_ms(lambda: extract_citations(answer, mode), n)
         anchor = median_ms(lambda: plain.parse(answer), n)
         print(f"{name} ({len(answer):,} chars): extract_citations {ours:.3f} ms · anchor markdown-it parse {anchor:.3f} ms")
-    print(f"build_payload, 50 retrieved + 20 citations: {median_ms(lambda: build_payload(rec), 2000):.3f} ms")
+    print(f"sources_payload(...).to_json(), 50 retrieved + 20 citations: {median_ms(lambda: sources_payload(rec).to_json(), 2000):.3f} ms")
     for unit in HOSTILE:
         s = unit * (200_000 // len(unit))
         t = time.process_time()

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/core_speed.py
 
-1. `build_payload` for a turn with 50 retrieved items and 20 citations (target ≤ 1 ms);
+1. `sources_payload(record).to_json()` (the JSON a client gets) for a turn with 50 retrieved items and 20 citations (target ≤ 1 ms);
 2. one offline turn on the demo corpus with the index already built, traces off (target ≤ 50 ms);
 3. `python -m workbench ask` cold start with a cached index, as a fresh process (target ≤ 4 s).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.provenance import build_payload  # noqa: E402
+from workbench.provenance import sources_payload  # noqa: E402
 from workbench.types import ResultItem, ToolCall, TurnRecord  # noqa: E402
 
 
@@ -50,9 +50,9 @@ def main() -> int:
     env = {**os.environ, "WORKBENCH_HOME": os.environ.get("WORKBENCH_HOME") or tempfile.mkdtemp()}
     os.environ.update(env)
     rec = synthetic_turn()
-    p = build_payload(rec)
+    p = sources_payload(rec).to_json()
     assert len(p["sets"]["retrieved"]) == 50 and len(p["citations"]) == 20, (len(p["sets"]["retrieved"]), len(p["citations"]))
-    prov = median_ms(lambda: build_payload(rec), 2000)
+    prov = median_ms(lambda: sources_payload(rec).to_json(), 2000)
     print(f"provenance, 50 retrieved + 20 citations: median {prov:.3f} ms (target ≤ 1 ms)")
 
     from workbench.session import Session

@@ -160,7 +160,7 @@ def batch() -> None:
             result = run_eval(session, questions, verify=True, progress=False)
             seconds = time.perf_counter() - start
             checked = sum(bool(p.verification) for p in result.payloads)
-            reruns = sum(p.verification["extra_turns"] for p in result.payloads if p.verification)
+            reruns = sum(p.verification.extra_turns or 0 for p in result.payloads if p.verification)
     finally:
         session_module.get_retriever, bm25.load_bm25 = factory, loader
     print(f"\n## batch · eval --verify · demo gold · {result.asked} turns ({checked} verified, {reruns} re-runs) "

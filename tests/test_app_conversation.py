@@ -81,8 +81,8 @@ def test_follow_ups_send_the_earlier_turns_as_history_in_one_conversation(chat):
     assert [t.question for t in turns] == list(QUESTIONS)
     records = [t.answer.record for t in turns]
     assert all(r.status == "ok" for r in records), [r.error for r in records]
-    assert [h.turn_id for h in records[1].history] == [records[0].turn_id]
-    assert [h.turn_id for h in records[2].history] == [records[0].turn_id, records[1].turn_id]
+    assert [h.record.turn_id for h in records[1].history] == [records[0].turn_id]
+    assert [h.record.turn_id for h in records[2].history] == [records[0].turn_id, records[1].turn_id]
     assert [h.context for h in records[2].history] == ["full", "full"], "the default policy keeps two turns' results"
     cid = at.session_state["conversation_id"]
     assert {r.conversation_id for r in records} == {cid}
@@ -154,8 +154,8 @@ def test_a_reload_reopens_the_conversation_and_a_follow_up_continues_it(chat, fo
     assert [t.question for t in turns] == list(QUESTIONS)
     assert [t.payload.answer for t in turns] == [t.payload.answer for t in asked]
     for old, new in zip(asked, turns):  # each turn shown with the history it was asked with
-        assert [(h.turn_id, h.context) for h in new.answer.record.history] == \
-            [(h.turn_id, h.context) for h in old.answer.record.history]
+        assert [(h.record.turn_id, h.context) for h in new.answer.record.history] == \
+            [(h.record.turn_id, h.context) for h in old.answer.record.history]
         for key in ("sets", "rejected_citations", "sources"):  # so provenance computed again gives the same payload
             assert getattr(new.payload, key) == getattr(old.payload, key), key
     assert turns[0].config.provider == followup.FollowUp.name, "the provider it ran with, not the sidebar's"
@@ -166,7 +166,7 @@ def test_a_reload_reopens_the_conversation_and_a_follow_up_continues_it(chat, fo
     again = ask(again, "And on mobile?")
     record = again.session_state["turns"][-1].answer.record
     assert record.status == "ok" and record.conversation_id == cid and record.position == 4
-    assert [h.turn_id for h in record.history] == [t.turn_id for t in asked]
+    assert [h.record.turn_id for h in record.history] == [t.turn_id for t in asked]
 
 
 def test_an_unknown_conversation_in_the_address_says_so_and_starts_a_new_one(app):
@@ -336,7 +336,7 @@ def test_compare_runs_a_whole_conversation_in_each_column(followup, app):
     for column in columns:
         records = [t.answer.record for t in column]
         assert [r.position for r in records] == [1, 2, 3]
-        assert [[h.turn_id for h in r.history] for r in records] == [[], [records[0].turn_id],
+        assert [[h.record.turn_id for h in r.history] for r in records] == [[], [records[0].turn_id],
                                                                       [records[0].turn_id, records[1].turn_id]]
         assert len({r.conversation_id for r in records}) == 1
     assert columns[0][0].answer.record.conversation_id != columns[1][0].answer.record.conversation_id, \

@@ -63,7 +63,7 @@ def widgets_folder(tmp_path: Path) -> Path:
 def test_a_verified_turn_shows_its_verdicts_and_claims_after_a_reload(app):
     at = click(ask(app, QUESTION), "Verify sources")
     turn = at.session_state["turns"][0]
-    verdicts = turn.payload.verification["verdicts"]
+    verdicts = turn.payload.verification.verdicts
     assert "load_bearing" in verdicts.values()
     chips = sources_rows(at)
     claims = [e.label for e in at.expander if e.label.startswith("Claims")]
@@ -71,8 +71,8 @@ def test_a_verified_turn_shows_its_verdicts_and_claims_after_a_reload(app):
     again = reload(at)
     (reopened,) = again.session_state["turns"]
     assert reopened.payload.verification is not None, "the stored verification is shown"
-    assert reopened.payload.verification["verdicts"] == verdicts
-    assert reopened.payload.verification["control_stable"] == turn.payload.verification["control_stable"]
+    assert reopened.payload.verification.verdicts == verdicts
+    assert reopened.payload.verification.control_stable == turn.payload.verification.control_stable
     assert sources_rows(again) == chips, "the chips carry the stored verdicts"
     md = unescape(texts(again))
     assert "- :green-badge[load-bearing] the answer changed without it" in md, "the verdicts explained"
@@ -90,14 +90,14 @@ def test_a_reopened_turn_can_be_verified_and_its_verification_is_stored(app, tmp
     assert "Verify sources" in labels(again), "its provider options are stored: it can be re-run"
     again = click(again, "Verify sources")
     (turn,) = again.session_state["turns"]
-    assert turn.payload.verification is not None and "load_bearing" in turn.payload.verification["verdicts"].values()
+    assert turn.payload.verification is not None and "load_bearing" in turn.payload.verification.verdicts.values()
     con = duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True)
     try:
         stored = dict(con.execute("SELECT doc_id, verdict FROM source_verdicts WHERE turn_id = ? AND verdict IS NOT "
                                   "NULL", [turn.turn_id]).fetchall())
     finally:
         con.close()
-    assert stored == turn.payload.verification["verdicts"]
+    assert stored == turn.payload.verification.verdicts
     assert reload(at).session_state["turns"][0].payload.verification is not None
 
 

@@ -40,7 +40,7 @@ def test_offline_answers_are_verified_at_once_and_chips_carry_the_verdicts(app, 
     rows = TraceReader(tmp_path / "traces.duckdb").rows(
         "SELECT doc_id, verdict FROM source_verdicts WHERE turn_id = ? AND verdict IS NOT NULL",
         [turn.payload.turn_id])[1]
-    assert dict(rows) == turn.payload.verification["verdicts"], "written for the turn already traced"
+    assert dict(rows) == turn.payload.verification.verdicts, "written for the turn already traced"
 
 
 def test_a_costly_provider_states_the_cost_and_runs_only_when_confirmed(app):
@@ -59,7 +59,7 @@ def test_a_costly_provider_states_the_cost_and_runs_only_when_confirmed(app):
     assert "re-runs this turn 3 times" in unescape("\n".join(w.value for w in at.warning))
     at = click(at, "Run 3 re-runs")
     v = at.session_state["turns"][0].payload.verification
-    assert v["extra_turns"] == 3 and v["verdicts"]["sso-saml-setup"] == "load_bearing" and len(v["skipped"]) == 2
+    assert v.extra_turns == 3 and v.verdicts["sso-saml-setup"] == "load_bearing" and len(v.skipped) == 2
     assert "no verdict" in unescape(texts(at))
 
 
@@ -81,14 +81,15 @@ def test_hidden_influence_is_shown_beside_the_sources_row(app):
 
 def test_untrusted_titles_and_reasons_in_the_explanation_are_escaped():
     def page():
-        from workbench.payload import Document, Payload
+        from workbench.payload import Document, Payload, VerificationSummary
         from workbench.ui.verify import explain
 
         evil = "[click](javascript:alert(1)) <script>x</script> :red[boom]"
         explain(Payload("", documents=(Document("d", evil, None, True, True, "full", "read"),),
-                        verification={"method": "ablation-v1", "control_stable": True, "extra_calls": 1,
-                                      "verdicts": {"d": "load_bearing"}, "control": {"reason": evil},
-                                      "details": {"d": {"reason": evil}}}))
+                        verification=VerificationSummary.from_json(
+                            {"method": "ablation-v1", "control_stable": True, "extra_calls": 1,
+                             "verdicts": {"d": "load_bearing"}, "control": {"reason": evil},
+                             "details": {"d": {"reason": evil}}})))
 
     at = AppTest.from_function(page).run()
     assert not at.exception

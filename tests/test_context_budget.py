@@ -15,7 +15,7 @@ SIZES = {"dropped": 0, "answer": 10, "full": 100}
 
 
 def turns(states: list[str], sizes=None) -> tuple[HistoryTurn, ...]:
-    return tuple(HistoryTurn(question=f"q{i}", answer=f"a{i}", context=s, turn_id=f"t{i}", position=i)  # type: ignore[arg-type]
+    return tuple(HistoryTurn(record=TurnRecord(question=f"q{i}", answer=f"a{i}", turn_id=f"t{i}"), context=s, position=i)  # type: ignore[arg-type]
                  for i, s in enumerate(states, start=1))
 
 
@@ -53,7 +53,7 @@ def test_a_fitted_history_fits_and_loses_its_oldest_turns_first(states, budget):
     history = turns(states)
     fit = fit_history(history, "q", budget, None, size)
     after = [h.context for h in fit.history]
-    assert [h.turn_id for h in fit.history] == [h.turn_id for h in history]  # every turn kept, in order
+    assert [h.record.turn_id for h in fit.history] == [h.record.turn_id for h in history]  # every turn kept, in order
     assert all(LEVEL[a] <= LEVEL[b] for a, b in zip(after, states))  # states only lose levels
     assert after[-1] != "dropped"  # the turn before the question stays
     if fit.overflow is None:

@@ -175,7 +175,7 @@ def test_a_carried_page_is_the_same_page_again_after_the_trace_store(corpus, tmp
         assert first.record.status == "ok" and first.record.tool_calls[0].cut is not None
         again = Conversations(session).ask("And the second page?", "c-1", provider="openai", **options(server))
     assert again.record.status == "ok", again.record.error
-    assert again.record.history[0].tool_calls[0].cut == first.record.tool_calls[0].cut
+    assert again.record.history[0].record.tool_calls[0].cut == first.record.tool_calls[0].cut
     sent = [m["content"] for m in server.requests[-1][1]["messages"] if m["role"] == "tool"]
     received = [m["content"] for m in server.requests[1][1]["messages"] if m["role"] == "tool"]
     assert sent[0] == received[0], "the carried listing is the page the model had"

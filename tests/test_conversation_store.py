@@ -38,7 +38,8 @@ def test_a_stored_conversation_is_rebuilt_as_the_records_that_were_asked(tmp_pat
     assert [r.position for r in loaded] == [1, 2, 3]
     # the history a fourth turn gets is the same from the store as from memory
     policy = ContextPolicy(turns=1)
-    assert [_comparable(h) for h in history_for(loaded, policy)] == [_comparable(h) for h in history_for(asked, policy)]
+    assert [(_comparable(h.record), h.context, h.position) for h in history_for(loaded, policy)] == \
+        [(_comparable(h.record), h.context, h.position) for h in history_for(asked, policy)]
     if mode == "excerpts":  # numbers continue across the conversation
         numbers = [e.n for r in loaded for e in r.excerpts]
         assert numbers == list(range(1, len(numbers) + 1))
@@ -114,7 +115,7 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
         assert t.asked_with == AskedWith(provider="offline", model="extractive-v1", retriever="bm25", mode="agent", k=5,
                                          tool_protocol="native", corpus_id="demo",
                                          corpus_hash=session.corpus.content_hash)
-    assert stored[0].verification.to_payload()["verdicts"] == first.payload.verification["verdicts"]
+    assert stored[0].verification.to_payload().verdicts == first.payload.verification.verdicts
     assert stored[1].verification is None
     assert [h.steps for h in stored[1].record.history] == [h.steps for h in second.record.history]
 
@@ -130,7 +131,7 @@ def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path
     (stored,) = read_conversation(db, "c-5")
     assert stored.verification.verification_id == again.verification.verification_id
     assert [a.seq for a in stored.verification.ablations] == [a.seq for a in again.verification.ablations]
-    assert stored.verification.to_payload()["details"] == again.payload.verification["details"]
+    assert stored.verification.to_payload().details == again.payload.verification.details
 
 
 def test_each_conversation_is_its_first_turns_owners(tmp_path):

@@ -92,7 +92,7 @@ def test_unknown_fault_is_refused():
 
 def test_offline_is_labelled_no_llm(demo_session):
     p = ask(demo_session, "How do I configure SSO?")
-    assert p.config["provider_label"] == "offline (no LLM)"
+    assert p.config.provider_label == "offline (no LLM)"
 
 
 def test_corrupt_changes_exactly_one_character():

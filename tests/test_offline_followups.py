@@ -17,7 +17,7 @@ from workbench.context_policy import history_for
 from workbench.providers import offline
 from workbench.providers.offline import OfflineProvider
 from workbench.questions import read_dataset
-from workbench.types import ContextPolicy, HistoryTurn
+from workbench.types import ContextPolicy, HistoryTurn, TurnRecord
 from workbench.verify import verify as verify_turn
 
 MOBILE = "https://help.orbitly.example/articles/mobile-apps"
@@ -109,7 +109,8 @@ def test_a_follow_up_whose_previous_turn_was_dropped_searches_alone(demo_session
     first = demo_session.ask("How do I configure SSO?")
     # the history as the policy left it: the SSO turn dropped, so "And with Okta?" leans on nothing
     record = run_turn("And with Okta?", OfflineProvider(), demo_session.toolbox,
-                      history=(HistoryTurn(first.record.question, first.record.answer, "dropped", position=1),),
+                      history=(HistoryTurn(record=TurnRecord(question=first.record.question, answer=first.record.answer),
+                                           context="dropped", position=1),),
                       conversation_id="c", position=2)
     assert [c.args for c in record.tool_calls][0] == {"query": "And with Okta?", "k": 5}
 
@@ -219,7 +220,7 @@ def test_verification_re_runs_send_the_history_with_the_withheld_document_not_fo
     assert all("error" not in _carried_fetch(m) for d, m in runs.items() if d != "sso-saml-setup")
     assert checked.control_stable
     # earlier answers stay as they were, even with the document withheld (the method's stated limit)
-    assert all(m[-2] == {"role": "assistant", "content": second.record.history[0].answer} for m in firsts)
+    assert all(m[-2] == {"role": "assistant", "content": second.record.history[0].record.answer} for m in firsts)
 
 
 ROTATE = "How do I swap an API token for a new secret without breaking the integration that uses it?"

@@ -231,7 +231,7 @@ def test_verdicts_of_the_latest_verification_reach_document_metadata(traced, tmp
     shutil.copy(db, verified)
     s = Session.open(trace_db=verified)
     answer = s.ask("How do I configure SSO?", verify=True)
-    expected = answer.payload.verification["verdicts"]
+    expected = answer.payload.verification.verdicts
     assert "load_bearing" in expected.values() and "no_effect" in expected.values()
     spans = spans_by_turn(verified)
     docs = [d for sp in spans[answer.payload.turn_id] if sp.kind == "RETRIEVER" for d in docs_of(sp)]
@@ -257,7 +257,7 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
     s.tracer.listeners.append(seen.append)
     answers = [s.ask("How do I configure SSO?"), s.ask("How do I configure SSO?", mode="excerpts"),
                s.ask("How do I configure SSO?", verify=True)]  # verified with the turn: its verdicts go live too
-    assert answers[2].payload.verification["verdicts"]
+    assert answers[2].payload.verification.verdicts
     with s.tracer.buffered():  # batches notify after each flush
         answers.append(s.ask("What articles do you have?"))
         assert len(seen) == 3, "nothing is announced before it is committed"

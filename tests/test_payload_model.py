@@ -8,10 +8,11 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from conftest import schema_validator
 from test_provenance import turns
 from test_provenance_conversation import GOLDEN, conversations, excerpt_conversation
 from workbench.payload import Payload, Source, validate_json
-from workbench.provenance import build_payload, sources_payload
+from workbench.provenance import sources_payload
 from workbench.types import turn_record_from_dict
 
 
@@ -28,7 +29,7 @@ def test_golden_payloads_round_trip_byte_for_byte():
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns())
 def test_single_turns_round_trip(record):
-    data = build_payload(record)
+    data = sources_payload(record).to_json()
     assert text(Payload.from_json(data).to_json()) == text(data)
     assert Payload.from_json(data) == sources_payload(record)
     validate_json(data)
@@ -37,7 +38,7 @@ def test_single_turns_round_trip(record):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_conversation_turns_round_trip(record):
-    data = build_payload(record)
+    data = sources_payload(record).to_json()
     assert text(Payload.from_json(data).to_json()) == text(data)
     validate_json(data)
 
@@ -61,7 +62,7 @@ def test_an_old_servers_payload_reads_with_its_flags_absent():
 
 
 def test_the_edge_rejects_a_payload_that_breaks_the_schema():
-    data = build_payload(excerpt_conversation("full"))
+    data = sources_payload(excerpt_conversation("full")).to_json()
     data["rejected_citations"][0]["reason"] = "made_up"
     with pytest.raises(ValueError, match="rejected_citations.0.reason"):
         validate_json(data)
@@ -101,3 +102,40 @@ def test_ask_json_checks_the_payload_against_the_schema_before_printing(monkeypa
     with pytest.raises(ValueError, match="not a valid sources payload: schema_version"):
         main(["ask", "How do I configure SSO?", "--json", "--no-trace"])
     assert capsys.readouterr().out == "", "nothing invalid leaves the program"
+
+
+# --- the config and the verification are typed records (issue 32, item 4), their JSON unchanged -----------
+
+#: The keys of a verification's JSON, in the order clients have always received them (docs/design.md §9).
+VERIFICATION_KEYS = ["method", "control_stable", "extra_calls", "verdicts", "extra_turns", "budget",
+                     "similarity_threshold", "judge", "judge_version", "sampling", "tokens_in", "tokens_out",
+                     "latency_ms", "control", "details", "skipped", "failed"]
+RERUN_KEYS = ["status", "similarity", "claims_lost", "claims_total", "extra_calls", "reason"]
+
+
+def test_a_verified_payload_reads_by_attribute_and_writes_the_same_json():
+    from workbench.payload import ReRun, TurnConfig, VerificationSummary
+    from workbench.session import Session
+
+    verified = Session.open(trace=False).ask("How do I configure SSO?", verify=True, verify_budget=3)
+    v, cfg = verified.payload.verification, verified.payload.config
+    assert isinstance(v, VerificationSummary) and isinstance(v.control, ReRun) and isinstance(cfg, TurnConfig)
+    assert v.verdicts == verified.verification.verdicts and v.extra_calls == verified.verification.extra_calls
+    assert (cfg.provider, cfg.k, cfg.mode, cfg.retriever) == ("offline", 5, "agent", "bm25")
+    data = verified.payload.to_json()
+    schema_validator("payload.schema.json").validate(data)
+    assert list(data["verification"]) == VERIFICATION_KEYS
+    assert list(data["verification"]["control"]) == RERUN_KEYS
+    assert all(list(d) == ["cited", "consulted", "verdict", *RERUN_KEYS] for d in data["verification"]["details"].values())
+    assert list(data["config"]) == list(verified.record.config), "the config's keys in the order the turn gave them"
+    assert text(Payload.from_json(json.loads(text(data))).to_json()) == text(data)
+
+
+def test_the_config_keeps_the_keys_it_was_given_and_refuses_others():
+    from workbench.payload import TurnConfig
+
+    given = {"k": 0, "provider": "offline", "tool_protocol": None}  # a null key stays, the order given stays
+    assert TurnConfig.from_json(given).to_json() == given and list(TurnConfig.from_json(given).to_json()) == list(given)
+    assert TurnConfig(provider="x", model=None).to_json() == {"provider": "x"}, "built in code: the keys it set"
+    with pytest.raises(ValueError, match="'colour'"):
+        TurnConfig.from_json({"provider": "offline", "colour": "blue"})

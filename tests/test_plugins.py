@@ -262,10 +262,10 @@ def test_the_registered_name_is_the_one_recorded_and_verified(misnamed, tmp_path
     session = Session.open(retriever="plainbm25")
     answer = session.ask("How do I configure SSO?", provider="echo")
     cfg = answer.payload.config
-    assert (cfg["provider"], cfg["retriever"]) == ("echo", "plainbm25"), cfg
+    assert (cfg.provider, cfg.retriever) == ("echo", "plainbm25"), cfg
     assert answer.payload.status == "ok"
     verified = session.verify(answer, budget=2)  # refused before: "verify a turn with the session that asked it"
-    assert verified.payload.verification["control_stable"] in (True, False)
+    assert verified.payload.verification.control_stable in (True, False)
     con = duckdb.connect(str(tmp_path / "traces.duckdb"), read_only=True,
                          config={"autoload_known_extensions": False, "autoinstall_known_extensions": False})
     try:

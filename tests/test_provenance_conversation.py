@@ -47,8 +47,9 @@ def link(doc_id):
 
 
 def earlier(position, context, *calls, answer="An answer.", mode="agent", excerpts=()):
-    return HistoryTurn(question=f"question {position}", answer=answer, context=context, turn_id=f"t-{position}",
-                       position=position, mode=mode, tool_calls=tuple(calls), excerpts=tuple(excerpts))
+    return HistoryTurn(record=TurnRecord(question=f"question {position}", answer=answer, turn_id=f"t-{position}",
+                                         mode=mode, tool_calls=tuple(calls), excerpts=tuple(excerpts)),
+                       context=context, position=position)
 
 
 def follow_up(answer, *calls, history=(), mode="agent", excerpts=()):
@@ -199,7 +200,8 @@ def test_an_earlier_answer_link_to_a_carried_document_is_accepted_through_its_ow
     history = [earlier(1, "full", fetch("a"), answer="Read it."), earlier(2, "answer", answer=f"Again {link('a')}.")]
     src = sources_payload(follow_up(link("a"), history=history)).sources[0]
     assert (src.exposure, src.carried_from, src.consulted) == ("full", "t-1", True)
-    history[1] = replace(history[1], answer=f"Again {link('a')}.", tool_calls=(listing("b"),))
+    history[1] = replace(history[1], record=replace(history[1].record, answer=f"Again {link('a')}.",
+                                                    tool_calls=(listing("b"),)))
     history.append(earlier(3, "full", answer="Nothing linked."))
     three = follow_up(link("a"), history=history)
     assert sources_payload(three).sources[0].carried_from == "t-1"
@@ -249,7 +251,8 @@ def test_kept_exposure_wins_over_a_dropped_one():
 
 
 def test_positions_default_to_the_place_in_the_history():
-    history = [HistoryTurn("q1", "a1", "full", tool_calls=(fetch("a"),)), HistoryTurn("q2", "a2", "full")]
+    history = [HistoryTurn(record=TurnRecord("q1", "a1", tool_calls=(fetch("a"),)), context="full"),
+               HistoryTurn(record=TurnRecord("q2", "a2"), context="full")]
     src = sources_payload(TurnRecord("q3", link("a"), history=tuple(history))).sources[0]
     assert src.carried_from is None and src.carried_position == 1
 
@@ -361,7 +364,9 @@ def conversations(draw):
     for position in range(1, draw(st.integers(0, 3)) + 1):
         mode = draw(st.sampled_from(["agent", "excerpts"]))
         calls, exc, answer = draw(one_turn(first, mode))
-        history.append(HistoryTurn(f"q{position}", answer, draw(STATES), f"t-{position}", position, mode, calls, exc))
+        history.append(HistoryTurn(record=TurnRecord(question=f"q{position}", answer=answer, mode=mode, tool_calls=calls,
+                                                     excerpts=exc, turn_id=f"t-{position}"),
+                                   context=draw(STATES), position=position))
         first += len(exc)
     mode = draw(st.sampled_from(["agent", "excerpts"]))
     calls, exc, answer = draw(one_turn(first, mode))
@@ -402,22 +407,22 @@ def test_properties_of_conversations(record):
             d.doc_id not in own_strongest or EXPOSURE_RANK[d.exposure] > EXPOSURE_RANK[own_strongest[d.doc_id]])
     # nothing the context policy dropped is ever accepted: every accepted document is exposed by this turn, by
     # a turn kept in full, or named by a link in an answer the policy kept
-    kept = own | {d for h in record.history if h.context == "full" for d in exposed(h)}
+    kept = own | {d for h in record.history if h.context == "full" for d in exposed(h.record)}
     linked = {d for h in record.history if h.context != "dropped" for d in ("a", "b", "c", "ab", "sso", "okta")
-              if f"({BASE}{d})" in h.answer or f"]({d})" in h.answer}
+              if f"({BASE}{d})" in h.record.answer or f"]({d})" in h.record.answer}
     assert set(p.sets.retrieved) <= kept | linked
     assert cited <= kept | linked
     in_context_ns = {e.n for e in record.excerpts} | {e.n for h in record.history if h.context == "full"
-                                                     for e in h.excerpts}
+                                                     for e in h.record.excerpts}
     for c in p.citations:
         if c.n is not None and c.valid:
             assert c.n in in_context_ns
         if c.reason == "not_in_context":
             h = record.history[c.position - 1]
-            assert h.context != "full" and c.turn_id == h.turn_id
+            assert h.context != "full" and c.turn_id == h.record.turn_id
     # every excerpt number means one excerpt across the conversation
-    issued = {e.n: e for turn in (*record.history, record) for e in turn.excerpts}
-    assert len(issued) == sum(len(turn.excerpts) for turn in (*record.history, record))
+    issued = {e.n: e for turn in (*(h.record for h in record.history), record) for e in turn.excerpts}
+    assert len(issued) == sum(len(turn.excerpts) for turn in (*(h.record for h in record.history), record))
     for c in p.citations:
         if c.n is not None and c.valid:
             e = issued[c.n]
@@ -442,14 +447,42 @@ def test_an_earlier_link_is_accepted_against_the_context_its_own_turn_was_asked_
     """Turn 1 opened okta without linking it; turn 2 (asked with turn 1 in full) linked it; by turn 3 the policy
     keeps only turn 1's answer. Turn 2's link was accepted when it was given, so its title stays in context."""
     t1 = earlier(1, "answer", fetch("okta"))
-    t2 = replace(earlier(2, "full", answer=f"As read before: {link('okta')}."), prior_context=(("t-1", "full"),))
+    t2 = earlier(2, "full", answer=f"As read before: {link('okta')}.")
+    t2 = replace(t2, record=replace(t2.record, history=(replace(t1, context="full"),)))  # turn 2 had turn 1 in full
     payload = sources_payload(follow_up(f"See {link('okta')}.", history=[t1, t2]))
     assert payload.sets == Sets(retrieved=("okta",), cited=("okta",), consulted=())
     [source] = payload.sources
     assert (source.exposure, source.carried_from, source.carried_position) == ("title", "t-2", 2)
     assert payload.rejected_citations == ()
     # a record that does not say how turn 2 was asked: its states now are all there is (a lower bound)
-    unknown = sources_payload(follow_up(f"See {link('okta')}.", history=[t1, replace(t2, prior_context=())]))
+    unknown = sources_payload(follow_up(f"See {link('okta')}.", history=[t1, replace(t2, record=replace(t2.record, history=()))]))
     assert [(r.reason, r.position) for r in unknown.rejected_citations] == [("not_in_context", 1)]
     schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(follow_up("x", history=[t1, t2]).to_dict())))
     assert turn_record_from_dict(follow_up("x", history=[t1, t2]).to_dict()).history[1].prior_context == (("t-1", "full"),)
+
+
+def test_a_history_turn_wraps_its_record_and_writes_the_history_entry_it_always_wrote():
+    """Issue 32, item 5: an earlier turn is its record (not a copy of nine of its fields) with a context state and
+    a position; its steps and the context it was itself asked with are read from that record, and a turn
+    record's JSON keeps the history entry it always had, read back into the same provenance."""
+    from workbench.conversation import history_turn
+    from workbench.types import ModelCall
+
+    first = TurnRecord(question="q1", answer=link("a"), turn_id="t-1", tool_calls=(fetch("a"),),
+                       model_calls=(ModelCall("offline", n_tool_calls=1), ModelCall("offline")))
+    second = TurnRecord(question="q2", answer="a2", turn_id="t-2", conversation_id="c", position=2,
+                        history=(history_turn(first, "full", 1),))
+    h = history_turn(second, "answer", 2)
+    assert h.record is second and (h.context, h.position) == ("answer", 2)
+    assert h.prior_context == (("t-1", "full"),) and history_turn(first, "full", 1).steps == (1,)
+    assert list(h.to_dict()) == ["question", "answer", "context", "turn_id", "position", "mode", "tool_calls",
+                                 "excerpts", "steps", "prior_context"]
+    third = TurnRecord(question="q3", answer=link("a"), conversation_id="c", position=3,
+                       history=(history_turn(first, "answer", 1), h))
+    schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(third.to_dict())))
+    again = turn_record_from_dict(third.to_dict())
+    assert again.history[0].steps == (1,) and again.history[1].prior_context == (("t-1", "full"),)
+    assert [x.record.question for x in again.history] == ["q1", "q2"]
+    assert sources_payload(again).to_json() == sources_payload(third).to_json()
+    # a record without a turn id is named by its content, as it was before earlier turns wrapped their records
+    assert sources_payload(third).turn_id == "t-c37568761bef009f"

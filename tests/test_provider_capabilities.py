@@ -150,10 +150,10 @@ def test_options_are_recorded_with_the_turn_but_never_a_secret(tmp_path):
     db = tmp_path / "t.duckdb"
     s = Session.open(trace_db=db)
     faulty = s.ask("How do I configure SSO?", faults=["corrupt_id"])
-    assert faulty.payload.config["options"] == {"faults": ["corrupt_id"]} and faulty.payload.rejected_citations
+    assert faulty.payload.config.options == {"faults": ["corrupt_id"]} and faulty.payload.rejected_citations
     secret = s.ask("How do I configure SSO?", provider="excerpts-only-test", mode="excerpts", token="s3cret-token",
                    repeat=2)
-    assert secret.payload.config["options"] == {"repeat": 2}
+    assert secret.payload.config.options == {"repeat": 2}
     configs = [c for (c,) in TraceReader(db).rows("SELECT config_json FROM runs")[1]]
     assert any('"faults": ["corrupt_id"]' in c for c in configs)
     assert "s3cret-token" not in json.dumps(secret.payload.to_json()) + "".join(configs)
@@ -222,17 +222,14 @@ def test_sidebar_draws_each_option_from_the_schema_and_warns_when_unconfigured(a
     turn = app.session_state["turns"][-1]
     assert dict(turn.config.options) == {"tone": "formal", "tags": ("b",), "loud": True, "repeat": 3,
                                          "token": "s3cret-token"}
-    assert turn.payload.config["options"] == {"loud": True, "repeat": 3, "tags": ["b"], "tone": "formal"}
+    assert turn.payload.config.options == {"loud": True, "repeat": 3, "tags": ["b"], "tone": "formal"}
     shown = "\n".join(c.value for c in app.caption)
     assert "formal" in shown and "s3cret" not in shown
 
 
 #: The only comparisons with a provider's name the code may make, each with why: (file, the comparison as
-#: `ast.unparse` writes it).
-NAME_COMPARISONS_ALLOWED = {
-    # the app's default provider, picked only when it is registered (the names come from the registry)
-    ("workbench/ui/state.py", "'offline' in names"),
-}
+#: `ast.unparse` writes it). None now: the app's default provider is `config.DEFAULT_PROVIDER`, not a name.
+NAME_COMPARISONS_ALLOWED: set[tuple[str, str]] = set()
 
 
 def _string_constants(node: ast.AST) -> Iterator[str]:

@@ -320,7 +320,7 @@ def test_the_offline_agent_reads_a_follow_ups_messages_without_failing(demo_sess
     first = demo_session.ask(Q1, conversation_id="c-4")
     second = demo_session.ask(Q2, history=[first.record], conversation_id="c-4")
     assert second.record.status == "ok" and second.record.answer, second.record.error
-    assert [(h.turn_id, h.context) for h in second.record.history] == [(first.record.turn_id, "full")]
+    assert [(h.record.turn_id, h.context) for h in second.record.history] == [(first.record.turn_id, "full")]
     assert second.record.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": None,
                                                "context_tokens": None}
     schema_validator("payload.schema.json").validate(second.payload.to_json())

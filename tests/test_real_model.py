@@ -80,7 +80,7 @@ def check_machinery(answer, provider: str, protocol: str | None) -> None:
     assert "Traceback" not in (record.error or "")
     schema_validator("payload.schema.json").validate(payload.to_json())
     schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
-    assert payload.config["provider"] == provider and payload.config["tool_protocol"] == protocol
+    assert payload.config.provider == provider and payload.config.tool_protocol == protocol
     assert record.model_calls, "no model call was recorded"
     for call in record.model_calls:
         assert call.provider == provider and call.latency_ms > 0 and call.tokens_in > 0
@@ -120,7 +120,7 @@ def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
     row = trace_row(session, record.turn_id)
     assert (row["provider"], row["tool_protocol"], row["status"]) == ("llamacpp", "json-steps", record.status)
     assert row["model"] == str(Path(default_gguf()).absolute()) and row["n_model_calls"] == len(record.model_calls)
-    assert "(default model)" in answer.payload.config["model_label"]
+    assert "(default model)" in answer.payload.config.model_label
     assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload.to_json())
     # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
     err = capfd.readouterr().err
@@ -365,11 +365,11 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
                          verify_budget=2)
     check_machinery(answer, "llamacpp", None)
-    assert answer.payload.config["options"] == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
+    assert answer.payload.config.options == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
                                                    "temperature": 0.0}
     v = answer.verification
     assert v.control_stable, v.control.reason
-    assert v.extra_turns == v.extra_calls == 2 and v.to_payload()["tokens_in"] > 0
+    assert v.extra_turns == v.extra_calls == 2 and v.to_payload().tokens_in > 0
     assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
     from workbench.trace import TraceReader
 
@@ -403,7 +403,7 @@ def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(m
         schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
         schema_validator("payload.schema.json").validate(sources_payload(record).to_json())
     [held] = second.history
-    assert (held.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
+    assert (held.record.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
     assert sum(held.steps) == len(first.tool_calls)
     assert second.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": model.n_ctx // 2,
                                         "context_tokens": model.n_ctx}

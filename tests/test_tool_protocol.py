@@ -158,7 +158,7 @@ def test_json_steps_on_a_provider_without_json_schema_is_refused(demo_session):
     with pytest.raises(CapabilityError, match="offline"):
         demo_session.ask(QUESTION, tool_protocol=JSON_STEPS)
     # excerpt mode offers no tools: the protocol does not apply and is stored as None
-    assert demo_session.ask(QUESTION, mode="excerpts", tool_protocol=JSON_STEPS).payload.config["tool_protocol"] is None
+    assert demo_session.ask(QUESTION, mode="excerpts", tool_protocol=JSON_STEPS).payload.config.tool_protocol is None
 
 
 def test_cli_refuses_json_steps_for_offline_with_a_clear_error():
@@ -180,7 +180,7 @@ def test_openai_json_steps_send_response_format_and_no_tools(demo_session):
     assert "answer" not in variants(fmt["json_schema"]["schema"]) and "answer" in variants(
         second["response_format"]["json_schema"]["schema"])
     assert second["messages"][2] == {"role": "assistant", "content": json.dumps(SEARCH)}
-    assert result.payload.config["tool_protocol"] == JSON_STEPS
+    assert result.payload.config.tool_protocol == JSON_STEPS
     assert result.record.tool_calls[0].name == "search" and result.record.answer == ANSWER["answer"]
 
 

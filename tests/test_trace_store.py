@@ -151,7 +151,7 @@ def _turn(question="What is SSO?", tokens=(10, 5), **kw) -> TurnRecord:
     return TurnRecord(question=question, answer="See [Doc 0](d0).", tool_calls=calls,
                       model_calls=(ModelCall("offline", tokens_in=tokens[0], tokens_out=tokens[1]),
                                    ModelCall("offline", tokens_in=7, tokens_out=None if tokens[1] is None else 3)),
-                      config={"provider": "offline", "api_key": "sk-secret", "nested": {"token": "t0k"}},
+                      config={"provider": "offline", "options": {"api_key": "sk-secret", "nested": {"token": "t0k"}}},
                       started_at="2024-05-01T10:00:00.000+00:00", **kw)
 
 

@@ -54,7 +54,7 @@ def test_an_answer_only_from_x_makes_x_load_bearing_and_the_other_links_decorati
     assert okta.claims_lost == okta.claims_total > 0 and okta.similarity < SIMILARITY_THRESHOLD
     assert "I could not find" in okta.answer  # what it said without the document
     validator.validate(answer.payload.to_json())
-    assert answer.payload.verification["verdicts"] == v.verdicts
+    assert answer.payload.verification.verdicts == v.verdicts
 
 
 def test_text_copied_from_a_document_it_never_cites_is_hidden_influence(session):
@@ -89,7 +89,7 @@ def test_cost_is_recorded_per_re_run_and_in_total(session):
     assert v.extra_turns == len(v.ablations) == 1 + len(v.verdicts)
     assert v.extra_calls == sum(a.calls for a in v.ablations) == 3 * v.extra_turns  # search, fetch, answer
     payload = v.to_payload()
-    assert payload["tokens_in"] == 10 * v.extra_calls and payload["tokens_out"] == 5 * v.extra_calls
+    assert payload.tokens_in == 10 * v.extra_calls and payload.tokens_out == 5 * v.extra_calls
     assert all(a.latency_ms is not None and a.latency_ms >= 0 for a in v.ablations) and v.latency_ms > 0
 
 
@@ -100,7 +100,7 @@ def test_the_turn_and_its_re_runs_are_pinned_to_the_reproducible_options(session
     pinned = {"temperature": 0.0, "seed": 0}
     assert answer.verification.sampling == pinned
     assert scripted.Sampler.built == [{**pinned, "style": "terse"}] * 2  # the turn, then every re-run
-    assert answer.payload.config["options"] == {**pinned, "style": "terse"}
+    assert answer.payload.config.options == {**pinned, "style": "terse"}
     schema = scripted.Sampler.options_schema
     assert pinned_options(schema, {"temperature": 0.9}) == ({"temperature": 0.0, "seed": 0}, pinned)
     assert unpinned(schema, {"temperature": 0.9}) == {"temperature": 0.9, "seed": None}
@@ -134,7 +134,7 @@ def test_budget_covers_the_most_important_candidates_first(session):
     assert [a.doc_id for a in v.verification.ablations] == [None] + [c.doc_id for c in found]
     assert list(v.verification.verdicts) == [c.doc_id for c in found[:2]]
     assert v.verification.skipped == [c.doc_id for c in found[2:]] and v.verification.extra_turns == 3
-    assert v.payload.verification["skipped"] == v.verification.skipped
+    assert list(v.payload.verification.skipped) == v.verification.skipped
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -156,7 +156,7 @@ def test_verdicts_only_for_candidates(demo_session, question, budget, mode, faul
     used = {c.doc_id for c in to_run if c.used}
     assert all(v.verdicts[d] in ("load_bearing", "decorative") for d in used)
     assert all(v.verdicts[c.doc_id] in ("hidden_influence", "no_effect") for c in to_run if not c.used)
-    schema_validator("payload.schema.json").validate({**answer.payload.to_json(), "verification": v.to_payload()})
+    schema_validator("payload.schema.json").validate({**answer.payload.to_json(), "verification": v.to_payload().to_json()})
 
 
 def test_a_turn_that_did_not_answer_or_a_budget_below_one_is_refused(session):
@@ -217,7 +217,7 @@ def test_verifying_a_batch_loads_the_index_once(tmp_path, monkeypatch):
     monkeypatch.setattr(session_module, "get_retriever", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     s = Session.open(trace_db=tmp_path / "t.duckdb")
     result = run_eval(s, GOLD[:6], verify=True, verify_budget=4, progress=False)
-    assert result.asked == 6 and all(p.verification["extra_turns"] <= 4 for p in result.payloads)
+    assert result.asked == 6 and all(p.verification.extra_turns <= 4 for p in result.payloads)
     assert len(calls) == 1
     resumed = run_eval(s, GOLD[:6], verify=True, verify_budget=4, progress=False)
     assert resumed.resumed and resumed.skipped == 6

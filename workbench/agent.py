@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from .config import DEFAULT_K
 from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
@@ -59,7 +60,7 @@ class StepEvent:
 Observer = Callable[[StepEvent], None]
 
 
-def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = 5,
+def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = DEFAULT_K,
              max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
              tool_protocol: str | None = None, observe: Observer | None = None,
              history: tuple[HistoryTurn, ...] = (), conversation_id: str | None = None,
@@ -162,7 +163,7 @@ class _Rendered:
         self._done: dict[tuple[Any, ...], tuple[list[dict[str, Any]], int]] = {}
 
     def _get(self, h: HistoryTurn) -> tuple[list[dict[str, Any]], int]:
-        key = (h.turn_id, h.position, h.question, h.context)
+        key = (h.record.turn_id, h.position, h.record.question, h.context)
         if key not in self._done:
             messages = turn_messages(h, self.toolbox)
             self._done[key] = (messages, messages_tokens(messages))
@@ -267,14 +268,14 @@ def turn_messages(h: HistoryTurn, toolbox: Toolbox) -> list[dict[str, Any]]:
     """One earlier turn's messages in its context state (`history_messages`); none when `dropped`."""
     if h.context == "dropped":
         return []
-    full = h.context == "full"
+    full, record = h.context == "full", h.record
     out: list[dict[str, Any]] = []
-    if full and h.mode == "excerpts":
-        out.append({"role": "user", "content": excerpt_message(h.question, list(h.excerpts))})
+    if full and record.mode == "excerpts":
+        out.append({"role": "user", "content": excerpt_message(record.question, list(record.excerpts))})
     else:
-        out.append({"role": "user", "content": h.question})
+        out.append({"role": "user", "content": record.question})
     if full:
-        calls = [(c.call_id or f"h{h.position}-{i}", c) for i, c in enumerate(h.tool_calls)]
+        calls = [(c.call_id or f"h{h.position}-{i}", c) for i, c in enumerate(record.tool_calls)]
         for step in _steps(h):
             made, calls = calls[:step], calls[step:]
             out.append({"role": "assistant", "content": "",
@@ -284,15 +285,15 @@ def turn_messages(h: HistoryTurn, toolbox: Toolbox) -> list[dict[str, Any]]:
                            toolbox.call(c.name, dict(c.args), i, Room.again(c.cut)).content)
                 out.append({"role": "tool", "tool_call_id": i, "name": c.name,
                             "content": json.dumps(content, ensure_ascii=False)})
-    out.append({"role": "assistant", "content": h.answer})
+    out.append({"role": "assistant", "content": record.answer})
     return out
 
 
 def _steps(h: HistoryTurn) -> list[int]:
     """How many tool calls each model step of `h` made: `h.steps` when it accounts for every call, else one each."""
-    if h.steps and all(n > 0 for n in h.steps) and sum(h.steps) == len(h.tool_calls):
+    if h.steps and all(n > 0 for n in h.steps) and sum(h.steps) == len(h.record.tool_calls):
         return list(h.steps)
-    return [1] * len(h.tool_calls)
+    return [1] * len(h.record.tool_calls)
 
 
 def _agent_loop(question: str, provider: Provider, toolbox: Toolbox, max_steps: int, state: _Turn,
@@ -350,7 +351,7 @@ def excerpt_message(question: str, excerpts: list[Excerpt]) -> str:
 def _excerpt_turn(question: str, provider: Provider, toolbox: Toolbox, k: int, state: _Turn,
                   history: tuple[HistoryTurn, ...], carried: list[dict[str, Any]], budget: _Budget) -> None:
     # excerpt numbers are unique within a conversation: this turn continues after the last one issued
-    first = 1 + max((e.n for h in history for e in h.excerpts), default=0)
+    first = 1 + max((e.n for h in history for e in h.record.excerpts), default=0)
     state.excerpts = build_excerpts(toolbox, question, k, first)
     messages = [
         {"role": "system", "content": PROMPTS[EXCERPTS_PROMPT_VERSION]},

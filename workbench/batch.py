@@ -71,7 +71,7 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
-from .config import MAX_CONVERSATION_ID_CHARS
+from .config import DEFAULT_K, DEFAULT_PROVIDER, MAX_CONVERSATION_ID_CHARS
 from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
@@ -235,10 +235,10 @@ class EvalSpec:
     """How a batch asks its questions (`run_eval`): the configuration of its turns, which run it goes into, and
     how it runs. Frozen; `run_eval(session, questions, **fields)` builds one, refusing unknown fields."""
 
-    provider: str = "offline"
+    provider: str = DEFAULT_PROVIDER
     model: str | None = None
     mode: str = "agent"
-    k: int = 5
+    k: int = DEFAULT_K
     #: The provider's options (checked against its `options_schema` by `Session.ask`); secrets never recorded.
     options: Mapping[str, Any] = field(default_factory=dict)
     #: The agent's tool protocol (`native` or `json-steps`); None: the provider's.

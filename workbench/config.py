@@ -42,6 +42,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEMO_CORPUS = PROJECT_ROOT / "data" / "demo"
 #: Optional third-party benchmark data (not part of the project) is looked for here when set.
 BENCHMARK_DATA_ENV = "WORKBENCH_BENCHMARK_DATA"
+#: The provider a turn asks when nobody says (`Session.ask`, a batch, the CLI, the app's sidebar): the one that
+#: needs no model, no server and no key.
+DEFAULT_PROVIDER = "offline"
+#: Results per search / excerpts when nobody says (`Session.ask`, a batch, the CLI, the app's sidebar, the search tool).
+DEFAULT_K = 5
 #: Largest k (results per search / excerpts) a turn accepts: far above any useful value, far below
 #: what the trace store's INTEGER columns hold, and refused before a turn runs (never after).
 MAX_K = 1000

@@ -58,12 +58,9 @@ __all__ = ["CHARS_PER_TOKEN", "estimate_tokens", "messages_tokens", "token_budge
 
 
 def history_turn(record: TurnRecord, context: str, position: int) -> HistoryTurn:
-    """`record` as an earlier turn of a conversation, in context state `context`."""
-    return HistoryTurn(question=record.question, answer=record.answer, context=context,  # type: ignore[arg-type]
-                       turn_id=record.turn_id, position=record.position or position, mode=record.mode,
-                       tool_calls=record.tool_calls, excerpts=record.excerpts,
-                       steps=tuple(c.n_tool_calls for c in record.model_calls if c.n_tool_calls),
-                       prior_context=tuple((h.turn_id, h.context) for h in record.history if h.turn_id))
+    """`record` as an earlier turn of a conversation, in context state `context`, at its own position (else
+    `position`)."""
+    return HistoryTurn(record=record, context=context, position=record.position or position)  # type: ignore[arg-type]
 
 
 def history_for(earlier: Sequence[TurnRecord], policy: ContextPolicy) -> tuple[HistoryTurn, ...]:

@@ -1,8 +1,9 @@
 """The sources payload as a typed value (docs/design.md §2, §11): what a turn returns to clients.
 
 `Payload.from_json(data)` reads a payload (this workbench's, or an older server's that lacks optional
-fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.build_payload`
+fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.sources_payload`
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
+The payload's `config` (`TurnConfig`) and `verification` (`VerificationSummary`) are typed records too.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
 `carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
 `conversation_id`, `position`, `citations_omitted`, `verification` and `audit`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
@@ -11,8 +12,8 @@ and old clients expect. `validate_json(data)` checks JSON data against that sche
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
 
 from . import schemas
 
@@ -77,8 +78,9 @@ class Source:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
-        return cls(d["doc_id"], bool(d.get("cited", False)), d.get("title"), d.get("url"), d.get("consulted"),
-                   d.get("exposure"), d.get("reason"), d.get("kind", "source"), d.get("artifact_kind"), d.get("label"),
+        return cls(doc_id=d["doc_id"], cited=bool(d.get("cited", False)), title=d.get("title"), url=d.get("url"),
+                   consulted=d.get("consulted"), exposure=d.get("exposure"), reason=d.get("reason"),
+                   kind=d.get("kind", "source"), artifact_kind=d.get("artifact_kind"), label=d.get("label"),
                    **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
@@ -114,9 +116,11 @@ class Document:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Document:
-        return cls(d["doc_id"], d.get("title"), d.get("url"), d["cited"], d["consulted"], d["exposure"], d["reason"],
-                   d.get("kind", "source"), d.get("artifact_kind"), d.get("label", "Source text"), d.get("tool_call"),
-                   tuple(d.get("tool_calls", ())), tuple(d.get("excerpts", ())), **_carried(d), **_exposure_from(d))
+        return cls(doc_id=d["doc_id"], title=d.get("title"), url=d.get("url"), cited=d["cited"],
+                   consulted=d["consulted"], exposure=d["exposure"], reason=d["reason"], kind=d.get("kind", "source"),
+                   artifact_kind=d.get("artifact_kind"), label=d.get("label", "Source text"),
+                   tool_call=d.get("tool_call"), tool_calls=tuple(d.get("tool_calls", ())),
+                   excerpts=tuple(d.get("excerpts", ())), **_carried(d), **_exposure_from(d))
 
     def to_json(self) -> dict[str, Any]:
         return {"doc_id": self.doc_id, "title": self.title, "url": self.url, "retrieved": True, "cited": self.cited,
@@ -152,8 +156,8 @@ class Rejection:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Rejection:
-        return cls(d["target"], d["reason"], d.get("nearest_doc_id"), d.get("edit_distance"), d.get("turn_id"),
-                   d.get("position"))
+        return cls(target=d["target"], reason=d["reason"], nearest_doc_id=d.get("nearest_doc_id"),
+                   edit_distance=d.get("edit_distance"), turn_id=d.get("turn_id"), position=d.get("position"))
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "reason": self.reason, "nearest_doc_id": self.nearest_doc_id,
@@ -186,8 +190,9 @@ class CitationEntry:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CitationEntry:
         excerpt = {k: d[k] for k in EXCERPT_FIELDS if k in d} or None
-        return cls(d["target"], d.get("doc_id"), d["valid"], d.get("reason"), d.get("nearest_doc_id"),
-                   d.get("edit_distance"), d["start"], d["end"], d.get("n"), excerpt, d.get("turn_id"), d.get("position"))
+        return cls(target=d["target"], doc_id=d.get("doc_id"), valid=d["valid"], reason=d.get("reason"),
+                   nearest_doc_id=d.get("nearest_doc_id"), edit_distance=d.get("edit_distance"), start=d["start"],
+                   end=d["end"], n=d.get("n"), excerpt=excerpt, turn_id=d.get("turn_id"), position=d.get("position"))
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "doc_id": self.doc_id, "valid": self.valid, "reason": self.reason,
@@ -216,8 +221,9 @@ class ToolCallEntry:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ToolCallEntry:
-        return cls(d.get("seq", 0), d["name"], d["exposure"], dict(d.get("args", {})), tuple(d.get("doc_ids", ())),
-                   d.get("latency_ms"), d.get("error"), d.get("cut"))
+        return cls(seq=d.get("seq", 0), name=d["name"], exposure=d["exposure"], args=dict(d.get("args", {})),
+                   doc_ids=tuple(d.get("doc_ids", ())), latency_ms=d.get("latency_ms"), error=d.get("error"),
+                   cut=d.get("cut"))
 
     def to_json(self) -> dict[str, Any]:
         out = {"seq": self.seq, "name": self.name, "exposure": self.exposure, "args": dict(self.args),
@@ -257,14 +263,161 @@ class Audit:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Audit:
-        return cls(d["source"], tuple(d.get("not_shown", ())), d.get("service"), tuple(d.get("trace_ids", ())),
-                   {k: Evidence(v.get("exposure", ""), v.get("where", "")) for k, v in (d.get("evidence") or {}).items()},
-                   d.get("reason"), d.get("rule", "conservative"))
+        return cls(source=d["source"], not_shown=tuple(d.get("not_shown", ())), service=d.get("service"),
+                   trace_ids=tuple(d.get("trace_ids", ())),
+                   evidence={k: Evidence(exposure=v.get("exposure", ""), where=v.get("where", ""))
+                             for k, v in (d.get("evidence") or {}).items()},
+                   reason=d.get("reason"), rule=d.get("rule", "conservative"))
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "service": self.service, "trace_ids": list(self.trace_ids),
                 "not_shown": list(self.not_shown), "evidence": {k: v.to_json() for k, v in self.evidence.items()},
                 "reason": self.reason, "rule": self.rule}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnConfig:
+    """The configuration a turn ran with (the payload's `config`): what the agent loop records, what the session
+    adds, what a verification re-run and an audited turn say (docs/design.md §2, §9, §12).
+
+    A key is in the JSON when the producer gave it, null or not, in the order it gave them (`present`: the
+    fields given, in order; by default the ones that are not None, in this declaration order, which is the
+    order the agent loop, the session, a re-run and an audit write them in). A key it does not know is refused
+    (`from_json`), as a pydantic model with `extra="forbid"` would."""
+
+    provider: str | None = None
+    model: str | None = None
+    retriever: str | None = None
+    mode: str | None = None
+    tool_protocol: str | None = None
+    k: int | None = None
+    prompt_version: str | None = None
+    corpus_id: str | None = None
+    corpus_hash: str | None = None
+    provider_label: str | None = None
+    model_label: str | None = None
+    options: Mapping[str, Any] | None = None  # the provider options recorded (`providers.options.recorded`)
+    context_window: Mapping[str, Any] | None = None  # {"tokens", "source"[, "output_tokens"]} (`agent._Budget`)
+    context: Mapping[str, Any] | None = None  # a conversation's policy and budget (`agent._fit`)
+    verifies: str | None = None  # a verification re-run: the turn it verifies and the documents it withheld
+    withheld: tuple[str, ...] | None = None
+    app: str | None = None  # an audited turn: the app's service, the spans' source and run
+    source: str | None = None
+    run: str | None = None
+    present: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        if not self.present:
+            object.__setattr__(self, "present", tuple(n for n in _CONFIG_KEYS if getattr(self, n) is not None))
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TurnConfig:
+        unknown = [k for k in d if k not in _CONFIG_KEYS]
+        if unknown:
+            raise ValueError(f"a turn's configuration has no key {', '.join(map(repr, unknown))}")
+        values = {k: tuple(v) if k == "withheld" and v is not None else v for k, v in d.items()}
+        return cls(**values, present=tuple(d))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {n: getattr(self, n) for n in self.present}
+        for n in ("options", "context_window", "context"):
+            if out.get(n) is not None:
+                out[n] = dict(out[n])
+        if out.get("withheld") is not None:
+            out["withheld"] = list(out["withheld"])
+        return out
+
+
+_CONFIG_KEYS = tuple(f.name for f in fields(TurnConfig) if f.name != "present")
+
+
+@dataclass(frozen=True, slots=True)
+class ReRun:
+    """What one re-run of a verification showed (docs/design.md §9): the control's (`VerificationSummary.control`),
+    or a withheld document's (`details`), which also says whether it was cited and consulted and its verdict."""
+
+    status: str | None = None  # the re-run's status, or over_budget / control_unstable when it was not re-run
+    similarity: float | None = None
+    claims_lost: int | None = None
+    claims_total: int | None = None
+    extra_calls: int | None = None
+    reason: str | None = None
+    cited: bool | None = None  # details only
+    consulted: bool | None = None
+    verdict: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ReRun:
+        return cls(**{k: d.get(k) for k in _RERUN_KEYS})
+
+    def to_json(self, withheld: bool = False) -> dict[str, Any]:
+        """The control's JSON, or with `withheld` a document's (`cited`, `consulted`, `verdict` first); the keys
+        the schema makes nullable are always there, the others when known."""
+        out = _omit_none({}, cited=self.cited, consulted=self.consulted) if withheld else {}
+        if withheld:
+            out["verdict"] = self.verdict
+        _omit_none(out, status=self.status)
+        out.update(similarity=self.similarity, claims_lost=self.claims_lost, claims_total=self.claims_total)
+        return _omit_none(out, extra_calls=self.extra_calls, reason=self.reason)
+
+
+_RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationSummary:
+    """The payload's `verification` (docs/design.md §2, §9; `verify.Verification.to_payload()`): the verdicts and
+    what the re-runs cost. The keys the schema makes nullable are always written; the others when known."""
+
+    method: str
+    control_stable: bool
+    verdicts: Mapping[str, str] = field(default_factory=dict)  # doc_id → verdict
+    extra_calls: int | None = None
+    extra_turns: int | None = None  # re-runs made, the control included
+    budget: int | None = None
+    similarity_threshold: float | None = None
+    judge: str | None = None
+    judge_version: str | None = None
+    sampling: Mapping[str, Any] | None = None  # the options pinned for the re-runs
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    latency_ms: float | None = None
+    control: ReRun | None = None
+    details: Mapping[str, ReRun] | None = None  # doc_id → what its re-run showed
+    skipped: tuple[str, ...] | None = None  # candidates over the budget: no verdict
+    failed: tuple[str, ...] | None = None  # candidates whose re-run failed: no verdict
+
+    @classmethod
+    def from_json(cls, d: Any) -> VerificationSummary | None:
+        """The verification of JSON data; None for anything that is not one (an old or buggy server)."""
+        if not isinstance(d, dict) or "method" not in d:
+            return None
+        details = d.get("details")
+        return cls(
+            method=d["method"], control_stable=bool(d.get("control_stable")), verdicts=dict(d.get("verdicts") or {}),
+            extra_calls=d.get("extra_calls"), extra_turns=d.get("extra_turns"), budget=d.get("budget"),
+            similarity_threshold=d.get("similarity_threshold"), judge=d.get("judge"),
+            judge_version=d.get("judge_version"), sampling=d.get("sampling"), tokens_in=d.get("tokens_in"),
+            tokens_out=d.get("tokens_out"), latency_ms=d.get("latency_ms"),
+            control=ReRun.from_json(d["control"]) if isinstance(d.get("control"), dict) else None,
+            details=None if details is None else {k: ReRun.from_json(v or {}) for k, v in details.items()},
+            skipped=None if d.get("skipped") is None else tuple(d["skipped"]),
+            failed=None if d.get("failed") is None else tuple(d["failed"]))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"method": self.method, "control_stable": self.control_stable}
+        _omit_none(out, extra_calls=self.extra_calls)
+        out["verdicts"] = dict(self.verdicts)
+        _omit_none(out, extra_turns=self.extra_turns, budget=self.budget,
+                   similarity_threshold=self.similarity_threshold, judge=self.judge)
+        out["judge_version"] = self.judge_version
+        _omit_none(out, sampling=None if self.sampling is None else dict(self.sampling))
+        out.update(tokens_in=self.tokens_in, tokens_out=self.tokens_out, latency_ms=self.latency_ms)
+        return _omit_none(out, control=None if self.control is None else self.control.to_json(),
+                          details=None if self.details is None else {k: v.to_json(withheld=True)
+                                                                     for k, v in self.details.items()},
+                          skipped=None if self.skipped is None else list(self.skipped),
+                          failed=None if self.failed is None else list(self.failed))
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,10 +436,10 @@ class Payload:
     citations: tuple[CitationEntry, ...] = ()
     documents: tuple[Document, ...] = ()
     tool_calls: tuple[ToolCallEntry, ...] = ()
-    config: dict[str, Any] = field(default_factory=dict)
+    config: TurnConfig = TurnConfig()
     conversation_id: str | None = None  # docs/design.md §11; None: a single turn (the key is absent)
     position: int | None = None
-    verification: dict[str, Any] | None = None  # docs/design.md §9 (`verify.Verification.to_payload()`)
+    verification: VerificationSummary | None = None  # docs/design.md §9 (`verify.Verification.to_payload()`)
     citations_omitted: int | None = None  # occurrences past `provenance.MAX_CITATIONS` left out of `citations`
     audit: Audit | None = None  # docs/design.md §12: present only for a turn audited from another app's spans
     schema_version: int = SCHEMA_VERSION
@@ -296,15 +449,19 @@ class Payload:
         """A payload from JSON data; the keys the schema lets a server leave out take their defaults."""
         sets = d.get("sets") or {}
         return cls(
-            d["answer"], tuple(Source.from_json(s) for s in d.get("sources", ())),
-            Sets(*(tuple(sets.get(k, ())) for k in ("retrieved", "cited", "consulted"))),
-            tuple(Rejection.from_json(r) for r in d.get("rejected_citations", ())), d.get("turn_id"), d.get("question"),
-            d.get("mode", "agent"), d.get("status", "ok"), d.get("error"),
-            tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
-            tuple(Document.from_json(x) for x in d.get("documents", ())),
-            tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())), dict(d.get("config") or {}),
-            d.get("conversation_id"), d.get("position"), d.get("verification"), d.get("citations_omitted"),
-            Audit.from_json(d["audit"]) if d.get("audit") is not None else None, d.get("schema_version", SCHEMA_VERSION))
+            answer=d["answer"], sources=tuple(Source.from_json(s) for s in d.get("sources", ())),
+            sets=Sets(**{k: tuple(sets.get(k, ())) for k in ("retrieved", "cited", "consulted")}),
+            rejected_citations=tuple(Rejection.from_json(r) for r in d.get("rejected_citations", ())),
+            turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", "agent"),
+            status=d.get("status", "ok"), error=d.get("error"),
+            citations=tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
+            documents=tuple(Document.from_json(x) for x in d.get("documents", ())),
+            tool_calls=tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())),
+            config=TurnConfig.from_json(d.get("config") or {}), conversation_id=d.get("conversation_id"),
+            position=d.get("position"), verification=VerificationSummary.from_json(d.get("verification")),
+            citations_omitted=d.get("citations_omitted"),
+            audit=Audit.from_json(d["audit"]) if d.get("audit") is not None else None,
+            schema_version=d.get("schema_version", SCHEMA_VERSION))
 
     def to_json(self) -> dict[str, Any]:
         """The payload as JSON data, keys in the order every client has always received them."""
@@ -315,9 +472,10 @@ class Payload:
             "error": self.error, "sources": [s.to_json() for s in self.sources], "sets": self.sets.to_json(),
             "rejected_citations": [r.to_json() for r in self.rejected_citations],
             "citations": [c.to_json() for c in self.citations], "documents": [x.to_json() for x in self.documents],
-            "tool_calls": [t.to_json() for t in self.tool_calls], "config": dict(self.config),
+            "tool_calls": [t.to_json() for t in self.tool_calls], "config": self.config.to_json(),
         })
-        return _omit_none(out, citations_omitted=self.citations_omitted, verification=self.verification,
+        verification = self.verification.to_json() if self.verification is not None else None
+        return _omit_none(out, citations_omitted=self.citations_omitted, verification=verification,
                           audit=self.audit.to_json() if self.audit is not None else None)
 
 

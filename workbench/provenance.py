@@ -41,7 +41,7 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry
+from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
 from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
 
@@ -114,7 +114,7 @@ class _Retrieved:
     excerpt_ns: list[int] = field(default_factory=list)
 
 
-def collect_retrieved(record: TurnRecord | HistoryTurn) -> dict[str, _Retrieved]:
+def collect_retrieved(record: TurnRecord) -> dict[str, _Retrieved]:
     """Every document the turn's own tool calls and excerpts exposed, in first-seen order, with its strongest
     exposure (a conversation's carried documents are `carried_exposures`')."""
     seen: dict[str, _Retrieved] = {}
@@ -122,8 +122,8 @@ def collect_retrieved(record: TurnRecord | HistoryTurn) -> dict[str, _Retrieved]
     def add(doc_id, title, url, kind, artifact_kind, exposure, call_idx, n=None):
         r = seen.get(doc_id)
         if r is None:
-            r = seen[doc_id] = _Retrieved(doc_id, title or None, url, kind or "source", artifact_kind,
-                                          exposure, call_idx)
+            r = seen[doc_id] = _Retrieved(doc_id=doc_id, title=title or None, url=url, kind=kind or "source",
+                                          artifact_kind=artifact_kind, exposure=exposure, tool_call=call_idx)
         elif EXPOSURE_RANK[exposure] > EXPOSURE_RANK[r.exposure]:
             r.exposure, r.tool_call = exposure, call_idx
         r.title = r.title or title or None
@@ -414,10 +414,11 @@ def validate(citations: list[Citation], retrieved: dict[str, _Retrieved],
 
 
 def _replace(c: Citation, **changes) -> Citation:
-    # Direct construction: dataclasses.replace costs a third of build_payload's time budget.
-    return Citation(c.target, c.start, c.end, changes.get("doc_id"), changes.get("valid", False),
-                    changes.get("reason"), changes.get("nearest_doc_id"), changes.get("edit_distance"), c.n, c.text,
-                    changes.get("turn"))
+    # Direct construction: dataclasses.replace costs a third of sources_payload's time budget.
+    return Citation(target=c.target, start=c.start, end=c.end, doc_id=changes.get("doc_id"),
+                    valid=changes.get("valid", False), reason=changes.get("reason"),
+                    nearest_doc_id=changes.get("nearest_doc_id"), edit_distance=changes.get("edit_distance"), n=c.n,
+                    text=c.text, turn=changes.get("turn"))
 
 
 def consulted_reason(exposure: str, cited: bool) -> tuple[bool, str]:
@@ -465,11 +466,11 @@ def _linked(history: tuple[HistoryTurn, ...]) -> list[dict[str, _Retrieved]]:
     autolinks; an `[n]` marker shows the model a number, not a link)."""
     linked: list[dict[str, _Retrieved]] = []
     for i, h in enumerate(history):
-        allow = collect_retrieved(h)
+        allow = collect_retrieved(h.record)
         for doc_id, c in _carried(_history_when_asked(history[:i], h), linked).items():
             allow.setdefault(doc_id, c.meta)
         table, accepted = _lookup(allow), {}
-        for c in extract_citations(h.answer, h.mode):
+        for c in extract_citations(h.record.answer, h.record.mode):
             doc_id = _resolve(c.target, table) if c.n is None else None
             if doc_id is not None:
                 accepted.setdefault(doc_id, allow[doc_id])
@@ -482,7 +483,7 @@ def _history_when_asked(before: tuple[HistoryTurn, ...], h: HistoryTurn) -> tupl
     then = dict(h.prior_context)
     if not then:
         return before
-    return tuple(replace(b, context=then[b.turn_id]) if b.turn_id in then else b for b in before)
+    return tuple(replace(b, context=then[b.record.turn_id]) if b.record.turn_id in then else b for b in before)
 
 
 def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved]]) -> dict[str, _Carried]:
@@ -501,7 +502,7 @@ def _carried(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
 
     for i, h in enumerate(history):
         if h.context == "full":
-            for r in collect_retrieved(h).values():
+            for r in collect_retrieved(h.record).values():
                 offer(r.exposure, i, r, r.excerpt_ns)
         if h.context in ("full", "answer"):
             for r in linked[i].values():
@@ -520,13 +521,13 @@ def _dropped(history: tuple[HistoryTurn, ...], linked: list[dict[str, _Retrieved
     for i, h in enumerate(history):
         if h.context == "full":
             continue
-        found = list(collect_retrieved(h).values())
+        found = list(collect_retrieved(h.record).values())
         if h.context == "dropped":
             found += linked[i].values()
         for r in found:
             gone.setdefault(r.doc_id, r)
             turns[r.doc_id] = i  # the latest turn that had it
-        excerpts.update((e.n, i) for e in h.excerpts if e.n in numbers)
+        excerpts.update((e.n, i) for e in h.record.excerpts if e.n in numbers)
     return _DroppedExposures(_lookup(gone), turns, excerpts)
 
 
@@ -544,7 +545,7 @@ def _numbered(record: TurnRecord) -> set[int]:
     Numbers continue across a conversation (turn 2 starts after turn 1's last), so the count is over every
     turn. A record built by hand (not by the agent, not through `turn_record_from_dict`) may number an
     excerpt 0, -1 or twice; such a number names no single excerpt, so a citation of it is `out_of_range`."""
-    every = [e.n for h in record.history for e in h.excerpts] + [e.n for e in record.excerpts]
+    every = [e.n for h in record.history for e in h.record.excerpts] + [e.n for e in record.excerpts]
     counts: dict[int, int] = {}
     for n in every:
         counts[n] = counts.get(n, 0) + 1
@@ -556,7 +557,7 @@ def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
     """n -> excerpt for every number a `[n]` may cite and whose excerpt is in context: this turn's, and those
     of earlier turns whose tool results the context policy kept (`full`)."""
     numbers = _numbered(record)
-    kept = [e for h in record.history if h.context == "full" for e in h.excerpts]
+    kept = [e for h in record.history if h.context == "full" for e in h.record.excerpts]
     return {e.n: e for e in (*kept, *record.excerpts) if e.n in numbers}
 
 
@@ -567,11 +568,6 @@ def turn_id_of(record: TurnRecord) -> str:
     # repr of frozen dataclasses is deterministic and far cheaper than asdict + json
     digest = hashlib.sha256(repr(record).encode()).hexdigest()
     return f"t-{digest[:16]}"
-
-
-def build_payload(record: TurnRecord) -> dict[str, Any]:
-    """The sources payload of docs/design.md §2 for one turn as JSON data (`sources_payload(record).to_json()`)."""
-    return sources_payload(record).to_json()
 
 
 def sources_payload(record: TurnRecord) -> Payload:
@@ -585,8 +581,9 @@ def sources_payload(record: TurnRecord) -> Payload:
         dropped = _dropped(record.history, linked, _numbered(record))
         allow = dict(retrieved)
         for doc_id, c in carried.items():
-            allow.setdefault(doc_id, _Retrieved(doc_id, c.meta.title, c.meta.url, c.meta.kind, c.meta.artifact_kind,
-                                                c.exposure, None))
+            allow.setdefault(doc_id, _Retrieved(doc_id=doc_id, title=c.meta.title, url=c.meta.url, kind=c.meta.kind,
+                                                artifact_kind=c.meta.artifact_kind, exposure=c.exposure,
+                                                tool_call=None))
     excerpts_by_n = excerpt_numbers(record)
     citations, omitted = bound_citations(validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n,
                                                   dropped))
@@ -601,20 +598,25 @@ def sources_payload(record: TurnRecord) -> Payload:
                  for r in allow.values()]
     by_id = {d.doc_id: d for d in documents}
     order = cited_order + [d.doc_id for d in documents if d.consulted and d.doc_id not in cited]
-    sources = tuple(Source(d.doc_id, d.cited, d.title, d.url, d.consulted, d.exposure, d.reason, d.kind, d.artifact_kind,
-                           d.label, d.carried_from, d.carried_position, d.exposure_from, d.exposure_position)
+    sources = tuple(Source(doc_id=d.doc_id, cited=d.cited, title=d.title, url=d.url, consulted=d.consulted,
+                           exposure=d.exposure, reason=d.reason, kind=d.kind, artifact_kind=d.artifact_kind,
+                           label=d.label, carried_from=d.carried_from, carried_position=d.carried_position,
+                           exposure_from=d.exposure_from, exposure_position=d.exposure_position)
                     for d in (by_id[i] for i in order))
 
     rejected, seen_targets = [], set()
     for c in citations:
         if not c.valid and c.target not in seen_targets:
             seen_targets.add(c.target)
-            rejected.append(Rejection(c.target, c.reason, c.nearest_doc_id, c.edit_distance, *_turn_named(record, c)))
+            turn_id, position = _turn_named(record, c)
+            rejected.append(Rejection(target=c.target, reason=c.reason, nearest_doc_id=c.nearest_doc_id,
+                                      edit_distance=c.edit_distance, turn_id=turn_id, position=position))
 
     return Payload(
         answer=record.answer,
         sources=sources,
-        sets=Sets(tuple(allow), tuple(cited_order), tuple(i for i in order if by_id[i].consulted)),
+        sets=Sets(retrieved=tuple(allow), cited=tuple(cited_order),
+                  consulted=tuple(i for i in order if by_id[i].consulted)),
         rejected_citations=tuple(rejected),
         turn_id=turn_id_of(record),
         question=record.question,
@@ -623,10 +625,11 @@ def sources_payload(record: TurnRecord) -> Payload:
         error=record.error,
         citations=tuple(_citation_entry(record, c, excerpts_by_n) for c in citations),
         documents=tuple(documents),
-        tool_calls=tuple(ToolCallEntry(i, t.name, t.exposure, dict(t.args), tuple(r.doc_id for r in t.results),
-                                       t.latency_ms, t.error, t.cut.to_dict() if t.cut else None)
+        tool_calls=tuple(ToolCallEntry(seq=i, name=t.name, exposure=t.exposure, args=dict(t.args),
+                                       doc_ids=tuple(r.doc_id for r in t.results), latency_ms=t.latency_ms,
+                                       error=t.error, cut=t.cut.to_dict() if t.cut else None)
                          for i, t in enumerate(record.tool_calls)),
-        config=dict(record.config),
+        config=TurnConfig.from_json(record.config),
         conversation_id=record.conversation_id,
         position=record.position,
         citations_omitted=omitted or None,
@@ -678,21 +681,23 @@ def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Car
     excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
     if c is not None:
         excerpt_ns = excerpt_ns + [n for n in c.excerpt_ns if n not in excerpt_ns]
-        earlier = record.history[c.turn].turn_id, _history_position(record, c.turn)
+        earlier = record.history[c.turn].record.turn_id, _history_position(record, c.turn)
         if own is None:  # carried_from only when this turn did not expose it
             carried_from, carried_position = earlier
         if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
             exposure_from, exposure_position = earlier  # the exposure shown is the earlier turn's
-    return Document(r.doc_id, r.title, r.url, cited, consulted, exposure, reason, r.kind, r.artifact_kind,
-                    artifact_label(r.kind, r.artifact_kind), r.tool_call, tuple(r.tool_calls), tuple(excerpt_ns),
-                    carried_from, carried_position, exposure_from, exposure_position)
+    return Document(doc_id=r.doc_id, title=r.title, url=r.url, cited=cited, consulted=consulted, exposure=exposure,
+                    reason=reason, kind=r.kind, artifact_kind=r.artifact_kind,
+                    label=artifact_label(r.kind, r.artifact_kind), tool_call=r.tool_call, tool_calls=tuple(r.tool_calls),
+                    excerpts=tuple(excerpt_ns), carried_from=carried_from, carried_position=carried_position,
+                    exposure_from=exposure_from, exposure_position=exposure_position)
 
 
 def _turn_named(record: TurnRecord, c: Citation) -> tuple[str | None, int | None]:
     """The earlier turn a `not_in_context` rejection names: its id and position ((None, None) otherwise)."""
     if c.turn is None:
         return None, None
-    return record.history[c.turn].turn_id, _history_position(record, c.turn)
+    return record.history[c.turn].record.turn_id, _history_position(record, c.turn)
 
 
 def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Excerpt]) -> CitationEntry:
@@ -704,5 +709,7 @@ def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Ex
                        "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
                        "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,
                        "label": artifact_label(e.chunk_type, e.artifact_kind)}
-    return CitationEntry(c.target, c.doc_id, c.valid, c.reason, c.nearest_doc_id, c.edit_distance, c.start, c.end, c.n,
-                         excerpt, *_turn_named(record, c))
+    turn_id, position = _turn_named(record, c)
+    return CitationEntry(target=c.target, doc_id=c.doc_id, valid=c.valid, reason=c.reason,
+                         nearest_doc_id=c.nearest_doc_id, edit_distance=c.edit_distance, start=c.start, end=c.end,
+                         n=c.n, excerpt=excerpt, turn_id=turn_id, position=position)

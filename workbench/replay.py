@@ -199,7 +199,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     absent = [(c, "its text is not in the final model call's input, and only that call is replayed")
               for c in found if sent[c.doc_id][1] == 0]
     to_run, skipped = within_budget([c for c in found if sent[c.doc_id][1]], budget)
-    name = model or inputs.call.model or inputs.payload.config.get("model")
+    name = model or inputs.call.model or inputs.payload.config.model
     if not name:
         raise VerificationError(f"turn {turn_id!r} records no model name: name the model the endpoint serves")
     options, pinned = pinned_options(declared(provider, "options_schema"), {})

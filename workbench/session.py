@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEMO_CORPUS, MAX_K, Settings
+from .config import DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_K, Settings
 from .questions import check_conversation_id, check_question_length
 from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
@@ -21,7 +21,7 @@ from .providers import declared, get_provider
 from .redact import recorded
 from .retrieval import get_retriever, retriever_names
 from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
-from .faithfulness import assess_turn
+from .faithfulness import TurnFaithfulness, assess_turn
 from .tools import Toolbox
 from .context_policy import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ANSWERED, ContextPolicy, TurnRecord
@@ -34,8 +34,8 @@ class Answer:
     record: TurnRecord
     #: The sources payload (docs/design.md §2); `payload.to_json()` is its JSON at the edges (CLI, HTTP, store).
     payload: Payload
-    #: Claim-level verdicts (`faithfulness.TurnFaithfulness`), None when not judged.
-    faithfulness: Any = None
+    #: Claim-level verdicts, None when not judged.
+    faithfulness: TurnFaithfulness | None = None
     #: Why the turn could not be written to the trace store (the answer itself is still returned).
     trace_error: str | None = None
     #: Its verification by ablation (`verify.Verification`, also in `payload.verification`); None: unverified.
@@ -88,8 +88,8 @@ class Session:
             self._toolbox = Toolbox(self.corpus, retriever)
         return self._toolbox
 
-    def ask(self, question: str, *, provider: str = "offline", model: str | None = None, mode: str = "agent",
-            k: int = 5, run_id: str | None = None, judge: str | None = "lexical",
+    def ask(self, question: str, *, provider: str = DEFAULT_PROVIDER, model: str | None = None, mode: str = "agent",
+            k: int = DEFAULT_K, run_id: str | None = None, judge: str | None = "lexical",
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,

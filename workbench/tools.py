@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from .config import DEFAULT_K
 from .corpus import Corpus
 from .errors import ToolError, UnknownNameError
 from .retrieval.withhold import Withholding
@@ -33,9 +34,8 @@ PAGE_OVERHEAD_TOKENS = 80
 MIN_ROOM_TOKENS = 40
 #: The largest page or part number a model may ask for (a bigger one names no page of any corpus).
 MAX_PAGE = 100_000
-#: How many documents `search` returns when neither the model nor the turn says, and the most a model may ask for
-#: (unless the turn's k is more).
-DEFAULT_SEARCH_K, MAX_SEARCH_K = 5, 20
+#: The most documents a model may ask `search` for (unless the turn's k is more).
+MAX_SEARCH_K = 20
 
 
 @dataclass(frozen=True)
@@ -402,7 +402,7 @@ class Toolbox:
         #: Documents this toolbox acts as if the corpus did not hold (`withholding`).
         self.withheld: frozenset[str] = frozenset()
         #: How many documents `search` returns when the model does not say (`searching`: the turn's k).
-        self.search_k = DEFAULT_SEARCH_K
+        self.search_k = DEFAULT_K
 
     def searching(self, k: int) -> "Toolbox":
         """These tools with `search` returning `k` documents unless the model asks for another number (at most

@@ -7,7 +7,7 @@ loop returns a `TurnRecord`. Nothing is recovered from event handlers.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from . import schemas
@@ -174,29 +174,47 @@ class ModelCall:
     n_tool_calls: int = 0  # tool calls this step asked for; the agent loop runs them right after the call
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HistoryTurn:
-    """One earlier turn of a conversation as turn t's context held it (docs/design.md §11), oldest first.
+    """One earlier turn of a conversation as turn t's context held it (docs/design.md §11), oldest first: its
+    `record` as it was asked, wrapped (as llama-index's `NodeWithScore` wraps a node) with what only the
+    conversation knows, its `context` state and its 1-based `position`.
 
-    It keeps its own tool calls and excerpts whatever its `context` state: provenance needs them to know
+    The record stays whole whatever its `context` state: provenance needs its tool calls and excerpts to know
     which of its links were accepted and which exposures the context policy dropped (`not_in_context`)."""
 
-    question: str
-    answer: str
+    record: TurnRecord
     context: ContextState
-    turn_id: str | None = None
     position: int | None = None
-    mode: Mode = "agent"
-    tool_calls: tuple[ToolCall, ...] = ()
-    excerpts: tuple[Excerpt, ...] = ()
-    #: How many of `tool_calls` each of its model steps asked for, in order (its model calls' `n_tool_calls`,
-    #: answer step excluded), so its tool calls go back to the model step by step as they happened; empty
-    #: (e.g. a record written by hand): one tool call per step.
-    steps: tuple[int, ...] = ()
-    #: The context this turn itself was asked with: (turn id, context state) of each earlier turn it had, as
-    #: its own record's `history` gave them. Provenance reads which of its links were *accepted* against the
-    #: allow-list it really had (docs/design.md §11); empty: not known, the states of this record are used.
-    prior_context: tuple[tuple[str, ContextState], ...] = ()
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """How many of its tool calls each of its model steps asked for, in order (its model calls'
+        `n_tool_calls`, answer step excluded), so its tool calls go back to the model step by step as they
+        happened; empty (e.g. a record written by hand): one tool call per step."""
+        return tuple(c.n_tool_calls for c in self.record.model_calls if c.n_tool_calls)
+
+    @property
+    def prior_context(self) -> tuple[tuple[str, ContextState], ...]:
+        """The context this turn itself was asked with: (turn id, context state) of each earlier turn its own
+        record's `history` had. Provenance reads which of its links were *accepted* against the allow-list it
+        really had (docs/design.md §11); empty: not known, the states of the later record are used."""
+        return tuple((h.record.turn_id, h.context) for h in self.record.history if h.record.turn_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The history entry of a turn record's JSON (docs/design.md §4, `turn-record.schema.json`)."""
+        r = self.record
+        return {"question": r.question, "answer": r.answer, "context": self.context, "turn_id": r.turn_id,
+                "position": self.position, "mode": r.mode, "tool_calls": tuple(asdict(c) for c in r.tool_calls),
+                "excerpts": tuple(asdict(e) for e in r.excerpts), "steps": self.steps,
+                "prior_context": self.prior_context}
+
+    def __repr__(self) -> str:
+        # what it always was: a record without a turn id is named by its repr (`provenance.turn_id_of`)
+        r = self.record
+        return (f"HistoryTurn(question={r.question!r}, answer={r.answer!r}, context={self.context!r}, "
+                f"turn_id={r.turn_id!r}, position={self.position!r}, mode={r.mode!r}, tool_calls={r.tool_calls!r}, "
+                f"excerpts={r.excerpts!r}, steps={self.steps!r}, prior_context={self.prior_context!r})")
 
 
 def _whole(value: Any) -> bool:
@@ -259,8 +277,10 @@ class TurnRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
-        out = asdict(self)
-        if not self.history:
+        out = asdict(replace(self, history=()))  # each earlier turn as its history entry, not its whole record
+        if self.history:
+            out["history"] = tuple(h.to_dict() for h in self.history)
+        else:
             del out["history"]
         for key in ("conversation_id", "position", "user_id", "owner"):
             if out[key] is None:
@@ -298,10 +318,32 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
             + [("excerpts", data.get("excerpts") or [])])
     if not problems:
         try:
-            return _turn_adapter().validate_json(json.dumps(data), strict=True)
+            return _turn_adapter().validate_json(json.dumps(_wrapped(data)), strict=True)
         except ValidationError as exc:
-            problems = [f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors()]
+            problems = [f"{_where(_unwrapped(e['loc']))}: {e['msg']}" for e in exc.errors()]
     raise TurnRecordError("not a valid turn record: " + "; ".join(problems[:5]))
+
+
+def _wrapped(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with each `history` entry in `HistoryTurn`'s shape: its record (question, answer, mode, tool calls,
+    excerpts, turn id; its `steps` as model calls known only by the tool calls they asked for; its `prior_context`
+    as a history of turns known only by id and state), its context state and position."""
+    if not data.get("history"):
+        return data
+
+    def entry(h: dict[str, Any]) -> dict[str, Any]:
+        record = {k: h[k] for k in ("question", "answer", "mode", "tool_calls", "excerpts", "turn_id") if k in h}
+        record["model_calls"] = [{"provider": "", "n_tool_calls": n} for n in h.get("steps") or ()]
+        record["history"] = [{"record": {"question": "", "answer": "", "turn_id": turn_id}, "context": state}
+                             for turn_id, state in h.get("prior_context") or ()]
+        return {"record": record, "context": h["context"], "position": h.get("position")}
+
+    return {**data, "history": [entry(h) for h in data["history"]]}
+
+
+def _unwrapped(loc: tuple) -> tuple:
+    """A place in `_wrapped(data)` as the place in `data` it came from (`history.0.record.answer` → `history.0.answer`)."""
+    return loc[:2] + loc[3:] if loc[:1] == ("history",) and loc[2:3] == ("record",) else loc
 
 
 def _where(path) -> str:

@@ -16,11 +16,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from .agent import run_turn
+from .config import DEFAULT_K
 from .errors import VerificationError
 from .faithfulness import get_judge, shown_texts, split_claims
 from .faithfulness.claims import Claim, clean
 from .faithfulness.judges import Judge
-from .payload import Payload
+from .payload import Payload, ReRun, VerificationSummary
 from .provenance import sources_payload, turn_id_of
 from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
@@ -195,24 +196,22 @@ class Verification:
     def _tokens(self, name: str) -> int | None:
         return _sum([getattr(a, name) for a in self.ablations if a.reran])  # the control always re-runs
 
-    def to_payload(self) -> dict[str, Any]:
-        """The payload's `verification` object (docs/design.md §2, §9; payload.schema.json)."""
+    def to_payload(self) -> VerificationSummary:
+        """The payload's `verification` (docs/design.md §2, §9; payload.schema.json)."""
         c = self.control
-        return {
-            "method": self.method, "control_stable": self.control_stable, "extra_calls": self.extra_calls,
-            "verdicts": self.verdicts, "extra_turns": self.extra_turns, "budget": self.budget,
-            "similarity_threshold": self.similarity_threshold, "judge": self.judge,
-            "judge_version": self.judge_version, "sampling": dict(self.sampling),
-            "tokens_in": self._tokens("tokens_in"), "tokens_out": self._tokens("tokens_out"),
-            "latency_ms": self.latency_ms,
-            "control": {"status": c.status, "similarity": c.similarity, "claims_lost": c.claims_lost,
-                        "claims_total": c.claims_total, "extra_calls": c.calls, "reason": c.reason},
-            "details": {a.doc_id: {"cited": a.cited, "consulted": a.consulted, "verdict": a.verdict,
-                                   "status": a.status, "similarity": a.similarity, "claims_lost": a.claims_lost,
-                                   "claims_total": a.claims_total, "extra_calls": a.calls, "reason": a.reason}
-                        for a in self.ablations if a.doc_id},
-            "skipped": self.skipped, "failed": self.failed,
-        }
+        return VerificationSummary(
+            method=self.method, control_stable=self.control_stable, extra_calls=self.extra_calls,
+            verdicts=self.verdicts, extra_turns=self.extra_turns, budget=self.budget,
+            similarity_threshold=self.similarity_threshold, judge=self.judge, judge_version=self.judge_version,
+            sampling=dict(self.sampling), tokens_in=self._tokens("tokens_in"), tokens_out=self._tokens("tokens_out"),
+            latency_ms=self.latency_ms,
+            control=ReRun(status=c.status, similarity=c.similarity, claims_lost=c.claims_lost,
+                          claims_total=c.claims_total, extra_calls=c.calls, reason=c.reason),
+            details={a.doc_id: ReRun(cited=a.cited, consulted=a.consulted, verdict=a.verdict, status=a.status,
+                                     similarity=a.similarity, claims_lost=a.claims_lost, claims_total=a.claims_total,
+                                     extra_calls=a.calls, reason=a.reason)
+                     for a in self.ablations if a.doc_id},
+            skipped=tuple(self.skipped), failed=tuple(self.failed))
 
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping[str, Any]], used: Mapping[str, tuple[bool, bool]]) -> "Verification":
@@ -315,7 +314,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     check_answered(record.status, record.answer)
     payload = payload if payload is not None else sources_payload(record)
     to_run, skipped = plan(payload, budget)
-    k = int(record.config.get("k") or 5)
+    k = int(record.config.get("k") or DEFAULT_K)
     protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
     turn_id = payload.turn_id or turn_id_of(record)
 
@@ -404,7 +403,8 @@ def withheld_history(history: Sequence[HistoryTurn], withheld: Sequence[str]) ->
     gone = set(withheld)
     if not gone:
         return tuple(history)
-    return tuple(replace(h, excerpts=tuple(e for e in h.excerpts if e.doc_id not in gone)) for h in history)
+    return tuple(replace(h, record=replace(h.record, excerpts=tuple(e for e in h.record.excerpts if e.doc_id not in gone)))
+                 for h in history)
 
 
 def _reason(verdict: str, change: str) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..config import DEFAULT_PROVIDER
+
 #: Demo conversations for the notebook (questions on the demo help center; a follow-up leans on the turn before).
 DEMO_CONVERSATIONS = {
     "demo-sso": ("How do I configure SSO?", "And with Okta?", "How long does that take?"),
@@ -16,7 +18,7 @@ DEMO_CONVERSATIONS = {
 
 
 def seed_demo_conversations(db: str | Path, *, corpus: Any = None, retriever: str = "bm25",
-                            provider: str = "offline", mode: str = "agent") -> pd.DataFrame:
+                            provider: str = DEFAULT_PROVIDER, mode: str = "agent") -> pd.DataFrame:
     """Something to analyse: each demo conversation asked turn by turn, each follow-up with the earlier
     turns as history (docs/design.md §11). A conversation already in the database is not asked again."""
     from ..session import Session

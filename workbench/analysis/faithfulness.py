@@ -11,11 +11,11 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from ..config import benchmark_data_dir
+from ..config import DEFAULT_K, DEFAULT_PROVIDER, benchmark_data_dir
 
 def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = None, db: str | Path,
-                  judge: str = "lexical", retriever: str = "bm25", provider: str = "offline",
-                  mode: str = "agent", k: int = 5) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+                  judge: str = "lexical", retriever: str = "bm25", provider: str = DEFAULT_PROVIDER,
+                  mode: str = "agent", k: int = DEFAULT_K) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     """Ask each question (traced), judge every claim against what it cites, store the claims with the turn.
 
     Returns (run_id, one row per claim, one row per turn with ALCE citation recall and precision).

@@ -261,5 +261,5 @@ def _history(e: Earlier, final: ModelCall) -> HistoryTurn:
         context = "answer"
     else:
         context = "dropped"
-    return HistoryTurn(question=e.question, answer=e.answer, context=context, turn_id=e.turn_id, position=e.position,
-                       tool_calls=e.tool_calls)
+    return HistoryTurn(record=TurnRecord(question=e.question, answer=e.answer, turn_id=e.turn_id, tool_calls=e.tool_calls),
+                       context=context, position=e.position)

@@ -50,11 +50,11 @@ def print_answer(answer) -> None:
         print(neutralize(excerpt_lines(answer.record, payload)))
     print(neutralize(summary_line(payload)))
     cfg = payload.config
-    protocol = f" ({cfg['tool_protocol']})" if cfg.get("tool_protocol") else ""
-    print(neutralize(f"provider: {cfg.get('provider_label') or cfg.get('provider')} · "
-                     f"model: {cfg.get('model_label') or cfg.get('model')} · retriever: {cfg.get('retriever')} · "
-                     f"mode: {cfg.get('mode')}{protocol}"))
+    protocol = f" ({cfg.tool_protocol})" if cfg.tool_protocol else ""
+    print(neutralize(f"provider: {cfg.provider_label or cfg.provider} · "
+                     f"model: {cfg.model_label or cfg.model} · retriever: {cfg.retriever} · "
+                     f"mode: {cfg.mode}{protocol}"))
     if answer.record.conversation_id is not None:
-        turns = (cfg.get("context") or {}).get("turns")
+        turns = (cfg.context or {}).get("turns")
         print(neutralize(f"conversation: {answer.record.conversation_id} · turn {answer.record.position} · "
                          f"tool results kept for the last {turns} earlier turn(s)"))

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
@@ -14,6 +14,13 @@ from ..providers.steps import NATIVE, TOOL_PROTOCOLS
 from ..retrieval import retriever_names
 from ..terminal import neutralize
 from ..types import MODES, ContextPolicy
+
+
+#: The help of `-k`, its default and bound read from where they are stated (`config.DEFAULT_K`, `config.MAX_K`).
+K_HELP = f"results per search / excerpts (default %(default)s, at most {MAX_K})"
+#: The help of a questions file argument (`ask --questions`, `eval QUESTIONS.jsonl`): what a line holds.
+QUESTIONS_HELP = ('a file of {"question": …} lines; lines with the same "conversation": ID are one conversation, '
+                  "asked in file order")
 
 
 def add_corpus_option(p: argparse.ArgumentParser) -> None:
@@ -83,12 +90,12 @@ def fault_help() -> str:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
-    p.add_argument("--provider", default="offline", help=LazyHelp(provider_help))
+    p.add_argument("--provider", default=DEFAULT_PROVIDER, help=LazyHelp(provider_help))
     p.add_argument("--model", help="model for the provider (each provider's default is listed under --provider)")
     p.add_argument("--retriever", default="bm25", help=LazyHelp(retriever_help))
     p.add_argument("--mode", default="agent", choices=MODES, help="agent (tools) or excerpts")
     p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None, help=LazyHelp(tool_protocol_help))
-    p.add_argument("-k", "--k", type=k_value, default=5, help="results per search / excerpts (default 5, at most 1000)")
+    p.add_argument("-k", "--k", type=k_value, default=DEFAULT_K, help=K_HELP)
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a provider option, checked against the provider's options schema (repeatable; a list is "
                         "comma-separated), e.g. ollama host=http://gpu-box:11434, timeout=30; llamacpp max_tokens=160")

@@ -12,16 +12,14 @@ from ..session import Conversations, Session
 from ..terminal import neutralize
 from ..types import ANSWERED, TRUNCATED
 from ._answer import print_answer, warn_status, warn_untraced
-from ._options import (add_context_option, add_json_option, add_run_options, add_trace_options, add_verify_options,
+from ._options import (QUESTIONS_HELP, add_context_option, add_json_option, add_run_options, add_trace_options, add_verify_options,
                        context_policy, db_path, provider_options, settings_of, warn_skipped)
 
 
 def register(sub) -> None:
     p = sub.add_parser("ask", help="Answer a question and print its sources row and three sets.")
     p.add_argument("question", nargs="?", help="the question")
-    p.add_argument("--questions", metavar="FILE.jsonl",
-                   help='a file of {"question": …} lines; lines with the same "conversation": ID are one '
-                        "conversation, in file order")
+    p.add_argument("--questions", metavar="FILE.jsonl", help=QUESTIONS_HELP)
     p.add_argument("--conversation", metavar="ID",
                    help="ask QUESTION as the next turn of conversation ID: its earlier turns are loaded from the "
                         "trace database (a new ID starts a conversation)")

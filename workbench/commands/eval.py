@@ -16,7 +16,7 @@ from ..errors import WorkbenchError
 from ..questions import read_dataset
 from ..render.sources import VERDICT_LABELS
 from ..terminal import neutralize
-from ._options import (add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
+from ._options import (QUESTIONS_HELP, add_context_option, add_db_option, add_run_options, add_verify_options, context_policy,
                        db_path, positive_int, provider_options, settings_of, warn_skipped)
 from ._gate import add_experiment_options, score_and_gate
 from ._signals import exit_code, exit_now, stop_on_signals
@@ -25,9 +25,7 @@ from ._table import print_table
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="Batch-run a questions file into the trace store (one run, resumable).")
-    p.add_argument("questions", metavar="QUESTIONS.jsonl",
-                   help='a file of {"question": …} lines; lines with the same "conversation": ID are one '
-                        "conversation, asked in file order")
+    p.add_argument("questions", metavar="QUESTIONS.jsonl", help=QUESTIONS_HELP)
     add_context_option(p)
     add_run_options(p)
     add_db_option(p)
@@ -65,10 +63,10 @@ def summary_rows(result: EvalResult) -> tuple[list[str], list[tuple]]:
     ]
     checked = [p.verification for p in ps if p.verification]
     if checked:
-        counts = Counter(v for c in checked for v in c["verdicts"].values())
-        rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c['control_stable'] for c in checked)})")]
+        counts = Counter(v for c in checked for v in c.verdicts.values())
+        rows += [("verified turns (control stable)", f"{len(checked)} ({sum(c.control_stable for c in checked)})")]
         rows += [(f"verdict: {label}", counts[v]) for v, label in VERDICT_LABELS.items()]
-        rows += [("extra model calls for verification", sum(c["extra_calls"] for c in checked))]
+        rows += [("extra model calls for verification", sum(c.extra_calls or 0 for c in checked))]
     return ["metric", "value"], rows
 
 

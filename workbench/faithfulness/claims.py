@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..payload import CitationEntry
 from ..text import content_terms

@@ -4,13 +4,13 @@ with those spans highlighted."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ..text import plain, sentences
+from ..types import TurnRecord
 from .escaping import literal_markdown
 
 
-def evidence_passages(record: Any, doc_id: str) -> list[tuple[str, str]]:
+def evidence_passages(record: TurnRecord, doc_id: str) -> list[tuple[str, str]]:
     """What of `doc_id` the model saw or quoted in one turn, as (kind, text) pairs:
     `excerpt` (a numbered excerpt), `snippet` (a search result's passage), `quoted` (an answer
     sentence; only those found in the document get highlighted)."""

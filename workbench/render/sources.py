@@ -8,6 +8,7 @@ ignores the flag still gets a working lookup table for inline links (docs/design
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..payload import Payload, Source
 
@@ -44,7 +45,7 @@ def verdicts(payload: Payload) -> dict[str, str]:
     """doc_id → verdict of the payload's verification by ablation; empty when the turn was not verified
     (no `verification`: an old server, or simply unverified)."""
     v = payload.verification
-    return {k: x for k, x in (v.get("verdicts") or {}).items() if x in VERDICT_LABELS} if isinstance(v, dict) else {}
+    return {k: x for k, x in v.verdicts.items() if x in VERDICT_LABELS} if v is not None else {}
 
 
 def sources_row(payload: Payload) -> str:
@@ -92,10 +93,9 @@ def headline(payload: Payload) -> Headline:
     (`source_chips`), the verification's verdicts (`verdicts`: every document judged load-bearing) and its
     rejected citations. A payload without `verification` is not verified (docs/design.md §2)."""
     v = payload.verification
-    verified = isinstance(v, dict)
-    bearing = sum(1 for x in verdicts(payload).values() if x == "load_bearing") if verified else None
-    return Headline(len(source_chips(payload)), bearing, len(payload.rejected_citations),
-                    unstable=verified and v.get("control_stable") is False)
+    bearing = sum(1 for x in verdicts(payload).values() if x == "load_bearing") if v is not None else None
+    return Headline(sources=len(source_chips(payload)), load_bearing=bearing, rejected=len(payload.rejected_citations),
+                    unstable=v is not None and v.control_stable is False)
 
 
 def doc_titles(payload: Payload) -> dict[str, str]:
@@ -114,14 +114,14 @@ def verification_lines(payload: Payload) -> list[str]:
     """The verification by ablation in words: method, control, cost, then the documents of each verdict;
     empty when the turn was not verified."""
     v = payload.verification
-    if not isinstance(v, dict):
+    if v is None:
         return []
     titles = doc_titles(payload)
-    cost = f"{v.get('extra_turns', '?')} re-runs, {v.get('extra_calls', '?')} extra model calls"
-    if v.get("latency_ms") is not None:
-        cost += f", {v['latency_ms']:.0f} ms"
-    control = "control stable" if v.get("control_stable") else "control UNSTABLE: no document earned a verdict"
-    lines = [f"Verified by {v.get('method', 'ablation')} ({control}; {cost}):"]
+    cost = f"{or_unknown(v.extra_turns)} re-runs, {or_unknown(v.extra_calls)} extra model calls"
+    if v.latency_ms is not None:
+        cost += f", {v.latency_ms:.0f} ms"
+    control = "control stable" if v.control_stable else "control UNSTABLE: no document earned a verdict"
+    lines = [f"Verified by {v.method} ({control}; {cost}):"]
 
     def names(ids: list[str], most: int = 6) -> str:
         shown = " · ".join(titles.get(d, d) for d in ids[:most])
@@ -129,10 +129,15 @@ def verification_lines(payload: Payload) -> list[str]:
 
     for _, label, docs in by_verdict(payload):
         lines.append(f"  {label}: {names(docs)}")
-    for key, what in (("skipped", f"over the budget of {v.get('budget', '?')} re-runs"), ("failed", "re-run failed")):
-        if v.get(key):
-            lines.append(f"  not verified ({what}): {names(list(v[key]))}")
+    for ids, what in ((v.skipped, f"over the budget of {or_unknown(v.budget)} re-runs"), (v.failed, "re-run failed")):
+        if ids:
+            lines.append(f"  not verified ({what}): {names(list(ids))}")
     return lines
+
+
+def or_unknown(value: Any) -> Any:
+    """`value`, or "?" when a payload did not say (an older server's verification)."""
+    return "?" if value is None else value
 
 
 def summary_line(payload: Payload) -> str:

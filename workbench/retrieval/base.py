@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..config import index_cache_dir
+from ..config import DEFAULT_K, index_cache_dir
 from ..registry import Registry
 from ..types import Chunk, Hit
 
@@ -35,7 +35,7 @@ class Retriever(ABC):
     def __init__(self, chunks: list[Chunk]):
         self.chunks = chunks
 
-    def retrieve(self, query: str, k: int = 5) -> Retrieval:
+    def retrieve(self, query: str, k: int = DEFAULT_K) -> Retrieval:
         """Top-`k` chunks for `query`, ranked 1..k; records latency in the return value."""
         start = time.perf_counter()
         k = max(1, min(int(k), len(self.chunks)))

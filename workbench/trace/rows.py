@@ -124,7 +124,7 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
     out = {"turns": turns, "tool_calls": tool_calls, "retrieved_items": items, "citations": citations,
            "sources": sources, "claims": claim_rows(tid, claims or ()), "model_calls": model_calls,
            "passages": [{"passage_id": pid, "text": text} for pid, text in passages.items()],
-           "turn_context": [{"turn_id": tid, "earlier_turn_id": h.turn_id, "earlier_position": h.position,
+           "turn_context": [{"turn_id": tid, "earlier_turn_id": h.record.turn_id, "earlier_position": h.position,
                              "context": h.context} for h in record.history],
            "turn_payloads": [{"turn_id": tid, "payload_json": payload_json(payload)}]}
     return {name: rows for name, rows in out.items() if rows}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import streamlit as st
 
 from ..errors import WorkbenchError
+from ..payload import TurnConfig
 from ..providers import provider_names
 from ..render.escaping import display_text, escape_markdown, plotly_text
 from ..render.sources import SET_COLORS
@@ -222,9 +223,8 @@ def differences(turns: list[Turn]) -> dict[str, dict[str, set[str]]]:
 
 def _parts(turn_or_cfg: Turn | RunConfig) -> list[str]:
     if isinstance(turn_or_cfg, Turn):
-        ran = turn_or_cfg.payload.config if turn_or_cfg.payload is not None else {}
-        text = turn_or_cfg.config.describe(turn_or_cfg.provider_label, ran.get("model_label"),
-                                           ran.get("tool_protocol"))
+        ran = turn_or_cfg.payload.config if turn_or_cfg.payload is not None else TurnConfig()
+        text = turn_or_cfg.config.describe(turn_or_cfg.provider_label, ran.model_label, ran.tool_protocol)
     else:
         text = turn_or_cfg.describe()
     return text.split(" · ")

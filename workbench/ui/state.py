@@ -10,17 +10,17 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from .. import questions
-from ..config import DEFAULT_CONTEXT_TURNS, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
-from ..payload import Payload
+from ..payload import Payload, TurnConfig
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
 from ..redact import recorded
 from ..render.escaping import display_text, escape_markdown
 from ..retrieval import retriever_names
-from ..session import Session
+from ..session import Answer, Session
 from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -32,11 +32,11 @@ CORPUS_SOURCES = ("Demo corpus", "Folder or JSONL path", "Upload")
 class RunConfig:
     """One configuration a turn runs with (what the sidebar or a compare column selects)."""
 
-    provider: str = "offline"
+    provider: str = DEFAULT_PROVIDER
     model: str | None = None
     retriever: str = "bm25"
     mode: str = "agent"
-    k: int = 5
+    k: int = DEFAULT_K
     corpus: str = str(DEMO_CORPUS)
     corpus_label: str = "demo"
     #: The provider's options as (name, value) pairs, drawn from its `options_schema`; lists as tuples.
@@ -73,7 +73,7 @@ class Turn:
 
     question: str
     config: RunConfig
-    answer: Any = None  # workbench.session.Answer
+    answer: Answer | None = None
     error: str | None = None
     elapsed_ms: float = 0.0
     session: Any = field(default=None, repr=False)
@@ -107,8 +107,8 @@ class Turn:
     @property
     def provider_label(self) -> str:
         """The provider as the turn ran it (its payload's label), else as configured."""
-        ran = self.payload.config if self.payload is not None else {}
-        return ran.get("provider_label") or provider_display(self.config.provider)
+        ran = self.payload.config if self.payload is not None else TurnConfig()
+        return ran.provider_label or provider_display(self.config.provider)
 
 
 # --- providers ---------------------------------------------------------------------------------
@@ -333,8 +333,8 @@ def sidebar() -> RunConfig:
     identity.signed_in_box(viewer)
     keep_config()
     names, rnames = provider_names(), retriever_names()
-    defaults = {"cfg_provider": "offline" if "offline" in names else names[0],
-                "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": 5,
+    defaults = {"cfg_provider": DEFAULT_PROVIDER if DEFAULT_PROVIDER in names else names[0],
+                "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": DEFAULT_K,
                 "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_db": default_db()}
     for key, value in defaults.items():  # defaults through session state: no widget default clashes
         st.session_state.setdefault(key, value)

@@ -7,13 +7,12 @@ All text from the corpus or the model goes through `render.escaping.escape_markd
 from __future__ import annotations
 
 import functools
-from typing import Any
 from functools import partial
 
 import streamlit as st
 
-from ..payload import Document, Payload, Source
-from ..types import TRUNCATED
+from ..payload import Document, Payload, Source, TurnConfig
+from ..types import TRUNCATED, HistoryTurn
 from ..render.answer_links import answer_markdown, citation_entries, read_in_turn, rejection_text
 from ..render.document import document_markdown
 from ..render.escaping import display_text, display_value, escape_markdown, plotly_text, safe_url
@@ -224,8 +223,8 @@ def config_caption(turn: Turn) -> None:
     if audited.caption(turn):  # an audited turn: the app it audited, not a configuration of ours
         return
     cfg = turn.config
-    ran = turn.payload.config if turn.payload is not None else {}
-    described = cfg.describe(turn.provider_label, ran.get("model_label"), ran.get("tool_protocol"))
+    ran = turn.payload.config if turn.payload is not None else TurnConfig()
+    described = cfg.describe(turn.provider_label, ran.model_label, ran.tool_protocol)
     st.caption(escape_markdown(f"⚙ {described} · {turn.recorded_ms:.0f} ms"))
     if turn.note:
         st.warning(escape_markdown(turn.note), icon="⚠️")
@@ -355,11 +354,11 @@ def read_text(entry: Source | Document) -> str:
     return carried_text(entry)
 
 
-def carried_documents(turn: Turn) -> list[tuple[Document, Any]]:
+def carried_documents(turn: Turn) -> list[tuple[Document, HistoryTurn | None]]:
     """The turn's carried documents (docs/design.md §11), each with the earlier turn (`HistoryTurn`) that read
     it, or None when the record does not hold that turn, in the order of the turns."""
     record = getattr(turn.answer, "record", None)
-    earlier = {h.turn_id: h for h in getattr(record, "history", ())}
+    earlier = {h.record.turn_id: h for h in getattr(record, "history", ())}
     documents = turn.payload.documents if turn.payload is not None else ()
     carried = [d for d in documents if d.carried_from]
     carried.sort(key=lambda d: d.carried_position or 0)
@@ -373,7 +372,7 @@ def carried_list(turn: Turn) -> None:
         return
     lines = []
     for d, h in carried:
-        asked = f" (“{display_text(h.question, ' ')}”)" if h is not None else ""
+        asked = f" (“{display_text(h.record.question, ' ')}”)" if h is not None else ""
         lines.append(f"- **{escape_markdown(d.title or d.doc_id)}** · "
                      f"{escape_markdown(carried_text(d) + asked)} · `{d.exposure}`")
     st.markdown(f"**Carried from earlier turns** ({len(carried)})  \n" + "\n".join(lines))

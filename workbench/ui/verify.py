@@ -13,10 +13,10 @@ from typing import Any
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..payload import Payload
+from ..payload import Payload, ReRun
 from ..providers import declared
 from ..render.escaping import escape_markdown
-from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, verdicts
+from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, or_unknown, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
 from .state import Turn
 
@@ -140,30 +140,29 @@ def explain(payload: Payload) -> None:
     with what it means and why this document got it."""
     v = payload.verification
     st.markdown("**Verification by ablation**")
-    if not isinstance(v, dict):
+    if v is None:
         st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
                    "answer really depended on (docs/design.md §9).")
         return
-    control = v.get("control") or {}
-    tokens = v.get("tokens_in"), v.get("tokens_out")
-    cost = (f"{v.get('extra_turns', '?')} re-runs · {v.get('extra_calls', '?')} extra model calls"
+    control = v.control or ReRun()
+    tokens = v.tokens_in, v.tokens_out
+    cost = (f"{or_unknown(v.extra_turns)} re-runs · {or_unknown(v.extra_calls)} extra model calls"
             + (f" · {tokens[0]} + {tokens[1]} tokens" if None not in tokens else "")
-            + (f" · {v['latency_ms']:.0f} ms" if v.get("latency_ms") is not None else ""))
-    st.caption(escape_markdown(f"{v.get('method')} · judge {v.get('judge')} · similarity threshold "
-                               f"{v.get('similarity_threshold')} · {cost}"))
-    st.markdown(escape_markdown(control.get("reason") or ("control stable" if v.get("control_stable")
-                                                          else "control unstable")))
+            + (f" · {v.latency_ms:.0f} ms" if v.latency_ms is not None else ""))
+    st.caption(escape_markdown(f"{v.method} · judge {v.judge} · similarity threshold "
+                               f"{v.similarity_threshold} · {cost}"))
+    st.markdown(escape_markdown(control.reason or ("control stable" if v.control_stable else "control unstable")))
     titles = doc_titles(payload)
-    details = v.get("details") or {}
+    details = v.details or {}
     lines = []
     for verdict, _, docs in by_verdict(payload):
         lines.append(f"- {verdict_badge(verdict)} {escape_markdown(VERDICT_MEANINGS[verdict])}")
         for d in docs:
-            why = (details.get(d) or {}).get("reason") or ""
+            why = details.get(d, ReRun()).reason or ""
             lines.append(f"    - **{escape_markdown(titles.get(d, d))}**: {escape_markdown(why)}")
-    unjudged = [*(v.get("skipped") or []), *(v.get("failed") or [])]
+    unjudged = [*(v.skipped or ()), *(v.failed or ())]
     if unjudged:
         lines.append(f"- :gray-badge[no verdict] {len(unjudged)} candidate(s): "
-                     + escape_markdown(" · ".join(f"{titles.get(d, d)} ({(details.get(d) or {}).get('status')})"
+                     + escape_markdown(" · ".join(f"{titles.get(d, d)} ({details.get(d, ReRun()).status})"
                                                   for d in unjudged)))
     st.markdown("\n".join(lines) if lines else "_no candidates_")
