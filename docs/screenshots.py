@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from streamlit_server import ask, streamlit_app  # noqa: E402  (tests/ is not a package)
+from streamlit_server import ask, settle, streamlit_app  # noqa: E402  (tests/ is not a package)
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,14 +33,6 @@ VIEWPORT = {"width": 1400, "height": 1000}
 CONVERSATIONS = ((("Which articles do you have?",), ()),
                  (("How do I set up SSO with Okta?", "And with Microsoft Entra ID?"), ()),
                  (("How do I turn on two-factor authentication?",), ("corrupt_id",)))
-
-
-def settle(page) -> None:
-    """Until the script run is over: Streamlit's own run state on the app root says `notRunning` and the status
-    widget is gone (it shows while Streamlit reruns)."""
-    page.wait_for_timeout(300)  # a click's rerun begins
-    page.wait_for_function("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
-                           " && !document.querySelector('[data-testid=stStatusWidget]')", timeout=60_000)
 
 
 def save(image: Path, out: Path) -> None:

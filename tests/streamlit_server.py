@@ -61,6 +61,18 @@ def streamlit_app(tmp: Path, env: dict[str, str], *args: str, port: int | None =
         log.close()
 
 
+#: True once a script run is over: Streamlit's own run state on the app root says `notRunning` (it reads `initial`
+#: before a page's first run, so a reload is never taken for a finished run) and the status widget is gone.
+RUN_OVER = ("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
+            " && !document.querySelector('[data-testid=stStatusWidget]')")
+
+
+def settle(page, timeout: float = 60_000) -> None:
+    """Wait until the script run is over (`RUN_OVER`); the short wait first lets a click's rerun begin."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(RUN_OVER, timeout=timeout)
+
+
 def ask(page, question: str, settle: Callable) -> object:
     """Type `question` into the chat page open in `page`; once its answer is drawn and `settle(page)` returned,
     the answer's chat message."""

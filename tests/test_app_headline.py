@@ -26,7 +26,7 @@ def expected(payload: Payload) -> str:
     if payload.verification is None:
         bearing = "not verified"
     else:
-        bearing = f"{sum(v == 'load_bearing' for v in payload.verification['verdicts'].values())} load-bearing"
+        bearing = f"{sum(v == 'load_bearing' for v in payload.verification.verdicts.values())} load-bearing"
     return f"{n} source{'' if n == 1 else 's'} · {bearing} · {len(payload.rejected_citations)} rejected"
 
 

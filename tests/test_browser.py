@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlit_server import ask, streamlit_app
+from streamlit_server import ask, settle, streamlit_app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -93,12 +93,7 @@ def _ask(page, question: str):
 
 
 def _settle(page):
-    """Wait until the script run is over: Streamlit's own run state on the app root says `notRunning` (it reads
-    `initial` before the first run of a page, so a reload is never taken for a finished run) and the status
-    widget is gone. The short wait first lets a click's rerun begin."""
-    page.wait_for_timeout(300)
-    page.wait_for_function("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
-                           " && !document.querySelector('[data-testid=stStatusWidget]')", timeout=45_000)
+    settle(page, timeout=45_000)
 
 
 def _new_conversation(page):

@@ -465,7 +465,7 @@ def test_a_history_turn_wraps_its_record_and_writes_the_history_entry_it_always_
     """Issue 32, item 5: an earlier turn is its record (not a copy of nine of its fields) with a context state and
     a position; its steps and the context it was itself asked with are read from that record, and a turn
     record's JSON keeps the history entry it always had, read back into the same provenance."""
-    from workbench.conversation import history_turn
+    from workbench.context_policy import history_turn
     from workbench.types import ModelCall
 
     first = TurnRecord(question="q1", answer=link("a"), turn_id="t-1", tool_calls=(fetch("a"),),

@@ -64,7 +64,7 @@ class GeminiProvider(Provider):
 
     def __init__(self, model: str | None = None, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, settings: Settings | None = None, **options: Any):
+                 budget: float | None = None, *, settings: Settings | None = None, **options: Any):
         settings = Settings.given(settings)
         super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
         self._key_var = "api_key" if api_key else next((v for v in KEY_ENVS if settings.get(v)), KEY_ENVS[0])

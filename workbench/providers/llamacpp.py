@@ -371,7 +371,7 @@ class LlamaCppProvider(ChatCompletions, Provider):
 
     def __init__(self, model: str | None = None, n_ctx: int | None = None, threads: int | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 cache_prompt: bool | None = None, repeat_guard: bool | None = None, settings: Settings | None = None,
+                 cache_prompt: bool | None = None, repeat_guard: bool | None = None, *, settings: Settings | None = None,
                  **options: Any):
         settings = Settings.given(settings)
         self.is_default = not (model or settings.get(GGUF_ENV))

@@ -66,7 +66,7 @@ class OllamaProvider(Provider):
 
     def __init__(self, model: str | None = None, host: str | None = None, timeout: float | None = None,
                  retries: int | None = None, backoff: float | None = None,
-                 budget: float | None = None, context_tokens: int | None = None, settings: Settings | None = None,
+                 budget: float | None = None, context_tokens: int | None = None, *, settings: Settings | None = None,
                  **options: Any):
         settings = Settings.given(settings)
         super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)

@@ -67,7 +67,7 @@ class OpenAIProvider(ChatCompletions, Provider):
                  timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
                  budget: float | None = None,
                  max_tokens: int | None = None, temperature: float | None = None, seed: int | None = None,
-                 context_tokens: int | None = None, settings: Settings | None = None, **options: Any):
+                 context_tokens: int | None = None, *, settings: Settings | None = None, **options: Any):
         settings = Settings.given(settings)
         super().__init__(model or settings.get(MODEL_ENV) or DEFAULT_MODEL, settings=settings, **options)
         self._context = context_tokens_setting(context_tokens, self.options_schema["properties"]["context_tokens"])
