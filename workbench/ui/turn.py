@@ -314,7 +314,7 @@ def citation_buttons(turn: Turn) -> None:
 
 
 def trust_headline(turn: Turn) -> None:
-    """One line above the sources row: "2 sources · 1 load-bearing · 0 rejected" (`render.headline`), from the
+    """One line above the sources row: "2 sources · 1 load-bearing · 0 rejected" (`render.sources.headline`), from the
     payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both."""
     with st.container(key=f"headline-{turn.turn_id}"):
         st.markdown(":material/verified_user: " + escape_markdown(headline(turn.payload).text()))
