@@ -7,7 +7,7 @@ the timeline of the spans the turn was assembled from. No corpus is needed.
 unauditable turn says why and claims no set), the `audit` object in the Provenance expander, and the timeline.
 The Experiments page lists the audited runs and opens any of their turns (`section`), for analysts only: the
 questions are the audited app's users'. Every text from the spans (questions, answers, titles, ids, span names,
-the app's name) goes through `render.escape_markdown` into markdown, or into widgets that never parse it
+the app's name) goes through `render.escaping.escape_markdown` into markdown, or into widgets that never parse it
 (`tables.shown` for a table).
 """
 
