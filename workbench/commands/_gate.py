@@ -26,7 +26,7 @@ def add_experiment_options(p, *, with_name: bool = True) -> None:
 def score_and_gate(args: argparse.Namespace, run_id: str, dataset) -> int:
     """Print the run's scores against `dataset`; with --baseline, run the regression gate (1: regressed and
     --fail-on-regression)."""
-    from ..trace.results import SUMMARY
+    from ..trace.results import SHOWN_HASH_CHARS as H, SUMMARY
     from ..trace.scoring import question_rows, regressions, score
 
     s = score(question_rows(db_path(args), [run_id]))
@@ -42,8 +42,8 @@ def score_and_gate(args: argparse.Namespace, run_id: str, dataset) -> int:
     old = gate.baseline.run
     if old["dataset_hash"] != dataset.content_hash:
         print(neutralize(f"warning: baseline {args.baseline!r} ran another questions file ({old['dataset']}, "
-                         f"{old['dataset_hash'][:12]}; this one: {dataset.name}, "
-                         f"{dataset.content_hash[:12]}): the comparison covers the questions both asked"),
+                         f"{old['dataset_hash'][:H]}; this one: {dataset.name}, "
+                         f"{dataset.content_hash[:H]}): the comparison covers the questions both asked"),
               file=sys.stderr)
     print_gate(gate)
     return 1 if gate.regressed and args.fail_on_regression else 0

@@ -70,7 +70,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..trace.experiments import find_run, tags_text
-    from ..trace.results import FIGURES
+    from ..trace.results import FIGURES, SHOWN_HASH_CHARS as H
     from ..trace.scoring import failed_assertions, question_rows, score
 
     run = find_run(db_path(args), args.run)
@@ -80,8 +80,8 @@ def run_show(args: argparse.Namespace) -> int:
         _dump({**run, **scores.to_json(), "question_rows": rows})
         return 0
     described = [("name", run["name"]), ("run_id", run["run_id"]), ("created_at", run["created_at"]),
-                 ("corpus", f"{run['corpus']} ({str(run['corpus_hash'])[:12]})"),
-                 ("dataset", f"{run['dataset']} ({run['dataset_hash'][:12]}, {run['questions']} questions)"),
+                 ("corpus", f"{run['corpus']} ({str(run['corpus_hash'])[:H]})"),
+                 ("dataset", f"{run['dataset']} ({run['dataset_hash'][:H]}, {run['questions']} questions)"),
                  ("tags", tags_text(run["tags"]))]
     described += [(f"config.{k}", json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v)
                   for k, v in sorted(run["config"].items())]
