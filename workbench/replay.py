@@ -28,6 +28,7 @@ from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider
 from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
+from .trace.reader import as_reader
 from .trace.writer import TraceWriter
 from .types import TRUNCATED
 from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, Verification, ablate, candidates,
@@ -145,7 +146,8 @@ class AuditedInputs:
 
 def load(db: str | Path, turn_id: str) -> AuditedInputs:
     """The stored audited turn `turn_id`; `VerificationError` (`NativeTurn`) for one that cannot be replayed."""
-    known, payload_json = turn_kind(db, turn_id)
+    reader = as_reader(db)  # one reader for the three reads
+    known, payload_json = turn_kind(reader, turn_id)
     if not known:
         raise VerificationError(f"no turn {turn_id!r} in {db}")
     payload = Payload.from_json(json.loads(payload_json)) if payload_json else None
@@ -157,7 +159,7 @@ def load(db: str | Path, turn_id: str) -> AuditedInputs:
                                 f"cannot be replayed")
     check_answered(payload.status, payload.answer)
     own = payload.audit.trace_ids[-1] if payload.audit.trace_ids else None
-    spans = [s for s in (Span.from_json(json.loads(t)) for t in stored_spans(db, payload.audit.trace_ids))
+    spans = [s for s in (Span.from_json(json.loads(t)) for t in stored_spans(reader, payload.audit.trace_ids))
              if s.trace_id == own]
     calls = model_calls(spans)
     if not calls:
@@ -166,7 +168,7 @@ def load(db: str | Path, turn_id: str) -> AuditedInputs:
     carried = [d.carried_from for d in payload.documents if d.carried_from]
     texts: dict[str, tuple[str, ...]] = {}
     blocks: dict[str, tuple[str, ...]] = {}
-    for doc_id, from_tool, text in shown_passages(db, list(dict.fromkeys([turn_id, *carried]))):
+    for doc_id, from_tool, text in shown_passages(reader, list(dict.fromkeys([turn_id, *carried]))):
         into = texts if from_tool else blocks
         into[doc_id] = (*into.get(doc_id, ()), text)
     return AuditedInputs(payload, recorded_call(calls[-1]), texts, blocks)
