@@ -173,3 +173,26 @@ def test_the_usage_gap_and_explorer_views_include_the_audited_run(db):
     result = at.dataframe[0].value
     assert list(result["run"]) == ["kb-audit"] and list(result["app"]) == [APP_NAME]
     assert list(result["unauditable"]) == [1] and list(result["never_shown"]) == [1]
+
+
+def test_the_turn_picker_and_a_timeline_hold_at_most_their_bounds_the_earliest_first(db, monkeypatch):
+    """docs/security.md: an audited run's picker offers at most `MAX_LISTED_TURNS` turns and a turn's timeline at
+    most `MAX_TIMELINE_SPANS` spans, the earliest of each (here both bounds lowered below what the run holds)."""
+    from workbench.trace import audits
+    from workbench.ui import audited
+
+    at = _experiments().run()
+    everything = _turn_picker(at).options
+    assert len(everything) == 3
+    monkeypatch.setattr(audited, "MAX_LISTED_TURNS", 2)
+    at = _experiments().run()
+    assert not at.exception, at.exception
+    assert _turn_picker(at).options == everything[:2]
+
+    import duckdb
+    con = duckdb.connect(str(db), read_only=True)
+    [trace] = con.execute("SELECT DISTINCT trace_id FROM audit_spans WHERE span_json LIKE '%retrieve%'").fetchone()
+    con.close()
+    assert [r["kind"] for r in audits.span_timeline(db, [trace])] == ["retrieval", "model"]
+    monkeypatch.setattr(audits, "MAX_TIMELINE_SPANS", 1)
+    assert [r["kind"] for r in audits.span_timeline(db, [trace])] == ["retrieval"]

@@ -28,3 +28,20 @@ def test_lines_asking_one_question_take_its_turns_in_order_and_a_turn_answers_on
         ((1, "a"), (2, "b"), (2, "c"))
     m = match_turns(lines, [RunTurn("a", "Hi?")])
     assert m.lines == ((1, "a"),) and [q.line for q in m.unmatched_questions] == [2]
+
+
+def test_unmatched_lines_and_turns_are_listed_up_to_their_bound_and_the_rest_counted(capsys):
+    """docs/security.md: `--questions` names at most `SHOWN_UNMATCHED` unmatched lines and turns of each kind on
+    stderr, and counts the rest."""
+    from workbench.audit.expect import Matching, RunTurn
+    from workbench.commands._audit import SHOWN_UNMATCHED, _unmatched
+    from workbench.questions import Question
+
+    n = SHOWN_UNMATCHED + 5
+    _unmatched("q.jsonl", Matching(lines=(), unmatched_questions=tuple(Question(f"q{i}?", i + 1) for i in range(n)),
+                                   unmatched_turns=(RunTurn("t-1", "Hi?"),)))
+    err = capsys.readouterr().err
+    assert f"{n} questions no turn answered" in err and "1 turns no question matched" in err
+    assert [line for line in err.splitlines() if line.startswith("  - q.jsonl:")] == \
+        [f"  - q.jsonl:{i + 1}: 'q{i}?'" for i in range(SHOWN_UNMATCHED)]
+    assert "  … and 5 more" in err and "  - turn t-1: 'Hi?'" in err
