@@ -1,0 +1,82 @@
+"""The audit conformance suite (issue 38, design.md §12): one real app per instrumentation, each written as its
+framework's docs show and instrumented with its official instrumentor, exporting OTLP/HTTP protobuf to one real
+`python -m workbench collect` (started once, shared), against a loopback model speaking its provider's wire format
+(tests/wire_model.py). Each app (tests/conformance/*.py, run in .venv-audit-apps) asks a turn that searches, opens
+one hit in full, cites it, cites a second hit's snippet, leaves a third uncited and writes a link one character off
+it; a follow-up in the same session (history re-sent: carried); and a turn with its inputs hidden (unauditable).
+Expected sets are derived from the app's record and the model's record (tests/conformance_expect.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from audit_apps import collect, turns
+from conftest import ROOT
+from conformance_expect import check_hidden, check_turn, corpus_maps, expect, read_record
+from wire_model import WireModel
+
+pytestmark = pytest.mark.heavy
+APPS = ROOT / "tests" / "conformance"
+APPS_PYTHON = Path(os.environ.get("WORKBENCH_AUDIT_APPS") or ROOT / ".venv-audit-apps") / "bin" / "python"
+sys.path.insert(0, str(APPS))
+import kit  # noqa: E402  (stdlib only: the demo corpus as the apps read it)
+
+URLS, SNIPPETS = corpus_maps(kit.ARTICLES, kit.snippet)
+
+
+@pytest.fixture(scope="session")
+def conformance(tmp_path_factory):
+    """The shared loopback model and `collect` (with the demo corpus); yields (model, traces URL, db)."""
+    if not APPS_PYTHON.exists():
+        pytest.skip(f"no {APPS_PYTHON}: .ci/run installs requirements-audit-apps.txt there (or set WORKBENCH_AUDIT_APPS)")
+    tmp = tmp_path_factory.mktemp("conformance")
+    db = tmp / "audit.duckdb"
+    with WireModel() as model, collect(db, "conformance", "--corpus", str(ROOT / "data" / "demo")) as url:
+        yield model, url, db, tmp
+
+
+def run_app(conformance, app: str) -> tuple[list, list]:
+    """Run `app` (all its cases) in .venv-audit-apps; returns (its record, the model's exchanges during it)."""
+    model, url, _, tmp = conformance
+    record = tmp / f"{app}.jsonl"
+    start = len(model.exchanges)
+    env = {**os.environ, "CONFORMANCE_MODEL": model.url, "CONFORMANCE_COLLECT": url, "CONFORMANCE_RECORD": str(record),
+           "CONFORMANCE_RUN": app, "OTEL_SDK_DISABLED": "false"}
+    for k in ("OPENINFERENCE_HIDE_INPUTS", "TRACELOOP_TRACE_CONTENT", "PYTHONPATH"):
+        env.pop(k, None)
+    out = subprocess.run([str(APPS_PYTHON), str(APPS / f"{app}.py")], cwd=tmp, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return read_record(record), model.since(start)
+
+
+def audit(conformance, app: str) -> dict[str, list[str]]:
+    """Every cell of `app`'s row: what its audited turns got wrong (empty lists: it conforms)."""
+    _, _, db, _ = conformance
+    record, exchanges = run_app(conformance, app)
+    first, followup, hidden = record
+    chat = turns(db, "--conversation", first.session)
+    [secret] = turns(db, "--conversation", hidden.session)
+    wrong = {"cells": [] if len(chat) == 2 else [f"turns of the session: got {len(chat)}, expected 2"]}
+    if len(chat) == 2:
+        wrong["turn"] = check_turn(chat[0], expect(first, [], exchanges, URLS, SNIPPETS), first)
+        wrong["follow-up"] = check_turn(chat[1], expect(followup, [first], exchanges, URLS, SNIPPETS), followup,
+                                        chat[0]["turn_id"])
+    wrong["hidden"] = check_hidden(secret, hidden)
+    return wrong
+
+
+APPS_LIST = ["openai_chat"]
+
+
+@pytest.mark.parametrize("app", APPS_LIST)
+def test_app_conforms(conformance, app, request):
+    wrong = audit(conformance, app)
+    request.config.cache.set(f"conformance/{app}", wrong)
+    assert not any(wrong.values()), "\n".join(f"{cell}: {w}" for cell, ws in wrong.items() for w in ws)
