@@ -84,7 +84,8 @@ def expect(turn: AppTurn, earlier: list[AppTurn], exchanges: list[Exchange], url
     by_url = {urls[d]: d for d in retrieved}
     cited = {by_url[u] for u in links if u in by_url}
     calls = [x.move.call for x in xs if x.move.call]
-    return Expected(retrieved, cited, set(turn.opened) | cited, [u for u in links if u not in by_url],
+    read = {d for d in cited if " ".join(snippets[d].split()) in seen}  # a snippet or more of it reached the model
+    return Expected(retrieved, cited, set(turn.opened) | read, [u for u in links if u not in by_url],
                     set(turn.dropped) - retrieved, carried, calls, links)
 
 

@@ -72,7 +72,7 @@ def audit(conformance, app: str) -> dict[str, list[str]]:
     return wrong
 
 
-APPS_LIST = ["openai_chat"]
+APPS_LIST = ["openai_chat", "openai_responses", "anthropic_tools", "google_genai_tools"]
 
 
 @pytest.mark.parametrize("app", APPS_LIST)
