@@ -75,8 +75,12 @@ def expect(turn: AppTurn, earlier: list[AppTurn], exchanges: list[Exchange], url
     """The sets of `turn`, from the two records: `urls`/`snippets` map a document to its url and snippet."""
     xs = exchanges_of(turn, exchanges)
     seen = " ".join(model_input(xs).split())
-    def shown(d: str) -> bool:
-        return urls[d] in seen or " ".join(snippets[d].split()) in seen
+    seen_urls = set(URL.findall(seen))
+    answered = set(LINK.findall(" ".join(t for x in xs for role, t in x.said.messages if role == "assistant")))
+    earlier_cited = {d for t in earlier for d in t.returned + t.opened if urls[d] in LINK.findall(t.answer)}
+
+    def shown(d: str) -> bool:  # its url or snippet in the model's input, or an earlier answer's link to it
+        return urls[d] in seen_urls or " ".join(snippets[d].split()) in seen or (d in earlier_cited and urls[d] in answered)
     own = [d for d in dict.fromkeys(turn.returned + turn.opened) if shown(d)]
     carried = {d: t.position for t in earlier for d in t.returned + t.opened if d not in own and shown(d)}
     retrieved = set(own) | set(carried)
@@ -109,7 +113,8 @@ def check_turn(got: dict, exp: Expected, turn: AppTurn, first_turn_id: str | Non
     same("not_shown", set(got["audit"].get("not_shown") or []), exp.not_shown)
     carried = {s["doc_id"]: s.get("carried_from") for s in got["sources"] if s.get("carried_from")}
     same("carried_from", carried, {d: first_turn_id for d in exp.carried if d in exp.cited})
-    same("tool calls", [(c["name"], c.get("args")) for c in got.get("tool_calls") or []], [tuple(c) for c in exp.calls])
+    if exp.calls:  # a chain that asks no tool: its retriever may be listed as a call
+        same("tool calls", [(c["name"], c.get("args")) for c in got.get("tool_calls") or []], [tuple(c) for c in exp.calls])
     full = {d for d, e in (got["audit"].get("evidence") or {}).items() if e.get("exposure") == "full"}
     same("opened in full", full & set(turn.opened), set(turn.opened))
     return wrong

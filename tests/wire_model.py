@@ -26,8 +26,9 @@ from typing import Any
 
 from http_server import LoopbackServer, QuietHandler, send
 
-#: Article URLs of the demo corpus (data/demo), as they appear in what the apps send.
-URL = re.compile(r"https://help\.orbitly\.example/articles/[a-z0-9-]+")
+#: Article URLs of the demo corpus (data/demo) as the apps show a hit's or an article's own url (a `URL:` line, a
+#: `url` field); a link inside an article's text is not a hit.
+URL = re.compile(r"""(?i)\burl\\?["']?\s*[:=]\s*\\?["']?(https://help\.orbitly\.example/[a-z0-9/-]+)""")
 SEARCH, OPEN = "search_help_center", "open_article"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +97,12 @@ def session(session_id: str):
 
     with using_session(session_id):
         yield
+
+
+def session_id() -> str:
+    """The session of the turn being asked (a framework with its own conversation id, LangGraph's `thread_id`, gets
+    this one, so OpenInference's `session.id` is the same either way)."""
+    return _turn["session"]
 
 
 def ask(case: str, n: int, ask_fn: Callable[[str], str]) -> str:
