@@ -78,14 +78,17 @@ def open_article(doc_id: str) -> str:
     return f"# {doc['title']}\nURL: {doc['url']}\n\n{doc['text']}" if doc else f"No article {doc_id!r}."
 
 
-def tracer_provider(service: str):
-    """The OTel SDK's provider, `service.name` on its resource, exporting OTLP/HTTP protobuf to `collect`."""
+def tracer_provider(service: str, *first):
+    """The OTel SDK's provider, `service.name` on its resource, exporting OTLP/HTTP protobuf to `collect` (after the
+    span processors `first`, e.g. one that maps a framework's own attributes to OpenInference)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    for processor in first:
+        provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(os.environ["CONFORMANCE_COLLECT"], timeout=30)))
     return provider
 
@@ -113,11 +116,25 @@ def ask(case: str, n: int, ask_fn: Callable[[str], str]) -> str:
     return answer
 
 
+@contextmanager
+def genai_conversation(session_id: str):
+    """For instrumentors of the OTel GenAI conventions (no `using_session`): the app's own span around the turn,
+    naming the conversation with `gen_ai.conversation.id`."""
+    from opentelemetry import trace
+
+    with trace.get_tracer("conformance").start_as_current_span("chat turn", attributes={
+            "gen_ai.conversation.id": session_id}):
+        yield
+
+
 def main(service: str, instrument: Callable, new_chat: Callable, *, hide_env: str = "OPENINFERENCE_HIDE_INPUTS",
-         session_cm: Callable = session) -> None:
+         session_cm: Callable = session, processors: tuple = ()) -> None:
     """Run the app's three cases: `instrument(provider)` returns its instrumentor; `new_chat()` a function asking
     one question of one conversation (keeping its history)."""
-    provider = tracer_provider(service)
+    provider = tracer_provider(service, *processors)
+    if session_cm is genai_conversation:
+        from opentelemetry import trace
+        trace.set_tracer_provider(provider)
     instrumentor = instrument(provider)
     chat = new_chat()
     with session_cm(f"{RUN}-chat"):
