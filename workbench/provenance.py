@@ -33,7 +33,7 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, Iterable, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from markdown_it import MarkdownIt
@@ -42,7 +42,7 @@ from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
 from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
-from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
+from .types import EXPOSURE_RANK, UNAUDITABLE, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
 
 # [3], [1, 2], [1][2], [2-4] in the answer's text (never in code, links or raw HTML), not a link's text ([1](url)).
@@ -136,11 +136,12 @@ def collect_retrieved(record: TurnRecord) -> dict[str, _Retrieved]:
     read: dict[str, list[tuple[int, int]]] = {}  # doc id -> the character ranges of it read in part
     for i, call in enumerate(record.tool_calls):
         for item in call.results:
-            add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, call.exposure, i)
+            add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, item.exposure or call.exposure, i)
             if call.cut is not None and call.cut.kind == "part" and _read_whole(read, item.doc_id, call.cut):
                 add(item.doc_id, item.title, item.url, item.kind, item.artifact_kind, "full", i)
     for e in record.excerpts:
-        add(e.doc_id, e.title, e.url, e.chunk_type, e.artifact_kind, "snippet", None, e.n)
+        if e.doc_id is not None:  # an excerpt that shows no document exposes nothing
+            add(e.doc_id, e.title, e.url, e.chunk_type, e.artifact_kind, "snippet", None, e.n)
     return seen
 
 
@@ -349,8 +350,8 @@ def _marker_plan(parts: tuple[tuple[int, int | None], ...], issued: list[int], e
                 continue
             seen.add(n)
             e = excerpts_by_n.get(n)
-            if e is not None:
-                out.append((f"[{n}]", n, e.doc_id, None, None))
+            if e is not None:  # an excerpt that names no document: the marker cites nothing that was retrieved
+                out.append((f"[{n}]", n, e.doc_id, None if e.doc_id is not None else "not_retrieved", None))
             elif dropped is not None and n in dropped.excerpts:
                 out.append((f"[{n}]", n, None, "not_in_context", dropped.excerpts[n]))
             else:
@@ -570,6 +571,20 @@ def turn_id_of(record: TurnRecord) -> str:
     return f"t-{digest[:16]}"
 
 
+_T = TypeVar("_T")
+
+
+def distinct_rejections(citations: Iterable[_T], *, target: Callable[[_T], str], valid: Callable[[_T], bool]) -> list[_T]:
+    """The rule for listing rejected citations, stated once: one rejection per distinct target, in answer order
+    (`citations` in answer order; the first citation of each rejected target stands for it)."""
+    out, seen = [], set()
+    for c in citations:
+        if not valid(c) and target(c) not in seen:
+            seen.add(target(c))
+            out.append(c)
+    return out
+
+
 def sources_payload(record: TurnRecord) -> Payload:
     """The sources payload of docs/design.md §2 for one turn (plus per-document and per-citation detail); for a
     turn of a conversation, by the rules of docs/design.md §11 (a record with no history gives exactly §2)."""
@@ -585,8 +600,9 @@ def sources_payload(record: TurnRecord) -> Payload:
                                                 artifact_kind=c.meta.artifact_kind, exposure=c.exposure,
                                                 tool_call=None))
     excerpts_by_n = excerpt_numbers(record)
-    citations, omitted = bound_citations(validate(extract_citations(record.answer, record.mode), allow, excerpts_by_n,
-                                                  dropped))
+    # an unauditable turn claims nothing: with its allow-list unknown, no citation of it is judged
+    found = extract_citations(record.answer, record.mode) if record.status != UNAUDITABLE else []
+    citations, omitted = bound_citations(validate(found, allow, excerpts_by_n, dropped))
 
     cited_order: list[str] = []
     for c in citations:
@@ -604,13 +620,10 @@ def sources_payload(record: TurnRecord) -> Payload:
                            exposure_from=d.exposure_from, exposure_position=d.exposure_position)
                     for d in (by_id[i] for i in order))
 
-    rejected, seen_targets = [], set()
-    for c in citations:
-        if not c.valid and c.target not in seen_targets:
-            seen_targets.add(c.target)
-            turn_id, position = _turn_named(record, c)
-            rejected.append(Rejection(target=c.target, reason=c.reason, nearest_doc_id=c.nearest_doc_id,
-                                      edit_distance=c.edit_distance, turn_id=turn_id, position=position))
+    rejected = [Rejection(target=c.target, reason=c.reason, nearest_doc_id=c.nearest_doc_id,
+                          edit_distance=c.edit_distance, turn_id=turn_id, position=position)
+                for c in distinct_rejections(citations, target=lambda c: c.target, valid=lambda c: c.valid)
+                for turn_id, position in (_turn_named(record, c),)]
 
     return Payload(
         answer=record.answer,
@@ -704,7 +717,7 @@ def _citation_entry(record: TurnRecord, c: Citation, excerpts_by_n: dict[int, Ex
     excerpt = None
     if c.n is not None:
         e = excerpts_by_n.get(c.n)  # None for a number that names no single excerpt (`out_of_range`)
-        if e is not None:  # the citation record of docs/design.md §3
+        if e is not None and e.doc_id is not None:  # the citation record of docs/design.md §3
             excerpt = {"file_name": e.file_name, "chunk_index": e.chunk_index, "page": e.page, "score": e.score,
                        "snippet": e.text, "chunk_type": e.chunk_type, "title": e.title,
                        "generated": e.chunk_type == "generated", "artifact_kind": e.artifact_kind,

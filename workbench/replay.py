@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .audit.spans import Span
-from .audit.turns import Message, ModelCall, model_calls
+from .audit.shapes import Message
+from .audit.turns import ModelCall, model_calls
 from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider
 from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
 from .trace.reader import as_reader
 from .trace.writer import TraceWriter
-from .types import TRUNCATED
+from .types import TRUNCATED, UNAUDITABLE
 from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, Verification, ablate, candidates,
                      check_answered, check_budget, pinned_options, within_budget)
 
@@ -66,20 +67,12 @@ def recorded_call(call: ModelCall) -> RecordedCall:
 def _message(m: Message, names: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "content": m.content or ""}
     if m.tool_calls:
-        out["tool_calls"] = [{"id": r.call_id or f"call_{i}", "name": r.name, "args": _args(r.arguments)}
+        out["tool_calls"] = [{"id": r.call_id or f"call_{i}", "name": r.name, "args": r.args}
                              for i, r in enumerate(m.tool_calls)]
     if m.role == "tool":
         out["tool_call_id"] = m.tool_call_id or ""
         out["name"] = names.get(m.tool_call_id or "", "")
     return out
-
-
-def _args(arguments: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments) if arguments else {}
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _tools(span: Span) -> list[dict[str, Any]]:
@@ -154,7 +147,7 @@ def load(db: str | Path, turn_id: str) -> AuditedInputs:
     if payload is None or payload.audit is None:
         raise NativeTurn(f"turn {turn_id!r} is the workbench's own, not audited from another app's spans: verify it "
                          f"by re-running it with the session that asked it")
-    if payload.status == "unauditable":
+    if payload.status == UNAUDITABLE:
         raise VerificationError(f"turn {turn_id!r} is unauditable ({payload.audit.reason}): its recorded model input "
                                 f"cannot be replayed")
     check_answered(payload.status, payload.answer)

@@ -54,7 +54,12 @@ class Document:
 
     @property
     def file_name(self) -> str | None:
-        return self.path.replace("\\", "/").rsplit("/", 1)[-1] if self.path else None
+        return file_name_of(self.path)
+
+
+def file_name_of(path: str | None) -> str | None:
+    """A path's file name, whichever separator it was written with (`a\\b/c.pdf` -> `c.pdf`); None for none."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1] if path else None
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,18 @@ class ResultItem:
     chunk_index: int | None = None
     page: int | None = None
     snippet: str | None = None
+    #: The exposure measured for this result when it differs by result (an audited call, docs/design.md §12);
+    #: None: the call's. Out of `repr` (content-derived turn ids stay what they were) and absent from the JSON
+    #: when None.
+    exposure: Exposure | None = field(default=None, repr=False)
 
 
 #: The status of a turn whose answer was cut off at the model's output token limit (docs/providers.md, "Faults"):
 #: the answer is kept and its sets computed, but it is no doc gap and fails an experiment's status assertion.
 TRUNCATED = "truncated"
+#: The status of a turn audited from another app's spans whose inputs are hidden, missing or cut (docs/design.md
+#: §12): it claims nothing, so provenance judges none of its citations (no set, no rejection).
+UNAUDITABLE = "unauditable"
 #: The statuses of a turn with an answer to judge, verify and compare (a truncated one is an answer, though cut).
 ANSWERED: tuple[str, ...] = ("ok", TRUNCATED)
 
@@ -147,7 +159,7 @@ class Excerpt:
     """One numbered excerpt `[n]` handed to the model in excerpt mode (docs/design.md §3)."""
 
     n: int
-    doc_id: str
+    doc_id: str | None  # None: a numbered block of an audited prompt that shows no document (a `[n]` of it is rejected)
     chunk_index: int | None = None
     page: int | None = None
     score: float | None = None
@@ -205,7 +217,7 @@ class HistoryTurn:
         """The history entry of a turn record's JSON (docs/design.md §4, `turn-record.schema.json`)."""
         r = self.record
         return {"question": r.question, "answer": r.answer, "context": self.context, "turn_id": r.turn_id,
-                "position": self.position, "mode": r.mode, "tool_calls": tuple(asdict(c) for c in r.tool_calls),
+                "position": self.position, "mode": r.mode, "tool_calls": tuple(tool_call_dict(c) for c in r.tool_calls),
                 "excerpts": tuple(asdict(e) for e in r.excerpts), "steps": self.steps,
                 "prior_context": self.prior_context}
 
@@ -278,6 +290,7 @@ class TurnRecord:
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
         out = asdict(replace(self, history=()))  # each earlier turn as its history entry, not its whole record
+        out["tool_calls"] = tuple(tool_call_dict(c) for c in self.tool_calls)
         if self.history:
             out["history"] = tuple(h.to_dict() for h in self.history)
         else:
@@ -286,6 +299,15 @@ class TurnRecord:
             if out[key] is None:
                 del out[key]
         return out
+
+
+def tool_call_dict(call: ToolCall) -> dict[str, Any]:
+    """A tool call as JSON data; a result's `exposure` only where it has its own."""
+    out = asdict(call)
+    for r in out["results"]:
+        if r["exposure"] is None:
+            del r["exposure"]
+    return out
 
 
 def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:

@@ -1,8 +1,10 @@
 """One audited turn: its turn record and sources payload, from the spans of one trace (docs/design.md §12).
 
-The measured exposures become the record's tool calls (one per retriever, reranker or tool result and exposure)
-and the prompt's numbered blocks its excerpts, so the three sets, citations and rejections come from
-`provenance.sources_payload`, the same rules as for the workbench's own turns (§1, §11). In a conversation the
+The measured exposures become the record's tool calls (one per requested call, `calls`; each result with the
+exposure measured for it) and the prompt's numbered blocks its excerpts (a block that shows no unit is an excerpt
+of no document), so the three sets, citations and rejections come from `provenance.sources_payload`, the same
+rules as for the workbench's own turns (§1, §11). An unauditable turn claims nothing: provenance judges no
+citation of it, and its links are listed in `audit.unjudged_citations`. In a conversation the
 earlier turns are in the prompt, so each earlier turn's context state is measured: `full` when its shown units
 are still in the input, `answer` when only its answer is, else `dropped`.
 """
@@ -10,22 +12,23 @@ are still in the input, `answer` when only its answer is, else `dropped`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..payload import AUDITED, Audit, Evidence, Payload, Rejection, Sets
-from ..provenance import sources_payload
+from ..payload import AUDITED, Audit, Evidence, Payload
+from ..provenance import extract_citations, sources_payload
 from ..redact import scrub_secrets
-from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
-from .measure import Seen, block_unit, exposure_of, normalize, numbered_blocks, texts
+from ..types import EXPOSURE_RANK, UNAUDITABLE, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
+from .calls import Call, turn_calls
+from .measure import Seen, block_unit, exposure_of, holds_whole, normalize, numbered_blocks, searchable, texts
+from .shapes import Message
 from .spans import CUT_MARK, Span
-from .turns import REDACTED, Message, ModelCall, current_from, model_calls, question_of, session_of
-from .units import DocRef, Origin, Resolver, Unit, reranker_inputs, span_units, tool_units
+from .turns import REDACTED, ModelCall, current_from, model_calls, question_of, session_of
+from .units import DocRef, Resolver, Unit
 
 SOURCE = "openinference"
-_UNMATCHED = "\0unmatched-block"  # a numbered block that shows no unit: a `[n]` naming it is rejected
+_MAX_EXCERPTS = 1000  # numbered blocks read from a prompt, and excerpts a turn's `[n]` may name (docs/security.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +53,16 @@ class AuditedTurn:
 
 @dataclass
 class _Docs:
-    """The turn's documents in first-seen order, with their units."""
+    """The turn's documents in first-seen order, with their units, and per call the units of each document."""
 
     refs: dict[str, DocRef] = field(default_factory=dict)
     units: dict[str, list[Unit]] = field(default_factory=dict)
+    calls: list[tuple[Call, dict[str, list[Unit]]]] = field(default_factory=list)
 
     def add(self, ref: DocRef, unit: Unit) -> None:
         self.refs.setdefault(ref.doc_id, ref)
         self.units.setdefault(ref.doc_id, []).append(unit)
+        self.calls[-1][1].setdefault(ref.doc_id, []).append(unit)
 
 
 def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: list[Earlier] = (),
@@ -80,20 +85,22 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
                   rule="corpus" if resolver.corpus is not None else "conservative")
     reason = _unauditable(spans, calls)
     if reason is not None:
-        record = dataclasses.replace(base, status="unauditable", error=reason)
-        payload = dataclasses.replace(sources_payload(record), audit=dataclasses.replace(audit, reason=reason))
+        record = dataclasses.replace(base, status=UNAUDITABLE, error=reason)
+        unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, record.mode)))
+        payload = dataclasses.replace(sources_payload(record),
+                                      audit=dataclasses.replace(audit, reason=reason, unjudged_citations=unjudged))
         return AuditedTurn(record, payload, session, Earlier(base.turn_id, base.position or 1, question, final.answer, (), ()))
     parts = [(k, c, _own_part(c.inputs)) for k, c in enumerate(calls, start=1)]
-    docs = _documents(spans, parts, resolver)
+    docs = _documents(turn_calls(spans, calls, parts), resolver)
     shown_contents = [normalize(u.content) for us in docs.units.values() for u in us]
     found = texts(parts, shown_contents, question)
     seen = {d: exposure_of(docs.refs[d], docs.units[d], found) for d in docs.refs}
-    tool_calls = _tool_calls(docs, seen)
-    excerpts = _excerpts(parts, docs, seen)
+    tool_calls = _tool_calls(docs, seen, found)
+    excerpts = _excerpts(parts, docs, seen, final.answer or "")
     history = tuple(_history(e, final) for e in earlier)
     record = dataclasses.replace(base, tool_calls=tool_calls, excerpts=excerpts, history=history,
                                  mode="excerpts" if excerpts else "agent")
-    payload = _without_unmatched(sources_payload(record))
+    payload = sources_payload(record)
     evidence = {d: Evidence(s.exposure, s.where) for d, s in seen.items() if s is not None}
     audit = dataclasses.replace(audit, not_shown=tuple(d for d, s in seen.items() if s is None), evidence=evidence)
     shown = tuple(dict.fromkeys(normalize(u.content) for d, s in seen.items() if s is not None
@@ -157,104 +164,68 @@ def _own_part(inputs: tuple[Message, ...]) -> list[Message]:
     return [m for i, m in enumerate(inputs) if i >= start or m.role == "system"]
 
 
-def _documents(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]], resolver: Resolver) -> _Docs:
+def _documents(calls: list[Call], resolver: Resolver) -> _Docs:
     docs = _Docs()
-    for s in spans:
-        for u in (*span_units(s), *reranker_inputs(s)):
+    for call in calls:
+        docs.calls.append((call, {}))
+        for u in call.units:
             docs.add(resolver.document(u), u)
-    seen_results: set[tuple[str | None, str]] = set()
-    for _, call, msgs in parts:
-        requests = {r.call_id: r for m in call.inputs for r in m.tool_calls if r.call_id}
-        for m in msgs:
-            if m.role != "tool" or not m.content or (m.tool_call_id, m.content) in seen_results:
-                continue
-            seen_results.add((m.tool_call_id, m.content))
-            r = requests.get(m.tool_call_id)
-            origin = Origin(name=r.name if r else "tool", kind="TOOL", args=_args(r.arguments) if r else {},
-                            call_id=m.tool_call_id)
-            for u in tool_units(m.content, origin):
-                docs.add(resolver.document(u), u)
     return docs
 
 
-def _args(arguments: str) -> dict[str, Any]:
-    try:
-        data = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return {"arguments": arguments}
-    return data if isinstance(data, dict) else {"arguments": data}
-
-
-def _tool_calls(docs: _Docs, seen: dict[str, Seen | None]) -> tuple[ToolCall, ...]:
-    """One tool call per origin and measured exposure (strongest first); an origin none of whose documents
-    reached the model is one call with no results."""
-    by_origin: dict[int, dict[str, list[ResultItem]]] = {}
-    origins: dict[int, Origin] = {}
-    for doc_id, units in docs.units.items():
-        ref, s = docs.refs[doc_id], seen[doc_id]
-        for u in units:
-            origins.setdefault(id(u.origin), u.origin)
-            group = by_origin.setdefault(id(u.origin), {})
-            if s is None:
-                continue
-            items = group.setdefault(s.exposure, [])
-            if all(i.doc_id != doc_id for i in items):
-                items.append(ResultItem(doc_id=doc_id, title=ref.title or "", url=ref.url, rank=u.rank, score=u.score,
-                                        snippet=u.content or None))
+def _tool_calls(docs: _Docs, seen: dict[str, Seen | None], found) -> tuple[ToolCall, ...]:
+    """One tool call per call, each result with the exposure measured through that call's own units (the call
+    that opened a document gets its `full`, a search that listed it its `snippet`); a document whose strongest
+    exposure no single call's units explain is credited with it at the first call that returned it."""
+    measured: list[dict[str, str]] = []
+    for _, by_doc in docs.calls:
+        got = {}
+        for doc_id, units in by_doc.items():
+            if seen[doc_id] is not None:
+                ref = docs.refs[doc_id]
+                own = exposure_of(ref, units, found, corpus_full=holds_whole(ref, units))
+                got[doc_id] = own.exposure if own is not None else "title"
+        measured.append(got)
+    for doc_id, s in seen.items():
+        holders = [got for got in measured if doc_id in got]
+        if s is not None and holders and max(EXPOSURE_RANK[g[doc_id]] for g in holders) < EXPOSURE_RANK[s.exposure]:
+            holders[0][doc_id] = s.exposure
     out = []
-    for key, groups in by_origin.items():
-        origin = origins[key]
-        if not groups:
-            out.append(ToolCall(name=origin.name, exposure="title", args=dict(origin.args), call_id=origin.call_id))
-        for exposure in sorted(groups, key=lambda e: -EXPOSURE_RANK[e]):
-            out.append(ToolCall(name=origin.name, exposure=exposure, args=dict(origin.args),
-                                results=tuple(groups[exposure]), call_id=origin.call_id))
+    for (call, by_doc), got in zip(docs.calls, measured, strict=True):
+        results = tuple(ResultItem(doc_id=d, title=docs.refs[d].title or "", url=docs.refs[d].url, rank=by_doc[d][0].rank,
+                                   score=by_doc[d][0].score, snippet=by_doc[d][0].content or None, exposure=e)
+                        for d, e in got.items())
+        strongest = max(got.values(), key=lambda e: EXPOSURE_RANK[e], default="title")
+        out.append(ToolCall(name=call.origin.name, exposure=strongest, args=dict(call.origin.args), results=results,
+                            call_id=call.origin.call_id))
     return tuple(out)
 
 
-def _excerpts(parts, docs: _Docs, seen: dict[str, Seen | None]) -> tuple[Excerpt, ...]:
-    """The final prompt's numbered blocks as excerpts 1..max (a number no block shows, or a block that shows no
-    unit, names the `_UNMATCHED` placeholder, so a `[n]` citing it is rejected)."""
+def _excerpts(parts, docs: _Docs, seen: dict[str, Seen | None], answer: str) -> tuple[Excerpt, ...]:
+    """The final prompt's numbered blocks as excerpts 1..n, n the highest number a block shows or the answer cites
+    (at most `_MAX_EXCERPTS`); a number no block shows, or a block that shows no unit, is an excerpt of no document
+    (`doc_id` None), so provenance rejects a `[n]` citing it as `not_retrieved`."""
     blocks = {b.n: b for b in numbered_blocks(parts)}
     if not blocks:
         return ()
+    cited = [c.upto or c.n for c in extract_citations(answer, "excerpts") if c.n is not None]
     unit_doc = {id(u): d for d, us in docs.units.items() for u in us if seen[d] is not None}
     shown = [u for us in docs.units.values() for u in us if id(u) in unit_doc]
     out = []
-    for n in range(1, min(max(blocks), 1000) + 1):
+    for n in range(1, min(max(blocks.keys() | set(cited)), _MAX_EXCERPTS) + 1):
         b = blocks.get(n)
         u = block_unit(b, shown) if b is not None else None
-        doc_id = unit_doc[id(u)] if u is not None else _UNMATCHED
-        ref = docs.refs.get(doc_id)
+        doc_id = unit_doc[id(u)] if u is not None else None
+        ref = docs.refs.get(doc_id) if doc_id is not None else None
         out.append(Excerpt(n=n, doc_id=doc_id, text=b.text if b else "", title=ref.title or "" if ref else "",
                            url=ref.url if ref else None, score=u.score if u else None))
     return tuple(out)
 
 
-def _without_unmatched(p: Payload) -> Payload:
-    """The payload with the unmatched-block placeholder gone: a `[n]` that named it is `not_retrieved`."""
-    if p.mode != "excerpts":
-        return p
-    citations = tuple(dataclasses.replace(c, doc_id=None, valid=False, reason="not_retrieved", excerpt=None)
-                      if c.doc_id == _UNMATCHED or c.reason == "out_of_range" else c for c in p.citations)
-    rejected, targets = [], set()
-    for c in citations:
-        if not c.valid and c.target not in targets:
-            targets.add(c.target)
-            rejected.append(Rejection(target=c.target, reason=c.reason, nearest_doc_id=c.nearest_doc_id,
-                                      edit_distance=c.edit_distance, turn_id=c.turn_id, position=c.position))
-    keep = lambda ids: tuple(i for i in ids if i != _UNMATCHED)  # noqa: E731
-    return dataclasses.replace(
-        p, citations=citations, rejected_citations=tuple(rejected),
-        sets=Sets(keep(p.sets.retrieved), keep(p.sets.cited), keep(p.sets.consulted)),
-        documents=tuple(d for d in p.documents if d.doc_id != _UNMATCHED),
-        sources=tuple(s for s in p.sources if s.doc_id != _UNMATCHED))
-
-
 def _history(e: Earlier, final: ModelCall) -> HistoryTurn:
     """An earlier turn as this turn's prompt held it: its context state measured in the prompt's earlier part."""
     start = current_from(final.inputs)
-    before = " ".join(normalize(m.content) for m in final.inputs[:start] if m.content and m.role != "system")
+    before = " ".join(searchable(m.content) for m in final.inputs[:start] if m.content and m.role != "system")
     if e.shown and any(c in before for c in e.shown):
         context = "full"
     elif e.answer and normalize(e.answer) in before:

@@ -22,7 +22,7 @@ from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
 from .audited import Earlier, audit_trace
 from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
-from .turns import current_from, model_calls
+from .turns import current_from, model_calls, session_of
 from .units import Resolver
 
 #: Spans held in memory while their trace's root has not arrived (docs/security.md).
@@ -113,7 +113,7 @@ class Assembler:
             final = calls[-1]
             ids = [m.tool_call_id for m in final.inputs[current_from(final.inputs):] if m.tool_call_id]
             steps = tuple(dict.fromkeys(self.tool_steps.pop(i) for i in ids if i in self.tool_steps))
-        session_key = next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+        session_key = session_of(spans)
         earlier = self.sessions.get(session_key, []) if session_key else []
         turn = audit_trace(spans, self.resolver, run=self.name, earlier=earlier, extra_trace_ids=steps)
         if turn is None:

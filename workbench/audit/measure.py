@@ -54,6 +54,12 @@ def _strings(data: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
+def holds_whole(doc: DocRef, units: list[Unit]) -> bool:
+    """Whether one of `units` holds the document's whole corpus text (a tool call that opened it)."""
+    whole = normalize(doc.text) if doc.text else None
+    return bool(whole) and any(whole in normalize(u.content) for u in units)
+
+
 def searchable(content: str) -> str:
     """A message's text as written, plus its JSON string values when it is JSON (a tool result)."""
     try:
@@ -86,8 +92,10 @@ def texts(calls: list[tuple[int, ModelCall, list[Message]]], contents: list[str]
     return out
 
 
-def exposure_of(doc: DocRef, units: list[Unit], found: list[Text]) -> Seen | None:
-    """The strongest exposure the document had in the model inputs, and the first message that gave it."""
+def exposure_of(doc: DocRef, units: list[Unit], found: list[Text], corpus_full: bool = True) -> Seen | None:
+    """The strongest exposure the document had in the model inputs through `units`, and the first message that
+    gave it (`corpus_full`: its whole corpus text found in a model input counts as `full`; a tool call whose own
+    result did not hold the whole text is not credited with it)."""
     best: Seen | None = None
 
     def offer(exposure: str, where: str) -> None:
@@ -95,7 +103,7 @@ def exposure_of(doc: DocRef, units: list[Unit], found: list[Text]) -> Seen | Non
         if best is None or EXPOSURE_RANK[exposure] > EXPOSURE_RANK[best.exposure]:
             best = Seen(exposure, where)
 
-    whole = normalize(doc.text) if doc.text else None
+    whole = normalize(doc.text) if doc.text and corpus_full else None
     contents = [(normalize(u.content), u.whole and doc.text is None) for u in units if u.content.strip()]
     names = {n for u in units for n in (u.title, u.url, u.key, u.unit_id) if n and len(n) >= _MIN_NAME}
     names.update(n for n in (doc.title, doc.url, doc.doc_id) if n and len(n) >= _MIN_NAME)

@@ -29,6 +29,9 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_ATTRIBUTE_CHARS = 1_000_000
 CUT_MARK = "__CUT_BY_WORKBENCH__"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+#: OTel GenAI `gen_ai.operation.name` values as OpenInference span kinds.
+_GENAI_KINDS = {"chat": "LLM", "text_completion": "LLM", "completion": "LLM", "generate_content": "LLM",
+                "execute_tool": "TOOL", "embeddings": "EMBEDDING", "invoke_agent": "AGENT", "create_agent": "AGENT"}
 
 
 class SpanFormatError(WorkbenchError):
@@ -57,9 +60,17 @@ class Span:
 
     @property
     def kind(self) -> str | None:
-        """The OpenInference span kind (`LLM`, `RETRIEVER`, `RERANKER`, `TOOL`, `CHAIN`, …), or None."""
+        """The span's kind in OpenInference's words (`LLM`, `RETRIEVER`, `RERANKER`, `TOOL`, `CHAIN`, …), or None:
+        `openinference.span.kind`, else read from the OTel GenAI conventions (`gen_ai.operation.name`, or
+        OpenLLMetry's `llm.request.type`), so no rule needs to know which instrumentor wrote the span."""
         value = self.attributes.get("openinference.span.kind")
-        return value.upper() if isinstance(value, str) else None
+        if isinstance(value, str):
+            return value.upper()
+        operation = self.attributes.get("gen_ai.operation.name")
+        if isinstance(operation, str):
+            return _GENAI_KINDS.get(operation.lower())
+        request = self.attributes.get("llm.request.type")
+        return "LLM" if isinstance(request, str) and request.lower() in ("chat", "completion") else None
 
     def to_json(self) -> dict[str, Any]:
         return {"trace_id": self.trace_id, "span_id": self.span_id, "parent_id": self.parent_id, "name": self.name,

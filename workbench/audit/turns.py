@@ -9,32 +9,12 @@ the tool-calling steps before it, which become the turn's tool calls.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
 
+from .shapes import Message, ToolRequest, read_messages
 from .spans import CUT_MARK, Span
 
 REDACTED = "__REDACTED__"
-_MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRequest:
-    """One tool call a model asked for (an assistant message's `tool_calls`)."""
-
-    name: str
-    arguments: str
-    call_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    role: str
-    content: str | None
-    index: int
-    tool_calls: tuple[ToolRequest, ...] = ()
-    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,40 +32,12 @@ class ModelCall:
         return not self.requests and bool(self.answer)
 
 
-def messages(span: Span, direction: str) -> list[Message]:
-    """The span's `llm.<direction>_messages.*` as messages, in index order (multi-part text joined)."""
-    fields: dict[int, dict[str, Any]] = {}
-    for key, value in span.attributes.items():
-        m = _MESSAGE_KEY.match(key)
-        if m and m.group(1) == direction:
-            fields.setdefault(int(m.group(2)), {})[m.group(3)] = value
-    out = []
-    for i in sorted(fields):
-        f = fields[i]
-        content = f.get("content")
-        if content is None:
-            parts = [v for k, v in sorted(f.items()) if k.startswith("contents.") and k.endswith("message_content.text")]
-            content = "\n".join(str(p) for p in parts) if parts else None
-        out.append(Message(role=str(f.get("role", "")), content=None if content is None else str(content), index=i,
-                           tool_calls=_requests(f), tool_call_id=f.get("tool_call_id")))
-    return out
-
-
-def _requests(f: dict[str, Any]) -> tuple[ToolRequest, ...]:
-    calls: dict[int, dict[str, Any]] = {}
-    for key, value in f.items():
-        m = re.match(r"^tool_calls\.(\d+)\.tool_call\.(.+)$", key)
-        if m:
-            calls.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    return tuple(ToolRequest(name=str(c.get("function.name", "")), arguments=str(c.get("function.arguments", "")),
-                             call_id=c.get("id")) for _, c in sorted(calls.items()))
-
-
 def _hidden(span: Span, inputs: list[Message]) -> str | None:
     """Why this call's input cannot be audited: hidden, missing or cut (None when it can)."""
     if span.dropped_attributes:
         return f"a span attribute limit dropped {span.dropped_attributes} attributes of model call {span.name!r}"
-    cut = [k for k in span.cut if k.startswith(("llm.input_messages.", "input.value"))]
+    cut = [k for k in span.cut if k.startswith(("llm.input_messages.", "input.value", "gen_ai.input.messages",
+                                                 "gen_ai.prompt."))]
     if cut:
         return f"model input attribute {cut[0]} is over the workbench's size bound ({CUT_MARK})"
     if span.attributes.get("input.value") == REDACTED or any(m.content == REDACTED for m in inputs):
@@ -101,8 +53,8 @@ def model_calls(spans: list[Span]) -> list[ModelCall]:
     parents = {s.parent_id for s in llm}
     calls = []
     for s in sorted((s for s in llm if s.span_id not in parents), key=lambda s: (s.start_ns, s.end_ns)):
-        inputs = messages(s, "input")
-        outputs = messages(s, "output")
+        inputs = read_messages(s, "input")
+        outputs = read_messages(s, "output")
         answer = next((m.content for m in reversed(outputs) if m.content), None)
         if answer is None and not outputs:
             value = s.attributes.get("output.value")
@@ -128,8 +80,17 @@ def question_of(spans: list[Span], final: ModelCall) -> str:
     return "" if last_user is None or last_user.content == REDACTED else last_user.content
 
 
+_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
+
+
 def session_of(spans: list[Span]) -> str | None:
-    return next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+    """The conversation the trace belongs to: OpenInference's `session.id`, else the GenAI `gen_ai.conversation.id`."""
+    for key in _SESSION_KEYS:
+        found = next((s.attributes[key] for s in spans if isinstance(s.attributes.get(key), str) and s.attributes[key]),
+                     None)
+        if found is not None:
+            return found
+    return None
 
 
 def current_from(inputs: tuple[Message, ...]) -> int:

@@ -16,7 +16,10 @@ from typing import Any, Iterator
 
 from ..corpus import Corpus
 from ..provenance import normalize_url
+from ..types import file_name_of
+from .shapes import tool_args
 from .spans import Span
+from .text_results import text_documents
 
 _DOC_KEY = re.compile(r"^(retrieval\.documents|reranker\.(?:input|output)_documents)\.(\d+)\.document\.(\w+)$")
 _ID_KEYS = ("doc_id", "document_id", "source", "file_name", "id")
@@ -47,6 +50,7 @@ class Unit:
     score: float | None = None
     rank: int | None = None
     file_name: str | None = None
+    unnamed: bool = False  # a tool result that names no document: a unit of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +61,30 @@ class DocRef:
     text: str | None  # the corpus text, when a corpus names it
 
 
-def span_units(span: Span) -> list[Unit]:
-    """Units a RETRIEVER or RERANKER span lists (a reranker's output documents), or a TOOL span's output."""
-    if span.kind == "TOOL":
-        value = span.attributes.get("output.value")
-        args = _json_object(span.attributes.get("tool.parameters") or span.attributes.get("input.value"))
-        origin = Origin(name=str(span.attributes.get("tool.name") or span.name), kind="TOOL", args=args)
-        return tool_units(value, origin) if isinstance(value, str) else []
+@dataclass(frozen=True, slots=True)
+class ToolSpan:
+    """What a TOOL span (OpenInference, or a GenAI `execute_tool` span) says of its call: the tool's name, the
+    arguments it ran with (`input.value` or `gen_ai.tool.call.arguments`; never `tool.parameters`, the tool's
+    JSON schema), its tool-call id when it names one, and its result text."""
+
+    name: str
+    args: dict[str, Any]
+    call_id: str | None
+    output: str | None
+
+
+def tool_span(span: Span) -> ToolSpan:
+    a = span.attributes
+    name = next((a[k] for k in ("tool.name", "gen_ai.tool.name") if isinstance(a.get(k), str) and a[k]), span.name)
+    raw = next((a[k] for k in ("input.value", "gen_ai.tool.call.arguments") if isinstance(a.get(k), str)), None)
+    call_id = next((str(a[k]) for k in ("tool_call.id", "gen_ai.tool.call.id") if a.get(k) not in (None, "")), None)
+    output = next((a[k] for k in ("output.value", "gen_ai.tool.call.result") if isinstance(a.get(k), str)), None)
+    return ToolSpan(name=str(name), args=tool_args(raw), call_id=call_id, output=output)
+
+
+def span_units(span: Span, origin: Origin | None = None) -> list[Unit]:
+    """Units a RETRIEVER or RERANKER span lists (a reranker's output documents), credited to `origin` (the tool
+    call it is nested in) or to the span itself."""
     if span.kind not in ("RETRIEVER", "RERANKER"):
         return []
     fields: dict[tuple[str, int], dict[str, Any]] = {}
@@ -72,7 +93,7 @@ def span_units(span: Span) -> list[Unit]:
         if m:
             fields.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = value
     want = "retrieval.documents" if span.kind == "RETRIEVER" else "reranker.output_documents"
-    origin = Origin(name=span.name, kind=span.kind)
+    origin = origin or Origin(name=span.name, kind=span.kind)
     out = []
     for (group, i), f in sorted(fields.items()):
         if group == want:
@@ -81,7 +102,7 @@ def span_units(span: Span) -> list[Unit]:
     return out
 
 
-def reranker_inputs(span: Span) -> list[Unit]:
+def reranker_inputs(span: Span, origin: Origin | None = None) -> list[Unit]:
     """A reranker's input documents (what it was handed: candidates it may drop)."""
     if span.kind != "RERANKER":
         return []
@@ -91,7 +112,7 @@ def reranker_inputs(span: Span) -> list[Unit]:
         if m and m.group(1) == "reranker.input_documents" and m.group(3) == "content":
             i = m.group(2)
             meta = _json_object(span.attributes.get(f"reranker.input_documents.{i}.document.metadata"))
-            out.append(_unit(Origin(name=span.name, kind="RERANKER"), value, meta,
+            out.append(_unit(origin or Origin(name=span.name, kind="RERANKER"), value, meta,
                              span.attributes.get(f"reranker.input_documents.{i}.document.id"), None, int(i) + 1))
     return out
 
@@ -107,9 +128,12 @@ def _unit(origin: Origin, content: Any, meta: dict[str, Any], unit_id: Any, scor
                 file_name=meta.get("file_name") if isinstance(meta.get("file_name"), str) else None)
 
 
-def tool_units(text: str, origin: Origin) -> list[Unit]:
-    """Units a tool result names: the records of its JSON (a single record with text is the document's full
-    record), else the result itself, one unit."""
+def tool_units(text: str, origin: Origin, known: list[Unit] = ()) -> list[Unit]:
+    """Units a tool result names (docs/design.md §12 *Tool results*), its framework's wrapper taken off first:
+    the records of its JSON (a single record with text is the document's full record); else the documents a
+    plain text shows (blocks named by a url or id, each matched to a `known` unit of a retriever nested in the
+    tool when it names one); else the result itself, one unit of its own."""
+    text = unwrapped(text)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
@@ -121,8 +145,40 @@ def tool_units(text: str, origin: Origin) -> list[Unit]:
     if records:
         return [_unit(origin, next((r[k] for k in _TEXT_KEYS if isinstance(r.get(k), str)), ""), r, r.get("id"),
                       r.get("score"), i + 1) for i, r in enumerate(records)]
+    blocks = text_documents(text, known) if data is None else []
+    if blocks:
+        return [_unit(origin, body, meta, meta.get("unit_id"), None, i + 1) for i, (body, meta) in enumerate(blocks)]
     unit_id = f"{origin.name}:{origin.call_id or hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return [Unit(origin=origin, content=text, unit_id=unit_id, rank=1)]
+    return [Unit(origin=origin, content=text, unit_id=unit_id, rank=1, unnamed=True)]
+
+
+def unwrapped(text: str) -> str:
+    """A tool result without its framework's wrapper: LangChain's serialised `ToolMessage` (`{"type": "tool",
+    "data": {"content": …}}`, `{"lc": 1, "type": "constructor", "id": [… "ToolMessage"], "kwargs": {…}}`, or the
+    message's own fields) is its `content`; anything else is the result as it is."""
+    if not text.startswith("{"):
+        return text
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(data, dict):
+        return text
+    inner = None
+    if data.get("type") == "tool" and isinstance(data.get("data"), dict):
+        inner = data["data"]
+    elif data.get("lc") == 1 and isinstance(data.get("kwargs"), dict) and "ToolMessage" in map(str, data.get("id") or ()):
+        inner = data["kwargs"]
+    elif data.get("type") == "tool" and "tool_call_id" in data:
+        inner = data
+    if inner is None or "content" not in inner:
+        return text
+    content = inner["content"]
+    if isinstance(content, list):
+        texts = [b.get("text") if isinstance(b, dict) else b for b in content]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(texts)
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
 def _is_record(d: dict[str, Any]) -> bool:
@@ -145,15 +201,8 @@ def _records(data: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
 
 
 def _json_object(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if not isinstance(value, str):
-        return {}
-    try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    data = tool_args(value) if isinstance(value, (str, dict)) else {}
+    return {} if set(data) == {"arguments"} else data
 
 
 class Resolver:
@@ -186,7 +235,7 @@ class Resolver:
             if value and "/" in value and normalize_url(value) in self._by_url:
                 return self.corpus.get(self._by_url[normalize_url(value)])
         for value in (unit.file_name, unit.key):
-            name = value.replace("\\", "/").rsplit("/", 1)[-1] if value else None
+            name = file_name_of(value)
             if name and name in self._by_file:
                 return self.corpus.get(self._by_file[name])
         return None

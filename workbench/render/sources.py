@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..payload import Payload, Source
+from ..types import UNAUDITABLE
 
 #: The three sets, in the order every view shows them (docs/design.md §1).
 SETS = ("retrieved", "cited", "consulted")
@@ -75,10 +76,14 @@ class Headline:
     load_bearing: int | None  #: sources the verification found load-bearing; None when the turn was not verified
     rejected: int  #: rejected citations
     unstable: bool = False  #: verified, but its control did not reproduce the answer: no verdict was earned
+    #: an audited turn whose inputs are hidden, missing or cut claims nothing (docs/design.md §12)
+    unauditable: bool = False
 
     def text(self) -> str:
         """"2 sources · 1 load-bearing · 0 rejected"; "not verified" (or "control unstable") in place of the
-        load-bearing figure when there is none."""
+        load-bearing figure when there is none; "unauditable: inputs hidden" for a turn that claims nothing."""
+        if self.unauditable:
+            return "unauditable: inputs hidden"
         if self.load_bearing is None:
             bearing = "not verified"
         elif self.unstable:
@@ -95,7 +100,8 @@ def headline(payload: Payload) -> Headline:
     v = payload.verification
     bearing = sum(1 for x in verdicts(payload).values() if x == "load_bearing") if v is not None else None
     return Headline(sources=len(source_chips(payload)), load_bearing=bearing, rejected=len(payload.rejected_citations),
-                    unstable=v is not None and v.control_stable is False)
+                    unstable=v is not None and v.control_stable is False,
+                    unauditable=payload.audit is not None and payload.status == UNAUDITABLE)
 
 
 def doc_titles(payload: Payload) -> dict[str, str]:

@@ -97,9 +97,10 @@ def turn_rows(record: TurnRecord, payload: Payload, run_id: str,
                            "cut_json": to_json(call.cut.to_dict()) if call.cut is not None else None})
         for pos, it in enumerate(call.results, start=1):
             items.append({"turn_id": tid, "tool_call_seq": seq, "rank": it.rank, "doc_id": it.doc_id,
-                          "chunk_index": it.chunk_index, "score": it.score, "exposure": call.exposure,
+                          "chunk_index": it.chunk_index, "score": it.score, "exposure": it.exposure or call.exposure,
                           "position": pos, "excerpt_n": None, "page": it.page, "passage_id": passage(it.snippet)})
-    for pos, e in enumerate(record.excerpts, start=1):
+    # an excerpt that shows no document (a block of an audited prompt that matched no unit) exposed nothing
+    for pos, e in enumerate((e for e in record.excerpts if e.doc_id is not None), start=1):
         items.append({"turn_id": tid, "tool_call_seq": None, "rank": e.n, "doc_id": e.doc_id,
                       "chunk_index": e.chunk_index, "score": e.score, "exposure": "snippet", "position": pos,
                       "excerpt_n": e.n, "page": e.page, "passage_id": passage(e.text)})

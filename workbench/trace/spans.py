@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import TraceStoreError
+from ..provenance import distinct_rejections
 from .history import Schema
 
 # OpenInference semantic conventions (openinference-semantic-conventions, `SpanAttributes`): the exact names.
@@ -154,14 +155,10 @@ def _json(value: Any) -> str:
 
 def rejected_citations(citations: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rejected citations, one per distinct target in answer order (as the payload lists them)."""
-    out, seen = [], set()
-    for c in sorted(citations, key=lambda c: c["idx"]):
-        if c["valid"] or c["target"] in seen:
-            continue
-        seen.add(c["target"])
-        out.append({"target": c["target"], "reason": c["reason"], "nearest_doc_id": c["nearest_doc_id"],
-                    "edit_distance": c["edit_distance"]})
-    return out
+    rows = sorted(citations, key=lambda c: c["idx"])
+    return [{"target": c["target"], "reason": c["reason"], "nearest_doc_id": c["nearest_doc_id"],
+             "edit_distance": c["edit_distance"]}
+            for c in distinct_rejections(rows, target=lambda c: c["target"], valid=lambda c: c["valid"])]
 
 
 def session_id(turn: dict[str, Any]) -> str:
