@@ -28,7 +28,7 @@ def new_chat():
     history: list = []
 
     def ask(question: str) -> str:
-        result = agent.run_sync(question, message_history=list(history))
+        result = agent.run_sync(question, message_history=list(history), conversation_id=kit.session_id())
         history[:] = result.all_messages()
         return result.output
     return ask

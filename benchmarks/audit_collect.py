@@ -1,0 +1,116 @@
+"""`workbench collect` receiving OTLP/HTTP protobuf, next to the parse-only floor, in one run (issue 38 item 9).
+
+    .venv/bin/python benchmarks/audit_collect.py [--traces 1000] [--repeat 3]
+
+The traces of benchmarks/audit_ingest.py (10 spans each: a root CHAIN, a RETRIEVER returning 5 hits, a postprocessor
+CHAIN, an LLM span whose prompt holds 3 of the hits and whose answer cites a link, 6 CHAIN spans), as the OTel SDK's
+exporter sends them: protobuf `ExportTraceServiceRequest` bodies of 10 traces (100 spans) each. Timed with
+`time.perf_counter`, `--repeat` times each, the median printed:
+(1) floor: protobuf's binary parse of every body (`ExportTraceServiceRequest.ParseFromString`), nothing else;
+(2) typed spans: the collector's parse (`audit.spans.parse_request`: binary parse, ids, attributes, bounds);
+(3) collect: a real `python -m workbench collect` process on a loopback port, every body POSTed over one kept-alive
+    HTTP connection, from the first request to the last answer (every span stored raw and every turn audited and
+    written before the answer), into a new DuckDB file each repeat.
+The goal: at least 5,000 spans/s for (3); today's ingest of OTLP JSON is 1,289 spans/s (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from audit_ingest import _kv, _trace  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+
+from workbench.audit.spans import _parse_json, parse_request  # noqa: E402
+
+BATCH = 10  # traces per request: 100 spans, as a BatchSpanProcessor sends a busy app's spans
+
+
+def bodies(traces: int) -> tuple[list[bytes], int]:
+    """The protobuf request bodies of `traces` traces, and how many spans they hold."""
+    out, n = [], 0
+    for start in range(0, traces, BATCH):
+        spans = [s for t in range(start, min(start + BATCH, traces)) for s in _trace(t)]
+        n += len(spans)
+        request = ExportTraceServiceRequest()
+        _parse_json({"resourceSpans": [{"resource": {"attributes": _kv({"service.name": "bench"})},
+                                        "scopeSpans": [{"spans": spans}]}]}, request)
+        out.append(request.SerializeToString())
+    return out, n
+
+
+def floor(data: list[bytes]) -> float:
+    t0 = time.perf_counter()
+    for body in data:
+        ExportTraceServiceRequest().ParseFromString(body)
+    return time.perf_counter() - t0
+
+
+def typed(data: list[bytes]) -> float:
+    t0 = time.perf_counter()
+    for body in data:
+        parse_request(body, "application/x-protobuf")
+    return time.perf_counter() - t0
+
+
+def collect(data: list[bytes], db: Path) -> float:
+    """Seconds from the first POST to the last answer of a real `collect` process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "collect", "--port", "0", "--db", str(db),
+                             "--name", "bench"], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    try:
+        line = proc.stderr.readline()
+        host, port = re.search(r"http://([\d.]+):(\d+)/v1/traces", line).groups()
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        t0 = time.perf_counter()
+        for body in data:
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 200, answer.status
+        took = time.perf_counter() - t0
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0 and "turns written" in rest, rest
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--traces", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    data, n = bodies(args.traces)
+    times: dict[str, list[float]] = {"floor": [], "typed": [], "collect": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            times["floor"].append(floor(data))
+            times["typed"].append(typed(data))
+            times["collect"].append(collect(data, Path(tmp) / f"c{i}.duckdb"))
+    print(f"{n} spans in {len(data)} protobuf requests ({sum(map(len, data)) / 1e6:.1f} MB), median of {args.repeat}")
+    labels = {"floor": "parse-only floor (protobuf binary parse)", "typed": "collect's parse (typed spans)",
+              "collect": "collect (HTTP, store raw spans, audit and write turns)"}
+    for key, label in labels.items():
+        t = statistics.median(times[key])
+        print(f"{label}: {t:.2f} s ({n / t:,.0f} spans/s)")
+
+
+if __name__ == "__main__":
+    main()
