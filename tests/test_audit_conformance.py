@@ -10,6 +10,7 @@ Expected sets are derived from the app's record and the model's record (tests/co
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from audit_apps import collect, turns
 from conftest import ROOT
+from conformance_table import CELLS, DOC, in_doc, results, table, versions
 from conformance_expect import check_hidden, check_turn, corpus_maps, expect, read_record
 from wire_model import WireModel
 
@@ -83,5 +85,49 @@ APPS_LIST = ["openai_chat", "openai_responses", "anthropic_tools", "google_genai
 @pytest.mark.parametrize("app", APPS_LIST)
 def test_app_conforms(conformance, app, request):
     wrong = audit(conformance, app)
-    request.config.cache.set(f"conformance/{app}", wrong)
+    request.config.cache.set(f"conformance/{app.replace(' ', '')}", wrong)
     assert not any(wrong.values()), "\n".join(f"{cell}: {w}" for cell, ws in wrong.items() for w in ws)
+
+
+SNIPPET = re.compile(r"<!-- snippet: (\w+) -->\n```python\n(.*?)```", re.S)
+SNIPPETS = dict(SNIPPET.findall(DOC.read_text(encoding="utf-8")))
+#: What the harness binds before a snippet runs: the app's own `ask`, `question` and `conversation_id`.
+PRELUDE = """
+import os, sys
+sys.path.insert(0, os.environ["CONFORMANCE_APPS"])
+import kit
+from {app} import new_chat
+chat = new_chat()
+question, conversation_id = kit.QUESTIONS["first"], kit.RUN + "-chat"
+ask = lambda q: kit.ask("first", 1, chat)
+exec(compile(open(os.environ["SNIPPET"]).read(), "docs/audit.md", "exec"))
+"""
+
+
+@pytest.mark.parametrize("app", sorted(SNIPPETS))
+def test_setup_snippet_runs_as_written(conformance, app):
+    """docs/audit.md's setup lines for `app`'s framework, run as written: the turn reaches `collect` under the
+    snippet's `service.name` and conversation, audited."""
+    model, url, db, tmp = conformance
+    snippet = tmp / f"snippet-{app}.py"
+    snippet.write_text(SNIPPETS[app], encoding="utf-8")
+    run = f"snippet-{app}"
+    env = {**os.environ, "CONFORMANCE_MODEL": model.url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url,
+           "CONFORMANCE_RECORD": str(tmp / f"{run}.jsonl"), "CONFORMANCE_RUN": run, "SNIPPET": str(snippet),
+           "CONFORMANCE_APPS": str(APPS)}
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([str(APPS_PYTHON), "-c", PRELUDE.format(app=app)], cwd=tmp, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    [turn] = turns(db, "--conversation", f"{run}-chat")
+    assert turn["audit"]["service"] == re.search(r'"service.name": "([^"]+)"', SNIPPETS[app]).group(1)
+    assert turn["question"] == kit.QUESTIONS["first"] and turn["sets"]["cited"]
+
+
+def test_support_table_in_the_docs_is_the_suites():
+    """docs/audit.md's support table is the one the suite's last run gives (tests/conformance_table.py)."""
+    if not APPS_PYTHON.exists():
+        pytest.skip(f"no {APPS_PYTHON}: the table names the versions installed there")
+    assert set(CELLS) == set(APPS_LIST)
+    assert in_doc(DOC.read_text(encoding="utf-8")) == table(versions(), results()), \
+        "run .venv/bin/python tests/conformance_table.py --write after the suite"

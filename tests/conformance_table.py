@@ -1,0 +1,111 @@
+"""docs/audit.md's support table, generated from the conformance suite (tests/test_audit_conformance.py).
+
+    .venv/bin/python tests/conformance_table.py --write    # after a run of the suite: rewrite the table
+    .venv/bin/python tests/conformance_table.py            # print it
+
+Each row is one app of the suite: its framework, the instrumentor and the versions installed in .venv-audit-apps
+(read there), what the app makes the audit measure, and its result in the suite's last run (pytest's cache,
+`conformance/<app>`): `passes`, or every check it failed — the known limits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "audit.md"
+START, END = "<!-- conformance-table -->", "<!-- /conformance-table -->"
+APPS_PYTHON = Path(os.environ.get("WORKBENCH_AUDIT_APPS") or ROOT / ".venv-audit-apps") / "bin" / "python"
+TOOLS = "tool calls, JSON hits, an article opened in full"
+
+#: app -> (framework, the distributions named as its instrumentor and framework, what it makes the audit measure)
+CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "openai_chat": ("openai client, chat completions", ("openinference-instrumentation-openai", "openai"), TOOLS),
+    "openai_responses": ("openai client, Responses API", ("openinference-instrumentation-openai", "openai"),
+                         TOOLS + "; history as input items"),
+    "anthropic_tools": ("anthropic (tool_use / tool_result)", ("openinference-instrumentation-anthropic", "anthropic"),
+                        TOOLS),
+    "google_genai_tools": ("google-genai (functionCall / functionResponse)",
+                           ("openinference-instrumentation-google-genai", "google-genai"), TOOLS),
+    "langchain_agent_text": ("LangChain v1 `create_agent`, text search results",
+                             ("openinference-instrumentation-langchain", "langchain", "langgraph"),
+                             "tool calls, text hits (title, URL, text), an article opened in full; LangGraph thread"),
+    "langchain_agent_text --json": ("LangChain v1 `create_agent`, JSON search results",
+                                    ("openinference-instrumentation-langchain", "langchain", "langgraph"), TOOLS),
+    "langchain_lcel_rerank": ("LangChain LCEL chain with a rerank step",
+                              ("openinference-instrumentation-langchain", "langchain-core"),
+                              "RETRIEVER span, a document dropped by the rerank step, history in the prompt"),
+    "llama_index_chat": ("llama-index chat engine with a postprocessor",
+                         ("openinference-instrumentation-llama-index", "llama-index-core"),
+                         "RETRIEVER span, a node dropped by `SimilarityPostprocessor`, chat history"),
+    "llama_index_agent": ("llama-index `FunctionAgent`", ("openinference-instrumentation-llama-index", "llama-index-core"),
+                          TOOLS + "; workflow `Context`"),
+    "openai_agents": ("OpenAI Agents SDK", ("openinference-instrumentation-openai-agents", "openai-agents"),
+                      TOOLS + "; history with `to_input_list()`"),
+    "litellm_tools": ("litellm", ("openinference-instrumentation-litellm", "litellm"), TOOLS),
+    "pydantic_ai_tools": ("pydantic-ai", ("openinference-instrumentation-pydantic-ai", "pydantic-ai-slim"),
+                          TOOLS + "; `conversation_id`"),
+    "openllmetry_openai": ("openai client, OTel GenAI conventions", ("opentelemetry-instrumentation-openai", "openai"),
+                           TOOLS + "; `gen_ai.conversation.id`"),
+    "openllmetry_langchain": ("LangChain `create_agent`, OTel GenAI conventions",
+                              ("opentelemetry-instrumentation-langchain", "langchain"),
+                              "tool calls, text hits, an article opened in full; `gen_ai.conversation.id`"),
+}
+
+
+def versions() -> dict[str, str]:
+    """The installed version of every distribution the table names (read in .venv-audit-apps)."""
+    names = sorted({d for _, dists, _ in CELLS.values() for d in dists})
+    code = ("import importlib.metadata as m, json, sys\n"
+            "print(json.dumps({d: m.version(d) for d in sys.argv[1:]}))")
+    out = subprocess.run([str(APPS_PYTHON), "-c", code, *names], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+def results() -> dict[str, dict[str, list[str]]]:
+    """Each app's failed checks in the suite's last run (pytest's cache), by case."""
+    out = {}
+    for app in CELLS:
+        path = ROOT / ".pytest_cache" / "v" / "conformance" / app.replace(" ", "")
+        if path.exists():
+            out[app] = json.loads(path.read_text(encoding="utf-8"))
+    return out
+
+
+def _outcome(wrong: dict[str, list[str]] | None) -> str:
+    if wrong is None:
+        return "not run"
+    failed = [f"{case}: " + "; ".join(sorted({w.split(":")[0] for w in ws})) for case, ws in wrong.items() if ws]
+    return "passes" if not failed else "fails — " + " · ".join(failed)
+
+
+def table(vers: dict[str, str], res: dict[str, dict[str, list[str]]]) -> str:
+    lines = ["| framework | instrumentor (tested version) | what the app makes the audit measure | conformance |",
+             "|---|---|---|---|"]
+    for app, (framework, dists, measured) in CELLS.items():
+        named = ", ".join(f"`{d}` {vers.get(d, '?')}" for d in dists)
+        lines.append(f"| {framework} | {named} | {measured} | {_outcome(res.get(app))} |")
+    return "\n".join(lines)
+
+
+def in_doc(text: str) -> str:
+    m = re.search(re.escape(START) + r"\n(.*?)" + re.escape(END), text, re.S)
+    return m.group(1).strip() if m else ""
+
+
+def write(rendered: str) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    DOC.write_text(re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: f"{START}\n{rendered}\n{END}", text,
+                          flags=re.S), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    rendered = table(versions(), results())
+    if "--write" in sys.argv:
+        write(rendered)
+    print(rendered)
