@@ -179,9 +179,10 @@ def _genai_indexed(span: Span, direction: str) -> list[Message]:
     out = []
     for i, f in _indexed(span, _GENAI_OLD_KEY, want):
         content = f.get("content")
-        if isinstance(content, str) and content.startswith("["):  # some write a list of parts as JSON
+        if isinstance(content, str) and content.startswith("[{"):  # some write a list of typed parts as JSON
             parts = _json(content)
-            content = _parts_text(parts) if isinstance(parts, list) else content
+            if isinstance(parts, list) and parts and all(isinstance(p, dict) and "type" in p for p in parts):
+                content = _parts_text(parts)
         out.append(Message(role=_role(str(f.get("role", "assistant" if want == "completion" else ""))),
                            content=None if content is None else str(content), index=i,
                            tool_calls=_indexed_calls(f, _GENAI_OLD_CALL, "name", "arguments", "id"),
