@@ -165,6 +165,13 @@ def _genai(msgs: list[Msg], answer: str) -> dict:
                                                    "finish_reason": "stop"}])}
 
 
+def _genai_chat_messages(msgs: list[Msg], answer: str) -> dict:
+    """`gen_ai.input.messages` written as chat-completions messages (some GenAI instrumentations do)."""
+    body = json.loads(_chat(msgs, answer)["input.value"])["messages"]
+    return {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(body),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": answer}])}
+
+
 def _genai_indexed(msgs: list[Msg], answer: str) -> dict:
     a = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m"}
     for i, m in enumerate(msgs):
@@ -190,6 +197,7 @@ SHAPES = {
     "anthropic-body": _anthropic,
     "gemini-body": _gemini,
     "genai-messages": _genai,
+    "genai-chat-messages": _genai_chat_messages,
     "genai-indexed": _genai_indexed,
 }
 

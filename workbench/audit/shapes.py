@@ -126,7 +126,11 @@ def _indexed_calls(f: dict[str, Any], pattern: re.Pattern, name: str, arguments:
 
 
 def _genai(span: Span, direction: str) -> list[Message]:
+    """`gen_ai.<direction>.messages` (or a whole prompt or completion as JSON in `gen_ai.prompt` /
+    `gen_ai.completion`, as some SDKs write it): messages of `parts`, or chat-completions messages."""
     data = _json(span.attributes.get(f"gen_ai.{direction}.messages"))
+    if not isinstance(data, list):
+        data = _json(span.attributes.get("gen_ai.prompt" if direction == "input" else "gen_ai.completion"))
     if not isinstance(data, list):
         return []
     out: list[Message] = []
@@ -136,8 +140,10 @@ def _genai(span: Span, direction: str) -> list[Message]:
         if text:
             out.append(Message(role="system", content=text, index=0))
     for m in data:
-        if isinstance(m, dict):
+        if isinstance(m, dict) and "parts" in m:
             out.extend(_from_parts(str(m.get("role", "")), m.get("parts") or [], len(out)))
+        elif isinstance(m, dict):
+            out.extend(_item(str(m.get("role", "")), m, len(out)))
     return out
 
 
