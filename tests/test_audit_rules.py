@@ -313,6 +313,17 @@ def test_with_a_corpus_full_is_the_whole_text_and_is_credited_to_the_call_that_o
     assert t.payload.sets.consulted == ("a-sso",)
 
 
+def test_with_a_corpus_a_text_result_naming_no_document_is_the_corpus_document_whose_whole_text_it_holds():
+    corpus = Corpus("kb", "-", [Document(doc_id="a-sso", title="SSO setup", text=TEXT_A, url=A)])
+    msgs = [Msg("user", Q), ask("search_kb", {"query": "sso"}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A[:30]))),
+            ask("open_article", {"title": "SSO setup"}, "c2"), result("c2", f"SSO setup\n\n{TEXT_A}")]
+    t = turn("openinference", msgs, "Paste the metadata.", corpus=corpus)
+    assert [(c.name, c.doc_ids, c.exposure) for c in t.payload.tool_calls] == [
+        ("search_kb", ("a-sso",), "snippet"), ("open_article", ("a-sso",), "full")]
+    doc = {d.doc_id: d for d in t.payload.documents}["a-sso"]
+    assert t.payload.tool_calls[doc.tool_call].name == "open_article" and t.payload.sets.consulted == ("a-sso",)
+
+
 # --- unit to document ----------------------------------------------------------------------------------------
 
 TEXT_BLOCKS = (f"Found 2 results.\n\nTitle: SSO setup\nURL: {A}\n{TEXT_A}\n\n"
