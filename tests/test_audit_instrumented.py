@@ -45,7 +45,9 @@ def test_hidden_inputs_make_the_turn_unauditable(tmp_path, monkeypatch):
     [turn] = turns(db, "--run", "hidden")
     assert turn["status"] == "unauditable"
     assert "__REDACTED__" in turn["audit"]["reason"]
-    assert turn["sets"]["consulted"] == [] and turn["sources"] == []
+    assert turn["sets"] == {"retrieved": [], "cited": [], "consulted": []} and turn["sources"] == []
+    assert turn["rejected_citations"] == []  # its allow-list is unknown: no link is called fabricated
+    assert turn["audit"]["unjudged_citations"] == [SEARCH[0]["url"]]
 
 
 def _questions(path, lines: list[dict]):

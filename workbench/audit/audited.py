@@ -118,14 +118,14 @@ def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question:
           session: str | None, position: int, trace_id: str) -> TurnRecord:
     start = spans[0].start_ns
     end = max(s.end_ns for s in spans)
-    model = next((c.span.attributes.get("llm.model_name") for c in reversed(calls)
-                  if isinstance(c.span.attributes.get("llm.model_name"), str)), None)
+    model = next((m for c in reversed(calls) if (m := _model(c.span)) is not None), None)
     service = next((s.service for s in spans if s.service), None)
     recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
-                                  model=c.span.attributes.get("llm.model_name"),
+                                  model=_model(c.span),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
-                                  tokens_in=_int(c.span.attributes.get("llm.token_count.prompt")),
-                                  tokens_out=_int(c.span.attributes.get("llm.token_count.completion")),
+                                  tokens_in=_first_int(c.span, "llm.token_count.prompt", "gen_ai.usage.input_tokens"),
+                                  tokens_out=_first_int(c.span, "llm.token_count.completion",
+                                                        "gen_ai.usage.output_tokens"),
                                   finish_reason=c.span.attributes.get("llm.finish_reason"),
                                   n_tool_calls=len(c.requests)) for c in calls)
     config = {"provider": AUDITED, "model": model, "app": service, "source": SOURCE, "run": run}
@@ -136,8 +136,14 @@ def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question:
                       position=position if session else None)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) else None
+def _first_int(span: Span, *keys: str) -> int | None:
+    return next((v for k in keys if isinstance(v := span.attributes.get(k), int)), None)
+
+
+def _model(span: Span) -> str | None:
+    """The model a call names: OpenInference's `llm.model_name`, else the GenAI response's or request's model."""
+    return next((v for k in ("llm.model_name", "gen_ai.response.model", "gen_ai.request.model")
+                 if isinstance(v := span.attributes.get(k), str)), None)
 
 
 def _unauditable(spans: list[Span], calls: list[ModelCall]) -> str | None:

@@ -126,7 +126,11 @@ def _indexed_calls(f: dict[str, Any], pattern: re.Pattern, name: str, arguments:
 
 
 def _genai(span: Span, direction: str) -> list[Message]:
+    """`gen_ai.<direction>.messages` (or a whole prompt or completion as JSON in `gen_ai.prompt` /
+    `gen_ai.completion`, as some SDKs write it): messages of `parts`, or chat-completions messages."""
     data = _json(span.attributes.get(f"gen_ai.{direction}.messages"))
+    if not isinstance(data, list):
+        data = _json(span.attributes.get("gen_ai.prompt" if direction == "input" else "gen_ai.completion"))
     if not isinstance(data, list):
         return []
     out: list[Message] = []
@@ -136,8 +140,10 @@ def _genai(span: Span, direction: str) -> list[Message]:
         if text:
             out.append(Message(role="system", content=text, index=0))
     for m in data:
-        if isinstance(m, dict):
+        if isinstance(m, dict) and "parts" in m:
             out.extend(_from_parts(str(m.get("role", "")), m.get("parts") or [], len(out)))
+        elif isinstance(m, dict):
+            out.extend(_item(str(m.get("role", "")), m, len(out)))
     return out
 
 
@@ -179,9 +185,10 @@ def _genai_indexed(span: Span, direction: str) -> list[Message]:
     out = []
     for i, f in _indexed(span, _GENAI_OLD_KEY, want):
         content = f.get("content")
-        if isinstance(content, str) and content.startswith("["):  # some write a list of parts as JSON
+        if isinstance(content, str) and content.startswith("[{"):  # some write a list of typed parts as JSON
             parts = _json(content)
-            content = _parts_text(parts) if isinstance(parts, list) else content
+            if isinstance(parts, list) and parts and all(isinstance(p, dict) and "type" in p for p in parts):
+                content = _parts_text(parts)
         out.append(Message(role=_role(str(f.get("role", "assistant" if want == "completion" else ""))),
                            content=None if content is None else str(content), index=i,
                            tool_calls=_indexed_calls(f, _GENAI_OLD_CALL, "name", "arguments", "id"),

@@ -26,6 +26,7 @@ _ID_KEYS = ("doc_id", "document_id", "source", "file_name", "id")
 _TEXT_KEYS = ("text", "content", "snippet", "body", "page_content", "chunk", "passage")
 _TITLE_KEYS = ("title", "name")
 _MAX_UNITS_PER_RESULT = 1000
+_MIN_TEXT = 40  # a corpus text shorter than this is too common to name the result that holds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class Resolver:
         self.corpus = corpus
         self._by_url: dict[str, str] = {}
         self._by_file: dict[str, str] = {}
+        self._texts: list[tuple[str, Any]] | None = None  # normalised corpus texts, read at the first need
         for d in corpus.documents if corpus is not None else ():
             if d.url:
                 self._by_url.setdefault(normalize_url(d.url), d.doc_id)
@@ -220,10 +222,22 @@ class Resolver:
 
     def document(self, unit: Unit) -> DocRef:
         found = self._in_corpus(unit)
+        if found is None and unit.unnamed:
+            found = self._holding(unit.content)
         if found is not None:
             return DocRef(doc_id=found.doc_id, title=found.title, url=found.url, text=found.text)
         doc_id = unit.key or unit.url or unit.unit_id or "unit-" + hashlib.sha256(unit.content.encode()).hexdigest()[:16]
         return DocRef(doc_id=doc_id, title=unit.title, url=unit.url, text=None)
+
+    def _holding(self, content: str):
+        """The first corpus document whose whole text a result that names no document holds (a tool that returns
+        an article's text under its title only), or None."""
+        if self.corpus is None:
+            return None
+        if self._texts is None:
+            self._texts = [(" ".join(d.text.split()), d) for d in self.corpus.documents if len(d.text.strip()) >= _MIN_TEXT]
+        text = " ".join(content.split())
+        return next((d for whole, d in self._texts if whole in text), None)
 
     def _in_corpus(self, unit: Unit):
         if self.corpus is None:
