@@ -89,8 +89,8 @@ def test_app_conforms(conformance, app, request):
     assert not any(wrong.values()), "\n".join(f"{cell}: {w}" for cell, ws in wrong.items() for w in ws)
 
 
-SNIPPET = re.compile(r"<!-- snippet: (\w+) -->\n```python\n(.*?)```", re.S)
-SNIPPETS = dict(SNIPPET.findall(DOC.read_text(encoding="utf-8")))
+SETUP = re.compile(r"<!-- snippet: (\w+) -->\n```python\n(.*?)```", re.S)
+SETUP_LINES = dict(SETUP.findall(DOC.read_text(encoding="utf-8")))
 #: What the harness binds before a snippet runs: the app's own `ask`, `question` and `conversation_id`.
 PRELUDE = """
 import os, sys
@@ -104,13 +104,13 @@ exec(compile(open(os.environ["SNIPPET"]).read(), "docs/audit.md", "exec"))
 """
 
 
-@pytest.mark.parametrize("app", sorted(SNIPPETS))
+@pytest.mark.parametrize("app", sorted(SETUP_LINES))
 def test_setup_snippet_runs_as_written(conformance, app):
     """docs/audit.md's setup lines for `app`'s framework, run as written: the turn reaches `collect` under the
     snippet's `service.name` and conversation, audited."""
     model, url, db, tmp = conformance
     snippet = tmp / f"snippet-{app}.py"
-    snippet.write_text(SNIPPETS[app], encoding="utf-8")
+    snippet.write_text(SETUP_LINES[app], encoding="utf-8")
     run = f"snippet-{app}"
     env = {**os.environ, "CONFORMANCE_MODEL": model.url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url,
            "CONFORMANCE_RECORD": str(tmp / f"{run}.jsonl"), "CONFORMANCE_RUN": run, "SNIPPET": str(snippet),
@@ -120,7 +120,7 @@ def test_setup_snippet_runs_as_written(conformance, app):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
     [turn] = turns(db, "--conversation", f"{run}-chat")
-    assert turn["audit"]["service"] == re.search(r'"service.name": "([^"]+)"', SNIPPETS[app]).group(1)
+    assert turn["audit"]["service"] == re.search(r'"service.name": "([^"]+)"', SETUP_LINES[app]).group(1)
     assert turn["question"] == kit.QUESTIONS["first"] and turn["sets"]["cited"]
 
 

@@ -90,8 +90,9 @@ class Assembler:
 
     def receive_request(self, spans: list[Span]) -> None:
         """One OTLP request (`collect`): its spans stored, then the turns of the traces it completed written together,
-        one transaction, before the request is answered (a checkpoint per request, not per turn: issue 38 item 9)."""
-        with self._lock, self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
+        one transaction, on the one connection the request holds, before it is answered (one checkpoint per request,
+        not one per turn: issue 38 item 9)."""
+        with self._lock, self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
             self.receive(spans)
 
     def finish(self) -> int:

@@ -172,6 +172,7 @@ class TraceWriter:
         # Turns and flushes may come from several threads (browser sessions sharing the app's cached Session,
         # threads sharing a notebook's): one at a time.
         self._lock = threading.RLock()
+        self._held: tuple[int, Any] | None = None  # (thread, connection) while `held()`
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
         self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
@@ -185,6 +186,10 @@ class TraceWriter:
         Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
         `TraceStoreError` naming the file; constraint violations pass through for the callers that
         handle them (a duplicate turn in a retried flush)."""
+        held = self._held
+        if held is not None and held[0] == threading.get_ident():  # inside `held()`, on its thread: its connection
+            yield held[1]
+            return
         try:
             with write_connection(self.path, timeout=self.timeout) as con:
                 key = str(self.path.resolve())
@@ -197,6 +202,17 @@ class TraceWriter:
             raise
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Everything this thread writes inside goes through one connection, so the file is checkpointed once at
+        the end rather than once per write (`collect` holds one per OTLP request); other threads wait."""
+        with self._lock, self.connect() as con:
+            self._held = (threading.get_ident(), con)
+            try:
+                yield
+            finally:
+                self._held = None
 
     def prepare(self) -> None:
         """Pay the first write's one-time costs now (a batch calls it before its first turn, so that turn's
