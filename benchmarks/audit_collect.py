@@ -4,7 +4,7 @@
 
 The traces of benchmarks/audit_ingest.py (10 spans each: a root CHAIN, a RETRIEVER returning 5 hits, a postprocessor
 CHAIN, an LLM span whose prompt holds 3 of the hits and whose answer cites a link, 6 CHAIN spans), as the OTel SDK's
-exporter sends them: protobuf `ExportTraceServiceRequest` bodies of 10 traces (100 spans) each. Timed with
+exporter sends them: protobuf `ExportTraceServiceRequest` bodies of `--per-request` traces (10: 100 spans) each. Timed with
 `time.perf_counter`, `--repeat` times each, the median printed:
 (1) floor: protobuf's binary parse of every body (`ExportTraceServiceRequest.ParseFromString`), nothing else;
 (2) typed spans: the collector's parse (`audit.spans.parse_request`: binary parse, ids, attributes, bounds);
@@ -37,14 +37,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from workbench.audit.spans import _parse_json, parse_request  # noqa: E402
 
-BATCH = 10  # traces per request: 100 spans, as a BatchSpanProcessor sends a busy app's spans
-
-
-def bodies(traces: int) -> tuple[list[bytes], int]:
-    """The protobuf request bodies of `traces` traces, and how many spans they hold."""
+def bodies(traces: int, per_request: int = 10) -> tuple[list[bytes], int]:
+    """The protobuf request bodies of `traces` traces, `per_request` traces a body, and how many spans they hold."""
     out, n = [], 0
-    for start in range(0, traces, BATCH):
-        spans = [s for t in range(start, min(start + BATCH, traces)) for s in _trace(t)]
+    for start in range(0, traces, per_request):
+        spans = [s for t in range(start, min(start + per_request, traces)) for s in _trace(t)]
         n += len(spans)
         request = ExportTraceServiceRequest()
         _parse_json({"resourceSpans": [{"resource": {"attributes": _kv({"service.name": "bench"})},
@@ -96,8 +93,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--per-request", type=int, default=10,
+                    help="traces per request (10: 100 spans; 50: 500, near the OTel SDK's default export batch of 512)")
     args = ap.parse_args()
-    data, n = bodies(args.traces)
+    data, n = bodies(args.traces, args.per_request)
     times: dict[str, list[float]] = {"floor": [], "typed": [], "collect": []}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
