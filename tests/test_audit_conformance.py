@@ -9,6 +9,7 @@ Expected sets are derived from the app's record and the model's record (tests/co
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from audit_apps import collect, turns
+from audit_apps import collect
+from clirun import cli
 from conftest import ROOT
-from conformance_table import CELLS, DOC, in_doc, results, table, versions
+from conformance_table import CELLS, DOC, KNOWN, in_doc, results, table, versions
 from conformance_expect import check_hidden, check_turn, corpus_maps, expect, read_record
 from wire_model import WireModel
 
@@ -41,6 +43,13 @@ def conformance(tmp_path_factory):
     db = tmp / "audit.duckdb"
     with WireModel() as model, collect(db, "conformance", "--corpus", str(ROOT / "data" / "demo")) as url:
         yield model, url, db, tmp
+
+
+def turns(db: Path, *args: str) -> list[dict]:
+    """The audited turns (`workbench turns --json`, run in this process: no interpreter start per read)."""
+    out = cli("turns", "--json", "--db", str(db), *args)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def run_app(conformance, app: str) -> tuple[list, list]:
@@ -86,7 +95,11 @@ APPS_LIST = ["openai_chat", "openai_responses", "anthropic_tools", "google_genai
 def test_app_conforms(conformance, app, request):
     wrong = audit(conformance, app)
     request.config.cache.set(f"conformance/{app.replace(' ', '')}", wrong)
-    assert not any(wrong.values()), "\n".join(f"{cell}: {w}" for cell, ws in wrong.items() for w in ws)
+    found = "\n".join(f"{cell}: {w}" for cell, ws in wrong.items() for w in ws)
+    if found and app in KNOWN:
+        pytest.xfail(f"known: {KNOWN[app]}\n{found}")
+    assert not found, found
+    assert app not in KNOWN, f"{app} conforms now: take it off KNOWN and rewrite the table (tests/conformance_table.py)"
 
 
 SETUP = re.compile(r"<!-- snippet: (\w+) -->\n```python\n(.*?)```", re.S)
