@@ -472,3 +472,31 @@ def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():
     llm = span("t5", "openai.chat", _genai_indexed(msgs, f"See [SSO]({A})."), parent=None)
     t = audit_trace([llm], Resolver(), run="r")
     assert t is not None and t.payload.sets.consulted == (A,) and t.record.config["model"] == "m"
+
+
+# --- provenance's side of the seam (issue 42): an excerpt of no document, one rejection per distinct target ----
+
+
+def test_provenance_takes_an_excerpt_that_names_no_document_and_rejects_a_marker_of_it():
+    from workbench.provenance import sources_payload
+    from workbench.types import Excerpt, TurnRecord
+
+    record = TurnRecord(question=Q, answer="Paste it [1]. Not [2], nor [2] again, nor [1, 2].", mode="excerpts",
+                        excerpts=(Excerpt(n=1, doc_id="a-sso", text=TEXT_A, title="SSO setup", url=A),
+                                  Excerpt(n=2, doc_id=None, text="filler")))
+    p = sources_payload(record)
+    assert p.sets.retrieved == ("a-sso",) and p.sets.cited == ("a-sso",)
+    assert [(r.target, r.reason) for r in p.rejected_citations] == [("[2]", "not_retrieved")]
+    assert all(c.excerpt is None for c in p.citations if c.n == 2)
+    assert all(d.doc_id is not None for d in p.documents)
+
+
+def test_one_rejection_per_distinct_target_in_answer_order_is_one_rule():
+    from workbench.provenance import distinct_rejections
+    from workbench.trace.spans import rejected_citations
+
+    rows = [{"idx": i, "target": t, "valid": v, "reason": None if v else "not_retrieved", "nearest_doc_id": None,
+             "edit_distance": None} for i, (t, v) in enumerate([("x", False), ("a", True), ("y", False), ("x", False)])]
+    assert [c["target"] for c in distinct_rejections(rows, target=lambda c: c["target"], valid=lambda c: c["valid"])] \
+        == ["x", "y"]
+    assert [r["target"] for r in rejected_citations(list(reversed(rows)))] == ["x", "y"]  # sorted by idx first
