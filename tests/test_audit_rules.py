@@ -333,6 +333,8 @@ LC_WRAPPED = json.dumps({"lc": 1, "type": "constructor", "id": ["langchain", "sc
                          "kwargs": {"content": hits((A, "SSO setup", TEXT_A)), "tool_call_id": "c1"}})
 NUMBERED_TEXT = f"1. SSO setup ({A})\n{TEXT_A}\n2. Okta ({B})\n{TEXT_B}"
 RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
+LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
+                f"**Okta** <{B}>\n{TEXT_B}")
 
 
 @ALL
@@ -340,9 +342,10 @@ RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
     (TEXT_BLOCKS, {A: "snippet", B: "snippet"}),
     (NUMBERED_TEXT, {A: "snippet", B: "snippet"}),
     (RULED_TEXT, {"a-sso": "snippet", "b-okta": "snippet"}),
+    (LINKING_TEXT, {A: "snippet", B: "snippet"}),
     (WRAPPED, {A: "snippet"}),
     (LC_WRAPPED, {A: "snippet"}),
-], ids=["text-blocks", "numbered-text", "ruled-ids", "langchain-toolmessage", "langchain-constructor"])
+], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "langchain-toolmessage", "langchain-constructor"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
@@ -470,8 +473,10 @@ def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
 def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():
     msgs = [Msg("user", Q), ask("search_kb", {}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
     llm = span("t5", "openai.chat", _genai_indexed(msgs, f"See [SSO]({A})."), parent=None)
+    llm.attributes["traceloop.association.properties.session_id"] = "chat-7"
     t = audit_trace([llm], Resolver(), run="r")
     assert t is not None and t.payload.sets.consulted == (A,) and t.record.config["model"] == "m"
+    assert t.payload.conversation_id == "chat-7"
 
 
 # --- provenance's side of the seam (issue 42): an excerpt of no document, one rejection per distinct target ----

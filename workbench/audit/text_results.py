@@ -4,7 +4,9 @@
 or id. Such a text is split into its documents by the names it shows: a url, an `id:` / `doc_id:` / `source:`
 line, or the url, id or title of a unit that a retriever nested in the tool returned (`known`). The blocks are
 found by the first separator that gives each named block exactly one name: a rule line (`---`), a blank line,
-or a numbered or titled block start (`1.`, `[1]`, `Source 1:`, `# Title`, `<document`). A block that names no
+or a numbered or titled block start (`1.`, `[1]`, `Source 1:`, `# Title`, `<document`). A block that shows
+several urls is named by the first url of its first three lines (its header), the others being links in its
+text; with no url in its header it names no single document. A block that names no
 document belongs to the block before it (a document's text spanning paragraphs); text before the first named
 block (a heading such as "Found 3 results") names nothing and is no document. A text that names no document, or
 none cleanly, is not split (the caller keeps it as one unit).
@@ -25,6 +27,7 @@ _HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t]+(\S.*?)[ \t]*$")
 _SEPARATORS = (re.compile(r"(?m)^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$"), re.compile(r"\n[ \t]*\n"),
                re.compile(r"(?m)^(?=[ \t]*(?:\d{1,3}[.)][ \t]|\[\d{1,3}\]|Source \d{1,3}:|#{1,6}[ \t]|<document))"))
 _MIN_NAME = 3
+_HEADER_LINES = 3  # the lines of a block that name it (its title, url or id) before its text
 _MAX_BLOCKS = 1000
 
 
@@ -58,6 +61,10 @@ def _named_blocks(pieces: list[str], known: Sequence[Any]) -> list[tuple[str, di
 def _names(piece: str, known: Sequence[Any]) -> dict[str, str] | None:
     """What a piece names: its url, id and title ({} for none; None when it names two documents)."""
     urls = {normalize_url(u.rstrip(".,;:!?")): u.rstrip(".,;:!?") for u in _URL.findall(piece)}
+    if len(urls) > 1:  # a block whose header names it may link other pages in its text: the header's url names it
+        header = "\n".join(piece.splitlines()[:_HEADER_LINES])
+        first = _URL.search(header)
+        urls = {normalize_url(first.group(0).rstrip(".,;:!?")): first.group(0).rstrip(".,;:!?")} if first else urls
     ids = {m.group(1) for m in _ID_LINE.finditer(piece)} - {u for u in urls.values()}
     ids = {i for i in ids if not _URL.fullmatch(i)}
     unit = _known_unit(piece, known)
