@@ -189,6 +189,14 @@ def _genai_indexed(msgs: list[Msg], answer: str) -> dict:
     return a
 
 
+def _oi_without_tool_results(msgs: list[Msg], answer: str) -> dict:
+    """OpenInference messages that leave out the tool results (an instrumentor that cannot flatten an Anthropic
+    `tool_result` block), beside the request body it records in `input.value`."""
+    a = {k: v for k, v in _oi(msgs, answer, parts=False).items()
+         if not any(k.startswith(f"llm.input_messages.{i}.message.content") for i, m in enumerate(msgs) if m.role == "tool")}
+    return {**a, "input.value": _anthropic(msgs, answer)["input.value"], "input.mime_type": "application/json"}
+
+
 SHAPES = {
     "openinference": lambda m, a: _oi(m, a, parts=False),
     "openinference-contents": lambda m, a: _oi(m, a, parts=True),
@@ -199,6 +207,7 @@ SHAPES = {
     "genai-messages": _genai,
     "genai-chat-messages": _genai_chat_messages,
     "genai-indexed": _genai_indexed,
+    "openinference-and-a-fuller-body": _oi_without_tool_results,
 }
 
 

@@ -91,7 +91,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
                                       audit=dataclasses.replace(audit, reason=reason, unjudged_citations=unjudged))
         return AuditedTurn(record, payload, session, Earlier(base.turn_id, base.position or 1, question, final.answer, (), ()))
     parts = [(k, c, _own_part(c.inputs)) for k, c in enumerate(calls, start=1)]
-    docs = _documents(turn_calls(spans, calls, parts), resolver)
+    docs = _documents(turn_calls(spans, parts), resolver)
     shown_contents = [normalize(u.content) for us in docs.units.values() for u in us]
     found = texts(parts, shown_contents, question)
     seen = {d: exposure_of(docs.refs[d], docs.units[d], found) for d in docs.refs}

@@ -29,9 +29,10 @@ class Call:
     units: list[Unit] = field(default_factory=list)
 
 
-def turn_calls(spans: list[Span], calls: list[ModelCall], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
-    """The turn's calls in the order they ran, each with its units."""
-    requests = _requests(calls)
+def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
+    """The turn's calls in the order they ran, each with its units (`parts`: each model call with this turn's part
+    of its input)."""
+    requests = _requests(parts)
     by_span = {s.span_id: s for s in spans}
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     out: list[Call] = []
@@ -74,12 +75,12 @@ def turn_calls(spans: list[Span], calls: list[ModelCall], parts: list[tuple[int,
     return out
 
 
-def _requests(calls: list[ModelCall]) -> list[ToolRequest]:
-    """Every tool call the turn's model calls asked for (their outputs, and assistant messages of their inputs:
-    a bare client's earlier steps), each id once."""
+def _requests(parts: list[tuple[int, ModelCall, list[Message]]]) -> list[ToolRequest]:
+    """Every tool call the turn's model calls asked for (their outputs, and assistant messages of this turn's part
+    of their inputs: a bare client's earlier steps; an earlier turn's calls are not this turn's), each id once."""
     out, seen = [], set()
-    for c in calls:
-        for r in (*(r for m in c.inputs for r in m.tool_calls), *c.requests):
+    for _, c, msgs in parts:
+        for r in (*(r for m in msgs for r in m.tool_calls), *c.requests):
             if r.call_id is None or r.call_id not in seen:
                 seen.add(r.call_id)
                 out.append(r)
