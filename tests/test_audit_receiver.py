@@ -318,3 +318,21 @@ def test_an_openllmetry_app_bare_client_gives_a_turn_per_answering_call_grouped_
     assert [(c["name"], c["args"]) for c in turn["tool_calls"]] == [("search", {"q": "sso"})]
     assert turn["conversation_id"] == "conv-1" and turn["config"]["model"] == "gpt-x"
     assert len(turn["audit"]["trace_ids"]) == 2
+
+
+def test_messages_sent_as_genai_span_events_are_read(receiver):
+    """An SDK that records the prompt and completion as span events (`gen_ai.content.prompt` / `.completion`)."""
+    a, url, db = receiver
+    prompt = json.dumps([{"role": "user", "content": "SSO?"},
+                         {"role": "tool", "tool_call_id": "c1",
+                          "content": json.dumps([{"url": "https://kb.example/sso", "text": "Open Settings then SSO."}])}])
+    completion = json.dumps([{"role": "assistant", "content": "See [SSO](https://kb.example/sso)."}])
+    span_obj = {"traceId": TRACE, "spanId": "00f067aa0ba902b7", "name": "chat gpt-x", "startTimeUnixNano": "1",
+                "endTimeUnixNano": "2", "attributes": _attrs(gen_ai__operation__name="chat"),
+                "events": [{"name": "gen_ai.content.prompt", "timeUnixNano": "1",
+                            "attributes": [{"key": "gen_ai.prompt", "value": {"stringValue": prompt}}]},
+                           {"name": "gen_ai.content.completion", "timeUnixNano": "2",
+                            "attributes": [{"key": "gen_ai.completion", "value": {"stringValue": completion}}]}]}
+    assert _post(url, json.dumps(_request([span_obj])).encode())[0] == 200
+    [turn] = _payloads(db)
+    assert turn["sets"]["consulted"] == ["https://kb.example/sso"] and turn["rejected_citations"] == []
