@@ -381,6 +381,19 @@ def test_a_text_result_naming_nothing_is_one_unit_and_hides_no_nested_retriever_
 
 
 @ALL
+def test_text_blocks_shown_by_title_only_are_the_nested_retrievers_documents_of_those_titles(shape):
+    text = f"## SSO setup\n{TEXT_A[:40]}\n\n## Okta\n{TEXT_B[:40]}"
+    tool = span("t1", "search_help_center", {"openinference.span.kind": "TOOL", "tool.name": "search_help_center",
+                                             "input.value": "sso", "output.value": text}, start=1)
+    nested = retriever("t1", [(A, "SSO setup", TEXT_A), (B, "Okta", TEXT_B), (C, "SCIM", TEXT_C)],
+                       parent=tool.span_id, start=2)
+    msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", text)]
+    t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", tool, nested)
+    assert exposures(t) == {A: "snippet", B: "snippet"} and t.payload.audit.not_shown == (C,)
+    assert t.payload.sets.consulted == (A,) and t.payload.rejected_citations == ()
+
+
+@ALL
 def test_a_text_result_naming_no_document_and_no_retriever_is_one_unit_of_its_own(shape):
     msgs = [Msg("user", Q), ask("calc", {"x": 1}, "c1"), result("c1", "The answer is forty-two, as computed.")]
     t = turn(shape, msgs, "It is 42.")

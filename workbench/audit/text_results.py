@@ -67,17 +67,18 @@ def _names(piece: str, known: Sequence[Any]) -> dict[str, str] | None:
         urls = {normalize_url(first.group(0).rstrip(".,;:!?")): first.group(0).rstrip(".,;:!?")} if first else urls
     ids = {m.group(1) for m in _ID_LINE.finditer(piece)} - {u for u in urls.values()}
     ids = {i for i in ids if not _URL.fullmatch(i)}
-    unit = _known_unit(piece, known)
     if len(urls) > 1 or len(ids) > 1:
         return None
+    if urls or ids:  # named by the block itself: the nested unit of that name, if any
+        unit = next((u for u in known if (u.url and normalize_url(u.url) in urls) or (u.key and u.key in ids)), None)
+    else:
+        unit = _known_unit(piece, known)
     meta: dict[str, str] = {}
     if urls:
         meta["url"] = next(iter(urls.values()))
     if ids:
         meta["doc_id"] = next(iter(ids))
     if unit is not None:
-        if unit.url and urls and normalize_url(unit.url) not in urls:
-            return None
         meta.update({k: v for k, v in (("url", unit.url), ("doc_id", unit.key), ("title", unit.title),
                                        ("unit_id", unit.unit_id)) if v})
     if not meta:
@@ -89,7 +90,8 @@ def _names(piece: str, known: Sequence[Any]) -> dict[str, str] | None:
 
 
 def _known_unit(piece: str, known: Sequence[Any]) -> Any:
-    """The nested retriever unit a piece names by its url, id or a line that is its title (the first such)."""
+    """The nested retriever unit a piece that shows no url or id line names by its url or id in its text, or by a
+    line that is its title (the first such)."""
     lines = {line.strip().strip("#*:- ").strip() for line in piece.splitlines()}
     for u in known:
         if u.url and u.url in piece:
