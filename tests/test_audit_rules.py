@@ -435,11 +435,12 @@ def test_a_marker_is_resolved_against_the_numbered_blocks_of_the_final_prompt(sh
 # --- conversations --------------------------------------------------------------------------------------------
 
 Q2 = "And with Okta?"
+ARTICLE_A = f'{TEXT_A}\nThen click "Save".'  # a newline and quotes: JSON escapes them in a re-sent tool result
 
 
 def _turn1(shape: str) -> AuditedTurn:
     msgs = [Msg("user", Q), ask("open", {"id": "a"}, "c1"),
-            result("c1", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A}))]
+            result("c1", json.dumps({"url": A, "title": "SSO setup", "text": ARTICLE_A}))]
     return turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", trace="t1", session="s1")
 
 
@@ -447,7 +448,7 @@ def _turn1(shape: str) -> AuditedTurn:
 def test_a_re_sent_earlier_tool_result_is_carried_and_a_cited_full_document_is_consulted(shape):
     first = _turn1(shape)
     history = [Msg("user", Q), ask("open", {"id": "a"}, "c1"),
-               result("c1", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A})),
+               result("c1", json.dumps({"url": A, "title": "SSO setup", "text": ARTICLE_A})),
                Msg("assistant", f"Paste the metadata ([SSO]({A})).")]
     t = turn(shape, [*history, Msg("user", Q2)], f"Same as [SSO]({A}), then the ACS URL.", trace="t2",
              earlier=[first.earlier], session="s1")
