@@ -304,6 +304,19 @@ def test_a_title_only_listing_is_title_and_never_consulted(shape):
     assert t.payload.sets.cited == (A, B) and t.payload.sets.consulted == ()
 
 
+@ALL
+def test_each_document_is_credited_to_the_call_that_returned_it_one_entry_per_call(shape):
+    msgs = [Msg("user", Q), ask("search_kb", {"query": "sso"}, "c1"),
+            result("c1", hits((A, "SSO setup", TEXT_A[:30]), (B, "Okta", TEXT_B[:30]))),
+            ask("open_article", {"url": A}, "c2"), result("c2", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A}))]
+    t = turn(shape, msgs, "Paste the metadata.")
+    assert [(c.name, c.args, c.doc_ids, c.exposure) for c in t.payload.tool_calls] == [
+        ("search_kb", {"query": "sso"}, (A, B), "snippet"), ("open_article", {"url": A}, (A,), "full")]
+    assert {r.doc_id: r.exposure for r in t.record.tool_calls[0].results} == {A: "snippet", B: "snippet"}
+    doc = {d.doc_id: d for d in t.payload.documents}[A]
+    assert doc.exposure == "full" and doc.tool_call == 1 and t.payload.sets.consulted == (A,)
+
+
 def test_with_a_corpus_full_is_the_whole_text_and_is_credited_to_the_call_that_opened_it():
     corpus = Corpus("kb", "-", [Document(doc_id="a-sso", title="SSO setup", text=TEXT_A, url=A),
                                 Document(doc_id="b-okta", title="Okta", text=TEXT_B, url=B)])
