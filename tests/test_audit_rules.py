@@ -541,3 +541,18 @@ def test_one_rejection_per_distinct_target_in_answer_order_is_one_rule():
     assert [c["target"] for c in distinct_rejections(rows, target=lambda c: c["target"], valid=lambda c: c["valid"])] \
         == ["x", "y"]
     assert [r["target"] for r in rejected_citations(list(reversed(rows)))] == ["x", "y"]  # sorted by idx first
+
+
+def test_a_results_own_exposure_survives_the_turn_record_json_and_is_absent_where_it_has_none():
+    from workbench.provenance import sources_payload
+    from workbench.types import ResultItem, ToolCall, TurnRecord, turn_record_from_dict
+
+    msgs = [Msg("user", Q), ask("search_kb", {"query": "sso"}, "c1"),
+            result("c1", hits((A, "SSO setup", TEXT_A[:30]), (B, "Okta", TEXT_B[:30]))),
+            ask("open_article", {"url": A}, "c2"), result("c2", json.dumps({"url": A, "text": TEXT_A}))]
+    t = turn("openinference", msgs, "Paste the metadata.")
+    again = turn_record_from_dict(t.record.to_dict())  # what `workbench provenance FILE` reads
+    assert sources_payload(again).sets == t.payload.sets
+    assert [r.exposure for c in again.tool_calls for r in c.results] == ["snippet", "snippet", "full"]
+    own = TurnRecord(question="q", answer="a", tool_calls=(ToolCall("search", "snippet", results=(ResultItem("d"),)),))
+    assert "exposure" not in own.to_dict()["tool_calls"][0]["results"][0]  # the workbench's own JSON is unchanged
