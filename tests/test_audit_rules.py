@@ -494,7 +494,7 @@ def test_an_earlier_turn_not_re_sent_is_dropped(shape):
 
 @pytest.mark.parametrize("shape", ["openinference", "chat-completions-body"])
 def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
-    attrs = SHAPES[shape]([Msg("user", "__REDACTED__")], f"See [SSO]({A}) and [x](https://kb.example/zz).")
+    attrs = SHAPES[shape]([Msg("user", "__REDACTED__")], f"See [SSO]({A}) and [x](https://kb.example/zz) [2].")
     if shape == "chat-completions-body":
         attrs["input.value"] = "__REDACTED__"
     t = audit_trace([span("t9", "root", {"openinference.span.kind": "CHAIN"}), span("t9", "llm", attrs)],
@@ -502,7 +502,7 @@ def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
     p = t.payload
     assert p.status == "unauditable" and "hidden" in p.audit.reason
     assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
-    assert p.audit.unjudged_citations == (A, "https://kb.example/zz")
+    assert p.audit.unjudged_citations == (A, "https://kb.example/zz", "[2]")
     assert headline(p).text() == "unauditable: inputs hidden"
 
 

@@ -86,7 +86,8 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     reason = _unauditable(spans, calls)
     if reason is not None:
         record = dataclasses.replace(base, status=UNAUDITABLE, error=reason)
-        unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, record.mode)))
+        # links and `[n]` markers alike: which of them names a numbered block cannot be told either
+        unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, "excerpts")))
         payload = dataclasses.replace(sources_payload(record),
                                       audit=dataclasses.replace(audit, reason=reason, unjudged_citations=unjudged))
         return AuditedTurn(record, payload, session, Earlier(base.turn_id, base.position or 1, question, final.answer, (), ()))
