@@ -27,6 +27,7 @@ class Call:
     text: str | None = None
     nested: list[Unit] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
+    start: int = 0  # when it ran: its span's start, or the start of the first model call whose input holds it
 
 
 def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
@@ -56,7 +57,7 @@ def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message
         r = next((r for r in requests if call_id is not None and r.call_id == call_id), None)
         taken.add(call_id or "")
         call = Call(Origin(name=(r.name if r and r.name else t.name), kind="TOOL", args=r.args if r else t.args,
-                           call_id=call_id), text=t.output)
+                           call_id=call_id), text=t.output, start=s.start_ns)
         out.append(call)
         of_span[s.span_id] = call
         if call_id is not None:
@@ -68,8 +69,9 @@ def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message
                 outer.nested += [*span_units(s, outer.origin), *reranker_inputs(s, outer.origin)]
             else:
                 origin = Origin(name=s.name, kind=s.kind)
-                out.append(Call(origin, nested=[*span_units(s, origin), *reranker_inputs(s, origin)]))
+                out.append(Call(origin, nested=[*span_units(s, origin), *reranker_inputs(s, origin)], start=s.start_ns))
     _results(out, by_id, requests, parts)
+    out.sort(key=lambda c: c.start)  # stable: calls of one moment keep the order they were found in
     for call in out:
         call.units = _units(call)
     return out
@@ -103,7 +105,7 @@ def _results(out: list[Call], by_id: dict[str, Call], requests: list[ToolRequest
     """Tool result messages of this turn's model inputs: each the result of its call (a new call when no TOOL
     span gave it)."""
     texts = {normalize_space(unwrapped(c.text)) for c in out if c.text}
-    for _, _, msgs in parts:
+    for _, model_call, msgs in parts:
         for m in msgs:
             if m.role != "tool" or not m.content:
                 continue
@@ -117,7 +119,7 @@ def _results(out: list[Call], by_id: dict[str, Call], requests: list[ToolRequest
             texts.add(key)
             r = next((r for r in requests if m.tool_call_id and r.call_id == m.tool_call_id), None)
             call = Call(Origin(name=r.name if r else "tool", kind="TOOL", args=r.args if r else {},
-                               call_id=m.tool_call_id), text=m.content)
+                               call_id=m.tool_call_id), text=m.content, start=model_call.span.start_ns - 1)
             out.append(call)
             if m.tool_call_id:
                 by_id[m.tool_call_id] = call
