@@ -62,7 +62,7 @@ def db(tmp_path, monkeypatch):
             _llm(1, 3, 200, f"Context:\n{snippet}\n\nQuestion: {QUESTION}",
                  f"Cancel it in Billing: [{shown.title}]({shown.url}).")]
     hidden = [_span(2, 1, "query", "CHAIN", 2000, 3000, None, **{"input.value": "Where is my invoice?"}),
-              _llm(2, 2, 2100, "__REDACTED__", "In Billing.")]
+              _llm(2, 2, 2100, "__REDACTED__", "In Billing ([Invoices](https://help.example/invoices)).")]
     gap = [_span(3, 1, "query", "CHAIN", 4000, 5000, None, **{"input.value": "How do I export invoices as CSV files?"}),
            _llm(3, 2, 4100, "How do I export invoices as CSV files?", "I could not find that.")]
     f = tmp_path / "spans.jsonl"
@@ -127,6 +127,7 @@ def test_an_unauditable_turn_says_why_and_claims_no_set(db):
     assert "No sources claimed: the turn is unauditable." in text
     assert "**Consulted**" not in text  # no consulted set is shown
     assert "unauditable:" in unescape(text)
+    assert "**Links not judged** (1)" in text and "help.example/invoices" in unescape(text)  # listed, not rejected
 
 
 def test_a_non_analyst_sees_no_audited_turn(db, monkeypatch):

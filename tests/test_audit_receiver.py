@@ -289,3 +289,50 @@ def test_ingest_questions_refuses_a_taken_name_before_writing(tmp_path):
     assert r.returncode == 2 and "already taken" in r.stderr
     r = cli("ingest", str(f), "--db", str(db), "--baseline", "a")
     assert r.returncode == 2 and "--baseline needs --questions" in r.stderr
+
+
+def test_an_openllmetry_app_bare_client_gives_a_turn_per_answering_call_grouped_by_its_conversation(receiver):
+    """OpenLLMetry's `opentelemetry-instrumentation-openai` (the OTel GenAI conventions, no OpenInference kind): each
+    model call is its own trace; the answering one is the turn, its input holding the tool step before it."""
+    a, url, db = receiver
+    hits = json.dumps([{"url": "https://kb.example/sso", "title": "SSO", "text": "Open Settings then SSO."}])
+    asking = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-x",
+              "gen_ai.conversation.id": "conv-1", "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "SSO?",
+              "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.tool_calls.0.id": "call_1",
+              "gen_ai.completion.0.tool_calls.0.name": "search", "gen_ai.completion.0.tool_calls.0.arguments": '{"q": "sso"}'}
+    answering = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-x",
+                 "gen_ai.conversation.id": "conv-1", "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "SSO?",
+                 "gen_ai.prompt.1.role": "assistant", "gen_ai.prompt.1.tool_calls.0.id": "call_1",
+                 "gen_ai.prompt.1.tool_calls.0.name": "search", "gen_ai.prompt.1.tool_calls.0.arguments": '{"q": "sso"}',
+                 "gen_ai.prompt.2.role": "tool", "gen_ai.prompt.2.tool_call_id": "call_1", "gen_ai.prompt.2.content": hits,
+                 "gen_ai.completion.0.role": "assistant",
+                 "gen_ai.completion.0.content": "Open Settings ([SSO](https://kb.example/sso))."}
+    spans = [{"traceId": trace, "spanId": "00f067aa0ba902b7", "name": "openai.chat",
+              "startTimeUnixNano": str(1700000000000000000 + i), "endTimeUnixNano": str(1700000000000000001 + i),
+              "attributes": _attrs(**{k.replace(".", "__"): v for k, v in attrs.items()})}
+             for i, (trace, attrs) in enumerate([(TRACE, asking), ("6b8efff798038103d269b633813fc60c", answering)])]
+    assert _post(url, json.dumps(_request(spans, service="openllmetry-app")).encode())[0] == 200
+    [turn] = _payloads(db)
+    assert turn["sets"] == {"retrieved": ["https://kb.example/sso"], "cited": ["https://kb.example/sso"],
+                            "consulted": ["https://kb.example/sso"]}
+    assert [(c["name"], c["args"]) for c in turn["tool_calls"]] == [("search", {"q": "sso"})]
+    assert turn["conversation_id"] == "conv-1" and turn["config"]["model"] == "gpt-x"
+    assert len(turn["audit"]["trace_ids"]) == 2
+
+
+def test_messages_sent_as_genai_span_events_are_read(receiver):
+    """An SDK that records the prompt and completion as span events (`gen_ai.content.prompt` / `.completion`)."""
+    a, url, db = receiver
+    prompt = json.dumps([{"role": "user", "content": "SSO?"},
+                         {"role": "tool", "tool_call_id": "c1",
+                          "content": json.dumps([{"url": "https://kb.example/sso", "text": "Open Settings then SSO."}])}])
+    completion = json.dumps([{"role": "assistant", "content": "See [SSO](https://kb.example/sso)."}])
+    span_obj = {"traceId": TRACE, "spanId": "00f067aa0ba902b7", "name": "chat gpt-x", "startTimeUnixNano": "1",
+                "endTimeUnixNano": "2", "attributes": _attrs(gen_ai__operation__name="chat"),
+                "events": [{"name": "gen_ai.content.prompt", "timeUnixNano": "1",
+                            "attributes": [{"key": "gen_ai.prompt", "value": {"stringValue": prompt}}]},
+                           {"name": "gen_ai.content.completion", "timeUnixNano": "2",
+                            "attributes": [{"key": "gen_ai.completion", "value": {"stringValue": completion}}]}]}
+    assert _post(url, json.dumps(_request([span_obj])).encode())[0] == 200
+    [turn] = _payloads(db)
+    assert turn["sets"]["consulted"] == ["https://kb.example/sso"] and turn["rejected_citations"] == []

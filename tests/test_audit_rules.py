@@ -189,6 +189,14 @@ def _genai_indexed(msgs: list[Msg], answer: str) -> dict:
     return a
 
 
+def _oi_without_tool_results(msgs: list[Msg], answer: str) -> dict:
+    """OpenInference messages that leave out the tool results (an instrumentor that cannot flatten an Anthropic
+    `tool_result` block), beside the request body it records in `input.value`."""
+    a = {k: v for k, v in _oi(msgs, answer, parts=False).items()
+         if not any(k.startswith(f"llm.input_messages.{i}.message.content") for i, m in enumerate(msgs) if m.role == "tool")}
+    return {**a, "input.value": _anthropic(msgs, answer)["input.value"], "input.mime_type": "application/json"}
+
+
 SHAPES = {
     "openinference": lambda m, a: _oi(m, a, parts=False),
     "openinference-contents": lambda m, a: _oi(m, a, parts=True),
@@ -199,6 +207,7 @@ SHAPES = {
     "genai-messages": _genai,
     "genai-chat-messages": _genai_chat_messages,
     "genai-indexed": _genai_indexed,
+    "openinference-and-a-fuller-body": _oi_without_tool_results,
 }
 
 
@@ -295,6 +304,19 @@ def test_a_title_only_listing_is_title_and_never_consulted(shape):
     assert t.payload.sets.cited == (A, B) and t.payload.sets.consulted == ()
 
 
+@ALL
+def test_each_document_is_credited_to_the_call_that_returned_it_one_entry_per_call(shape):
+    msgs = [Msg("user", Q), ask("search_kb", {"query": "sso"}, "c1"),
+            result("c1", hits((A, "SSO setup", TEXT_A[:30]), (B, "Okta", TEXT_B[:30]))),
+            ask("open_article", {"url": A}, "c2"), result("c2", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A}))]
+    t = turn(shape, msgs, "Paste the metadata.")
+    assert [(c.name, c.args, c.doc_ids, c.exposure) for c in t.payload.tool_calls] == [
+        ("search_kb", {"query": "sso"}, (A, B), "snippet"), ("open_article", {"url": A}, (A,), "full")]
+    assert {r.doc_id: r.exposure for r in t.record.tool_calls[0].results} == {A: "snippet", B: "snippet"}
+    doc = {d.doc_id: d for d in t.payload.documents}[A]
+    assert doc.exposure == "full" and doc.tool_call == 1 and t.payload.sets.consulted == (A,)
+
+
 def test_with_a_corpus_full_is_the_whole_text_and_is_credited_to_the_call_that_opened_it():
     corpus = Corpus("kb", "-", [Document(doc_id="a-sso", title="SSO setup", text=TEXT_A, url=A),
                                 Document(doc_id="b-okta", title="Okta", text=TEXT_B, url=B)])
@@ -333,6 +355,8 @@ LC_WRAPPED = json.dumps({"lc": 1, "type": "constructor", "id": ["langchain", "sc
                          "kwargs": {"content": hits((A, "SSO setup", TEXT_A)), "tool_call_id": "c1"}})
 NUMBERED_TEXT = f"1. SSO setup ({A})\n{TEXT_A}\n2. Okta ({B})\n{TEXT_B}"
 RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
+LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
+                f"**Okta** <{B}>\n{TEXT_B}")
 
 
 @ALL
@@ -340,9 +364,10 @@ RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
     (TEXT_BLOCKS, {A: "snippet", B: "snippet"}),
     (NUMBERED_TEXT, {A: "snippet", B: "snippet"}),
     (RULED_TEXT, {"a-sso": "snippet", "b-okta": "snippet"}),
+    (LINKING_TEXT, {A: "snippet", B: "snippet"}),
     (WRAPPED, {A: "snippet"}),
     (LC_WRAPPED, {A: "snippet"}),
-], ids=["text-blocks", "numbered-text", "ruled-ids", "langchain-toolmessage", "langchain-constructor"])
+], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "langchain-toolmessage", "langchain-constructor"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
@@ -366,6 +391,19 @@ def test_a_text_result_naming_nothing_is_one_unit_and_hides_no_nested_retriever_
     assert t.payload.sets.consulted == (A,) and t.payload.rejected_citations == ()
     [call] = t.payload.tool_calls  # the TOOL span, the model's request and the nested retriever: one call
     assert call.name == "search_help_center" and call.args == {"query": "sso"} and set(call.doc_ids) == {A, B}
+
+
+@ALL
+def test_text_blocks_shown_by_title_only_are_the_nested_retrievers_documents_of_those_titles(shape):
+    text = f"## SSO setup\n{TEXT_A[:40]}\n\n## Okta\n{TEXT_B[:40]}"
+    tool = span("t1", "search_help_center", {"openinference.span.kind": "TOOL", "tool.name": "search_help_center",
+                                             "input.value": "sso", "output.value": text}, start=1)
+    nested = retriever("t1", [(A, "SSO setup", TEXT_A), (B, "Okta", TEXT_B), (C, "SCIM", TEXT_C)],
+                       parent=tool.span_id, start=2)
+    msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", text)]
+    t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", tool, nested)
+    assert exposures(t) == {A: "snippet", B: "snippet"} and t.payload.audit.not_shown == (C,)
+    assert t.payload.sets.consulted == (A,) and t.payload.rejected_citations == ()
 
 
 @ALL
@@ -410,11 +448,12 @@ def test_a_marker_is_resolved_against_the_numbered_blocks_of_the_final_prompt(sh
 # --- conversations --------------------------------------------------------------------------------------------
 
 Q2 = "And with Okta?"
+ARTICLE_A = f'{TEXT_A}\nThen click "Save".'  # a newline and quotes: JSON escapes them in a re-sent tool result
 
 
 def _turn1(shape: str) -> AuditedTurn:
     msgs = [Msg("user", Q), ask("open", {"id": "a"}, "c1"),
-            result("c1", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A}))]
+            result("c1", json.dumps({"url": A, "title": "SSO setup", "text": ARTICLE_A}))]
     return turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", trace="t1", session="s1")
 
 
@@ -422,7 +461,7 @@ def _turn1(shape: str) -> AuditedTurn:
 def test_a_re_sent_earlier_tool_result_is_carried_and_a_cited_full_document_is_consulted(shape):
     first = _turn1(shape)
     history = [Msg("user", Q), ask("open", {"id": "a"}, "c1"),
-               result("c1", json.dumps({"url": A, "title": "SSO setup", "text": TEXT_A})),
+               result("c1", json.dumps({"url": A, "title": "SSO setup", "text": ARTICLE_A})),
                Msg("assistant", f"Paste the metadata ([SSO]({A})).")]
     t = turn(shape, [*history, Msg("user", Q2)], f"Same as [SSO]({A}), then the ACS URL.", trace="t2",
              earlier=[first.earlier], session="s1")
@@ -455,7 +494,7 @@ def test_an_earlier_turn_not_re_sent_is_dropped(shape):
 
 @pytest.mark.parametrize("shape", ["openinference", "chat-completions-body"])
 def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
-    attrs = SHAPES[shape]([Msg("user", "__REDACTED__")], f"See [SSO]({A}) and [x](https://kb.example/zz).")
+    attrs = SHAPES[shape]([Msg("user", "__REDACTED__")], f"See [SSO]({A}) and [x](https://kb.example/zz) [2].")
     if shape == "chat-completions-body":
         attrs["input.value"] = "__REDACTED__"
     t = audit_trace([span("t9", "root", {"openinference.span.kind": "CHAIN"}), span("t9", "llm", attrs)],
@@ -463,12 +502,57 @@ def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
     p = t.payload
     assert p.status == "unauditable" and "hidden" in p.audit.reason
     assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
-    assert p.audit.unjudged_citations == (A, "https://kb.example/zz")
+    assert p.audit.unjudged_citations == (A, "https://kb.example/zz", "[2]")
     assert headline(p).text() == "unauditable: inputs hidden"
 
 
 def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():
     msgs = [Msg("user", Q), ask("search_kb", {}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
     llm = span("t5", "openai.chat", _genai_indexed(msgs, f"See [SSO]({A})."), parent=None)
+    llm.attributes["traceloop.association.properties.session_id"] = "chat-7"
     t = audit_trace([llm], Resolver(), run="r")
     assert t is not None and t.payload.sets.consulted == (A,) and t.record.config["model"] == "m"
+    assert t.payload.conversation_id == "chat-7"
+
+
+# --- provenance's side of the seam (issue 42): an excerpt of no document, one rejection per distinct target ----
+
+
+def test_provenance_takes_an_excerpt_that_names_no_document_and_rejects_a_marker_of_it():
+    from workbench.provenance import sources_payload
+    from workbench.types import Excerpt, TurnRecord
+
+    record = TurnRecord(question=Q, answer="Paste it [1]. Not [2], nor [2] again, nor [1, 2].", mode="excerpts",
+                        excerpts=(Excerpt(n=1, doc_id="a-sso", text=TEXT_A, title="SSO setup", url=A),
+                                  Excerpt(n=2, doc_id=None, text="filler")))
+    p = sources_payload(record)
+    assert p.sets.retrieved == ("a-sso",) and p.sets.cited == ("a-sso",)
+    assert [(r.target, r.reason) for r in p.rejected_citations] == [("[2]", "not_retrieved")]
+    assert all(c.excerpt is None for c in p.citations if c.n == 2)
+    assert all(d.doc_id is not None for d in p.documents)
+
+
+def test_one_rejection_per_distinct_target_in_answer_order_is_one_rule():
+    from workbench.provenance import distinct_rejections
+    from workbench.trace.spans import rejected_citations
+
+    rows = [{"idx": i, "target": t, "valid": v, "reason": None if v else "not_retrieved", "nearest_doc_id": None,
+             "edit_distance": None} for i, (t, v) in enumerate([("x", False), ("a", True), ("y", False), ("x", False)])]
+    assert [c["target"] for c in distinct_rejections(rows, target=lambda c: c["target"], valid=lambda c: c["valid"])] \
+        == ["x", "y"]
+    assert [r["target"] for r in rejected_citations(list(reversed(rows)))] == ["x", "y"]  # sorted by idx first
+
+
+def test_a_results_own_exposure_survives_the_turn_record_json_and_is_absent_where_it_has_none():
+    from workbench.provenance import sources_payload
+    from workbench.types import ResultItem, ToolCall, TurnRecord, turn_record_from_dict
+
+    msgs = [Msg("user", Q), ask("search_kb", {"query": "sso"}, "c1"),
+            result("c1", hits((A, "SSO setup", TEXT_A[:30]), (B, "Okta", TEXT_B[:30]))),
+            ask("open_article", {"url": A}, "c2"), result("c2", json.dumps({"url": A, "text": TEXT_A}))]
+    t = turn("openinference", msgs, "Paste the metadata.")
+    again = turn_record_from_dict(t.record.to_dict())  # what `workbench provenance FILE` reads
+    assert sources_payload(again).sets == t.payload.sets
+    assert [r.exposure for c in again.tool_calls for r in c.results] == ["snippet", "snippet", "full"]
+    own = TurnRecord(question="q", answer="a", tool_calls=(ToolCall("search", "snippet", results=(ResultItem("d"),)),))
+    assert "exposure" not in own.to_dict()["tool_calls"][0]["results"][0]  # the workbench's own JSON is unchanged

@@ -86,12 +86,13 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     reason = _unauditable(spans, calls)
     if reason is not None:
         record = dataclasses.replace(base, status=UNAUDITABLE, error=reason)
-        unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, record.mode)))
+        # links and `[n]` markers alike: which of them names a numbered block cannot be told either
+        unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, "excerpts")))
         payload = dataclasses.replace(sources_payload(record),
                                       audit=dataclasses.replace(audit, reason=reason, unjudged_citations=unjudged))
         return AuditedTurn(record, payload, session, Earlier(base.turn_id, base.position or 1, question, final.answer, (), ()))
     parts = [(k, c, _own_part(c.inputs)) for k, c in enumerate(calls, start=1)]
-    docs = _documents(turn_calls(spans, calls, parts), resolver)
+    docs = _documents(turn_calls(spans, parts), resolver)
     shown_contents = [normalize(u.content) for us in docs.units.values() for u in us]
     found = texts(parts, shown_contents, question)
     seen = {d: exposure_of(docs.refs[d], docs.units[d], found) for d in docs.refs}

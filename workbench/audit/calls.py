@@ -27,11 +27,13 @@ class Call:
     text: str | None = None
     nested: list[Unit] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
+    start: int = 0  # when it ran: its span's start, or the start of the first model call whose input holds it
 
 
-def turn_calls(spans: list[Span], calls: list[ModelCall], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
-    """The turn's calls in the order they ran, each with its units."""
-    requests = _requests(calls)
+def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
+    """The turn's calls in the order they ran, each with its units (`parts`: each model call with this turn's part
+    of its input)."""
+    requests = _requests(parts)
     by_span = {s.span_id: s for s in spans}
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     out: list[Call] = []
@@ -55,7 +57,7 @@ def turn_calls(spans: list[Span], calls: list[ModelCall], parts: list[tuple[int,
         r = next((r for r in requests if call_id is not None and r.call_id == call_id), None)
         taken.add(call_id or "")
         call = Call(Origin(name=(r.name if r and r.name else t.name), kind="TOOL", args=r.args if r else t.args,
-                           call_id=call_id), text=t.output)
+                           call_id=call_id), text=t.output, start=s.start_ns)
         out.append(call)
         of_span[s.span_id] = call
         if call_id is not None:
@@ -67,19 +69,20 @@ def turn_calls(spans: list[Span], calls: list[ModelCall], parts: list[tuple[int,
                 outer.nested += [*span_units(s, outer.origin), *reranker_inputs(s, outer.origin)]
             else:
                 origin = Origin(name=s.name, kind=s.kind)
-                out.append(Call(origin, nested=[*span_units(s, origin), *reranker_inputs(s, origin)]))
+                out.append(Call(origin, nested=[*span_units(s, origin), *reranker_inputs(s, origin)], start=s.start_ns))
     _results(out, by_id, requests, parts)
+    out.sort(key=lambda c: c.start)  # stable: calls of one moment keep the order they were found in
     for call in out:
         call.units = _units(call)
     return out
 
 
-def _requests(calls: list[ModelCall]) -> list[ToolRequest]:
-    """Every tool call the turn's model calls asked for (their outputs, and assistant messages of their inputs:
-    a bare client's earlier steps), each id once."""
+def _requests(parts: list[tuple[int, ModelCall, list[Message]]]) -> list[ToolRequest]:
+    """Every tool call the turn's model calls asked for (their outputs, and assistant messages of this turn's part
+    of their inputs: a bare client's earlier steps; an earlier turn's calls are not this turn's), each id once."""
     out, seen = [], set()
-    for c in calls:
-        for r in (*(r for m in c.inputs for r in m.tool_calls), *c.requests):
+    for _, c, msgs in parts:
+        for r in (*(r for m in msgs for r in m.tool_calls), *c.requests):
             if r.call_id is None or r.call_id not in seen:
                 seen.add(r.call_id)
                 out.append(r)
@@ -102,7 +105,7 @@ def _results(out: list[Call], by_id: dict[str, Call], requests: list[ToolRequest
     """Tool result messages of this turn's model inputs: each the result of its call (a new call when no TOOL
     span gave it)."""
     texts = {normalize_space(unwrapped(c.text)) for c in out if c.text}
-    for _, _, msgs in parts:
+    for _, model_call, msgs in parts:
         for m in msgs:
             if m.role != "tool" or not m.content:
                 continue
@@ -116,7 +119,7 @@ def _results(out: list[Call], by_id: dict[str, Call], requests: list[ToolRequest
             texts.add(key)
             r = next((r for r in requests if m.tool_call_id and r.call_id == m.tool_call_id), None)
             call = Call(Origin(name=r.name if r else "tool", kind="TOOL", args=r.args if r else {},
-                               call_id=m.tool_call_id), text=m.content)
+                               call_id=m.tool_call_id), text=m.content, start=model_call.span.start_ns - 1)
             out.append(call)
             if m.tool_call_id:
                 by_id[m.tool_call_id] = call

@@ -2,7 +2,7 @@
 shape the instrumentors write*), as ONE internal shape: a tuple of `Message`s (role, text, the tool calls an
 assistant message asks for, the tool-call id a tool result answers). The rules read only that shape.
 
-Readers, the first that finds messages wins:
+Readers (the one whose reading holds the most wins, the first on a tie):
 - OpenInference: `llm.<input|output>_messages.N.message.content`, or its parts
   `.message.contents.M.message_content.text`, `tool_calls.K.tool_call.*`, `tool_call_id`;
 - the OTel GenAI conventions: `gen_ai.input.messages` / `gen_ai.output.messages` (JSON, messages of `parts`) with
@@ -71,12 +71,22 @@ def tool_args(arguments: Any) -> dict[str, Any]:
 
 
 def read_messages(span: Span, direction: str) -> list[Message]:
-    """The span's input (`direction` "input") or output ("output") messages, from the first shape that has any."""
+    """The span's input (`direction` "input") or output ("output") messages: of the shapes it is written in, the
+    one that holds the most (an instrumentor may list the messages but leave out what it cannot flatten, such as
+    an Anthropic `tool_result` block, while the request body it also records holds them); on a tie the first of
+    OpenInference, GenAI messages, GenAI indexed attributes, the body."""
+    best: list[Message] = []
     for reader in (_openinference, _genai, _genai_indexed, _body):
         found = reader(span, direction)
-        if found:
-            return found[:_MAX_MESSAGES]
-    return []
+        if _held(found) > _held(best):
+            best = found
+    return best[:_MAX_MESSAGES]
+
+
+def _held(messages: list[Message]) -> int:
+    """How much a reading holds: its text, and its tool calls' names and arguments."""
+    return sum(len(m.content or "") + sum(len(r.name) + len(r.arguments) for r in m.tool_calls) for m in messages) \
+        + len(messages)
 
 
 # --- OpenInference -------------------------------------------------------------------------------------------

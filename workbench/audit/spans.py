@@ -29,6 +29,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_ATTRIBUTE_CHARS = 1_000_000
 CUT_MARK = "__CUT_BY_WORKBENCH__"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+#: Span events that carry a model call's messages (the GenAI conventions' event forms), and the keys read from them.
+_EVENT_KEYS = {"gen_ai.content.prompt": ("gen_ai.prompt",), "gen_ai.content.completion": ("gen_ai.completion",),
+               "gen_ai.client.inference.operation.details": ("gen_ai.input.messages", "gen_ai.output.messages",
+                                                             "gen_ai.system_instructions")}
 #: OTel GenAI `gen_ai.operation.name` values as OpenInference span kinds.
 _GENAI_KINDS = {"chat": "LLM", "text_completion": "LLM", "completion": "LLM", "generate_content": "LLM",
                 "execute_tool": "TOOL", "embeddings": "EMBEDDING", "invoke_agent": "AGENT", "create_agent": "AGENT"}
@@ -163,13 +167,25 @@ def spans_of(request: ExportTraceServiceRequest) -> Iterator[Span]:
                 if len(s.trace_id) != 16 or not any(s.trace_id) or len(s.span_id) != 8 or not any(s.span_id):
                     raise SpanFormatError(f"span {i} ({s.name[:80]!r}) has no valid trace_id or span_id "
                                           "(16 and 8 bytes, not all zero)")
-                attributes, cut = bounded({kv.key: any_value(kv.value) for kv in s.attributes})
+                attributes, cut = bounded(_with_events({kv.key: any_value(kv.value) for kv in s.attributes}, s.events))
                 parent = s.parent_span_id.hex() if len(s.parent_span_id) == 8 and any(s.parent_span_id) else None
                 yield Span(trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_id=parent, name=s.name,
                            start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano, attributes=attributes,
                            service=service if isinstance(service, str) else None,
                            dropped_attributes=s.dropped_attributes_count, cut=cut,
                            status={0: "unset", 1: "ok", 2: "error"}.get(s.status.code, "unset"))
+
+
+def _with_events(attributes: dict[str, Any], events) -> dict[str, Any]:
+    """The span's attributes plus the messages a GenAI span event carries (`gen_ai.content.prompt` /
+    `.completion` with `gen_ai.prompt` / `gen_ai.completion`, `gen_ai.client.inference.operation.details` with
+    `gen_ai.input.messages` / `gen_ai.output.messages`), where the span has no such attribute of its own."""
+    for event in events:
+        keys = _EVENT_KEYS.get(event.name)
+        for kv in event.attributes if keys else ():
+            if kv.key in keys and kv.key not in attributes:
+                attributes[kv.key] = any_value(kv.value)
+    return attributes
 
 
 def bounded(attributes: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -4,7 +4,9 @@
 or id. Such a text is split into its documents by the names it shows: a url, an `id:` / `doc_id:` / `source:`
 line, or the url, id or title of a unit that a retriever nested in the tool returned (`known`). The blocks are
 found by the first separator that gives each named block exactly one name: a rule line (`---`), a blank line,
-or a numbered or titled block start (`1.`, `[1]`, `Source 1:`, `# Title`, `<document`). A block that names no
+or a numbered or titled block start (`1.`, `[1]`, `Source 1:`, `# Title`, `<document`). A block that shows
+several urls is named by the first url of its first three lines (its header), the others being links in its
+text; with no url in its header it names no single document. A block that names no
 document belongs to the block before it (a document's text spanning paragraphs); text before the first named
 block (a heading such as "Found 3 results") names nothing and is no document. A text that names no document, or
 none cleanly, is not split (the caller keeps it as one unit).
@@ -25,6 +27,7 @@ _HEADING = re.compile(r"(?m)^[ \t]*#{1,6}[ \t]+(\S.*?)[ \t]*$")
 _SEPARATORS = (re.compile(r"(?m)^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$"), re.compile(r"\n[ \t]*\n"),
                re.compile(r"(?m)^(?=[ \t]*(?:\d{1,3}[.)][ \t]|\[\d{1,3}\]|Source \d{1,3}:|#{1,6}[ \t]|<document))"))
 _MIN_NAME = 3
+_HEADER_LINES = 3  # the lines of a block that name it (its title, url or id) before its text
 _MAX_BLOCKS = 1000
 
 
@@ -58,19 +61,24 @@ def _named_blocks(pieces: list[str], known: Sequence[Any]) -> list[tuple[str, di
 def _names(piece: str, known: Sequence[Any]) -> dict[str, str] | None:
     """What a piece names: its url, id and title ({} for none; None when it names two documents)."""
     urls = {normalize_url(u.rstrip(".,;:!?")): u.rstrip(".,;:!?") for u in _URL.findall(piece)}
+    if len(urls) > 1:  # a block whose header names it may link other pages in its text: the header's url names it
+        header = "\n".join(piece.splitlines()[:_HEADER_LINES])
+        first = _URL.search(header)
+        urls = {normalize_url(first.group(0).rstrip(".,;:!?")): first.group(0).rstrip(".,;:!?")} if first else urls
     ids = {m.group(1) for m in _ID_LINE.finditer(piece)} - {u for u in urls.values()}
     ids = {i for i in ids if not _URL.fullmatch(i)}
-    unit = _known_unit(piece, known)
     if len(urls) > 1 or len(ids) > 1:
         return None
+    if urls or ids:  # named by the block itself: the nested unit of that name, if any
+        unit = next((u for u in known if (u.url and normalize_url(u.url) in urls) or (u.key and u.key in ids)), None)
+    else:
+        unit = _known_unit(piece, known)
     meta: dict[str, str] = {}
     if urls:
         meta["url"] = next(iter(urls.values()))
     if ids:
         meta["doc_id"] = next(iter(ids))
     if unit is not None:
-        if unit.url and urls and normalize_url(unit.url) not in urls:
-            return None
         meta.update({k: v for k, v in (("url", unit.url), ("doc_id", unit.key), ("title", unit.title),
                                        ("unit_id", unit.unit_id)) if v})
     if not meta:
@@ -82,7 +90,8 @@ def _names(piece: str, known: Sequence[Any]) -> dict[str, str] | None:
 
 
 def _known_unit(piece: str, known: Sequence[Any]) -> Any:
-    """The nested retriever unit a piece names by its url, id or a line that is its title (the first such)."""
+    """The nested retriever unit a piece that shows no url or id line names by its url or id in its text, or by a
+    line that is its title (the first such)."""
     lines = {line.strip().strip("#*:- ").strip() for line in piece.splitlines()}
     for u in known:
         if u.url and u.url in piece:

@@ -80,11 +80,13 @@ def question_of(spans: list[Span], final: ModelCall) -> str:
     return "" if last_user is None or last_user.content == REDACTED else last_user.content
 
 
-_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
+#: Where a span names its conversation: OpenInference, the OTel GenAI conventions, OpenLLMetry's association property.
+_SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "traceloop.association.properties.session_id")
 
 
 def session_of(spans: list[Span]) -> str | None:
-    """The conversation the trace belongs to: OpenInference's `session.id`, else the GenAI `gen_ai.conversation.id`."""
+    """The conversation the trace belongs to: OpenInference's `session.id`, else the GenAI `gen_ai.conversation.id`,
+    else OpenLLMetry's `traceloop.association.properties.session_id`."""
     for key in _SESSION_KEYS:
         found = next((s.attributes[key] for s in spans if isinstance(s.attributes.get(key), str) and s.attributes[key]),
                      None)

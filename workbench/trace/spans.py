@@ -154,7 +154,7 @@ def _json(value: Any) -> str:
 
 
 def rejected_citations(citations: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rejected citations, one per distinct target in answer order (as the payload lists them)."""
+    """Rejected citations of stored citation rows, by the payload's rule (`provenance.distinct_rejections`)."""
     rows = sorted(citations, key=lambda c: c["idx"])
     return [{"target": c["target"], "reason": c["reason"], "nearest_doc_id": c["nearest_doc_id"],
              "edit_distance": c["edit_distance"]}

@@ -110,6 +110,10 @@ def details(payload: Payload) -> None:
                                f"{audit.rule} · traces {', '.join(audit.trace_ids)}"))
     if audit.reason:
         st.caption(escape_markdown(f"unauditable: {audit.reason}"))
+        if audit.unjudged_citations:
+            st.markdown(f"**Links not judged** ({len(audit.unjudged_citations)})")
+            st.markdown("\n".join(f"- {escape_markdown(t)}" for t in audit.unjudged_citations))
+            st.caption("What reached the model is hidden, so none of these is called a source or a fabrication.")
         return
     titles = {d.doc_id: d.title for d in payload.documents}
     st.markdown(f"**Never shown to the model** ({len(audit.not_shown)})")
