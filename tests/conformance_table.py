@@ -67,7 +67,7 @@ KNOWN = {
     "openai_agents": OPENED_LINKS, "langchain_agent_text --json": OPENED_LINKS,
     "google_genai_tools": OPENED_LINKS + "; the function's name not read from the span (`tool`, no arguments)",
     "litellm_tools": OPENED_LINKS + "; the function's name not read from the span (`tool`, no arguments)",
-    "langchain_agent_text": "text search results: a hit dropped, the opened article's links taken as hits",
+    "langchain_agent_text": OPENED_LINKS,
     "langchain_lcel_rerank": "the question is the whole prompt template, not the user's question",
     "llama_index_agent": "`OpenAI._prepare_chat_with_tools` (an LLM span with no messages) makes the turn unauditable",
     "pydantic_ai_tools": OPENED_LINKS + "; no turn for the run with content hidden (include_content=False)",
