@@ -87,8 +87,9 @@ def audit(conformance, app: str) -> dict[str, list[str]]:
 
 
 APPS_LIST = ["openai_chat", "openai_responses", "anthropic_tools", "google_genai_tools", "langchain_agent_text",
-             "langchain_agent_text --json", "langchain_lcel_rerank", "llama_index_chat", "llama_index_agent",
-             "openai_agents", "litellm_tools", "pydantic_ai_tools", "openllmetry_openai", "openllmetry_langchain"]
+             "langchain_agent_text --json", "langchain_lcel_rerank", "llama_index_query", "llama_index_chat",
+             "llama_index_agent", "openai_agents", "litellm_tools", "pydantic_ai_tools", "openllmetry_openai",
+             "openllmetry_langchain"]
 
 
 @pytest.mark.parametrize("app", APPS_LIST)
