@@ -27,6 +27,7 @@ from .audit.turns import Message, ModelCall, model_calls
 from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider
+from .redact import redact_value
 from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
 from .trace.reader import as_reader
 from .trace.writer import TraceWriter
@@ -218,10 +219,12 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
 
 
 def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Rerun:
-    """One replayed call; an endpoint that cannot be reached stops the verification (nothing is written)."""
+    """One replayed call, its messages and tools redacted again (`redact.redact_value`: a store written before
+    spans were redacted as they arrived still sends no secret); an endpoint that cannot be reached or that redirects
+    stops the verification (nothing is written)."""
     start = time.perf_counter()
     try:
-        step = p.complete(messages, tools)
+        step = p.complete(redact_value(messages), redact_value(tools))
     except ProviderError as exc:
         if exc.status == "connection_error":
             raise VerificationError(f"cannot replay: {exc}") from None
