@@ -38,6 +38,9 @@ from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, 
 REPLAY_METHOD = f"replay-{METHOD}"
 #: The providers a replay can send to, and the option of each that names the endpoint.
 ENDPOINT_OPTION = {"openai": "base_url", "ollama": "host"}
+#: Failures of a replayed call that stop the verification, nothing written: an endpoint that cannot be reached, and
+#: one that answers with a redirect (never followed: the message names the code and where it pointed).
+STOPS = ("connection_error", "redirect_refused")
 LIMIT = ("only the audited turn's final model call is replayed: the app's tool calls and earlier model calls are "
          "not re-run, so a withheld document is gone from what the final call reads, not from the choices that "
          "led to it")
@@ -189,7 +192,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     """Verify the audited turn `turn_id` of the trace store `db` by replaying its final model call at `endpoint`
     (the module docstring), and (with `write`) add the verification's `ablations` rows to the store. Nothing is
     written when it cannot run: an unknown, native, unauditable or unanswered turn, none consulted, an
-    unreachable endpoint (`VerificationError`)."""
+    unreachable endpoint or one that redirects (`VerificationError`)."""
     started = time.perf_counter()
     check_budget(budget)
     if provider not in ENDPOINT_OPTION:
@@ -226,7 +229,7 @@ def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any
     try:
         step = p.complete(redact_value(messages), redact_value(tools))
     except ProviderError as exc:
-        if exc.status == "connection_error":
+        if exc.status in STOPS:
             raise VerificationError(f"cannot replay: {exc}") from None
         return Rerun(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
     c = step.call
