@@ -43,9 +43,10 @@ _CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 # `Basic <base64 of user:password>` (checked by decoding it: "basic understanding" is no credential).
 _BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
-# Secrets known by their shape alone: OpenAI and Anthropic keys (sk-…, sk-proj-…, sk-ant-…), AWS access key ids,
+# Secrets known by their shape alone: OpenAI and Anthropic keys (sk-…, sk-proj-…, sk-ant-…: 20 characters or more
+# after `sk-`, a digit among them, so a slug like `sk-learn-tutorial-for-beginners` is text), AWS access key ids,
 # GitHub, Google API and Slack tokens, and JWTs (three base64url parts, the first two JSON objects: "eyJ").
-_SHAPES = re.compile(r"\bsk-[A-Za-z0-9][A-Za-z0-9_-]{15,}|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"
+_SHAPES = re.compile(r"\bsk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9][A-Za-z0-9_-]{19,}|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"
                      r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bAIza[0-9A-Za-z_-]{30,}|\bxox[abprs]-[A-Za-z0-9-]{10,}"
                      r"|\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # `name: value` / `name=value` / `"name": "value"` in text (a header line, JSON or a config inside a message): the
