@@ -242,12 +242,13 @@ class RedirectServer(LoopbackServer):
         self._serve(Handler)
 
 
-@pytest.mark.parametrize("code", [302, 307])
-def test_a_redirecting_endpoint_is_reported_as_a_redirect_and_nothing_is_written(ingested, code):
+@pytest.mark.parametrize("provider,code", [("openai", 302), ("openai", 307), ("ollama", 302), ("ollama", 308)])
+def test_a_redirecting_endpoint_is_reported_as_a_redirect_and_nothing_is_written(ingested, provider, code):
     """Issue 40, item 8: a redirect is never followed, and it is told as one (its code and where it pointed), not
     as an endpoint that cannot be reached; no verification is written."""
     with RedirectServer(code, "http://elsewhere.example:8080/v1/chat/completions") as server:
-        r = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", server.url + "/v1", "--db", ingested)
+        r = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", server.url + ("/v1" if provider == "openai" else ""),
+                "--provider", provider, "--db", ingested)
     assert server.paths, "the endpoint was asked"
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"answered {code}, a redirect" in r.stderr and "elsewhere.example:8080" in r.stderr, r.stderr
