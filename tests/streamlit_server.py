@@ -28,12 +28,13 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def streamlit_app(tmp: Path, env: dict[str, str], *args: str, port: int | None = None) -> Iterator[Served]:
-    """The app served from `ROOT` with `env` added to this environment and `args` added to its command line;
-    yields its URL and process id once `/_stcore/health` answers (its log: `tmp/streamlit.log`), stops it
-    afterwards."""
+def streamlit_app(tmp: Path, env: dict[str, str], *args: str, port: int | None = None,
+                  script: str = "app.py") -> Iterator[Served]:
+    """The app served from `ROOT` (`streamlit run <script>`: `app.py`, or `serve.py`, the app behind the workbench's
+    guard) with `env` added to this environment and `args` added to its command line; yields its URL and process id
+    once `/_stcore/health` answers (its log: `tmp/streamlit.log`), stops it afterwards."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / script), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", *args]
     log = open(tmp / "streamlit.log", "w")

@@ -197,3 +197,87 @@ def test_the_turn_picker_and_a_timeline_hold_at_most_their_bounds_the_earliest_f
     assert [r["kind"] for r in audits.span_timeline(db, [trace])] == ["retrieval", "model"]
     monkeypatch.setattr(audits, "MAX_TIMELINE_SPANS", 1)
     assert [r["kind"] for r in audits.span_timeline(db, [trace])] == ["retrieval"]
+
+
+# --- issue 40, item 4: audited turns are opened by analysts only, everywhere ---------------------------------------
+
+MEMBER = ("bo@example.com", False)
+ANALYST = ("ana@example.com", True)
+
+
+def _as(monkeypatch, who: tuple[str, bool]) -> None:
+    """The app's viewer is a signed-in person (`who`: id, analyst?), as the sign-in gate would make them."""
+    from workbench.ui import identity
+
+    uid, analyst = who
+    monkeypatch.setattr(identity, "current", lambda: identity.Viewer(user_id=uid, owner=f"user:{uid}", analyst=analyst))
+
+
+@pytest.fixture
+def scored(db, tmp_path, monkeypatch):
+    """`db`'s spans ingested again into a database of their own and scored against a questions file (`ingest
+    --questions`): an experiment run, so the Experiments page's leaderboard lists it and `?turn=` links to its
+    turns."""
+    q = tmp_path / "kb.jsonl"
+    q.write_text(json.dumps({"question": QUESTION, "conversation": "chat-7", "expected": [SHOWN]}) + "\n",
+                 encoding="utf-8")
+    db = tmp_path / "scored.duckdb"
+    r = cli("ingest", str(tmp_path / "spans.jsonl"), "--db", str(db), "--name", "kb-scored", "--corpus",
+            str(DEMO_CORPUS), "--questions", str(q))
+    assert r.returncode in (0, 1) and "3 turns written" in r.stderr, r.stderr  # 1: the file's line failed
+    monkeypatch.setenv("WORKBENCH_DB", str(db))
+    import duckdb
+    with duckdb.connect(str(db), read_only=True) as con:
+        [(turn_id,)] = con.execute("SELECT turn_id FROM turns JOIN experiments USING (run_id) "
+                                   "WHERE conversation_id = 'chat-7'").fetchall()
+    return db, turn_id
+
+
+def _page_text(at: AppTest) -> str:
+    return unescape(_all_text(at) + "\n".join(i.value for i in at.info))
+
+
+@pytest.mark.parametrize("who", [MEMBER, ANALYST])
+def test_a_turn_link_opens_an_audited_turn_for_an_analyst_only(scored, monkeypatch, who):
+    db, turn_id = scored
+    _as(monkeypatch, who)
+    at = _experiments()
+    at.query_params["turn"] = turn_id
+    at.run()
+    assert not at.exception, at.exception
+    text = _page_text(at)
+    runs = [o for m in at.multiselect if m.label == "Runs" for o in m.options]
+    if who[1]:
+        assert "How do I cancel our plan?" in text and "does not open" not in text
+        assert any("kb-scored" in r for r in runs)
+    else:
+        [refusal] = [w.value for w in at.warning if "does not open" in w.value]
+        assert turn_id in unescape(refusal) and "for analysts" in refusal
+        assert "How do I cancel our plan?" not in text and "Cancel it in Billing" not in text
+        assert not any("kb-scored" in r for r in runs), "the audited experiment is not on a member's leaderboard"
+
+
+def test_a_member_never_sees_an_audited_turn_in_the_chat(db, monkeypatch):
+    """Even in a conversation of the member's own (an exporter that wrote a member's conversation id as its
+    `session.id`, issue 40 item 3): the chat drops the audited turns, and says so when nothing else is left."""
+    import duckdb
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE turns SET owner = ? WHERE conversation_id = 'chat-7'", [f"user:{MEMBER[0]}"])
+    _as(monkeypatch, MEMBER)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["conversation"] = "chat-7"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("is not shown to you" in w.value and "for analysts" in w.value for w in at.warning)
+    assert "How do I cancel our plan?" not in _page_text(at) and not at.chat_message
+
+
+def test_document_usage_counts_no_audited_run_for_a_member(db, monkeypatch):
+    _as(monkeypatch, MEMBER)
+    at = AppTest.from_file(str(ROOT / "pages" / "4_Document_usage.py"), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="usage_runs").options == []
+    assert not at.dataframe and any("No run on this corpus" in i.value for i in at.info)
+    _as(monkeypatch, ANALYST)
+    at = AppTest.from_file(str(ROOT / "pages" / "4_Document_usage.py"), default_timeout=60).run()
+    assert SHOWN in set(at.dataframe[0].value["doc_id"])

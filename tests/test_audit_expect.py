@@ -44,4 +44,18 @@ def test_unmatched_lines_and_turns_are_listed_up_to_their_bound_and_the_rest_cou
     assert f"{n} questions no turn answered" in err and "1 turns no question matched" in err
     assert [line for line in err.splitlines() if line.startswith("  - q.jsonl:")] == \
         [f"  - q.jsonl:{i + 1}: 'q{i}?'" for i in range(SHOWN_UNMATCHED)]
-    assert "  … and 5 more" in err and "  - turn t-1: 'Hi?'" in err
+    assert "  … and 5 more" in err and "  - turn t-1\n" in err
+
+
+def test_unmatched_turns_are_named_by_id_only_unless_verbose(capsys):
+    """Issue 40, item 4: a turn's question and session are the audited app's users', and stderr lands in CI logs:
+    `--questions` names an unmatched turn by its id, and by its question and session only with `--verbose`."""
+    from workbench.audit.expect import Matching, RunTurn
+    from workbench.commands._audit import _unmatched
+
+    m = Matching(lines=(), unmatched_questions=(), unmatched_turns=(RunTurn("otel-1", "My card 4111 expired?", "s-9"),))
+    _unmatched("q.jsonl", m)
+    err = capsys.readouterr().err
+    assert "  - turn otel-1\n" in err and "4111" not in err and "s-9" not in err and "--verbose" in err
+    _unmatched("q.jsonl", m, verbose=True)
+    assert "  - turn otel-1: 'My card 4111 expired?' (session 's-9')" in capsys.readouterr().err

@@ -94,7 +94,7 @@ def test_collect_scores_the_audited_run_against_a_questions_file_and_gates_on_a_
     assert len(llm.posts()) == 6
     assert "expectations (support): 3 of 4 questions passed" in first["stdout"], first
     assert "support.jsonl:4: 'Is there a mobile app?'" in first["stderr"]  # the line no turn answered
-    assert "1 turns no question matched" in first["stderr"] and "'What about billing?'" in first["stderr"]
+    assert "1 turns no question matched" in first["stderr"] and "'What about billing?'" not in first["stderr"]
     shown = _runs(db, "show", "bot-a")
     rows = {r["line"]: r for r in shown["question_rows"]}
     assert [rows[n]["passed"] for n in (1, 2, 3, 4)] == [True, True, True, False]

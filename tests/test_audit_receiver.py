@@ -269,11 +269,11 @@ def test_ingest_questions_scores_only_the_turns_it_matched(tmp_path):
                  + json.dumps({"question": "And with Okta?", "conversation": "s1", "expected": ["sso"]}) + "\n",
                  encoding="utf-8")
     db = tmp_path / "t.duckdb"
-    r = cli("ingest", str(f), "--db", str(db), "--name", "chat", "--questions", str(q))
+    r = cli("ingest", str(f), "--db", str(db), "--name", "chat", "--questions", str(q), "--verbose")
     assert r.returncode == 0, r.stderr
     assert "1 of 2 questions passed" in r.stdout
     assert "chat.jsonl:2: 'And with Okta?' (conversation 's1')" in r.stderr
-    assert "2 turns no question matched" in r.stderr
+    assert "2 turns no question matched" in r.stderr and "'Hello?' (session 's2')" in r.stderr  # --verbose
     shown = json.loads(cli("runs", "show", "chat", "--db", str(db), "--json").stdout)
     assert [(x["line"], x["answered"], x["passed"]) for x in shown["question_rows"]] == [(1, True, True), (2, False, False)]
 

@@ -1,10 +1,12 @@
 """Sign-in in a real browser (issue 31): `streamlit run app.py` with `[auth]` secrets pointing at a real OpenID
 Connect provider on loopback (`oidc-provider-mock`), two people in two browser contexts signing in through the
 provider's own page, and a visitor who has not signed in. What each sees is the table "Who sees what" of
-docs/security.md: one app server and one provider for the whole module, so this stays a few page loads."""
+docs/security.md: one app server (`streamlit run serve.py`) and one provider for the whole module, so this stays a
+few page loads."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 
@@ -45,7 +47,8 @@ def server(tmp_path_factory, provider):
         f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n')
     env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
            "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
-    with streamlit_app(tmp, env, "--secrets.files", str(tmp / "secrets.toml"), port=port) as served:
+    # served as docs/security.md says to serve it on a network: `serve.py`, the app behind the workbench's guard
+    with streamlit_app(tmp, env, "--secrets.files", str(tmp / "secrets.toml"), port=port, script="serve.py") as served:
         yield {"url": served.url, "db": tmp / "traces.duckdb", "tmp": tmp}
 
 
@@ -191,3 +194,42 @@ def test_two_people_see_what_the_security_table_says(browser, server):
     assert [r[1] for r in rows] == [f"user:{ANALYST}", f"user:{MEMBER}", f"user:{MEMBER}"], rows
     with duckdb.connect(str(server["db"]), read_only=True) as con:
         assert con.execute("SELECT name, saved_by FROM saved_queries").fetchall() == [("Bo's questions", ANALYST)]
+
+
+def test_an_audited_turn_link_opens_for_the_analyst_and_is_refused_to_a_member(browser, server):
+    """Issue 40, item 4: `/Experiments?turn=ID` of an audited turn (an `ingest --questions` run: an experiment the
+    page lists) shows the audited app's user's question to the analyst, and a refusal to a member."""
+    from clirun import cli
+
+    question = "Where do I change the payroll bank account?"
+    trace = "4" * 32
+    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "kb-model",
+             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": question,
+             "llm.output_messages.0.message.role": "assistant",
+             "llm.output_messages.0.message.content": "In Payroll settings."}
+    spans = server["tmp"] / "audited.jsonl"
+    spans.write_text(json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "hr-bot"}}]}, "scopeSpans": [{"spans": [{
+            "traceId": trace, "spanId": trace[:16], "name": "ChatCompletion",
+            "startTimeUnixNano": "1767225600000000000", "endTimeUnixNano": "1767225601000000000",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}]}]}]}) + "\n")
+    questions = server["tmp"] / "hr.jsonl"
+    questions.write_text(json.dumps({"question": question, "expected": []}) + "\n")
+    r = cli("ingest", spans, "--db", server["db"], "--name", "hr-audit", "--questions", questions)
+    assert "1 turns written" in r.stderr, r.stderr
+    link = f"{server['url']}/Experiments?turn=otel-{trace}"
+    bo_ctx, bo = _sign_in(browser, server, MEMBER)
+    try:
+        _go(bo, link)
+        bo.get_by_text("does not open turn", exact=False).wait_for()
+        assert "for analysts" in _text(bo.get_by_test_id("stMain"))
+        assert question not in bo.locator("body").inner_text()
+    finally:
+        bo_ctx.close()
+    ana_ctx, ana = _sign_in(browser, server, ANALYST)
+    try:
+        _go(ana, link)
+        ana.get_by_text(question, exact=True).first.wait_for()
+        assert "does not open turn" not in ana.locator("body").inner_text()
+    finally:
+        ana_ctx.close()

@@ -224,6 +224,57 @@ def test_an_unreachable_endpoint_is_an_error_and_nothing_is_written(ingested, pr
     assert _ablations(ingested) == []
 
 
+class RedirectServer(LoopbackServer):
+    """Answers every request with `code` and a Location on another host; keeps the paths it was asked."""
+
+    def __init__(self, code: int, location: str):
+        self.paths: list[str] = []
+        server = self
+
+        class Handler(QuietHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.paths.append(self.path)
+                send(self, code, b"", headers={"Location": location})
+
+            do_GET = do_POST
+
+        self._serve(Handler)
+
+
+@pytest.mark.parametrize("provider,code", [("openai", 302), ("openai", 307), ("ollama", 302), ("ollama", 308)])
+def test_a_redirecting_endpoint_is_reported_as_a_redirect_and_nothing_is_written(ingested, provider, code):
+    """Issue 40, item 8: a redirect is never followed, and it is told as one (its code and where it pointed), not
+    as an endpoint that cannot be reached; no verification is written."""
+    with RedirectServer(code, "http://elsewhere.example:8080/v1/chat/completions") as server:
+        r = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", server.url + ("/v1" if provider == "openai" else ""),
+                "--provider", provider, "--db", ingested)
+    assert server.paths, "the endpoint was asked"
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"answered {code}, a redirect" in r.stderr and "elsewhere.example:8080" in r.stderr, r.stderr
+    assert "cannot connect" not in r.stderr
+    assert _ablations(ingested) == []
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_a_credential_in_the_endpoints_query_is_never_printed(ingested, provider):
+    """Issue 40, item 8: `verify --endpoint 'http://…/v1?api_key=…'` prints the endpoint without the credential,
+    when it answers and when it cannot be reached."""
+    secret = "q-api-key-5e6f7a8b9c"
+    with ReplayServer(NEEDED, FILE_ANSWER, LOST, "file-model") as server:
+        base = server.url + ("/v1" if provider == "openai" else "")
+        r = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", f"{base}?api_key={secret}", "--provider",
+                provider, "--db", ingested)
+    assert server.requests and r.returncode == 0, r.stderr
+    assert f"replayed at {base}?api_key=[redacted]" in r.stdout
+    with ReplayServer(NEEDED, FILE_ANSWER, LOST, "file-model") as closed:
+        nobody = closed.url + ("/v1" if provider == "openai" else "")  # a port nothing listens on once it is closed
+    dead = cli("verify", "--turn", "otel-" + "1" * 32, "--endpoint", f"{nobody}?api_key={secret}", "--provider",
+               provider, "--db", ingested)
+    assert dead.returncode == 2 and "cannot replay" in dead.stderr, dead.stderr
+    assert secret not in r.stdout + r.stderr + dead.stdout + dead.stderr
+
+
 def _llm(trace: str, span: str, start: int, tool_output: str, out: dict[str, str]) -> dict:
     attrs = {"openinference.span.kind": "LLM", "llm.model_name": "file-model",
              "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "How do I do SSO?",

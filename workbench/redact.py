@@ -9,13 +9,23 @@ Three paths lead out of the workbench, and each goes through one function here:
   `options_schema` marks `writeOnly` is never recorded, and text values are scrubbed;
 - a configuration stored in the trace (`runs.config`, `experiments.config`) through `redact_config`:
   a value whose key names a secret (key, token, password …) becomes `[redacted]`, at any depth, and text
-  values lose their credential query parameters.
+  values lose their credential query parameters;
+- what an audited app sends (every span attribute `collect` and `ingest` read, before anything is stored or
+  assembled, and every message a replay sends) through `redact_attributes` / `redact_value`: a value whose name
+  is a secret's (`is_secret_name`: api_key, *_api_key, x-api-key, *_token, secret, password, authorization,
+  cookie, access_key …, the last part of a dotted attribute name such as `http.request.header.x-api-key`)
+  becomes `[redacted]`, and text loses every secret by its shape (`scrub_shapes`: sk-… keys, AWS key ids,
+  bearer and basic credentials, JWTs, URL credentials, `?api_key=`, `name: value` pairs whose name is a
+  secret's), at any depth and inside JSON text (`llm.invocation_parameters`, `metadata`).
 
 A leaf module: it imports nothing from the workbench but `config` (the environment's server URLs).
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
 import re
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote
@@ -26,11 +36,40 @@ from .config import environment
 REDACTED = "[redacted]"
 # A URL query parameter (`?name=value`, `&name=value`, `;name=value`) and the words of a parameter name that
 # make its value a credential (`?access_token=`, `&sig=`, `?X-Amz-Signature=`, `?api-key=`, `?client_secret=`).
-_QUERY_PARAM = re.compile(r"([?&;])([^=&;#\s'\"<>?]{1,100})=([^&;#\s'\"<>]+)")
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#\s'\"<>?]{1,100})=([^&;#\s'\"<>\\]+)")
 _CREDENTIAL_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "sig",
                                "signature", "auth", "authorization", "credential", "credentials", "jwt", "session",
                                "sessionid", "accesstoken", "apitoken", "clientsecret", "bearer", "code"})
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+# `Basic <base64 of user:password>` (checked by decoding it: "basic understanding" is no credential).
+_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+# Secrets known by their shape alone: OpenAI and Anthropic keys (sk-…, sk-proj-…, sk-ant-…: 20 characters or more
+# after `sk-`, a digit among them, so a slug like `sk-learn-tutorial-for-beginners` is text), AWS access key ids,
+# GitHub, Google API and Slack tokens, and JWTs (three base64url parts, the first two JSON objects: "eyJ").
+_SHAPES = re.compile(r"\bsk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9][A-Za-z0-9_-]{19,}|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"
+                     r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bAIza[0-9A-Za-z_-]{30,}|\bxox[abprs]-[A-Za-z0-9-]{10,}"
+                     r"|\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+# `name: value` / `name=value` / `"name": "value"` in text (a header line, JSON or a config inside a message): the
+# value (8 or more characters up to a blank, quote, separator or backslash) is redacted when `name` is a secret's.
+_NAMED = re.compile(r"""(["']?)\b([A-Za-z][A-Za-z0-9_.-]{1,80})\1\s*[:=]\s*["']?""")
+_NAMED_VALUE = re.compile(r"""(?!\[redacted\])[^\s"',;&}\]\\]{8,}""")
+# A part every secret name holds (lower case), and every marker a shape of `scrub_shapes` needs: a text holding none
+# holds no secret it would find (with `=`, a credential query parameter's words too).
+_SECRET_WORDS = ("key", "token", "secret", "passw", "pwd", "auth", "cookie", "credential", "bearer", "jwt",
+                 "passphrase")
+_MARKERS = (*_SECRET_WORDS, "basic", "://", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "aiza",
+            "xox", "eyj")
+_QUERY_MARKERS = ("sig", "session", "code", "pass")
+#: Names of secrets (`is_secret_name`), their words joined: whole names, last words, and last two words.
+_SECRET_NAMES = frozenset({"apikey", "xapikey", "token", "secret", "password", "passwd", "pwd", "authorization",
+                           "proxyauthorization", "cookie", "setcookie", "accesskey", "secretaccesskey", "secretkey",
+                           "privatekey", "clientsecret", "credential", "credentials", "auth", "xauthtoken",
+                           "sessiontoken", "accesstoken", "refreshtoken", "idtoken", "bearer", "jwt", "apitoken",
+                           "xgoogapikey", "ocpapimsubscriptionkey", "subscriptionkey", "passphrase"})
+_SECRET_LAST_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "apikey", "cookie", "authorization",
+                                "credential", "credentials", "passphrase"})
+_SECRET_KEY_PAIRS = frozenset({("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"),
+                               ("subscription", "key"), ("signing", "key"), ("encryption", "key")})
 # scheme://userinfo@ — userinfo runs to the *last* @ before the host (an unencoded @ in a password).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
 # The same at the start of a configured URL that may lack its scheme (OLLAMA_HOST=user:pass@host:11434).
@@ -84,14 +123,103 @@ def _env_credentials() -> list[str]:
 
 
 def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every secret, URL userinfo, credential of a configured server URL, credential query
-    parameter and bearer token replaced by `[redacted]` (see the module docstring). Every provider failure goes
-    through it (`providers.http.failure`), as does the agent's message for an unexpected provider exception."""
+    """`text` with every secret, credential of a configured server URL and secret of a known shape
+    (`scrub_shapes`) replaced by `[redacted]` (see the module docstring). Every provider failure goes through it
+    (`providers.http.failure`), as does the agent's message for an unexpected provider exception."""
     for secret in sorted({s for s in (*secrets, *_env_credentials()) if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
+    return scrub_shapes(text)
+
+
+def scrub_shapes(text: str) -> str:
+    """`text` with every secret known by its shape replaced by `[redacted]`: URL userinfo, credential query
+    parameters (`scrub_query_credentials`), bearer and basic credentials, OpenAI / Anthropic `sk-…` keys, AWS
+    access key ids (`AKIA…`, `ASIA…`), GitHub, Google and Slack tokens, JWTs, and the value of a `name: value` or
+    `name=value` pair whose name is a secret's (`is_secret_name`: `x-api-key: …`, `"password": "…"`). No value
+    it replaces holds a backslash, so a JSON text stays JSON."""
+    low = text.lower()  # most text holds none of the shapes' markers: substring scans, not eight regular expressions
+    if not (any(m in low for m in _MARKERS) or ("=" in text and any(m in low for m in _QUERY_MARKERS))):
+        return text
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
     text = scrub_query_credentials(text)
-    return _BEARER.sub(rf"\1{REDACTED}", text)
+    text = _BEARER.sub(rf"\1{REDACTED}", text)
+    text = _BASIC.sub(_basic, text)
+    text = _SHAPES.sub(REDACTED, text)
+    return _scrub_named_values(text) if any(w in low for w in _SECRET_WORDS) else text
+
+
+def _basic(m: re.Match) -> str:
+    """A `Basic <base64>` credential (its base64 decodes to `user:password`) redacted; other text kept."""
+    try:
+        decoded = base64.b64decode(m[2], validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return m[0]
+    return f"{m[1]}{REDACTED}" if ":" in decoded else m[0]
+
+
+def _scrub_named_values(text: str) -> str:
+    """`text` with the value after each `name:` / `name=` whose name is a secret's (`_NAMED`) redacted."""
+    out, last = [], 0
+    for m in _NAMED.finditer(text):
+        if is_secret_name(m[2]) and (value := _NAMED_VALUE.match(text, m.end())):
+            out += [text[last:m.end()], REDACTED]
+            last = value.end()
+    return "".join(out) + text[last:] if out else text
+
+
+@functools.lru_cache(maxsize=4096)  # attribute names repeat in every span
+def is_secret_name(name: str) -> bool:
+    """Whether an attribute, header, JSON key or parameter `name` names a secret, case-insensitively: api_key,
+    apikey, *_api_key, x-api-key, token, *_token, secret, *_secret, password, passwd, authorization,
+    proxy-authorization, cookie, set-cookie, access_key, secret_access_key, private_key, credentials … . Only the
+    last part of a dotted name counts (`http.request.header.x-api-key`, `openai.api_key`; a trailing index such
+    as `.0` skipped), and a count or size is not a secret (`max_tokens`, `llm.token_count.prompt`)."""
+    parts = [p for p in str(name).split(".") if p and not p.isdigit()]
+    if not parts:
+        return False
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", parts[-1])
+    words = [w.lower() for w in re.split(r"[\s_\-]+", spaced) if w]
+    if not words:
+        return False
+    return ("".join(words) in _SECRET_NAMES or words[-1] in _SECRET_LAST_WORDS
+            or tuple(words[-2:]) in _SECRET_KEY_PAIRS)
+
+
+def redact_value(value: Any, name: str | None = None) -> Any:
+    """`value` with every secret taken out (the module docstring): under a secret's `name` (`is_secret_name`) the
+    whole value becomes `[redacted]`; a mapping's values are redacted by their keys, at any depth; text loses its
+    secrets by shape (`scrub_shapes`), and JSON text is redacted as the JSON it holds (written again only when
+    something in it was redacted, so text without a secret is kept byte for byte)."""
+    if name is not None and value not in (None, "") and not isinstance(value, bool) and is_secret_name(name):
+        return [REDACTED] * len(value) if isinstance(value, (list, tuple)) else REDACTED
+    if isinstance(value, str):
+        return _redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v) for v in value]
+    return value
+
+
+def redact_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """A span's attributes with every secret taken out (`redact_value`, each by its attribute name): what
+    `collect` and `ingest` apply to each span before anything is stored or assembled."""
+    return {k: redact_value(v, k) for k, v in attributes.items()}
+
+
+def _redact_text(text: str) -> str:
+    if text[:1] in "{[" and text[-1:] in "}]":
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            try:
+                cleaned = redact_value(parsed)
+            except RecursionError:  # deeper than Python recurses: kept as text, its secrets found by shape
+                return scrub_shapes(text)
+            return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+    return scrub_shapes(text)
 
 
 def is_credential_parameter(name: str) -> bool:

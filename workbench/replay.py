@@ -28,6 +28,7 @@ from .audit.turns import ModelCall, model_calls
 from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider
+from .redact import redact_value
 from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
 from .trace.reader import as_reader
 from .trace.writer import TraceWriter
@@ -38,6 +39,9 @@ from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, 
 REPLAY_METHOD = f"replay-{METHOD}"
 #: The providers a replay can send to, and the option of each that names the endpoint.
 ENDPOINT_OPTION = {"openai": "base_url", "ollama": "host"}
+#: Failures of a replayed call that stop the verification, nothing written: an endpoint that cannot be reached, and
+#: one that answers with a redirect (never followed: the message names the code and where it pointed).
+STOPS = ("connection_error", "redirect_refused")
 LIMIT = ("only the audited turn's final model call is replayed: the app's tool calls and earlier model calls are "
          "not re-run, so a withheld document is gone from what the final call reads, not from the choices that "
          "led to it")
@@ -181,7 +185,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     """Verify the audited turn `turn_id` of the trace store `db` by replaying its final model call at `endpoint`
     (the module docstring), and (with `write`) add the verification's `ablations` rows to the store. Nothing is
     written when it cannot run: an unknown, native, unauditable or unanswered turn, none consulted, an
-    unreachable endpoint (`VerificationError`)."""
+    unreachable endpoint or one that redirects (`VerificationError`)."""
     started = time.perf_counter()
     check_budget(budget)
     if provider not in ENDPOINT_OPTION:
@@ -211,12 +215,14 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
 
 
 def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Rerun:
-    """One replayed call; an endpoint that cannot be reached stops the verification (nothing is written)."""
+    """One replayed call, its messages and tools redacted again (`redact.redact_value`: a store written before
+    spans were redacted as they arrived still sends no secret); an endpoint that cannot be reached or that redirects
+    stops the verification (nothing is written)."""
     start = time.perf_counter()
     try:
-        step = p.complete(messages, tools)
+        step = p.complete(redact_value(messages), redact_value(tools))
     except ProviderError as exc:
-        if exc.status == "connection_error":
+        if exc.status in STOPS:
             raise VerificationError(f"cannot replay: {exc}") from None
         return Rerun(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
     c = step.call

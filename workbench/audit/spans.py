@@ -6,7 +6,8 @@ re-encoded before `json_format` parses the message; nothing else is read by hand
 
 Bounds (docs/security.md): a body over `MAX_BODY_BYTES`, before or after gzip, is refused (`BodyTooLarge`); a
 string attribute over `MAX_ATTRIBUTE_CHARS` is not kept: its value becomes `CUT_MARK` and the span lists the key
-in `cut`, so a turn that needs it ends `unauditable` instead of being judged on part of its input.
+in `cut`, so a turn that needs it ends `unauditable` instead of being judged on part of its input. Every attribute
+is redacted as it is read (`bounded`, `redact.redact_attributes`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..errors import WorkbenchError
+from ..redact import redact_attributes
 
 #: The largest request body accepted, compressed or not, and the largest a gzip body may inflate to.
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -189,11 +191,13 @@ def _with_events(attributes: dict[str, Any], events) -> dict[str, Any]:
 
 
 def bounded(attributes: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """`attributes` with each string over `MAX_ATTRIBUTE_CHARS` replaced by `CUT_MARK`, and the keys cut."""
+    """`attributes` with each string over `MAX_ATTRIBUTE_CHARS` replaced by `CUT_MARK`, and the keys cut, every
+    secret redacted (`redact.redact_attributes`): the one point every span the audit reads passes (OTLP requests,
+    OTLP JSON files, Phoenix projects), so nothing is stored, assembled or replayed with a secret in it."""
     cut = tuple(k for k, v in attributes.items() if isinstance(v, str) and len(v) > MAX_ATTRIBUTE_CHARS)
     for k in cut:
         attributes[k] = CUT_MARK
-    return attributes, cut
+    return redact_attributes(attributes), cut
 
 
 def any_value(v) -> Any:

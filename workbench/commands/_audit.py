@@ -31,6 +31,10 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    help="score the run against this questions file's expectations, as `eval` does: a line on its "
                         "own matches the turns asking its question, a conversation's lines the turns of the session "
                         "of that id in order; the run is recorded as an experiment (`runs compare`)")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --questions, name each turn no line matched by its question and session too (by "
+                        "default only by its id: the questions are the audited app's users', and stderr often "
+                        "lands in CI logs)")
     add_experiment_options(p, with_name=False)
 
 
@@ -96,18 +100,20 @@ def finish_run(args: argparse.Namespace, a) -> int:
     m = match_turns(dataset.questions, [RunTurn(*t) for t in run_turns(db_path(args), a.run_id)])
     config = audited_config(db_path(args), a.run_id, corpus=args.corpus, questions_file=str(args.questions))
     record_experiment(a.writer, a.run_id, dataset, name=a.name, tags=args.tags, config=config, lines=m.lines)
-    _unmatched(args.questions, m)
+    _unmatched(args.questions, m, verbose=args.verbose)
     args.name = a.name
     return score_and_gate(args, a.run_id, dataset)
 
 
-def _unmatched(path: str, m) -> None:
-    """The lines no turn answered and the turns no line asked, on stderr (the first `SHOWN_UNMATCHED` of each)."""
+def _unmatched(path: str, m, verbose: bool = False) -> None:
+    """The lines no turn answered (the questions file's own text) and the turns no line asked, on stderr (the first
+    `SHOWN_UNMATCHED` of each). A turn is named by its id only: its question and session are the audited app's
+    users' (docs/security.md), shown with `verbose` (`--verbose`)."""
     for what, items, shown in (
             ("questions no turn answered (they fail)", m.unmatched_questions,
              lambda q: f"{path}:{q.line}: {q.text!r}" + (f" (conversation {q.conversation!r})" if q.conversation else "")),
             ("turns no question matched (not scored)", m.unmatched_turns,
-             lambda t: f"turn {t.turn_id}: {t.question!r}" + (f" (session {t.conversation_id!r})" if t.conversation_id else ""))):
+             lambda t: f"turn {t.turn_id}" + (_asked(t) if verbose else ""))):
         if not items:
             continue
         print(neutralize(f"{len(items)} {what}:"), file=sys.stderr)
@@ -115,3 +121,10 @@ def _unmatched(path: str, m) -> None:
             print(neutralize(f"  - {shown(item)}"), file=sys.stderr)
         if len(items) > SHOWN_UNMATCHED:
             print(f"  … and {len(items) - SHOWN_UNMATCHED} more", file=sys.stderr)
+    if m.unmatched_turns and not verbose:
+        print("  (turns are named by id only: --verbose shows their questions and sessions)",
+              file=sys.stderr)
+
+
+def _asked(t) -> str:
+    return f": {t.question!r}" + (f" (session {t.conversation_id!r})" if t.conversation_id else "")

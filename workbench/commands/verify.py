@@ -7,7 +7,7 @@ import json
 
 from ..errors import WorkbenchError
 from ..payload import validate_json
-from ..redact import split_userinfo
+from ..redact import scrub_shapes, split_userinfo
 from ..render.sources import verification_lines
 from ..terminal import neutralize
 from ._options import add_db_option, add_json_option, db_path, positive_int
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(validate_json(done.payload.to_json()), ensure_ascii=False))
         return 0
-    where = split_userinfo(args.endpoint)[0]  # credentials in the URL are never printed
+    where = scrub_shapes(split_userinfo(args.endpoint)[0])  # credentials in the URL (`user:pw@`, `?api_key=`) never printed
     print(neutralize(f"turn {args.turn}, replayed at {where} ({args.provider}, model {done.model})"))
     for line in verification_lines(done.payload):
         print(neutralize(line))

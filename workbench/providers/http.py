@@ -104,7 +104,10 @@ def redirect_refused(where: str, code: int | None, exc: BaseException, setting: 
     """
     if code is None or not 300 <= code < 400:
         return None
-    headers = getattr(getattr(exc, "response", None), "headers", None)
+    # the response: the exception's own (openai, httpx), else the one it was raised from (the Ollama client raises
+    # its ResponseError from httpx's HTTPStatusError, `from None`, which still keeps it as the context)
+    response = getattr(exc, "response", None) or getattr(exc.__context__, "response", None)
+    headers = getattr(response, "headers", None)
     location = headers.get("location") if headers is not None else None
     to = f" to {location}" if location else ""
     return "redirect_refused", (f"{where} answered {code}, a redirect{to}; redirects are never followed, so "

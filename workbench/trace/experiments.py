@@ -238,13 +238,13 @@ def turn_provenance(db: str | Path | TraceReader, turn_id: str) -> dict[str, Any
     """One turn of an experiment run as the Experiments page links to it: the turn and its run, its documents with
     their membership in the three sets (and verdicts, when verified), its citations. None when no experiment run
     (a run `list_runs` lists) has that turn: a chat's or another command's turn is not opened here, whoever
-    knows its id."""
+    knows its id. Its run's `kind` says whether it is audited (`AUDIT_KIND`: for analysts only in the app)."""
     reader = as_reader(db)
     if not has_experiments(reader):
         return None
     columns, rows = reader.rows(
         "SELECT t.turn_id, t.run_id, e.name AS run_name, t.question, t.answer, t.status, t.error, t.started_at, "
-        "t.latency_ms, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
+        "t.latency_ms, r.kind, r.provider, r.model, r.retriever, r.mode, r.k, r.corpus_id AS corpus "
         "FROM turns t JOIN runs r USING (run_id) JOIN experiments e USING (run_id) "
         "JOIN datasets d USING (dataset_id) WHERE t.turn_id = ?",
         [turn_id])

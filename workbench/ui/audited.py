@@ -27,6 +27,24 @@ from .tables import shown
 
 #: Turns offered in an audited run's turn picker (the earliest first).
 MAX_LISTED_TURNS = 500
+#: What a viewer who is not an analyst is told wherever an audited turn would be shown (docs/security.md).
+FOR_ANALYSTS = ("Audited runs hold another app's users' questions and answers: they are for analysts "
+                "(`WORKBENCH_ANALYSTS`, docs/security.md).")
+
+
+def may_see() -> bool:
+    """Whether this run's viewer may see audited runs and turns: analysts only (docs/security.md, "Who sees what";
+    without sign-in the operator, who is the analyst)."""
+    from . import identity
+
+    return identity.current().analyst
+
+
+def visible_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`runs` (rows with a `kind`) less the audited ones when the viewer is not an analyst."""
+    from ..trace.audits import AUDIT_KIND
+
+    return runs if may_see() else [r for r in runs if r.get("kind") != AUDIT_KIND]
 
 
 def is_audited(turn: Turn) -> bool:
@@ -143,15 +161,13 @@ def section(path: Path) -> None:
     """Audited runs (the app, model, corpus, turns, unauditable ones, the experiment they were scored as) and any
     turn of one, opened whole. Analysts only (docs/security.md, "Who sees what")."""
     from ..trace.audits import audited_runs
-    from . import identity
 
     runs = audited_runs(path)
     if not runs:
         return
     st.subheader("Audited assistants")
-    if not identity.current().analyst:
-        st.info("Audited runs hold another app's users' questions: they are for analysts (`WORKBENCH_ANALYSTS`, "
-                "docs/security.md).", icon=":material/lock:")
+    if not may_see():
+        st.info(FOR_ANALYSTS, icon=":material/lock:")
         return
     st.caption("Runs of `workbench collect` and `workbench ingest` (docs/audit.md): each turn assembled from an "
                "OpenInference-instrumented app's spans. Scored ones (`--questions`) are in the leaderboard too.")

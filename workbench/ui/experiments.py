@@ -7,7 +7,8 @@ A thin shell: the scores come from `workbench.trace.scoring` (through `analysis.
 from `trace.experiments.turn_provenance`. Untrusted text (run names, tags, questions, answers, titles, ids)
 goes through `escape_markdown` into markdown and through `display_text` (`tables.shown` for a table's cells
 and headers) into widgets that never parse markdown, so its control characters and bidi overrides are shown
-as visible escapes. `?turn=` opens only a turn of an experiment run the page lists.
+as visible escapes. `?turn=` opens only a turn of an experiment run the page lists; audited runs (another app's
+users' questions) are listed and opened for analysts only.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def show(db: str | None) -> None:
 def board(path: Path) -> None:
     from ..trace.experiments import list_runs, run_label
 
-    runs = list_runs(path)
+    runs = audited.visible_runs(list_runs(path))  # an audited run's questions are the audited app's users'
     if not runs:
         st.info("No experiment runs yet: `workbench eval QUESTIONS.jsonl --name NAME` records one (docs/experiments.md).")
         return
@@ -103,13 +104,22 @@ def _tag_filter(runs: list[dict]) -> list[dict]:
     return [r for r in runs if tagged(r, parse_tags(wanted))] if wanted else runs
 
 
+def _shown_id(turn_id: str) -> str:
+    return turn_id if len(turn_id) <= SHOWN_TURN_CHARS else turn_id[:SHOWN_TURN_CHARS] + "…"
+
+
 def show_turn(path: Path, turn_id: str) -> None:
     from ..trace.experiments import turn_provenance
 
+    from ..trace.audits import AUDIT_KIND
+
     turn = turn_provenance(path, turn_id)
+    if turn is not None and turn["kind"] == AUDIT_KIND and not audited.may_see():
+        st.warning(escape_markdown(f"This page does not open turn {_shown_id(turn_id)} for you: "
+                                   f"{audited.FOR_ANALYSTS}"), icon=":material/lock:")
+        return
     if turn is None:
-        asked = turn_id if len(turn_id) <= SHOWN_TURN_CHARS else turn_id[:SHOWN_TURN_CHARS] + "…"
-        st.warning(escape_markdown(f"No turn {asked} of an experiment run in {path}: this page opens only the "
+        st.warning(escape_markdown(f"No turn {_shown_id(turn_id)} of an experiment run in {path}: this page opens only the "
                                    "turns of the runs it lists (`workbench runs list`)."), icon="⚠️")
         return
     st.subheader("Turn")

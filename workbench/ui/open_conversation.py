@@ -159,6 +159,15 @@ def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
     return turn
 
 
+def for_viewer(stored: list[StoredConversationTurn]) -> list[StoredConversationTurn]:
+    """`stored` less its audited turns (another app's users' questions) when the viewer is not an analyst: the
+    chat never shows them to anyone else (docs/security.md, "Who sees what")."""
+    from .audited import may_see
+
+    native = [t for t in stored if t.payload is None or t.payload.audit is None]
+    return stored if len(native) == len(stored) or may_see() else native
+
+
 def may_open(owner: str | None, viewer: identity.Viewer) -> bool:
     """Whether `viewer` may open and continue a conversation whose first turn is `owner`'s: their own, or an
     ownerless one (asked outside the app, the operator's) for an analyst (docs/security.md, "Who sees what")."""
@@ -183,9 +192,14 @@ def reopen(cid: str, cfg: RunConfig) -> str | None:
         exists, owner = conversation_owner(db, cid)
         if exists and not may_open(owner, identity.current()):
             return not_yours(cid)
-        reopened = [reopened_turn(t, cfg) for t in read_conversation(db, cid, session.corpus)]
+        stored = read_conversation(db, cid, session.corpus)
+        reopened = [reopened_turn(t, cfg) for t in for_viewer(stored)]
     except (WorkbenchError, OSError) as exc:
         return f"Cannot reopen conversation {cid}: {exc}"
+    if stored and not reopened:
+        from .audited import FOR_ANALYSTS
+
+        return f"Conversation {cid} is not shown to you. {FOR_ANALYSTS}"
     if not reopened:
         return f"There is no conversation {cid} in the trace database."
     st.session_state[TURNS] = reopened
@@ -249,7 +263,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
     try:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
         db = session.tracer.path if session.tracer else (cfg.db or default_db())
-        added = [reopened_turn(t, cfg) for t in read_conversation(db, cid, session.corpus)
+        added = [reopened_turn(t, cfg) for t in for_viewer(read_conversation(db, cid, session.corpus))
                  if t.record.turn_id not in known]
     except (WorkbenchError, OSError):  # the store cannot be read now: the next turn is placed after them anyway
         return earlier

@@ -13,6 +13,7 @@ from ..corpus import Corpus
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
+from .audited import may_see, visible_runs
 from .state import app_corpus
 from .tables import QUERY_CACHE_SECONDS, db_version, table
 
@@ -32,19 +33,20 @@ def _all_runs(path: str, version: tuple) -> list[dict]:
 
 def run_labels(db: Path | str, corpus_id: str | None = None) -> dict[str, str]:
     """run_id → a run picker's label (name, corpus, dataset: `trace.experiments.run_label`, then kind and turns),
-    newest first; only the runs on `corpus_id` when given."""
+    newest first; only the runs on `corpus_id` when given; audited runs for analysts only (`audited.visible_runs`)."""
     from ..trace.experiments import run_label
 
-    return {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in runs_of(db)
+    return {r["run_id"]: f"{run_label(r)} · {r['kind']} · {r['turns']} turns" for r in visible_runs(runs_of(db))
             if corpus_id is None or r["corpus"] == corpus_id}
 
 
 def pick_runs(db: Path, corpus_id: str) -> list[str] | None:
-    """A multiselect over the database's runs on corpus `corpus_id`; None (= every such run) when nothing is picked."""
+    """A multiselect over the database's runs on corpus `corpus_id` the viewer may see; when nothing is picked, None
+    (= every such run) for an analyst, else every run offered (audited runs left out: `audited.visible_runs`)."""
     labels = run_labels(db, corpus_id)
     picked = st.multiselect("Runs on this corpus (none picked: every run)", list(labels), key="usage_runs",
                             format_func=lambda r: display_text(labels[r]))
-    return picked or None
+    return picked or (None if may_see() else list(labels))
 
 
 def trace_db(db: str | None) -> Path | None:
@@ -66,6 +68,9 @@ def show(db: str | None, corpus: str, corpus_label: str) -> None:
     try:
         kb = app_corpus(corpus)
         runs = pick_runs(path, kb.corpus_id)
+        if runs == []:  # nothing this viewer may count (an empty list would count every run)
+            st.info("No run on this corpus yet.")
+            return
         # usage is counted per corpus: only turns on the sidebar's corpus; read once per rerun, every section
         # below is computed from it
         usage = doc_usage(path, runs, [kb.corpus_id])
