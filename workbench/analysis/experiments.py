@@ -94,8 +94,9 @@ def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
 
 
 def _bars(result: Comparison, figures: dict[str, tuple[str, str]], title: str, axis: str):
-    """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars;
-    a figure no run has is left out."""
+    """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars and its
+    value written on it (a value of 0 draws no bar: its label at the baseline shows it is there); a figure no run
+    has is left out."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -105,7 +106,8 @@ def _bars(result: Comparison, figures: dict[str, tuple[str, str]], title: str, a
         if all(v is None for v in values):
             continue
         cis = [r.interval(figure) or (v, v) for r, v in zip(result.runs, values)]
-        fig.add_bar(name=label, x=names, y=values, marker_color=color,
+        fig.add_bar(name=label, x=names, y=values, marker_color=color, textposition="outside", cliponaxis=False,
+                    text=["" if v is None else f"{v:.2f}" for v in values], textfont=dict(size=11),
                     error_y=dict(type="data", symmetric=False,
                                  array=[(c[1] - v) if v is not None else 0 for c, v in zip(cis, values)],
                                  arrayminus=[(v - c[0]) if v is not None else 0 for c, v in zip(cis, values)]))
