@@ -69,9 +69,9 @@ def flips_table(result: Comparison) -> pd.DataFrame:
 
 
 def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
-    """One row per changed line: its question (and conversation, when a line has one), expected, then passed and
-    consulted per run; with `link` (a URL prefix such
-    as `?turn=`), a link to each run's turn."""
+    """One row per changed line: its question (and conversation, when a line has one); with `link` (a URL prefix such
+    as `?turn=`), a link to each run's turn, first, where a wide table cannot push it out of sight; then passed and
+    why it failed (the failed assertions, as `runs compare` prints them) per run, expected, and consulted per run."""
     names = [r.name for r in result.runs]
     conversations = any(d.line.conversation is not None for d in result.diff)
     rows = []
@@ -79,16 +79,17 @@ def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
         row: dict[str, Any] = {"question": d.line.question}
         if conversations:  # two conversations may ask the same follow-up: the line is its conversation's
             row["conversation"] = d.line.conversation
-        row["expected"] = ", ".join(d.expected)
-        for n in names:
-            row[f"{n}: passed"] = d.passed[n]
-        for n in names:
-            c = d.consulted[n]
-            row[f"{n}: consulted"] = "(not asked)" if c is None else ", ".join(c) or "(none)"
         if link is not None:
             for n in names:
                 tid = d.turn_id[n]
                 row[f"{n}: turn"] = f"{link}{tid}" if tid else None
+        for n in names:
+            row[f"{n}: passed"] = d.passed[n]
+            row[f"{n}: failed because"] = "; ".join(d.failed.get(n, ()))
+        row["expected"] = ", ".join(d.expected)
+        for n in names:
+            c = d.consulted[n]
+            row[f"{n}: consulted"] = "(not asked)" if c is None else ", ".join(c) or "(none)"
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -97,8 +97,10 @@ def board(path: Path, store: str = DEFAULT_STORE) -> None:
         st.success("Every question passed or failed alike and consulted the same documents in these runs.")
         return
     df = shown(diff_table(result, link=turn_link(store)))
-    links = {c: st.column_config.LinkColumn(c, display_text="open turn") for c in df.columns if c.endswith(": turn")}
-    st.dataframe(df, hide_index=True, width="stretch", column_config=links)
+    config = {c: st.column_config.LinkColumn(c, display_text="open turn", width="small")
+              for c in df.columns if c.endswith(": turn")}
+    config["question"] = st.column_config.TextColumn("question", width="medium")
+    st.dataframe(df, hide_index=True, width="stretch", column_config=config)
 
 
 def _tag_filter(runs: list[dict]) -> list[dict]:
