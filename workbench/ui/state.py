@@ -84,6 +84,8 @@ class Turn:
     note: str | None = None
     #: An audited turn's timeline: the spans it was assembled from (`trace.audits.span_timeline`); empty otherwise.
     spans: tuple = ()
+    #: Shown to a reader of a shared conversation (`ui/shares.py`): nothing is re-run or judged for them.
+    read_only: bool = False
 
     @property
     def faithfulness(self) -> Any:
