@@ -320,10 +320,17 @@ def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
 # --- sidebar -----------------------------------------------------------------------------------
 
 
+#: Widget keys whose values every page keeps (Streamlit drops the state of a widget its page did not draw): the
+#: sidebar's, and the Compare page's configurations, question and follow-ups (its results are session state).
+KEPT = ("cfg_", "cmp_")
+#: Buttons among them: a button's state cannot be set, and is no choice to keep.
+_NOT_KEPT = frozenset({"cmp_cancel"})
+
+
 def keep_config() -> None:
-    """Keep sidebar choices when switching pages (Streamlit drops state of unmounted widgets)."""
+    """Keep the sidebar's and the Compare page's choices when switching pages (`KEPT`)."""
     for key in list(st.session_state):
-        if isinstance(key, str) and key.startswith("cfg_"):
+        if isinstance(key, str) and key.startswith(KEPT) and key not in _NOT_KEPT:
             st.session_state[key] = st.session_state[key]
 
 
