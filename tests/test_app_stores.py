@@ -114,3 +114,17 @@ def test_a_turn_not_in_the_store_says_so_without_literal_backticks(stores):
     warning = unescape(warning)
     assert "No turn e34f-nosuch of an experiment run in the trace store 'default'" in warning
     assert str(stores[0]) not in warning, "the store by its name, not its path"
+
+
+def test_the_chat_asks_into_the_store_picked_and_its_address_names_it(stores):
+    from apptest import APP, ask
+    from workbench.trace.conversation_reader import list_conversations
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["store"] = "audit"
+    at.run()
+    ask(at, "How do I configure SSO?")
+    cid = at.session_state["conversation_id"]
+    assert at.query_params["store"] == "audit" and at.query_params["conversation"] == cid, "a link reopens it there"
+    assert cid in {r["conversation_id"] for r in list_conversations(stores[1])}
+    assert cid not in {r["conversation_id"] for r in list_conversations(stores[0])}
