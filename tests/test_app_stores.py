@@ -128,3 +128,14 @@ def test_the_chat_asks_into_the_store_picked_and_its_address_names_it(stores):
     assert at.query_params["store"] == "audit" and at.query_params["conversation"] == cid, "a link reopens it there"
     assert cid in {r["conversation_id"] for r in list_conversations(stores[1])}
     assert cid not in {r["conversation_id"] for r in list_conversations(stores[0])}
+
+
+def test_a_store_without_a_database_yet_says_so_by_name(stores, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_STORES", f"audit={stores[1]}:empty={tmp_path / 'none.duckdb'}")
+    at = _experiments()
+    at.query_params["store"] = "empty"
+    at.run()
+    said = at.info[0].value
+    assert "`workbench eval QUESTIONS.jsonl --name NAME`" in said, "the command as code, not literal backticks"
+    assert "The trace store 'empty' has no database yet" in unescape(said)
+    assert not (tmp_path / "none.duckdb").exists(), "opening a page creates no database"

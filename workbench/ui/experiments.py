@@ -41,8 +41,8 @@ def turn_link(store: str) -> str:
 def show(db: str | None, store: str = DEFAULT_STORE) -> None:
     path = Path(db or default_db_path())
     if not path.exists():
-        st.info(escape_markdown(f"No trace database at {path} yet: run `workbench eval QUESTIONS.jsonl --name NAME` "
-                                "(docs/experiments.md)."))
+        st.info(escape_markdown(f"The trace store {store!r} has no database yet ({path}): run")
+                + " `workbench eval QUESTIONS.jsonl --name NAME` (docs/experiments.md).")
         return
     try:
         turn = st.query_params.get(TURN_PARAM)
