@@ -13,4 +13,4 @@ st.caption("Eval runs scored against the expectations of their questions file (`
            "docs/experiments.md): pass rate, consulted precision and recall, recall@k and MRR with 95% bootstrap "
            "intervals, the settings that differ between the runs, a paired comparison question by question (exact "
            "McNemar test) and the questions whose result changed. Also `workbench runs compare A B`.")
-show(cfg.db)
+show(cfg.db, cfg.store)

@@ -62,7 +62,7 @@ def test_the_page_shows_the_leaderboard_with_error_bars_and_links_changed_questi
     diff = at.dataframe[-1].value
     assert list(diff["question"]) == [d.line.question for d in expected.diff] and len(diff)
     first = expected.diff[0]
-    assert diff["faulty: turn"][0] == f"?turn={first.turn_id['faulty']}"
+    assert diff["faulty: turn"][0] == f"?store=default&turn={first.turn_id['faulty']}"
 
     # the link's target: the turn's documents and citations, from the trace store
     at = _page()

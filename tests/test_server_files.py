@@ -87,14 +87,13 @@ def test_default_roots_are_the_demo_corpus_and_workbench_home(monkeypatch):
         confine(str(DEMO_CORPUS.parent / "demo_gold.jsonl"), "corpus path")
 
 
-def test_the_operators_default_database_is_allowed_even_outside_the_roots(root, tmp_path, monkeypatch):
-    from workbench.paths import confine_db
+def test_the_operators_stores_are_allowed_wherever_they_are(tmp_path, monkeypatch):
+    from workbench.paths import trace_stores
 
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "ops" / "traces.duckdb"))
-    assert confine_db(str(tmp_path / "ops" / "traces.duckdb")) == (tmp_path / "ops" / "traces.duckdb").resolve()
-    assert confine_db(str(root / "mine.duckdb")) == (root / "mine.duckdb").resolve()
-    with pytest.raises(PathNotAllowedError):
-        confine_db(str(tmp_path / "ops" / "other.duckdb"))
+    monkeypatch.setenv("WORKBENCH_STORES", f"audit={tmp_path / 'audit' / 'audit.duckdb'}")
+    assert trace_stores() == {"default": tmp_path / "ops" / "traces.duckdb",
+                              "audit": (tmp_path / "audit" / "audit.duckdb").resolve()}
 
 
 # --- through the app ---------------------------------------------------------------------------
@@ -128,22 +127,26 @@ def test_a_visitor_cannot_read_files_outside_the_roots_as_a_corpus(app, outside,
 
 
 def test_a_visitor_cannot_open_or_create_databases_outside_the_roots(app, outside, tmp_path):
-    """Before the fix the explorer showed any DuckDB file's tables and migrations were applied to it."""
+    """Before the fix the explorer showed any DuckDB file's tables and migrations were applied to it. Now a visitor
+    names only a store the operator lists, by name (`?store=NAME`): a path is refused."""
     other = outside / "other.duckdb"
     before = _digest(other)
     new = tmp_path / "elsewhere" / "new.duckdb"
+    assert not [t for t in app.sidebar.text_input if t.label == "Trace database"], "no database path to type"
     for target in (other, new):
-        app.sidebar.text_input(key="cfg_db").set_value(str(target)).run()
-        assert any("not allowed" in e.value for e in app.sidebar.error)
-        app.chat_input[0].set_value("How do I configure SSO?").run()
-        assert not app.exception
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["store"] = str(target)
+        at.run()
+        assert any("no trace store named" in unescape(e.value) for e in at.error), [e.value for e in at.error]
+        at.chat_input[0].set_value("How do I configure SSO?").run()
+        assert not at.exception
     assert _digest(other) == before
     assert not new.parent.exists(), "no folder or file is created outside the roots"
     explorer = AppTest.from_file(str(ROOT / "pages" / "2_Trace_explorer.py"), default_timeout=60)
-    explorer.session_state["cfg_db"] = str(other)
+    explorer.query_params["store"] = str(other)
     explorer.run()
     assert not explorer.exception
-    assert any("is not allowed" in unescape(e.value) for e in explorer.error), [e.value for e in explorer.error]
+    assert any("no trace store named" in unescape(e.value) for e in explorer.error), [e.value for e in explorer.error]
     # The page renders query results (so the check below can fail): a probe query shows its table.
     explorer.text_area(key="sql").set_value("SELECT 'probe-marker' AS marker")
     explorer.button[0].click().run()

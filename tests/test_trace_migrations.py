@@ -9,7 +9,7 @@ from workbench.trace.schema import MIGRATIONS
 
 TABLES = {"runs", "turns", "tool_calls", "retrieved_items", "citations", "sources", "claims", "model_calls",
           "passages", "ablations", "migrations", "datasets", "expectations", "experiments", "turn_context",
-          "saved_queries", "turn_lines", "audit_spans", "turn_payloads"}
+          "saved_queries", "turn_lines", "audit_spans", "turn_payloads", "conversation_shares"}
 VIEWS = {"turn_sets", "doc_gaps", "provider_summary", "retriever_summary", "doc_usage", "doc_usage_totals",
          "source_verdicts", "verification_summary", "expectation_results", "latest_verifications",
          "conversation_turns", "conversations"}

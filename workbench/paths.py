@@ -7,8 +7,10 @@ database). Those paths are confined to the roots the operator allows: `$WORKBENC
 `~`, `..` and every symlink on the way — before it is checked, so no spelling leaves a root. The
 uploads folder (`config.uploads_dir`) is never allowed, whatever the roots say: each browser session's
 uploads are its own, reached only through that session's upload flow.
-URLs (`file:`, `http:` …) are not paths. The operator's own trace database (`$WORKBENCH_DB`) is
-allowed wherever it is.
+URLs (`file:`, `http:` …) are not paths.
+
+Trace stores are never typed: the app offers, by name, the operator's list (`trace_stores`): `default` (the
+operator's own trace database, `$WORKBENCH_DB`) and the ones named in `$WORKBENCH_STORES`, wherever they are.
 
 Servers are confined the same way: a provider option that names a server (`"format": "uri"` in its
 `options_schema`: Ollama's host, the base URL of Gemini or an OpenAI-compatible server) is the
@@ -33,6 +35,13 @@ from .errors import PathNotAllowedError
 
 ALLOWED_ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
 ALLOWED_SERVERS_ENV = "WORKBENCH_ALLOWED_SERVERS"
+#: The operator's trace stores beyond the default one, as `name=path` pairs separated by `os.pathsep`.
+STORES_ENV = "WORKBENCH_STORES"
+#: The name the app offers the operator's own trace database under (`$WORKBENCH_DB`, else the default path).
+DEFAULT_STORE = "default"
+#: The longest store name, and the characters it may hold (a name goes into links: `?store=NAME`).
+MAX_STORE_NAME_CHARS = 40
+_STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: Keyword arguments of every HTTP client the project builds for a model or embedding server (the `ollama`,
 #: `openai` and `google-genai` clients): a redirect is never followed, so a request goes to the configured
 #: or allowed server and nowhere else; a 3xx answer ends the request (docs/security.md, "Redirects").
@@ -76,9 +85,26 @@ def confine(text: str, what: str, *, also: tuple[Path, ...] = ()) -> Path:
     raise PathNotAllowedError(f"{what} {text!r} is not allowed: it is outside the folders this app may use; {hint}")
 
 
-def confine_db(text: str) -> Path:
-    """A trace database path a visitor typed: inside the roots, or the operator's default database."""
-    return confine(text, "trace database", also=(default_db_path(),))
+def trace_stores() -> dict[str, Path]:
+    """The trace stores the app may open, by name: `default` (`$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`)
+    first, then each `name=path` of `$WORKBENCH_STORES` in the order given (a relative path is taken from the
+    directory the app was started in). A malformed list is the operator's error: `PathNotAllowedError` saying
+    which entry and why."""
+    stores = {DEFAULT_STORE: default_db_path()}
+    for entry in (e.strip() for e in env(STORES_ENV, "").split(os.pathsep)):
+        if not entry:
+            continue
+        name, sep, path = (part.strip() for part in entry.partition("="))
+        if not sep or not path:
+            raise PathNotAllowedError(f"{STORES_ENV}: {entry!r} is not NAME=PATH")
+        if len(name) > MAX_STORE_NAME_CHARS or not _STORE_NAME.match(name):
+            raise PathNotAllowedError(f"{STORES_ENV}: the store name {name!r} must be 1 to {MAX_STORE_NAME_CHARS} "
+                                      "letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if name in stores:
+            raise PathNotAllowedError(f"{STORES_ENV}: the store name {name!r} is given twice"
+                                      + (f" ({DEFAULT_STORE!r} is $WORKBENCH_DB)" if name == DEFAULT_STORE else ""))
+        stores[name] = Path(path).expanduser().resolve()
+    return stores
 
 
 def _server(url: str) -> tuple[str, str, int | None, str] | None:

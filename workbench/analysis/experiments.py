@@ -69,9 +69,9 @@ def flips_table(result: Comparison) -> pd.DataFrame:
 
 
 def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
-    """One row per changed line: its question (and conversation, when a line has one), expected, then passed and
-    consulted per run; with `link` (a URL prefix such
-    as `?turn=`), a link to each run's turn."""
+    """One row per changed line: its question (and conversation, when a line has one); with `link` (a URL prefix such
+    as `?turn=`), a link to each run's turn, first, where a wide table cannot push it out of sight; then passed and
+    why it failed (the failed assertions, as `runs compare` prints them) per run, expected, and consulted per run."""
     names = [r.name for r in result.runs]
     conversations = any(d.line.conversation is not None for d in result.diff)
     rows = []
@@ -79,23 +79,25 @@ def diff_table(result: Comparison, link: str | None = None) -> pd.DataFrame:
         row: dict[str, Any] = {"question": d.line.question}
         if conversations:  # two conversations may ask the same follow-up: the line is its conversation's
             row["conversation"] = d.line.conversation
-        row["expected"] = ", ".join(d.expected)
-        for n in names:
-            row[f"{n}: passed"] = d.passed[n]
-        for n in names:
-            c = d.consulted[n]
-            row[f"{n}: consulted"] = "(not asked)" if c is None else ", ".join(c) or "(none)"
         if link is not None:
             for n in names:
                 tid = d.turn_id[n]
                 row[f"{n}: turn"] = f"{link}{tid}" if tid else None
+        for n in names:
+            row[f"{n}: passed"] = d.passed[n]
+            row[f"{n}: failed because"] = "; ".join(d.failed.get(n, ()))
+        row["expected"] = ", ".join(d.expected)
+        for n in names:
+            c = d.consulted[n]
+            row[f"{n}: consulted"] = "(not asked)" if c is None else ", ".join(c) or "(none)"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _bars(result: Comparison, figures: dict[str, tuple[str, str]], title: str, axis: str):
-    """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars;
-    a figure no run has is left out."""
+    """Grouped bars per run, one trace per figure (label, colour), with each figure's interval as error bars and its
+    value written on it (a value of 0 draws no bar: its label at the baseline shows it is there); a figure no run
+    has is left out."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -105,7 +107,8 @@ def _bars(result: Comparison, figures: dict[str, tuple[str, str]], title: str, a
         if all(v is None for v in values):
             continue
         cis = [r.interval(figure) or (v, v) for r, v in zip(result.runs, values)]
-        fig.add_bar(name=label, x=names, y=values, marker_color=color,
+        fig.add_bar(name=label, x=names, y=values, marker_color=color, textposition="outside", cliponaxis=False,
+                    text=["" if v is None else f"{v:.2f}" for v in values], textfont=dict(size=11),
                     error_y=dict(type="data", symmetric=False,
                                  array=[(c[1] - v) if v is not None else 0 for c, v in zip(cis, values)],
                                  arrayminus=[(v - c[0]) if v is not None else 0 for c, v in zip(cis, values)]))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sys
+import textwrap
 from datetime import date, datetime
 from typing import Any, TextIO
 
@@ -12,6 +14,8 @@ from ..terminal import neutralize
 from ..text import spreadsheet_cell
 
 MAX_CELL = 60
+#: The narrowest a column is squeezed to when a table is fitted to the terminal's width (`fit`).
+MIN_FITTED = 8
 
 
 def _cell(v: Any) -> str:
@@ -36,16 +40,65 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:
+def fitted(widths: list[int], total: int) -> list[int]:
+    """Column widths whose sum with the two-space gaps is at most `total` (when it can be), as `rich` fits a table:
+    the widest column gives up a character at a time, no column below `MIN_FITTED` (or its own width)."""
+    widths = list(widths)
+    while sum(widths) + 2 * (len(widths) - 1) > total:
+        i = max(range(len(widths)), key=widths.__getitem__)
+        if widths[i] <= MIN_FITTED:
+            break  # as narrow as columns go: wider than the terminal, but readable
+        widths[i] -= 1
+    return widths
+
+
+def _lines(cells: list[str], widths: list[int]) -> list[str]:
+    """One table row as text lines: each cell wrapped to its column's width."""
+    wrapped = [(textwrap.wrap(c, w, break_on_hyphens=False) or [""]) if len(c) > w else [c]
+               for c, w in zip(cells, widths)]
+    return ["  ".join((col[i] if i < len(col) else "").ljust(w) for col, w in zip(wrapped, widths)).rstrip()
+            for i in range(max(len(col) for col in wrapped))]
+
+
+def _expanded(columns: list[str], cells: list[list[str]], total: int, out: TextIO) -> None:
+    """Each row as a block of `column  value` lines, its values wrapped to what the names leave (psql's expanded
+    display): for a table whose columns cannot all fit side by side."""
+    name_width = max(len(c) for c in columns)
+    value_width = max(total - name_width - 2, MIN_FITTED)
+    for n, r in enumerate(cells, 1):
+        print(f"-[ {n} ]".ljust(min(total, name_width + 2 + value_width), "-"), file=out)
+        for c, v in zip(columns, r):
+            print("\n".join(_lines([c, v], [name_width, value_width])), file=out)
+
+
+def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None, *, fit: bool = False) -> None:
+    """An aligned text table; with `fit`, as wide as the terminal at most (`shutil.get_terminal_size`, which reads
+    `COLUMNS` first): the widest columns are narrowed and their cells wrapped onto more lines, and a table with too
+    many columns for that is shown a row at a time (`_expanded`)."""
     out = out or sys.stdout
     cells = [[_cell(v) for v in r] for r in rows]
     columns = [_cell(c) for c in columns]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
+    if fit:
+        total = shutil.get_terminal_size().columns
+        widths = fitted(widths, total)
+        if sum(widths) + 2 * (len(widths) - 1) > total:
+            _expanded(columns, cells, total, out)
+            print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", file=out)
+            return
+    print("\n".join(_lines(columns, widths)), file=out)
     print("  ".join("-" * w for w in widths), file=out)
     for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip(), file=out)
+        print("\n".join(_lines(r, widths)), file=out)
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", file=out)
+
+
+def print_fitted(text: str, out: TextIO | None = None, indent: str = "") -> None:
+    """A line of text wrapped to the terminal's width (`shutil.get_terminal_size`), its later lines indented by two
+    spaces more than `indent`."""
+    width = shutil.get_terminal_size().columns
+    print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False,
+                        break_long_words=True), file=out or sys.stdout)
 
 
 def print_csv(columns: list[str], rows: list[tuple], out: TextIO | None = None) -> None:

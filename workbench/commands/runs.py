@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import WorkbenchError
 from ..terminal import neutralize
 from ._options import add_db_option, db_path
-from ._table import _jsonable, print_table
+from ._table import _jsonable, print_fitted, print_table
 
 
 def register(sub) -> None:
@@ -64,7 +64,7 @@ def run_list(args: argparse.Namespace) -> int:
                  "questions", "tags"],
                 [(r["name"], r["run_id"][:12], r["created_at"], r["provider"], r["model"], r["retriever"], r["mode"],
                   r["k"], r["corpus"], r["dataset"], r["questions"],
-                  tags_text(r["tags"])) for r in runs])
+                  tags_text(r["tags"])) for r in runs], fit=True)
     return 0
 
 
@@ -88,11 +88,11 @@ def run_show(args: argparse.Namespace) -> int:
     described += [("questions / answered / passed", f"{scores.questions} / {scores.answered} / {scores.passed}")]
     described += [(f.name, scores.text(f.name)) for f in FIGURES]
     described += [("latency p50 / p90 (ms)", f"{_ms(scores.latency_p50_ms)} / {_ms(scores.latency_p90_ms)}")]
-    print_table(["field", "value"], described)
+    print_table(["field", "value"], described, fit=True)
     print()
     print_table(["line", "passed", "question", "expected", "consulted", "failed"],
                 [(q["line"], "yes" if q["passed"] else "NO", q["question"], ", ".join(q["expected"]),
-                  ", ".join(q["consulted"]), "; ".join(failed_assertions(q))) for q in rows])
+                  ", ".join(q["consulted"]), "; ".join(failed_assertions(q))) for q in rows], fit=True)
     return 0
 
 
@@ -124,28 +124,30 @@ def run_compare(args: argparse.Namespace) -> int:
         return 0
     print_table(["run", *result.differing, "questions", *(f.name for f in BOARD)],
                 [(r.name, *(setting_text(r.settings.get(f), f) for f in result.differing), r.scores.questions,
-                  *(r.scores.text(f.name) for f in BOARD)) for r in result.runs])
+                  *(r.scores.text(f.name) for f in BOARD)) for r in result.runs], fit=True)
     if result.shared:
-        print(neutralize("same in every run: " + "; ".join(f"{k} {setting_text(v, k)}" for k, v in result.shared.items())))
+        print_fitted(neutralize("same in every run: " + "; ".join(f"{k} {setting_text(v, k)}"
+                                                                  for k, v in result.shared.items())))
     for p in result.paired:
         print()
-        print(neutralize(f"paired, {p.a} → {p.b}: both passed {p.both_passed}, both failed {p.both_failed}, "
-                         f"pass → fail {len(p.pass_to_fail)}, fail → pass {len(p.fail_to_pass)}; "
-                         f"exact McNemar p = {p.p_text()}"))
+        print_fitted(neutralize(f"paired, {p.a} → {p.b}: both passed {p.both_passed}, both failed {p.both_failed}, "
+                                f"pass → fail {len(p.pass_to_fail)}, fail → pass {len(p.fail_to_pass)}; "
+                                f"exact McNemar p = {p.p_text()}"))
         for way, lines in (("pass → fail", p.pass_to_fail), ("fail → pass", p.fail_to_pass)):
             for line in lines:
-                print(neutralize(f"  {way}: {line.text()}"))
+                print_fitted(neutralize(f"{way}: {line.text()}"), indent="  ")
     print()
     names = [r.name for r in result.runs]
     if not result.diff:
         print("no question changed: every question passed or failed alike and consulted the same documents")
         return 0
     print(f"questions that changed ({len(result.diff)}):")
-    print_table(["question", "expected", *(f"{n}: passed" for n in names), *(f"{n}: consulted" for n in names)],
-                [(d.line.text(), ", ".join(d.expected),
-                  *(_yes(d.passed[n]) for n in names),
+    print_table(["question", *(f"{n}: passed" for n in names), *(f"{n}: failed because" for n in names), "expected",
+                 *(f"{n}: consulted" for n in names)],
+                [(d.line.text(), *(_yes(d.passed[n]) for n in names),
+                  *("; ".join(d.failed.get(n, ())) for n in names), ", ".join(d.expected),
                   *("(not asked)" if d.consulted[n] is None else ", ".join(d.consulted[n]) or "(none)"
-                    for n in names)) for d in result.diff])
+                    for n in names)) for d in result.diff], fit=True)
     return 0
 
 

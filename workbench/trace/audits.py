@@ -34,8 +34,9 @@ def _audited(db: str | Path | TraceReader) -> TraceReader | None:
 
 def audited_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
     """Every audit run, newest first: its run id and name, the audited app (`service.name`) and model, its corpus
-    (None: the conservative rule), how many turns (unauditable ones, conversations) it has, and the experiment name
-    it was scored as (None: not scored against a questions file)."""
+    (None: the conservative rule), how many turns (unauditable ones, conversations) it has, the experiment name
+    it was scored as (None: not scored against a questions file), its mean cited-set size and its rejected citations
+    (an app whose every citation was rejected cites all the same: `avg_cited` 0 alone would say it never does)."""
     reader = _audited(db)
     if reader is None:
         return []
@@ -43,7 +44,8 @@ def audited_runs(db: str | Path | TraceReader) -> list[dict[str, Any]]:
         SELECT r.run_id, json_extract_string(r.config_json, '$.run') AS name,
                json_extract_string(r.config_json, '$.app') AS app, r.model, r.corpus_id AS corpus, r.created_at,
                count(t.turn_id) AS turns, count(t.turn_id) FILTER (WHERE t.status = 'unauditable') AS unauditable,
-               count(DISTINCT t.conversation_id) AS conversations, any_value(e.name) AS experiment
+               count(DISTINCT t.conversation_id) AS conversations, any_value(e.name) AS experiment,
+               avg(t.n_cited) AS avg_cited, coalesce(sum(t.n_rejected), 0) AS rejected_citations
         FROM runs r LEFT JOIN turns t USING (run_id) LEFT JOIN experiments e USING (run_id)
         WHERE r.kind = ?
         GROUP BY ALL ORDER BY r.created_at DESC, r.run_id""", [AUDIT_KIND])

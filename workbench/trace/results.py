@@ -7,7 +7,7 @@ them; `to_json` gives the `--json` output.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from typing import Any, Mapping
 
@@ -152,18 +152,21 @@ class Line:
 @dataclass(frozen=True)
 class DiffLine:
     """A line whose pass/fail or consulted set differs between the runs: per run name, passed and consulted (None:
-    the run did not ask it) and its turn."""
+    the run did not ask it), its turn, and the assertions it failed, in words (`scoring.failed_assertions`; empty
+    when it passed)."""
 
     line: Line
     expected: tuple[str, ...]
     passed: Mapping[str, bool | None]
     consulted: Mapping[str, tuple[str, ...] | None]
     turn_id: Mapping[str, str | None]
+    failed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.line.to_json(), "passed": dict(self.passed),
                 "consulted": {n: None if c is None else list(c) for n, c in self.consulted.items()},
-                "expected": list(self.expected), "turn_id": dict(self.turn_id)}
+                "expected": list(self.expected), "turn_id": dict(self.turn_id),
+                "failed": {n: list(f) for n, f in self.failed.items()}}
 
 
 def mcnemar_exact(b: int, c: int) -> float:

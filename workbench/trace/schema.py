@@ -26,6 +26,7 @@ from .schema_m020 import M020_AUDIT
 from .schema_m021 import M021_TURN_LINES, score_by_line
 from .schema_m022 import M022_SAVED_QUERIES
 from .schema_m023 import audited_by_line
+from .schema_m024 import M024_CONVERSATION_SHARES
 
 
 @dataclass(frozen=True)
@@ -512,4 +513,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("m021_turn_lines", M021_TURN_LINES, score_by_line),
     Migration("m022_saved_queries", M022_SAVED_QUERIES),
     Migration("m023_audited_lines", "", audited_by_line),
+    Migration("m024_conversation_shares", M024_CONVERSATION_SHARES),
 )

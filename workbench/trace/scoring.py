@@ -157,7 +157,8 @@ def diff(questions: dict[str, list[dict[str, Any]]]) -> tuple[DiffLine, ...]:
         if len(set(passed.values())) > 1 or len({None if c is None else frozenset(c) for c in consulted.values()}) > 1:
             out.append(DiffLine(line=Line(key[1], key[0]), passed=passed, consulted=consulted,
                                 expected=next(tuple(q["expected"]) for q in got.values() if q),
-                                turn_id={n: (q["turn_id"] if q else None) for n, q in got.items()}))
+                                turn_id={n: (q["turn_id"] if q else None) for n, q in got.items()},
+                                failed={n: tuple(failed_assertions(q)) if q else ("not asked",) for n, q in got.items()}))
     return tuple(out)
 
 

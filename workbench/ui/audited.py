@@ -173,8 +173,16 @@ def section(path: Path) -> None:
                "OpenInference-instrumented app's spans. Scored ones (`--questions`) are in the leaderboard too.")
     df = pd.DataFrame([{"run": r["name"], "app": r["app"], "model": r["model"], "corpus": r["corpus"] or "none",
                         "turns": r["turns"], "unauditable": r["unauditable"], "conversations": r["conversations"],
-                        "scored as": r["experiment"], "created_at": r["created_at"]} for r in runs])
+                        "avg cited": round(r["avg_cited"] or 0, 2), "rejected citations": r["rejected_citations"],
+                        "scored as": r["experiment"] or "not scored (no --questions)", "created_at": r["created_at"]}
+                       for r in runs])
     st.dataframe(shown(df), hide_index=True, width="stretch", key="audited-runs")
+    for r in runs:
+        if not r["avg_cited"] and r["rejected_citations"]:
+            st.warning(escape_markdown(
+                f"{r['name'] or r['run_id'][:8]}: the app cites — {r['rejected_citations']} citation(s) — but every "
+                "one was rejected (a document its model was never shown), so no document counts as cited. Open a "
+                "turn: its Provenance expander says why each was rejected."), icon="⚠️")
     by_id = {r["run_id"]: r for r in runs}
     run_id = st.selectbox("Audited run", list(by_id), key="audited-run", format_func=lambda r: display_text(
         f"{by_id[r]['name'] or r[:8]} · {by_id[r]['app'] or '?'} · {by_id[r]['model'] or '?'} · "

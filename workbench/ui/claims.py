@@ -66,7 +66,8 @@ def _llm_judge(turn: Turn) -> None:
     if provider is None or turn.session is None or turn.answer is None:
         return
     label = turn.provider_label
-    if st.button(f"Judge with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
+    # a shared conversation's reader (`read_only`) runs nothing
+    if not turn.read_only and st.button(f"Judge with the LLM ({label})", key=f"llm-judge-{turn.turn_id}",
                  help="The `llm` judge asks the model whether the cited text supports each claim (one call per "
                       "claim); its verdicts are stored beside the word-overlap ones."):
         options = {name: list(v) if isinstance(v, tuple) else v for name, v in turn.config.options}

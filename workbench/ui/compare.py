@@ -305,9 +305,21 @@ def answer_height(turns: list[Turn]) -> int | str:
     return ANSWER_HEIGHT if long else "content"
 
 
+#: A source chip (a Streamlit markdown badge) keeps to one line and cuts its title with "…": in a Compare column of
+#: ~180 px (1024 px with the sidebar open, three columns) "Set up SSO wit…". In a column it wraps instead, its
+#: background following each line. A constant: no visitor's text.
+_CHIPS_WRAP = """<style>
+[class*="st-key-cmp-col-"] .stMarkdownBadge {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: anywhere; -webkit-box-decoration-break: clone; box-decoration-break: clone;
+}
+</style>"""
+
+
 def show_conversations(columns: list[list[Turn]]) -> None:
     """Each column's conversation, turn by turn: one block of answers and sets per question (a single question:
     one block, as `show`)."""
+    st.html(_CHIPS_WRAP)
     positions = max((len(c) for c in columns), default=0)
     for p in range(positions):
         row = [c[p] for c in columns if p < len(c)]

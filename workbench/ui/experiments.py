@@ -14,6 +14,7 @@ users' questions) are listed and opened for analysts only.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -21,6 +22,7 @@ import streamlit as st
 from ..analysis.experiments import (compare_runs, diff_table, flips_table, leaderboard_figure, leaderboard_table,
                                     paired_table, shared_text)
 from ..config import default_db_path
+from ..paths import DEFAULT_STORE
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
 from . import audited
@@ -31,24 +33,30 @@ TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment 
 SHOWN_TURN_CHARS = 80
 
 
-def show(db: str | None) -> None:
+def turn_link(store: str) -> str:
+    """The prefix of an "open turn" link: this page in the trace store named `store` (its name, never its path), so
+    the link opens the same turn in a new tab."""
+    return "?" + urlencode({"store": store, TURN_PARAM: ""})
+
+
+def show(db: str | None, store: str = DEFAULT_STORE) -> None:
     path = Path(db or default_db_path())
     if not path.exists():
-        st.info(escape_markdown(f"No trace database at {path} yet: run `workbench eval QUESTIONS.jsonl --name NAME` "
-                                "(docs/experiments.md)."))
+        st.info(escape_markdown(f"The trace store {store!r} has no database yet ({path}): run")
+                + " `workbench eval QUESTIONS.jsonl --name NAME` (docs/experiments.md).")
         return
     try:
         turn = st.query_params.get(TURN_PARAM)
         if turn:
-            show_turn(path, turn)
+            show_turn(path, turn, store)
             st.divider()
-        board(path)
+        board(path, store)
         audited.section(path)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
 
 
-def board(path: Path) -> None:
+def board(path: Path, store: str = DEFAULT_STORE) -> None:
     from ..trace.experiments import list_runs, run_label
 
     runs = audited.visible_runs(list_runs(path))  # an audited run's questions are the audited app's users'
@@ -61,6 +69,9 @@ def board(path: Path) -> None:
         return
     labels = {(r["name"] or r["run_id"]): run_label(r) for r in runs}
     named = [key for key, r in zip(labels, runs) if r["name"]]
+    if st.session_state.setdefault("exp_runs_store", str(path)) != str(path):  # another store: its two newest
+        st.session_state.pop("exp_runs", None)                                  # named runs, as at first
+        st.session_state["exp_runs_store"] = str(path)
     st.session_state.setdefault("exp_runs", (named or list(labels))[:2][::-1])
     st.session_state["exp_runs"] = [run for run in st.session_state["exp_runs"] if run in labels]
     picked = st.multiselect("Runs", list(labels), format_func=lambda run: display_text(labels[run]), key="exp_runs")
@@ -86,9 +97,11 @@ def board(path: Path) -> None:
     if not result.diff:
         st.success("Every question passed or failed alike and consulted the same documents in these runs.")
         return
-    df = shown(diff_table(result, link=f"?{TURN_PARAM}="))
-    links = {c: st.column_config.LinkColumn(c, display_text="open turn") for c in df.columns if c.endswith(": turn")}
-    st.dataframe(df, hide_index=True, width="stretch", column_config=links)
+    df = shown(diff_table(result, link=turn_link(store)))
+    config = {c: st.column_config.LinkColumn(c, display_text="open turn", width="small")
+              for c in df.columns if c.endswith(": turn")}
+    config["question"] = st.column_config.TextColumn("question", width="medium")
+    st.dataframe(df, hide_index=True, width="stretch", column_config=config)
 
 
 def _tag_filter(runs: list[dict]) -> list[dict]:
@@ -108,7 +121,7 @@ def _shown_id(turn_id: str) -> str:
     return turn_id if len(turn_id) <= SHOWN_TURN_CHARS else turn_id[:SHOWN_TURN_CHARS] + "…"
 
 
-def show_turn(path: Path, turn_id: str) -> None:
+def show_turn(path: Path, turn_id: str, store: str = DEFAULT_STORE) -> None:
     from ..trace.experiments import turn_provenance
 
     from ..trace.audits import AUDIT_KIND
@@ -119,8 +132,9 @@ def show_turn(path: Path, turn_id: str) -> None:
                                    f"{audited.FOR_ANALYSTS}"), icon=":material/lock:")
         return
     if turn is None:
-        st.warning(escape_markdown(f"No turn {_shown_id(turn_id)} of an experiment run in {path}: this page opens only the "
-                                   "turns of the runs it lists (`workbench runs list`)."), icon="⚠️")
+        st.warning(escape_markdown(f"No turn {display_text(_shown_id(turn_id))} of an experiment run in the trace store "
+                                   f"{store!r}: this page opens only the turns of the runs it lists")
+                   + " (`workbench runs list`).", icon="⚠️")
         return
     st.subheader("Turn")
     st.markdown(escape_markdown(f"{turn['question']}"))

@@ -24,7 +24,7 @@ from ..providers.options import properties
 from ..redact import REDACTED
 from ..render.escaping import display_text, escape_markdown
 from ..trace.writer import COMPARE_RUN
-from . import identity
+from . import identity, shares
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def may_open(owner: str | None, viewer: identity.Viewer) -> bool:
 
 def not_yours(cid: str) -> str:
     return (f"Conversation {cid} is someone else's: it is not shown here and nothing can be added to it. "
-            "Ask your question in a new conversation.")
+            "Ask your question in a new conversation; to read theirs, ask its owner for a share link (Share).")
 
 
 def reopen(cid: str, cfg: RunConfig) -> str | None:
@@ -336,6 +336,8 @@ def controls(cfg: RunConfig) -> None:
                                              "stays in the trace database, to reopen later.")
         with st.popover("Open a past conversation", icon=":material/history:"):
             past(cfg)
+        shares.control(cfg, conversation_id(), bool(turns()))
+    shares.flash()
 
 
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)

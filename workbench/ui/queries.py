@@ -79,7 +79,7 @@ LIMIT 50""",
         "Audited assistants": f"""SELECT {run} AS run, json_extract_string(r.config_json, '$.app') AS app, r.model,
        count(*) AS turns, count(*) FILTER (WHERE t.status = 'unauditable') AS unauditable,
        round(avg(t.n_retrieved), 2) AS avg_retrieved, round(avg(t.n_cited), 2) AS avg_cited,
-       round(avg(t.n_consulted), 2) AS avg_consulted,
+       sum(t.n_rejected) AS rejected_citations, round(avg(t.n_consulted), 2) AS avg_consulted,
        sum(json_array_length(json_extract(p.payload_json, '$.audit.not_shown'))) AS never_shown,
        round(avg((t.n_rejected > 0)::INTEGER), 3) AS rejected_turn_rate
 FROM turns t JOIN runs r USING (run_id) LEFT JOIN turn_payloads p USING (turn_id){names}

@@ -13,7 +13,7 @@ from .. import questions
 from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
-from ..paths import confine, confine_db, confine_server
+from ..paths import DEFAULT_STORE, confine, confine_server, trace_stores
 from ..payload import Payload, TurnConfig
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
@@ -42,6 +42,8 @@ class RunConfig:
     #: The provider's options as (name, value) pairs, drawn from its `options_schema`; lists as tuples.
     options: tuple[tuple[str, Any], ...] = ()
     db: str | None = None
+    #: The name the trace store `db` is offered under (`paths.trace_stores`): what links carry, never its path.
+    store: str = DEFAULT_STORE
     tool_protocol: str | None = None  # agent mode: native | json-steps; None = the provider's default
     #: Who asks (the signed-in person, `turns.user_id`) and whose the turns are (`turns.owner`): `identity.Viewer`.
     user_id: str | None = None
@@ -82,6 +84,8 @@ class Turn:
     note: str | None = None
     #: An audited turn's timeline: the spans it was assembled from (`trace.audits.span_timeline`); empty otherwise.
     spans: tuple = ()
+    #: Shown to a reader of a shared conversation (`ui/shares.py`): nothing is re-run or judged for them.
+    read_only: bool = False
 
     @property
     def faithfulness(self) -> Any:
@@ -316,10 +320,17 @@ def option_inputs(container, provider: str) -> tuple[tuple[str, Any], ...]:
 # --- sidebar -----------------------------------------------------------------------------------
 
 
+#: Widget keys whose values every page keeps (Streamlit drops the state of a widget its page did not draw): the
+#: sidebar's, and the Compare page's configurations, question and follow-ups (its results are session state).
+KEPT = ("cfg_", "cmp_")
+#: Buttons among them: a button's state cannot be set, and is no choice to keep.
+_NOT_KEPT = frozenset({"cmp_cancel"})
+
+
 def keep_config() -> None:
-    """Keep sidebar choices when switching pages (Streamlit drops state of unmounted widgets)."""
+    """Keep the sidebar's and the Compare page's choices when switching pages (`KEPT`)."""
     for key in list(st.session_state):
-        if isinstance(key, str) and key.startswith("cfg_"):
+        if isinstance(key, str) and key.startswith(KEPT) and key not in _NOT_KEPT:
             st.session_state[key] = st.session_state[key]
 
 
@@ -335,7 +346,7 @@ def sidebar() -> RunConfig:
     names, rnames = provider_names(), retriever_names()
     defaults = {"cfg_provider": DEFAULT_PROVIDER if DEFAULT_PROVIDER in names else names[0],
                 "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": DEFAULT_K,
-                "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_db": default_db()}
+                "cfg_corpus_source": CORPUS_SOURCES[0]}
     for key, value in defaults.items():  # defaults through session state: no widget default clashes
         st.session_state.setdefault(key, value)
     sb = st.sidebar
@@ -367,9 +378,9 @@ def sidebar() -> RunConfig:
     corpus, corpus_label = _corpus_picker(sb)
     options = option_inputs(sb, provider)
     context = _context_policy(sb)
-    db = _trace_db(sb, sb.text_input("Trace database", key="cfg_db"))
+    store, db = trace_store(sb)
     return RunConfig(provider=provider, model=model, retriever=retriever, mode=mode, k=int(k), corpus=corpus,
-                     corpus_label=corpus_label, options=options, db=db, tool_protocol=protocol,
+                     corpus_label=corpus_label, options=options, db=db, store=store, tool_protocol=protocol,
                      user_id=viewer.user_id, owner=viewer.owner, context=context)
 
 
@@ -396,11 +407,50 @@ def _allowed(container, check: Callable[[], Any], instead: str) -> Any:
         return None
 
 
-def _trace_db(sb, text: str) -> str | None:
-    """The typed trace database if the operator allows it, else None (the default)."""
-    if not text.strip():
-        return None
-    return _allowed(sb, lambda: str(confine_db(text)), "Using the default trace database.")
+STORE_PARAM = "store"  # ?store=NAME: the trace store a page (and a link to it) opens, by its name
+#: How much of a refused `?store=` value the refusal quotes (the value comes from the address bar).
+SHOWN_STORE_CHARS = 80
+
+
+def _stores() -> dict[str, Path]:
+    """The operator's trace stores (`paths.trace_stores`); only the default one, with the operator's error on the
+    page, when `$WORKBENCH_STORES` is malformed."""
+    try:
+        return trace_stores()
+    except PathNotAllowedError as exc:
+        st.error(escape_markdown(f"{exc}. Only the default trace store is offered."), icon="🚫")
+        return {DEFAULT_STORE: Path(default_db())}
+
+
+def _follow_store_param(stores: dict[str, Path]) -> None:
+    """`?store=NAME` (a link, a new tab) chooses that store; a name the operator does not offer is refused on the
+    page itself (not in the sidebar), and the store in use stays."""
+    wanted = st.query_params.get(STORE_PARAM)
+    if not wanted or wanted == st.session_state.get("cfg_store"):
+        return
+    if wanted in stores:
+        st.session_state["cfg_store"] = wanted
+        return
+    shown = wanted if len(wanted) <= SHOWN_STORE_CHARS else wanted[:SHOWN_STORE_CHARS] + "…"
+    st.error(escape_markdown(f"There is no trace store named {display_text(shown)!r} in this app: it opens only the "
+                             f"stores its operator lists ({', '.join(stores)}), by name, never a path. Showing "
+                             f"{st.session_state.get('cfg_store', DEFAULT_STORE)!r}."), icon="🚫")
+
+
+def trace_store(sb) -> tuple[str, str | None]:
+    """The trace store picked in the sidebar among the operator's (`paths.trace_stores`), by name: (its name, its
+    path; None for the default). The address names it (`?store=NAME`), so a link opens the same store."""
+    stores = _stores()
+    _follow_store_param(stores)
+    if st.session_state.get("cfg_store") not in stores:
+        st.session_state["cfg_store"] = DEFAULT_STORE
+    name = sb.selectbox("Trace store", list(stores), key="cfg_store", format_func=display_text,
+                        help="The trace databases this app's operator offers (`default` and `$WORKBENCH_STORES`, "
+                             "docs/security.md); a link to a page names the store it opens.")
+    if name == DEFAULT_STORE and STORE_PARAM not in st.query_params:
+        return name, None
+    st.query_params[STORE_PARAM] = name
+    return name, (None if name == DEFAULT_STORE else str(stores[name]))
 
 
 def _model(sb, provider: str, text: str) -> str | None:
