@@ -22,7 +22,7 @@ from ..analysis.experiments import (compare_runs, diff_table, flips_table, leade
 from ..config import default_db_path
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
-from . import audited
+from . import audited_runs
 from .tables import shown
 
 TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment run only)
@@ -42,7 +42,7 @@ def show(db: str | None) -> None:
             show_turn(path, turn)
             st.divider()
         board(path)
-        audited.section(path)
+        audited_runs.section(path)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
 
