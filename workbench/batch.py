@@ -71,7 +71,7 @@ from queue import SimpleQueue
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .agent import StepEvent
-from .config import DEFAULT_K, DEFAULT_PROVIDER, MAX_CONVERSATION_ID_CHARS
+from .config import DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, MAX_CONVERSATION_ID_CHARS
 from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
@@ -237,7 +237,7 @@ class EvalSpec:
 
     provider: str = DEFAULT_PROVIDER
     model: str | None = None
-    mode: str = "agent"
+    mode: str = DEFAULT_MODE
     k: int = DEFAULT_K
     #: The provider's options (checked against its `options_schema` by `Session.ask`); secrets never recorded.
     options: Mapping[str, Any] = field(default_factory=dict)

@@ -63,6 +63,11 @@ class TurnRecordError(WorkbenchError):
     """A turn record (docs/design.md §4) given to `provenance` is not valid."""
 
 
+class PayloadError(WorkbenchError, ValueError):
+    """A sources payload (docs/design.md §2) or a turn's configuration does not keep the contract: a key it does
+    not know, or JSON the payload schema refuses; names the key or the place. A `ValueError` too, as it was."""
+
+
 class EmbeddingError(WorkbenchError):
     """An embedding backend (Ollama, Gemini, wordllama) is not configured or failed; names the fix."""
 

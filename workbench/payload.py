@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from .config import DEFAULT_MODE
 from . import schemas
+from .errors import PayloadError
 
 SCHEMA_VERSION = 1
 
@@ -314,7 +316,7 @@ class TurnConfig:
     def from_json(cls, d: Mapping[str, Any]) -> TurnConfig:
         unknown = [k for k in d if k not in _CONFIG_KEYS]
         if unknown:
-            raise ValueError(f"a turn's configuration has no key {', '.join(map(repr, unknown))}")
+            raise PayloadError(f"a turn's configuration has no key {', '.join(map(repr, unknown))}")
         values = {k: tuple(v) if k == "withheld" and v is not None else v for k, v in d.items()}
         return cls(**values, present=tuple(d))
 
@@ -430,7 +432,7 @@ class Payload:
     rejected_citations: tuple[Rejection, ...] = ()
     turn_id: str | None = None
     question: str | None = None
-    mode: str = "agent"
+    mode: str = DEFAULT_MODE
     status: str = "ok"
     error: str | None = None
     citations: tuple[CitationEntry, ...] = ()
@@ -452,7 +454,7 @@ class Payload:
             answer=d["answer"], sources=tuple(Source.from_json(s) for s in d.get("sources", ())),
             sets=Sets(**{k: tuple(sets.get(k, ())) for k in ("retrieved", "cited", "consulted")}),
             rejected_citations=tuple(Rejection.from_json(r) for r in d.get("rejected_citations", ())),
-            turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", "agent"),
+            turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", DEFAULT_MODE),
             status=d.get("status", "ok"), error=d.get("error"),
             citations=tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
             documents=tuple(Document.from_json(x) for x in d.get("documents", ())),
@@ -480,14 +482,14 @@ class Payload:
 
 
 def validate_json(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `ValueError` naming the first
+    """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `PayloadError` naming the first
     problem (used at the edges that print or serve payloads, and by the tests)."""
     import jsonschema
 
     error = jsonschema.exceptions.best_match(_validator(jsonschema, schemas).iter_errors(data))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(root)"
-        raise ValueError(f"not a valid sources payload: {where}: {error.message}")
+        raise PayloadError(f"not a valid sources payload: {where}: {error.message}")
     return data
 
 

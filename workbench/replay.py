@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from .config import DEFAULT_JUDGE
 from .audit.spans import Span
 from .audit.turns import Message, ModelCall, model_calls
 from .errors import ProviderError, VerificationError
@@ -184,7 +185,7 @@ class Replayed:
 
 
 def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str = "openai", model: str | None = None,
-                  budget: int = DEFAULT_BUDGET, judge: str = "lexical", write: bool = True) -> Replayed:
+                  budget: int = DEFAULT_BUDGET, judge: str = DEFAULT_JUDGE, write: bool = True) -> Replayed:
     """Verify the audited turn `turn_id` of the trace store `db` by replaying its final model call at `endpoint`
     (the module docstring), and (with `write`) add the verification's `ablations` rows to the store. Nothing is
     written when it cannot run: an unknown, native, unauditable or unanswered turn, none consulted, an

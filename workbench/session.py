@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_K, Settings
+from .config import DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_K, Settings
 from .questions import check_conversation_id, check_question_length
 from .corpus import Corpus, Topic, load_corpus, topic
 from .payload import Payload
@@ -51,7 +51,7 @@ class Answer:
 class Session:
     """A corpus plus one retriever over it; `ask()` runs a turn with any provider and mode."""
 
-    def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None, *,
+    def __init__(self, corpus: Corpus, retriever: str = DEFAULT_RETRIEVER, cache_dir: Path | None = None, *,
                  trace_db: str | Path | None = None, trace: bool = True, settings: Settings | None = None):
         if retriever not in retriever_names():
             raise UnknownNameError("retriever", retriever, retriever_names())
@@ -75,7 +75,7 @@ class Session:
                 self.tracer.listeners.append(from_env().listener(self.tracer.path))
 
     @classmethod
-    def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
+    def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = DEFAULT_RETRIEVER, **kwargs) -> "Session":
         """Load `corpus` (a path, a loaded corpus, or None for the bundled demo corpus)."""
         if not isinstance(corpus, Corpus):
             corpus = load_corpus(corpus or DEMO_CORPUS)
@@ -88,8 +88,8 @@ class Session:
             self._toolbox = Toolbox(self.corpus, retriever)
         return self._toolbox
 
-    def ask(self, question: str, *, provider: str = DEFAULT_PROVIDER, model: str | None = None, mode: str = "agent",
-            k: int = DEFAULT_K, run_id: str | None = None, judge: str | None = "lexical",
+    def ask(self, question: str, *, provider: str = DEFAULT_PROVIDER, model: str | None = None, mode: str = DEFAULT_MODE,
+            k: int = DEFAULT_K, run_id: str | None = None, judge: str | None = DEFAULT_JUDGE,
             tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
             log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
             conversation_id: str | None = None, context: ContextPolicy | None = None,
@@ -149,13 +149,13 @@ class Session:
         request = {"provider": provider, "model": model, "options": dict(provider_options)}
         checked = None
         if verify and record.status in ANSWERED and record.answer.strip():
-            checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
+            checked = self._verify(record, payload, request, verify_budget, judge or DEFAULT_JUDGE)
             payload = replace(payload, verification=checked.to_payload())
         answer = Answer(record, payload, faith, None, checked, request,
                         topic=topic(question, self.corpus, payload.sets.retrieved))
         return self.log(answer, run_id=run_id, if_moved=if_moved) if log else answer
 
-    def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
+    def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = DEFAULT_JUDGE) -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
         model and options it was asked with, this session's retriever, its mode, k and tool protocol, at
         most `budget` times. The verification goes into the returned answer's payload and, for a traced
@@ -291,7 +291,7 @@ class Conversations:
         at most `MAX_REASKS` times; either way the next turn reads the conversation from the store again."""
         if conversation_id is None:
             return self.session.ask(question, **kwargs)
-        reask = reask_when_moved(kwargs.get("mode", "agent")) and kwargs.get("log", True)
+        reask = reask_when_moved(kwargs.get("mode", DEFAULT_MODE)) and kwargs.get("log", True)
         for attempt in range(MAX_REASKS + 1):
             c = self.get(conversation_id)
             try:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from . import schemas
-from .config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS
+from .config import DEFAULT_CONTEXT_TURNS, DEFAULT_MODE, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS
 from .errors import TurnRecordError, WorkbenchError
 
 Exposure = Literal["full", "snippet", "title"]
@@ -255,7 +255,7 @@ class TurnRecord:
 
     question: str
     answer: str
-    mode: Mode = "agent"
+    mode: Mode = DEFAULT_MODE
     tool_calls: tuple[ToolCall, ...] = ()
     excerpts: tuple[Excerpt, ...] = ()
     turn_id: str | None = None

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from .agent import run_turn
-from .config import DEFAULT_K
+from .config import DEFAULT_JUDGE, DEFAULT_K
 from .errors import VerificationError
 from .faithfulness import get_judge, shown_texts, split_claims
 from .faithfulness.claims import Claim, clean
@@ -301,7 +301,7 @@ class Rerun:
 
 
 def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: Payload | None = None,
-           judge: str | Judge = "lexical", budget: int = DEFAULT_BUDGET,
+           judge: str | Judge = DEFAULT_JUDGE, budget: int = DEFAULT_BUDGET,
            sampling: Mapping[str, Any] | None = None) -> Verification:
     """Verify one turn by ablation (the module docstring): control, then one re-run per candidate.
 

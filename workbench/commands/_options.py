@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
@@ -92,8 +92,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
     p.add_argument("--provider", default=DEFAULT_PROVIDER, help=LazyHelp(provider_help))
     p.add_argument("--model", help="model for the provider (each provider's default is listed under --provider)")
-    p.add_argument("--retriever", default="bm25", help=LazyHelp(retriever_help))
-    p.add_argument("--mode", default="agent", choices=MODES, help="agent (tools) or excerpts")
+    p.add_argument("--retriever", default=DEFAULT_RETRIEVER, help=LazyHelp(retriever_help))
+    p.add_argument("--mode", default=DEFAULT_MODE, choices=MODES, help="agent (tools) or excerpts")
     p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None, help=LazyHelp(tool_protocol_help))
     p.add_argument("-k", "--k", type=k_value, default=DEFAULT_K, help=K_HELP)
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import duckdb
 
+from ..config import DEFAULT_MODE
 from ..context_policy import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
@@ -44,7 +45,7 @@ class AskedWith:
     provider: str
     model: str | None = None
     retriever: str | None = None
-    mode: str = "agent"
+    mode: str = DEFAULT_MODE
     k: int | None = None
     tool_protocol: str | None = None
     corpus_id: str | None = None
@@ -56,7 +57,7 @@ class AskedWith:
         """From a run's configuration (`runs.config_json` with the run's own columns)."""
         options = config.get("options") or {}
         return cls(provider=config.get("provider") or "", model=config.get("model"),
-                   retriever=config.get("retriever"), mode=config.get("mode") or "agent",
+                   retriever=config.get("retriever"), mode=config.get("mode") or DEFAULT_MODE,
                    k=int(config["k"]) if config.get("k") is not None else None,
                    tool_protocol=config.get("tool_protocol"), corpus_id=config.get("corpus_id"),
                    corpus_hash=config.get("corpus_hash"),
@@ -241,7 +242,7 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
                                   model_version=m["model_version"], retries=m["retries"] or 0,
                                   n_tool_calls=m["n_tool_calls"] or 0) for m in t.model_calls)
     started = turn.get("started_at")
-    return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or "agent",
+    return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or DEFAULT_MODE,
                       tool_calls=calls, excerpts=tuple(excerpts), turn_id=turn["turn_id"], status=turn["status"],
                       error=turn.get("error"), model_calls=model_calls, config=config,
                       started_at=started.isoformat() if started is not None else None, latency_ms=turn.get("latency_ms"),

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from ..config import DEFAULT_RETRIEVER
 from ..errors import WorkbenchError
 from ..payload import AUDITED, Payload
 from ..render.escaping import escape_markdown
@@ -49,7 +50,7 @@ def from_store(record: Any, payload: Payload, *, db: str, cfg: RunConfig | None 
                      db=(cfg.db if cfg is not None else db))
     turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=note)
     if corpus is not None:
-        turn.session = get_session(corpus[0], cfg.retriever if cfg is not None else "bm25", tcfg.db)
+        turn.session = get_session(corpus[0], cfg.retriever if cfg is not None else DEFAULT_RETRIEVER, tcfg.db)
     turn.answer = Answer(record, payload, verification=verification, request={})
     turn.spans = tuple(span_timeline(db, payload.audit.trace_ids))
     return turn

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from .. import questions
-from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import confine, confine_db, confine_server
@@ -34,8 +34,8 @@ class RunConfig:
 
     provider: str = DEFAULT_PROVIDER
     model: str | None = None
-    retriever: str = "bm25"
-    mode: str = "agent"
+    retriever: str = DEFAULT_RETRIEVER
+    mode: str = DEFAULT_MODE
     k: int = DEFAULT_K
     corpus: str = str(DEMO_CORPUS)
     corpus_label: str = "demo"
@@ -334,7 +334,7 @@ def sidebar() -> RunConfig:
     keep_config()
     names, rnames = provider_names(), retriever_names()
     defaults = {"cfg_provider": DEFAULT_PROVIDER if DEFAULT_PROVIDER in names else names[0],
-                "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": DEFAULT_K,
+                "cfg_retriever": DEFAULT_RETRIEVER if DEFAULT_RETRIEVER in rnames else rnames[0], "cfg_mode": DEFAULT_MODE, "cfg_k": DEFAULT_K,
                 "cfg_corpus_source": CORPUS_SOURCES[0], "cfg_db": default_db()}
     for key, value in defaults.items():  # defaults through session state: no widget default clashes
         st.session_state.setdefault(key, value)
