@@ -12,6 +12,7 @@ PKG = ROOT / "workbench"
 LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "context_policy", "agent", "payload", "provenance", "render",
           "faithfulness", "verify", "trace", "session", "batch", "audit", "replay", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact", "retries",
+          "turn_ids",
           "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {

@@ -27,7 +27,6 @@ tools gave it only as a title (a listing's link, rule 3e: "What articles do you 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from bisect import bisect_right
@@ -42,6 +41,7 @@ from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
 from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
+from .turn_ids import content_id
 from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
 
@@ -562,12 +562,8 @@ def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
 
 
 def turn_id_of(record: TurnRecord) -> str:
-    """The record's turn id, or a stable id derived from its content (provenance stays pure)."""
-    if record.turn_id:
-        return record.turn_id
-    # repr of frozen dataclasses is deterministic and far cheaper than asdict + json
-    digest = hashlib.sha256(repr(record).encode()).hexdigest()
-    return f"t-{digest[:16]}"
+    """The record's turn id, or a stable id derived from the content fields `turn_ids` names (provenance stays pure)."""
+    return record.turn_id or content_id(record)
 
 
 def sources_payload(record: TurnRecord) -> Payload:

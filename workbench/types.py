@@ -137,9 +137,8 @@ class ToolCall:
     error: str | None = None
     latency_ms: float | None = None
     call_id: str | None = None
-    #: Out of `repr`, so the content-derived id of a record written before cuts existed stays what it was
-    #: (`provenance.turn_id_of`); what was cut differs in `results` too.
-    cut: Cut | None = field(default=None, repr=False)
+    #: Not among the content fields a record's id is derived from (`turn_ids`): what was cut differs in `results` too.
+    cut: Cut | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ class ModelCall:
     n_tool_calls: int = 0  # tool calls this step asked for; the agent loop runs them right after the call
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True)
 class HistoryTurn:
     """One earlier turn of a conversation as turn t's context held it (docs/design.md §11), oldest first: its
     `record` as it was asked, wrapped (as llama-index's `NodeWithScore` wraps a node) with what only the
@@ -208,13 +207,6 @@ class HistoryTurn:
                 "position": self.position, "mode": r.mode, "tool_calls": tuple(asdict(c) for c in r.tool_calls),
                 "excerpts": tuple(asdict(e) for e in r.excerpts), "steps": self.steps,
                 "prior_context": self.prior_context}
-
-    def __repr__(self) -> str:
-        # what it always was: a record without a turn id is named by its repr (`provenance.turn_id_of`)
-        r = self.record
-        return (f"HistoryTurn(question={r.question!r}, answer={r.answer!r}, context={self.context!r}, "
-                f"turn_id={r.turn_id!r}, position={self.position!r}, mode={r.mode!r}, tool_calls={r.tool_calls!r}, "
-                f"excerpts={r.excerpts!r}, steps={self.steps!r}, prior_context={self.prior_context!r})")
 
 
 def _whole(value: Any) -> bool:
@@ -270,10 +262,10 @@ class TurnRecord:
     conversation_id: str | None = None
     position: int | None = None  # 1-based place in its conversation
     #: Who asked it (the signed-in person's email, else subject) and whose it is (`turns.owner`, m018); None
-    #: outside the app and without sign-in (docs/security.md, "Who sees what"). Not part of the record's repr,
-    #: which a record without a turn id is named by (`provenance.turn_id_of`): who asked is no content of the turn.
-    user_id: str | None = field(default=None, repr=False)
-    owner: str | None = field(default=None, repr=False)
+    #: outside the app and without sign-in (docs/security.md, "Who sees what"). Not among the content fields a
+    #: record without a turn id is named by (`turn_ids`): who asked is no content of the turn.
+    user_id: str | None = None
+    owner: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
