@@ -95,7 +95,7 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class DocumentEntry:
     """One retrieved document with its three-set membership and why (`documents[]` of the payload)."""
 
     doc_id: str
@@ -117,7 +117,7 @@ class Document:
     exposure_position: int | None = None
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Document:
+    def from_json(cls, d: dict[str, Any]) -> DocumentEntry:
         return cls(doc_id=d["doc_id"], title=d.get("title"), url=d.get("url"), cited=d["cited"],
                    consulted=d["consulted"], exposure=d["exposure"], reason=d["reason"], kind=d.get("kind", "source"),
                    artifact_kind=d.get("artifact_kind"), label=d.get("label", "Source text"),
@@ -350,7 +350,7 @@ class ReRun:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ReRun:
-        return cls(**{k: d.get(k) for k in _RERUN_KEYS})
+        return cls(**{k: d.get(k) for k in RERUN_KEYS})
 
     def to_json(self, withheld: bool = False) -> dict[str, Any]:
         """The control's JSON, or with `withheld` a document's (`cited`, `consulted`, `verdict` first); the keys
@@ -363,7 +363,10 @@ class ReRun:
         return _omit_none(out, extra_calls=self.extra_calls, reason=self.reason)
 
 
-_RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+#: A withheld document's re-run's fields; the control's have no `cited`, `consulted` or `verdict`. Named as
+#: `verify.Ablation`'s, which fills them (`Ablation.summary`).
+RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+CONTROL_KEYS = tuple(k for k in RERUN_KEYS if k not in ("cited", "consulted", "verdict"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +439,7 @@ class Payload:
     status: str = "ok"
     error: str | None = None
     citations: tuple[CitationEntry, ...] = ()
-    documents: tuple[Document, ...] = ()
+    documents: tuple[DocumentEntry, ...] = ()
     tool_calls: tuple[ToolCallEntry, ...] = ()
     config: TurnConfig = TurnConfig()
     conversation_id: str | None = None  # docs/design.md §11; None: a single turn (the key is absent)
@@ -457,7 +460,7 @@ class Payload:
             turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", DEFAULT_MODE),
             status=d.get("status", "ok"), error=d.get("error"),
             citations=tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
-            documents=tuple(Document.from_json(x) for x in d.get("documents", ())),
+            documents=tuple(DocumentEntry.from_json(x) for x in d.get("documents", ())),
             tool_calls=tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())),
             config=TurnConfig.from_json(d.get("config") or {}), conversation_id=d.get("conversation_id"),
             position=d.get("position"), verification=VerificationSummary.from_json(d.get("verification")),

@@ -40,7 +40,7 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
+from .payload import CitationEntry, DocumentEntry, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
 from .turn_ids import content_id
 from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
@@ -671,7 +671,7 @@ def _consulted_in_turn(record: TurnRecord, own: _Retrieved | None, c: _Carried |
     return c.exposure, True, f"read in turn {k}, cited here"
 
 
-def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> Document:
+def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> DocumentEntry:
     """One document of the allow-list with its exposure, whether it is consulted and why, and where it came from."""
     exposure, consulted, reason = _consulted_in_turn(record, own, c, cited)
     excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
@@ -682,7 +682,7 @@ def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Car
             carried_from, carried_position = earlier
         if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
             exposure_from, exposure_position = earlier  # the exposure shown is the earlier turn's
-    return Document(doc_id=r.doc_id, title=r.title, url=r.url, cited=cited, consulted=consulted, exposure=exposure,
+    return DocumentEntry(doc_id=r.doc_id, title=r.title, url=r.url, cited=cited, consulted=consulted, exposure=exposure,
                     reason=reason, kind=r.kind, artifact_kind=r.artifact_kind,
                     label=artifact_label(r.kind, r.artifact_kind), tool_call=r.tool_call, tool_calls=tuple(r.tool_calls),
                     excerpts=tuple(excerpt_ns), carried_from=carried_from, carried_position=carried_position,

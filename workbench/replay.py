@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from .config import DEFAULT_JUDGE
 from .audit.spans import Span
-from .audit.turns import Message, ModelCall, model_calls
+from .audit.turns import Message, SpanCall, model_calls
 from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider
@@ -32,7 +32,7 @@ from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
 from .trace.reader import as_reader
 from .trace.writer import TraceWriter
 from .types import TRUNCATED
-from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, Verification, ablate, candidates,
+from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, RerunOutcome, Verification, ablate, candidates,
                      check_answered, check_budget, pinned_options, within_budget)
 
 REPLAY_METHOD = f"replay-{METHOD}"
@@ -56,7 +56,7 @@ class RecordedCall:
     model: str | None
 
 
-def recorded_call(call: ModelCall) -> RecordedCall:
+def recorded_call(call: SpanCall) -> RecordedCall:
     """`call`'s input messages and tool declarations as provider-neutral messages (`providers.base`)."""
     names = {r.call_id: r.name for m in call.inputs for r in m.tool_calls if r.call_id}
     messages = [_message(m, names) for m in call.inputs]
@@ -208,7 +208,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     options, pinned = pinned_options(declared(provider, "options_schema"), {})
     p = get_provider(provider, model=name, **{ENDPOINT_OPTION[provider]: endpoint}, **options)
 
-    def rerun(c: Candidate | None) -> Rerun:
+    def rerun(c: Candidate | None) -> RerunOutcome:
         return _send(p, sent[c.doc_id][0] if c else list(inputs.call.messages), list(inputs.call.tools))
 
     v = ablate(turn_id, inputs.payload.answer, inputs.payload, to_run, skipped, rerun, inputs.shown, judge=judge,
@@ -218,7 +218,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     return Replayed(replace(inputs.payload, verification=v.to_payload()), v, name)
 
 
-def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Rerun:
+def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RerunOutcome:
     """One replayed call; an endpoint that cannot be reached stops the verification (nothing is written)."""
     start = time.perf_counter()
     try:
@@ -226,14 +226,14 @@ def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any
     except ProviderError as exc:
         if exc.status == "connection_error":
             raise VerificationError(f"cannot replay: {exc}") from None
-        return Rerun(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
+        return RerunOutcome(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
     c = step.call
     if step.tool_calls:
         asked = ", ".join(t.name for t in step.tool_calls)
-        return Rerun("tool_call", step.text, f"the replayed call asked for tools ({asked}) instead of answering, and "
+        return RerunOutcome("tool_call", step.text, f"the replayed call asked for tools ({asked}) instead of answering, and "
                      f"tool calls are not re-run", 1, c.tokens_in, c.tokens_out, _ms(start))
     status = TRUNCATED if c.finish_reason == "length" else "ok"
-    return Rerun(status, step.text, None, 1, c.tokens_in, c.tokens_out, _ms(start))
+    return RerunOutcome(status, step.text, None, 1, c.tokens_in, c.tokens_out, _ms(start))
 
 
 def _ms(start: float) -> float:

@@ -18,10 +18,10 @@ from typing import Any
 from ..payload import AUDITED, Audit, Evidence, Payload, Rejection, Sets
 from ..provenance import sources_payload
 from ..redact import scrub_secrets
-from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
+from ..types import EXPOSURE_RANK, Excerpt, HistoryTurn, ModelCall, ResultItem, ToolCall, TurnRecord
 from .measure import Seen, block_unit, exposure_of, normalize, numbered_blocks, texts
 from .spans import CUT_MARK, Span
-from .turns import REDACTED, Message, ModelCall, current_from, model_calls, question_of, session_of
+from .turns import REDACTED, Message, SpanCall, current_from, model_calls, question_of, session_of
 from .units import DocRef, Origin, Resolver, Unit, reranker_inputs, span_units, tool_units
 
 SOURCE = "openinference"
@@ -107,14 +107,14 @@ def turn_id_for(trace_id: str) -> str:
     return f"otel-{trace_id}"
 
 
-def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question: str, run: str,
+def _base(spans: list[Span], calls: list[SpanCall], final: SpanCall, question: str, run: str,
           session: str | None, position: int, trace_id: str) -> TurnRecord:
     start = spans[0].start_ns
     end = max(s.end_ns for s in spans)
     model = next((c.span.attributes.get("llm.model_name") for c in reversed(calls)
                   if isinstance(c.span.attributes.get("llm.model_name"), str)), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
+    recorded = tuple(ModelCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=c.span.attributes.get("llm.model_name"),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_int(c.span.attributes.get("llm.token_count.prompt")),
@@ -133,7 +133,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _unauditable(spans: list[Span], calls: list[ModelCall]) -> str | None:
+def _unauditable(spans: list[Span], calls: list[SpanCall]) -> str | None:
     """Why what the rules need is hidden, missing or cut, or None (docs/design.md §12 *Unauditable*)."""
     for c in calls:
         if c.hidden:
@@ -157,7 +157,7 @@ def _own_part(inputs: tuple[Message, ...]) -> list[Message]:
     return [m for i, m in enumerate(inputs) if i >= start or m.role == "system"]
 
 
-def _documents(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]], resolver: Resolver) -> _Docs:
+def _documents(spans: list[Span], parts: list[tuple[int, SpanCall, list[Message]]], resolver: Resolver) -> _Docs:
     docs = _Docs()
     for s in spans:
         for u in (*span_units(s), *reranker_inputs(s)):
@@ -251,7 +251,7 @@ def _without_unmatched(p: Payload) -> Payload:
         sources=tuple(s for s in p.sources if s.doc_id != _UNMATCHED))
 
 
-def _history(e: Earlier, final: ModelCall) -> HistoryTurn:
+def _history(e: Earlier, final: SpanCall) -> HistoryTurn:
     """An earlier turn as this turn's prompt held it: its context state measured in the prompt's earlier part."""
     start = current_from(final.inputs)
     before = " ".join(normalize(m.content) for m in final.inputs[:start] if m.content and m.role != "system")

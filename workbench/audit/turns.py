@@ -20,8 +20,9 @@ _MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$
 
 
 @dataclass(frozen=True, slots=True)
-class ToolRequest:
-    """One tool call a model asked for (an assistant message's `tool_calls`)."""
+class SpanToolRequest:
+    """One tool call a model asked for, as a span's assistant message (`tool_calls`) shows it (the workbench's
+    providers' own is `providers.base.ToolRequest`)."""
 
     name: str
     arguments: str
@@ -33,18 +34,19 @@ class Message:
     role: str
     content: str | None
     index: int
-    tool_calls: tuple[ToolRequest, ...] = ()
+    tool_calls: tuple[SpanToolRequest, ...] = ()
     tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCall:
-    """One call to a model: its span, input messages, output, and why its input cannot be read (or None)."""
+class SpanCall:
+    """One model call as another app's spans show it (the workbench's own is `types.ModelCall`): its span, input
+    messages, output, and why its input cannot be read (or None)."""
 
     span: Span
     inputs: tuple[Message, ...]
     answer: str | None
-    requests: tuple[ToolRequest, ...]
+    requests: tuple[SpanToolRequest, ...]
     hidden: str | None
 
     @property
@@ -71,13 +73,13 @@ def messages(span: Span, direction: str) -> list[Message]:
     return out
 
 
-def _requests(f: dict[str, Any]) -> tuple[ToolRequest, ...]:
+def _requests(f: dict[str, Any]) -> tuple[SpanToolRequest, ...]:
     calls: dict[int, dict[str, Any]] = {}
     for key, value in f.items():
         m = re.match(r"^tool_calls\.(\d+)\.tool_call\.(.+)$", key)
         if m:
             calls.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    return tuple(ToolRequest(name=str(c.get("function.name", "")), arguments=str(c.get("function.arguments", "")),
+    return tuple(SpanToolRequest(name=str(c.get("function.name", "")), arguments=str(c.get("function.arguments", "")),
                              call_id=c.get("id")) for _, c in sorted(calls.items()))
 
 
@@ -95,7 +97,7 @@ def _hidden(span: Span, inputs: list[Message]) -> str | None:
     return None
 
 
-def model_calls(spans: list[Span]) -> list[ModelCall]:
+def model_calls(spans: list[Span]) -> list[SpanCall]:
     """The trace's model calls (leaf LLM spans), in start order."""
     llm = [s for s in spans if s.kind == "LLM"]
     parents = {s.parent_id for s in llm}
@@ -108,7 +110,7 @@ def model_calls(spans: list[Span]) -> list[ModelCall]:
             value = s.attributes.get("output.value")
             answer = value if isinstance(value, str) and s.attributes.get("output.mime_type") != "application/json" else None
         requests = tuple(r for m in outputs for r in m.tool_calls)
-        calls.append(ModelCall(span=s, inputs=tuple(inputs), answer=answer, requests=requests, hidden=_hidden(s, inputs)))
+        calls.append(SpanCall(span=s, inputs=tuple(inputs), answer=answer, requests=requests, hidden=_hidden(s, inputs)))
     return calls
 
 
@@ -117,7 +119,7 @@ def root_of(spans: list[Span]) -> Span | None:
     return next((s for s in spans if s.parent_id is None), None)
 
 
-def question_of(spans: list[Span], final: ModelCall) -> str:
+def question_of(spans: list[Span], final: SpanCall) -> str:
     """The question: the root span's plain-text input (an app's query), else the final call's last user message."""
     root = root_of(spans)
     if root is not None and root.kind != "LLM":
