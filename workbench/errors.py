@@ -68,6 +68,10 @@ class PayloadError(WorkbenchError, ValueError):
     not know, or JSON the payload schema refuses; names the key or the place. A `ValueError` too, as it was."""
 
 
+class TurnConfigError(PayloadError):
+    """A turn's configuration (`types.TurnConfig`) has a key it does not know; names the key and the known ones."""
+
+
 class EmbeddingError(WorkbenchError):
     """An embedding backend (Ollama, Gemini, wordllama) is not configured or failed; names the fix."""
 

@@ -3,7 +3,7 @@
 `Payload.from_json(data)` reads a payload (this workbench's, or an older server's that lacks optional
 fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.sources_payload`
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
-The payload's `config` (`TurnConfig`) and `verification` (`VerificationSummary`) are typed records too.
+The payload's `config` (`types.TurnConfig`, the one typed configuration of a turn) and `verification` (`VerificationSummary`) are typed records too.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
 `carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
 `conversation_id`, `position`, `citations_omitted`, `verification` and `audit`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from .config import DEFAULT_MODE
 from . import schemas
 from .errors import PayloadError
+from .types import TurnConfig
 
 SCHEMA_VERSION = 1
 
@@ -275,62 +276,6 @@ class Audit:
         return {"source": self.source, "service": self.service, "trace_ids": list(self.trace_ids),
                 "not_shown": list(self.not_shown), "evidence": {k: v.to_json() for k, v in self.evidence.items()},
                 "reason": self.reason, "rule": self.rule}
-
-
-@dataclass(frozen=True, slots=True)
-class TurnConfig:
-    """The configuration a turn ran with (the payload's `config`): what the agent loop records, what the session
-    adds, what a verification re-run and an audited turn say (docs/design.md §2, §9, §12).
-
-    A key is in the JSON when the producer gave it, null or not, in the order it gave them (`present`: the
-    fields given, in order; by default the ones that are not None, in this declaration order, which is the
-    order the agent loop, the session, a re-run and an audit write them in). A key it does not know is refused
-    (`from_json`), as a pydantic model with `extra="forbid"` would."""
-
-    provider: str | None = None
-    model: str | None = None
-    retriever: str | None = None
-    mode: str | None = None
-    tool_protocol: str | None = None
-    k: int | None = None
-    prompt_version: str | None = None
-    corpus_id: str | None = None
-    corpus_hash: str | None = None
-    provider_label: str | None = None
-    model_label: str | None = None
-    options: Mapping[str, Any] | None = None  # the provider options recorded (`providers.options.recorded`)
-    context_window: Mapping[str, Any] | None = None  # {"tokens", "source"[, "output_tokens"]} (`agent._Budget`)
-    context: Mapping[str, Any] | None = None  # a conversation's policy and budget (`agent._fit`)
-    verifies: str | None = None  # a verification re-run: the turn it verifies and the documents it withheld
-    withheld: tuple[str, ...] | None = None
-    app: str | None = None  # an audited turn: the app's service, the spans' source and run
-    source: str | None = None
-    run: str | None = None
-    present: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    def __post_init__(self):
-        if not self.present:
-            object.__setattr__(self, "present", tuple(n for n in _CONFIG_KEYS if getattr(self, n) is not None))
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> TurnConfig:
-        unknown = [k for k in d if k not in _CONFIG_KEYS]
-        if unknown:
-            raise PayloadError(f"a turn's configuration has no key {', '.join(map(repr, unknown))}")
-        values = {k: tuple(v) if k == "withheld" and v is not None else v for k, v in d.items()}
-        return cls(**values, present=tuple(d))
-
-    def to_json(self) -> dict[str, Any]:
-        out = {n: getattr(self, n) for n in self.present}
-        for n in ("options", "context_window", "context"):
-            if out.get(n) is not None:
-                out[n] = dict(out[n])
-        if out.get("withheld") is not None:
-            out["withheld"] = list(out["withheld"])
-        return out
-
-
-_CONFIG_KEYS = tuple(f.name for f in fields(TurnConfig) if f.name != "present")
 
 
 @dataclass(frozen=True, slots=True)

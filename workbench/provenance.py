@@ -40,7 +40,7 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .payload import CitationEntry, DocumentEntry, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
+from .payload import CitationEntry, DocumentEntry, Payload, Rejection, Sets, Source, ToolCallEntry
 from .turn_ids import content_id
 from .types import EXPOSURE_RANK, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
@@ -625,7 +625,7 @@ def sources_payload(record: TurnRecord) -> Payload:
                                        doc_ids=tuple(r.doc_id for r in t.results), latency_ms=t.latency_ms,
                                        error=t.error, cut=t.cut.to_dict() if t.cut else None)
                          for i, t in enumerate(record.tool_calls)),
-        config=TurnConfig.from_json(record.config),
+        config=record.config,
         conversation_id=record.conversation_id,
         position=record.position,
         citations_omitted=omitted or None,

@@ -65,7 +65,7 @@ def content_v1(record: TurnRecord) -> str:
     parts = {"tool_calls": _tuple(record.tool_calls, _tool_call),
              "excerpts": _tuple(record.excerpts, lambda e: _part("Excerpt", EXCERPT_FIELDS, e)),
              "model_calls": _tuple(record.model_calls, lambda m: _part("ModelCall", MODEL_CALL_FIELDS, m)),
-             "history": _tuple(record.history, _history)}
+             "history": _tuple(record.history, _history), "config": repr(record.config.to_json())}
     return _named("TurnRecord", [(n, parts[n] if n in parts else repr(getattr(record, n))) for n in RECORD_FIELDS])
 
 
