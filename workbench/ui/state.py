@@ -20,7 +20,7 @@ from ..providers.options import input_kind, properties
 from ..redact import recorded
 from ..render.escaping import display_text, escape_markdown
 from ..retrieval import retriever_names
-from ..session import Answer, Session
+from ..session import Answer, AskSpec, Session
 from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -48,6 +48,12 @@ class RunConfig:
     owner: str | None = None
     #: What of a conversation's earlier turns the model still has (docs/design.md §11), recorded with each turn.
     context: ContextPolicy = field(default_factory=ContextPolicy)
+
+    def asked(self) -> AskSpec:
+        """How a turn of this configuration is asked (`Session.ask`'s `AskSpec`): the tool protocol in agent mode only."""
+        return AskSpec(provider=self.provider, model=self.model, mode=self.mode, k=self.k,
+                       tool_protocol=self.tool_protocol if self.mode == "agent" else None,
+                       options={name: list(v) if isinstance(v, tuple) else v for name, v in self.options})
 
     def describe(self, provider_label: str | None = None, model_label: str | None = None,
                  tool_protocol: str | None = None) -> str:
@@ -261,12 +267,8 @@ def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[An
         run_id: str | None = None):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database (in `run_id`, else
     its configuration's interactive run)."""
-    options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
-    return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
-                       tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, position=position, if_moved=if_moved, run_id=run_id,
-                       user_id=cfg.user_id,
-                       owner=cfg.owner, context=cfg.context, **options)
+    return session.ask(question, cfg.asked(), history=history, conversation_id=conversation_id, position=position,
+                       if_moved=if_moved, run_id=run_id, user_id=cfg.user_id, owner=cfg.owner, context=cfg.context)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
