@@ -293,6 +293,11 @@ class TurnConfig(Mapping):
         """`value` as a `TurnConfig`: itself, or a mapping's keys checked (`from_json`)."""
         return value if isinstance(value, TurnConfig) else cls.from_json(value or {})
 
+    def option_pairs(self) -> tuple[tuple[str, Any], ...]:
+        """The provider options as (name, value) pairs in name order, lists as tuples: hashable, as the app keeps
+        a configuration (`ui.state.RunConfig.options`)."""
+        return tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted((self.options or {}).items()))
+
     def __getitem__(self, key: str) -> Any:
         if key not in self.present:
             raise KeyError(key)

@@ -5,7 +5,7 @@ records of the conversation's earlier turns. `read_conversation` is the one read
 with `spans.read_stored_turns` (the reader export uses too) and gives `StoredConversationTurn`s: the record
 as it was asked (question, answer, mode, each tool call with its arguments and the documents it returned,
 each excerpt, the model calls, the run's configuration, the latency, its history in the context states it
-was asked with), what it was asked with (`AskedWith`, typed), the claims judged and the latest verification.
+was asked with; what it was asked with is its typed `config`, `types.TurnConfig`), the claims judged and the latest verification.
 Titles, URLs and kinds are the ones the turn recorded (its `sources` rows), so the record does not depend on
 the corpus loaded now. Only the turns that are history (`context_policy.is_history`) are returned: a failed turn's question
 without an answer is not part of what the model is given, but its position still counts
@@ -36,40 +36,10 @@ from .spans import StoredTurn, read_stored_turns
 
 
 @dataclass(frozen=True)
-class AskedWith:
-    """What a stored turn was asked with: its run's recorded configuration (`runs`), read once and typed.
-
-    `options` are the provider options the run recorded: never a secret (a `writeOnly` option is not recorded,
-    `redact.recorded`), so re-running the turn (verification) takes those from where they are configured."""
-
-    provider: str
-    model: str | None = None
-    retriever: str | None = None
-    mode: str = DEFAULT_MODE
-    k: int | None = None
-    tool_protocol: str | None = None
-    corpus_id: str | None = None
-    corpus_hash: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()  # (name, value), in name order; lists as tuples
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "AskedWith":
-        """From a run's configuration (`runs.config_json` with the run's own columns)."""
-        options = config.get("options") or {}
-        return cls(provider=config.get("provider") or "", model=config.get("model"),
-                   retriever=config.get("retriever"), mode=config.get("mode") or DEFAULT_MODE,
-                   k=int(config["k"]) if config.get("k") is not None else None,
-                   tool_protocol=config.get("tool_protocol"), corpus_id=config.get("corpus_id"),
-                   corpus_hash=config.get("corpus_hash"),
-                   options=tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted(options.items())))
-
-
-@dataclass(frozen=True)
 class StoredConversationTurn:
     """One `ok` turn of a stored conversation, whole: it wraps the record, it does not copy it."""
 
-    record: TurnRecord  # as asked: configuration, latency and history included
-    asked_with: AskedWith
+    record: TurnRecord  # as asked: its configuration (`record.config`, typed), latency and history included
     #: The claims judged for it, one per judge in the order they were written (its own judge first).
     faithfulness: tuple[TurnFaithfulness, ...] = ()
     #: Its latest verification by ablation (`ablations`); None: never verified.
@@ -193,7 +163,7 @@ def _whole(t: StoredTurn, record: TurnRecord) -> StoredConversationTurn:
     """The stored turn `t` with its record: what it was asked with, its claims and its latest verification."""
     used = {s["doc_id"]: (bool(s["cited"]), bool(s["consulted"])) for s in t.sources}
     return StoredConversationTurn(
-        record=record, asked_with=AskedWith.from_config(record.config),
+        record=record,
         faithfulness=TurnFaithfulness.stored(record.turn_id, t.claims),
         verification=Verification.from_rows(t.ablations, used) if t.ablations else None)
 
