@@ -111,7 +111,9 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
         assert t.record.model_calls == asked.record.model_calls
         assert t.record.config == asked.record.config
         assert sources_payload(t.record).rejected_citations == asked.payload.rejected_citations
-        assert [c.text for c in t.faithfulness[0].claims] == [c.text for c in asked.faithfulness.claims]
+        assert [c.text for c in t.faithfulness.claims] == [c.text for c in asked.faithfulness.claims]
+        assert type(t) is type(asked) and t.other_judges == (), "read back as the Answer it was asked as (issue 42)"
+        assert t.payload.sets == asked.payload.sets, "its payload computed anew from its record"
         c = t.record.config  # typed: the one configuration type (issue 42 item 1)
         assert (c.provider, c.model, c.retriever, c.mode, c.k, c.tool_protocol, c.corpus_id, c.corpus_hash) == \
             ("offline", "extractive-v1", "bm25", "agent", 5, "native", "demo", session.corpus.content_hash)

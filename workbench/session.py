@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .agent import Observer, run_turn
+from .answer import Answer
 from .config import DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_K, Settings
 from .questions import check_conversation_id, check_question_length
-from .corpus import Corpus, Topic, load_corpus, topic
+from .corpus import Corpus, load_corpus, topic
 from .payload import Payload
 from .provenance import sources_payload
 from .providers import declared, get_provider
@@ -27,25 +28,6 @@ from .context_policy import MAX_REASKS, history_for, is_history, next_position, 
 from .types import ANSWERED, ContextPolicy, TurnRecord
 from .verify import DEFAULT_BUDGET, Verification, check_budget, pinned_options
 from .verify import verify as verify_turn
-
-
-@dataclass(frozen=True)
-class Answer:
-    record: TurnRecord
-    #: The sources payload (docs/design.md §2); `payload.to_json()` is its JSON at the edges (CLI, HTTP, store).
-    payload: Payload
-    #: Claim-level verdicts, None when not judged.
-    faithfulness: TurnFaithfulness | None = None
-    #: Why the turn could not be written to the trace store (the answer itself is still returned).
-    trace_error: str | None = None
-    #: Its verification by ablation (`verify.Verification`, also in `payload.verification`); None: unverified.
-    verification: Verification | None = None
-    #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
-    #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
-    request: dict[str, Any] = field(default_factory=dict, repr=False)
-    #: How its question meets the corpus and what it retrieved (`corpus.topic`), recorded with the turn: the kind
-    #: of doc gap it is when it consults nothing.
-    topic: Topic | None = None
 
 
 @dataclass(frozen=True)

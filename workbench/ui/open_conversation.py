@@ -28,7 +28,7 @@ from . import identity
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
 
 if TYPE_CHECKING:
-    from ..trace.conversation_reader import StoredConversationTurn
+    from ..answer import Answer
     from ..types import TurnConfig
 from .tables import QUERY_CACHE_SECONDS, db_version
 
@@ -124,15 +124,12 @@ def _corpus_note(asked: TurnConfig, cfg: RunConfig, found: tuple[str, str] | Non
     return None
 
 
-def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
+def reopened_turn(stored: Answer, cfg: RunConfig) -> Turn:
     """A traced turn as the chat shows it: as it was asked (its run's provider, model, retriever, options and
     corpus, its recorded time), its payload computed again from its record (provenance is pure), with the claims
     and the latest verification the trace database holds. It can be verified again where that can run: its
     corpus is loaded and its provider is configured here."""
-    from ..provenance import sources_payload
-    from ..session import Answer
-
-    if stored.payload is not None and stored.payload.audit is not None:  # audited: shown as stored (ui/audited.py)
+    if stored.payload.audit is not None:  # audited: shown as stored (ui/audited.py)
         from .audited import reopened
 
         return reopened(stored, cfg, cfg.db or default_db())
@@ -148,15 +145,9 @@ def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
             turn.session = get_session(corpus, tcfg.retriever, cfg.db)
         except (WorkbenchError, OSError):  # a retriever no longer registered: the corpus's documents still open
             turn.session = get_session(corpus, cfg.retriever, cfg.db)
-    v = stored.verification
-    payload = sources_payload(record)
-    if v is not None:
-        payload = replace(payload, verification=v.to_payload())
-    own = stored.faithfulness[0] if stored.faithfulness else None
     rerunnable = turn.session is not None and turn.session.retriever_name == tcfg.retriever
-    request = rerun_request(asked, cfg) if rerunnable else {}
-    turn.answer = Answer(record, payload, faithfulness=own, verification=v, request=request)
-    turn.llm_faithfulness = next((f for f in stored.faithfulness[1:] if f.judge == "llm"), None)
+    turn.answer = replace(stored, request=rerun_request(asked, cfg) if rerunnable else {})
+    turn.llm_faithfulness = next((f for f in stored.other_judges if f.judge == "llm"), None)
     return turn
 
 
