@@ -81,11 +81,11 @@ def test_hidden_influence_is_shown_beside_the_sources_row(app):
 
 def test_untrusted_titles_and_reasons_in_the_explanation_are_escaped():
     def page():
-        from workbench.payload import Document, Payload, VerificationSummary
+        from workbench.payload import DocumentEntry, Payload, VerificationSummary
         from workbench.ui.verify import explain
 
         evil = "[click](javascript:alert(1)) <script>x</script> :red[boom]"
-        explain(Payload("", documents=(Document("d", evil, None, True, True, "full", "read"),),
+        explain(Payload("", documents=(DocumentEntry("d", evil, None, True, True, "full", "read"),),
                         verification=VerificationSummary.from_json(
                             {"method": "ablation-v1", "control_stable": True, "extra_calls": 1,
                              "verdicts": {"d": "load_bearing"}, "control": {"reason": evil},

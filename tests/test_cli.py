@@ -116,6 +116,8 @@ def test_provenance_command_reads_stdin_and_files(tmp_path, validator):
     ("[1]", "must be a JSON object"),
     ('{"question": "q", "answer": "a", "tool_calls": [{"name": "x", "exposure": "everything", "results": []}]}',
      "not a valid turn record"),
+    ('{"question":"q","answer":"a","tool_calls":[],"config":{"temperature":0.2}}',  # issue 42 item 1: at parse time
+     "config: a turn's configuration has no key 'temperature'"),
 ])
 def test_provenance_rejects_bad_records(stdin, needle):
     r = run("provenance", "-", stdin=stdin)

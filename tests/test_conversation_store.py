@@ -95,9 +95,9 @@ def test_the_context_policy_is_configuration_not_a_secret():
 def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
     """Issue 32 item 6: reopening reads each turn whole through the one reader of stored turns (configuration,
     latency, model calls, claims, verification), with the titles and URLs the turn recorded, whatever corpus is
-    loaded now; what it was asked with is typed (`AskedWith`)."""
+    loaded now; what it was asked with is typed (`types.TurnConfig`)."""
     from workbench.corpus import Corpus
-    from workbench.trace.conversation_reader import AskedWith, read_conversation
+    from workbench.trace.conversation_reader import read_conversation
 
     db = tmp_path / "t.duckdb"
     session = Session.open(trace_db=db)
@@ -111,10 +111,13 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
         assert t.record.model_calls == asked.record.model_calls
         assert t.record.config == asked.record.config
         assert sources_payload(t.record).rejected_citations == asked.payload.rejected_citations
-        assert [c.text for c in t.faithfulness[0].claims] == [c.text for c in asked.faithfulness.claims]
-        assert t.asked_with == AskedWith(provider="offline", model="extractive-v1", retriever="bm25", mode="agent", k=5,
-                                         tool_protocol="native", corpus_id="demo",
-                                         corpus_hash=session.corpus.content_hash)
+        assert [c.text for c in t.faithfulness.claims] == [c.text for c in asked.faithfulness.claims]
+        assert type(t) is type(asked) and t.other_judges == (), "read back as the Answer it was asked as (issue 42)"
+        assert t.payload.sets == asked.payload.sets, "its payload computed anew from its record"
+        c = t.record.config  # typed: the one configuration type (issue 42 item 1)
+        assert (c.provider, c.model, c.retriever, c.mode, c.k, c.tool_protocol, c.corpus_id, c.corpus_hash) == \
+            ("offline", "extractive-v1", "bm25", "agent", 5, "native", "demo", session.corpus.content_hash)
+        assert c.option_pairs() == ()
     assert stored[0].verification.to_payload().verdicts == first.payload.verification.verdicts
     assert stored[1].verification is None
     assert [h.steps for h in stored[1].record.history] == [h.steps for h in second.record.history]

@@ -1,6 +1,6 @@
-"""Each default is stated once (issue 32, item 3): the provider a turn asks, its k and the context turns a
-conversation keeps live in `workbench/config.py`, and every signature, record field, widget default and help
-text reads them there. This scans the code (as `test_library_words.py` scans string constants) for a literal
+"""Each default is stated once (issue 32 item 3, issue 42 item 7): the provider, retriever, mode, judge and k a turn
+asks with when nobody says and the context turns a conversation keeps live in `workbench/config.py`, and every
+signature, record field, widget default and help text reads them there. This scans the code (as `test_library_words.py` scans string constants) for a literal
 restating one of them, so a new `k: int = 5` or `default="offline"` fails here."""
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ import re
 
 from conftest import ROOT
 
-from workbench.config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER
+from workbench.config import (DEFAULT_CONTEXT_TURNS, DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER,
+                              DEFAULT_RETRIEVER)
 
 #: The name a default goes by in signatures, fields, keywords and flags → its value.
 DEFAULTS = {"k": DEFAULT_K, "provider": DEFAULT_PROVIDER, "context_turns": DEFAULT_CONTEXT_TURNS,
-            "turns": DEFAULT_CONTEXT_TURNS}
+            "turns": DEFAULT_CONTEXT_TURNS, "retriever": DEFAULT_RETRIEVER, "mode": DEFAULT_MODE,
+            "judge": DEFAULT_JUDGE, "method": DEFAULT_JUDGE}
 #: A parameter that takes several of them, e.g. `providers=("offline",)`.
-PLURALS = {"providers": DEFAULT_PROVIDER}
+PLURALS = {"providers": DEFAULT_PROVIDER, "retrievers": DEFAULT_RETRIEVER, "judges": DEFAULT_JUDGE}
 #: Where the defaults are stated.
 HOME = "workbench/config.py"
 
@@ -72,6 +74,9 @@ def _in_call(call: ast.Call):
     """What restates a default in one call: `k=5`, and an `add_argument` flag's literal default or its help
     saying the default's value."""
     yield from (f"{kw.arg}={ast.unparse(kw.value)}" for kw in call.keywords if _restates(kw.arg, kw.value))
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "get" and len(call.args) == 2 \
+            and _restates(_named(call), call.args[1]):  # `cfg.get("mode", "agent")`
+        yield ast.unparse(call)
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
         return
     name = _flag_name(call)
@@ -102,6 +107,8 @@ def restated(root=ROOT) -> list[str]:
                 found = [f"{node.target.id} = {ast.unparse(node.value)}"]
             elif isinstance(node, ast.Call):
                 found = list(_in_call(node))
+            elif isinstance(node, ast.IfExp) and _restates(_named(node.body), node.orelse):  # `cfg.k if cfg else 5`
+                found = [ast.unparse(node)]
             elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):  # `cfg.get("k") or 5`
                 found = [f"{ast.unparse(a)} or {ast.unparse(b)}" for a, b in zip(node.values, node.values[1:])
                          if _restates(_named(a), b)]
@@ -133,8 +140,11 @@ def test_the_check_finds_each_kind_of_restatement(tmp_path):
         'p.add_argument("-k", "--k", type=int, default=5, help="results (default 5)")\n'
         'p.add_argument("--context-turns", default=TURNS, help="(default 2, 0 to 50)")\n'
         'fine = ask("q", k=K, provider=PROVIDER, n=5)\n'
-        'k = int(cfg.get("k") or 5) + (n or 5)\n', encoding="utf-8")
-    assert [line.split(": ", 1)[1] for line in restated(tmp_path)] == [
-        "provider='offline'", "k=5", "providers=('offline',)", "k = 5", "turns = 2", "k=5", "'cfg_k': 5",
+        'k = int(cfg.get("k") or 5) + (n or 5)\n'
+        'm = cfg.get("mode", "agent"), cfg.retriever if cfg else "bm25", ask("q", judge="lexical")\n',
+        encoding="utf-8")
+    assert sorted(line.split(": ", 1)[1] for line in restated(tmp_path)) == sorted([
+        "provider='offline'", "k=5", "providers=('offline',)", "retrievers=('bm25',)", "k = 5", "turns = 2", "k=5", "'cfg_k': 5",
         "'k': {'type': 'integer', 'default': 5}", "--k default=5", "--k help says its default",
-        "--context_turns help says its default", "cfg.get('k') or 5"]
+        "--context_turns help says its default", "cfg.get('k') or 5",
+        "cfg.get('mode', 'agent')", "cfg.retriever if cfg else 'bm25'", "judge='lexical'"])

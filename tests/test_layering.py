@@ -10,8 +10,9 @@ from conftest import ROOT
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
 LAYERS = ["questions", "corpus", "retrieval", "tools", "prompts", "providers", "context_policy", "agent", "payload", "provenance", "render",
-          "faithfulness", "verify", "trace", "session", "batch", "audit", "replay", "analysis", "ui", "commands", "cli", "__main__"]
+          "faithfulness", "verify", "answer", "trace", "session", "batch", "audit", "replay", "analysis", "ui", "commands", "cli", "__main__"]
 SHARED = {"types", "errors", "config", "text", "jsonl", "registry", "safe_yaml", "paths", "terminal", "schemas", "redact", "retries",
+          "turn_ids",
           "__init__"}
 #: SDKs live in the one module that wraps them.
 SDK_HOMES = {

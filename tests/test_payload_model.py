@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from conftest import schema_validator
 from test_provenance import turns
 from test_provenance_conversation import GOLDEN, conversations, excerpt_conversation
+from workbench.errors import PayloadError
 from workbench.payload import Payload, Source, validate_json
 from workbench.provenance import sources_payload
 from workbench.types import turn_record_from_dict
@@ -64,7 +65,7 @@ def test_an_old_servers_payload_reads_with_its_flags_absent():
 def test_the_edge_rejects_a_payload_that_breaks_the_schema():
     data = sources_payload(excerpt_conversation("full")).to_json()
     data["rejected_citations"][0]["reason"] = "made_up"
-    with pytest.raises(ValueError, match="rejected_citations.0.reason"):
+    with pytest.raises(PayloadError, match="rejected_citations.0.reason"):
         validate_json(data)
 
 
@@ -99,9 +100,10 @@ def test_ask_json_checks_the_payload_against_the_schema_before_printing(monkeypa
 
     made = session_module.sources_payload
     monkeypatch.setattr(session_module, "sources_payload", lambda record: replace(made(record), schema_version=2))
-    with pytest.raises(ValueError, match="not a valid sources payload: schema_version"):
-        main(["ask", "How do I configure SSO?", "--json", "--no-trace"])
-    assert capsys.readouterr().out == "", "nothing invalid leaves the program"
+    assert main(["ask", "How do I configure SSO?", "--json", "--no-trace"]) == 2, "the project's error, no traceback"
+    out, err = capsys.readouterr()
+    assert out == "", "nothing invalid leaves the program"
+    assert "not a valid sources payload: schema_version" in err
 
 
 # --- the config and the verification are typed records (issue 32, item 4), their JSON unchanged -----------
@@ -137,5 +139,5 @@ def test_the_config_keeps_the_keys_it_was_given_and_refuses_others():
     given = {"k": 0, "provider": "offline", "tool_protocol": None}  # a null key stays, the order given stays
     assert TurnConfig.from_json(given).to_json() == given and list(TurnConfig.from_json(given).to_json()) == list(given)
     assert TurnConfig(provider="x", model=None).to_json() == {"provider": "x"}, "built in code: the keys it set"
-    with pytest.raises(ValueError, match="'colour'"):
+    with pytest.raises(PayloadError, match="'colour'"):
         TurnConfig.from_json({"provider": "offline", "colour": "blue"})

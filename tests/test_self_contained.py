@@ -30,8 +30,8 @@ def test_nothing_user_facing_points_outside_the_repository():
     bad = []
     for path in _user_facing():
         text = path.read_text(encoding="utf-8")
-        if path.name == "schema.py":  # shipped migrations are never edited; m005 re-comments what m001 said
-            text = text[text.index("M002_CLAIMS"):]
+        if path.name == "schema_m001.py":  # shipped migrations are never edited; m005 re-comments what m001 said
+            continue
         bad += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in OUTSIDE.finditer(text)]
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:

@@ -170,3 +170,94 @@ def test_the_ddl_reader_refuses_what_it_does_not_understand():
 
     with pytest.raises(NotImplementedError, match="ALTER TABLE t RENAME"):
         table_columns((Migration("m1", "CREATE TABLE t (\n    a VARCHAR\n);"), Migration("m2", "ALTER TABLE t RENAME a TO b;")))
+
+
+# --- each migration registered once, by the function named for it (issue 42 item 4) ------------------------
+
+import ast  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from workbench.trace.migration import Migration, Migrations  # noqa: E402
+
+TRACE = Path(__file__).resolve().parent.parent / "workbench" / "trace"
+MODULES = sorted(TRACE.glob("schema_m*.py"))
+
+
+def test_each_name_is_written_once_by_the_function_it_registers():
+    defs, strings = [], []
+    for path in TRACE.parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                defs.append(node.name)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Migration":
+                strings += [a.value for a in node.args if isinstance(a, ast.Constant)]
+    assert not strings, f"migrations registered by name, not by the function named for them: {strings}"
+    for m in MIGRATIONS:
+        assert defs.count(m.name) == 1, f"{m.name} is defined {defs.count(m.name)} times"
+        assert m.python is not None and m.python.__name__ == m.name
+    assert [p.stem[len("schema_"):] for p in MODULES] == [m.name[:4] for m in MIGRATIONS], "one module each"
+
+
+def test_a_duplicate_name_or_number_is_refused():
+    registry = Migrations()
+    registry.add(Migration("m001_a", "SELECT 1"))
+    with pytest.raises(ValueError, match="m001_a is registered twice"):
+        registry.add(Migration("m001_a", "SELECT 2"))
+    with pytest.raises(ValueError, match="share the number m001"):
+        registry.add(Migration("m001_b", "SELECT 2"))
+    with pytest.raises(ValueError, match="three digits"):
+        registry(sql="SELECT 1")(lambda con: None)  # a lambda is named <lambda>
+
+    @registry("SELECT 3")
+    def m002_c(con):
+        """A migration."""
+
+    assert [m.name for m in registry.ordered()] == ["m001_a", "m002_c"] and registry.ordered()[1].python is m002_c
+
+
+def _schema(con) -> dict:
+    """Everything the migrations declare, as the catalog holds it."""
+    q = {"columns": "SELECT table_name, column_index, column_name, data_type, is_nullable, column_default, comment "
+                    "FROM duckdb_columns() WHERE NOT internal ORDER BY ALL",
+         "tables": "SELECT table_name, comment, sql FROM duckdb_tables() WHERE NOT internal ORDER BY ALL",
+         "views": "SELECT view_name, comment, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL",
+         "macros": "SELECT function_name, function_type, macro_definition, comment FROM duckdb_functions() "
+                   "WHERE NOT internal AND function_type IN ('macro', 'table_macro') ORDER BY ALL",
+         "indexes": "SELECT index_name, table_name, sql FROM duckdb_indexes() ORDER BY ALL",
+         "constraints": "SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() ORDER BY ALL"}
+    return {k: con.execute(sql).fetchall() for k, sql in q.items()}
+
+
+def test_a_fresh_database_and_an_upgrade_from_m001_have_the_same_schema(tmp_path):
+    fresh = duckdb.connect(str(tmp_path / "fresh.duckdb"))
+    migrate(fresh)
+    old = duckdb.connect(str(tmp_path / "old.duckdb"))
+    migrate(old, MIGRATIONS[:1])
+    old.close()
+    old = duckdb.connect(str(tmp_path / "old.duckdb"))
+    migrate(old)
+    a, b = _schema(fresh), _schema(old)
+    assert a["views"] and a["macros"] and a["columns"]
+    for kind in a:
+        assert a[kind] == b[kind], kind
+
+
+def _imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            yield node.module or "", [a.name for a in node.names]
+
+
+def test_a_migration_states_its_own_sql_and_computes_with_frozen_code():
+    """One policy for replacing a view: its SQL written out whole in the migration that replaces it (no SQL
+    taken from another migration's text); a backfill calls no live code of the workbench (m003 carries the
+    question classifier as it shipped), so what a migration computes never changes."""
+    for path in MODULES:
+        for module, names in _imports(path):
+            if module.startswith("schema_m"):
+                assert all(not n.isupper() for n in names), f"{path.name} takes SQL {names} from {module}"
+            assert not module.startswith(("workbench", ".")) or module in {"migration", "connect"} or \
+                module.startswith("schema_m"), f"{path.name} imports {module}"
+            assert "questions" not in module, f"{path.name} imports {module}: a backfill must not call live code"

@@ -132,7 +132,7 @@ def test_interactive_runs_one_per_configuration(traced):
     db, answers = traced
     runs = q(db, "SELECT kind, provider, mode, config_json FROM runs")
     assert all(r[0] == "interactive" and r[1] == "offline" for r in runs)
-    configs = {json.dumps(a.record.config, sort_keys=True) for a in answers}
+    configs = {json.dumps(a.record.config.to_json(), sort_keys=True) for a in answers}
     assert len(runs) == len(configs)  # agent, excerpts, and one per fault setting
 
 

@@ -73,7 +73,7 @@ def test_a_non_deterministic_provider_makes_everything_unstable_and_re_runs_noth
     v = answer.verification
     assert not v.control_stable and v.verdicts and set(v.verdicts.values()) == {"unstable"}
     assert {d for d in v.verdicts} == {c.doc_id for c in candidates(answer.payload)}
-    assert v.extra_turns == 1 and v.extra_calls == v.control.calls == 3  # only the control ran
+    assert v.extra_turns == 1 and v.extra_calls == v.control.extra_calls == 3  # only the control ran
     assert "no document can earn a verdict" in v.control.reason
 
 
@@ -81,13 +81,13 @@ def test_a_failed_re_run_earns_no_verdict_and_is_listed(session):
     v = session.ask(scripted.QUESTION, provider="scripted-fails", verify=True).verification
     assert v.control_stable and "sso-okta" not in v.verdicts and v.failed == ["sso-okta"]
     failed = next(a for a in v.ablations if a.doc_id == "sso-okta")
-    assert failed.status == "provider_error" and "no verdict" in failed.reason and failed.calls == 2  # the third raised
+    assert failed.status == "provider_error" and "no verdict" in failed.reason and failed.extra_calls == 2  # the third raised
 
 
 def test_cost_is_recorded_per_re_run_and_in_total(session):
     v = session.ask(scripted.QUESTION, provider="scripted-only-from", verify=True).verification
     assert v.extra_turns == len(v.ablations) == 1 + len(v.verdicts)
-    assert v.extra_calls == sum(a.calls for a in v.ablations) == 3 * v.extra_turns  # search, fetch, answer
+    assert v.extra_calls == sum(a.extra_calls for a in v.ablations) == 3 * v.extra_turns  # search, fetch, answer
     payload = v.to_payload()
     assert payload.tokens_in == 10 * v.extra_calls and payload.tokens_out == 5 * v.extra_calls
     assert all(a.latency_ms is not None and a.latency_ms >= 0 for a in v.ablations) and v.latency_ms > 0

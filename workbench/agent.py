@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from .config import DEFAULT_K
+from .config import DEFAULT_K, DEFAULT_MODE
 from .errors import ProviderError, UnknownNameError
 from .prompts import AGENT_PROMPT_VERSION, EXCERPTS_PROMPT_VERSION, PROMPTS, excerpt_header
 from .providers import steps
@@ -60,7 +60,7 @@ class StepEvent:
 Observer = Callable[[StepEvent], None]
 
 
-def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = "agent", k: int = DEFAULT_K,
+def run_turn(question: str, provider: Provider, toolbox: Toolbox, *, mode: str = DEFAULT_MODE, k: int = DEFAULT_K,
              max_steps: int = MAX_STEPS, config: dict[str, Any] | None = None,
              tool_protocol: str | None = None, observe: Observer | None = None,
              history: tuple[HistoryTurn, ...] = (), conversation_id: str | None = None,

@@ -68,10 +68,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from queue import SimpleQueue
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .agent import StepEvent
-from .config import DEFAULT_K, DEFAULT_PROVIDER, MAX_CONVERSATION_ID_CHARS
+from .config import MAX_CONVERSATION_ID_CHARS
 from .context_policy import is_history
 from .errors import TraceStoreError, WorkbenchError
 from .payload import Payload
@@ -81,9 +81,9 @@ from .retries import DEFAULT_BACKOFF, backoff_delay
 from .providers.options import setting
 from .questions import Question
 from .redact import recorded
+from .session import AskSpec, Conversations
 from .types import ContextPolicy
 from .terminal import StatusLine
-from .verify import DEFAULT_BUDGET
 
 
 @dataclass
@@ -231,21 +231,12 @@ def stored_conversation_id(run_id: str, conversation: str) -> str:
 
 
 @dataclass(frozen=True)
-class EvalSpec:
-    """How a batch asks its questions (`run_eval`): the configuration of its turns, which run it goes into, and
-    how it runs. Frozen; `run_eval(session, questions, **fields)` builds one, refusing unknown fields."""
+class EvalSpec(AskSpec):
+    """How a batch asks its questions (`run_eval`): how each turn is asked (the `session.AskSpec` it extends:
+    provider, model, mode, k, judge, tool protocol, verification, the provider's options — secrets never
+    recorded), which run it goes into, and how it runs. Frozen; `run_eval(session, questions, **fields)` builds
+    one, refusing unknown fields."""
 
-    provider: str = DEFAULT_PROVIDER
-    model: str | None = None
-    mode: str = "agent"
-    k: int = DEFAULT_K
-    #: The provider's options (checked against its `options_schema` by `Session.ask`); secrets never recorded.
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: The agent's tool protocol (`native` or `json-steps`); None: the provider's.
-    tool_protocol: str | None = None
-    #: Verify every answer by ablation (`Session.verify`, at most `verify_budget` re-runs each).
-    verify: bool = False
-    verify_budget: int = DEFAULT_BUDGET
     #: Each question's conversation id (None: a question of its own), when the questions are plain text.
     conversations: tuple[str | None, ...] | None = None
     context: ContextPolicy = field(default_factory=ContextPolicy)
@@ -280,11 +271,9 @@ class EvalSpec:
             out["context"] = self.context.to_dict()
         return out
 
-    def ask_arguments(self) -> dict[str, Any]:
-        """The keyword arguments of `Session.ask` for each turn (its options included)."""
-        return dict(provider=self.provider, model=self.model, mode=self.mode, k=self.k,
-                    tool_protocol=self.tool_protocol, verify=self.verify, verify_budget=self.verify_budget,
-                    **dict(self.options))
+    def asked(self) -> AskSpec:
+        """How each of its turns is asked: the `AskSpec` it extends."""
+        return AskSpec.given(self)
 
 
 @dataclass(frozen=True)
@@ -458,8 +447,6 @@ def _plan_by_text(reader, run_id: str, items: list[EvalItem]) -> ResumePlan:
 
 def _conversations(session, spec: EvalSpec, run: EvalRun, items: list[EvalItem]):
     """The batch's conversations (`session.Conversations`), each starting from what its `ResumePlan` kept."""
-    from .session import Conversations
-
     chat = Conversations(session, spec.context)
     for c in dict.fromkeys(i.conversation for i in items if i.conversation is not None):
         sid = stored_conversation_id(run.run_id, c)
@@ -511,7 +498,7 @@ class _Asker:
     def __init__(self, chat, spec: EvalSpec, run: EvalRun, schedule: _Schedule, result: EvalResult, shown):
         self.chat, self.schedule, self.result, self.shown = chat, schedule, result, shown
         self.run_id = run.run_id
-        self.kwargs = spec.ask_arguments()
+        self.asked = spec.asked()
         self.pause = _Pause(setting(spec.backoff, BACKOFF_ENV, DEFAULT_BACKOFF, NETWORK_OPTIONS["backoff"], "backoff"))
         self._count = threading.Lock()
 
@@ -524,7 +511,7 @@ class _Asker:
             sid = None if item.conversation is None else stored_conversation_id(self.run_id, item.conversation)
             for attempt in range(RATE_LIMIT_RETRIES + 1):
                 self.pause.wait()
-                answer = self.chat.ask(item.question, sid, log=False, observe=observe, **self.kwargs)
+                answer = self.chat.ask(item.question, sid, spec=self.asked, log=False, observe=observe)
                 if answer.payload.status != "rate_limited" or attempt == RATE_LIMIT_RETRIES:
                     return answer
                 self.pause.extend(attempt)

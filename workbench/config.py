@@ -45,6 +45,14 @@ BENCHMARK_DATA_ENV = "WORKBENCH_BENCHMARK_DATA"
 #: The provider a turn asks when nobody says (`Session.ask`, a batch, the CLI, the app's sidebar): the one that
 #: needs no model, no server and no key.
 DEFAULT_PROVIDER = "offline"
+#: The retriever a session searches with when nobody says (`Session`, a batch, the CLI, the app's sidebar).
+DEFAULT_RETRIEVER = "bm25"
+#: How a turn asks when nobody says (`Session.ask`, a batch, the CLI, the app's sidebar): the agent with tools
+#: (the other way is `excerpts`; `types.Mode` lists both).
+DEFAULT_MODE = "agent"
+#: The faithfulness judge whose verdicts are stored with a turn when nobody says (`Session.ask`, verification,
+#: `workbench judge`): the fast offline one.
+DEFAULT_JUDGE = "lexical"
 #: Results per search / excerpts when nobody says (`Session.ask`, a batch, the CLI, the app's sidebar, the search tool).
 DEFAULT_K = 5
 #: Largest k (results per search / excerpts) a turn accepts: far above any useful value, far below

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .types import ModelCall
+from typing import Any
 
 
 class WorkbenchError(Exception):
@@ -42,11 +39,11 @@ class ProviderError(WorkbenchError):
     """A model provider failed (connection, auth, unknown model, rate limit…); ends the turn.
 
     `status` is the turn's status (`connection_error`, `auth_error`, …); `call` is the failed model
-    call (latency including backoff, retries), which the agent loop records with the turn, or None
-    when the provider did not say.
+    call (a `types.ModelCall`: latency including backoff, retries), which the agent loop records with the
+    turn, or None when the provider did not say. Typed `Any` here: `types` imports this module (no circle).
     """
 
-    def __init__(self, message: str, status: str = "provider_error", call: ModelCall | None = None):
+    def __init__(self, message: str, status: str = "provider_error", call: Any = None):
         super().__init__(message)
         self.status = status
         self.call = call
@@ -64,6 +61,15 @@ class CapabilityError(WorkbenchError):
 
 class TurnRecordError(WorkbenchError):
     """A turn record (docs/design.md §4) given to `provenance` is not valid."""
+
+
+class PayloadError(WorkbenchError, ValueError):
+    """A sources payload (docs/design.md §2) or a turn's configuration does not keep the contract: a key it does
+    not know, or JSON the payload schema refuses; names the key or the place. A `ValueError` too, as it was."""
+
+
+class TurnConfigError(PayloadError):
+    """A turn's configuration (`types.TurnConfig`) has a key it does not know; names the key and the known ones."""
 
 
 class EmbeddingError(WorkbenchError):

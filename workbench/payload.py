@@ -3,7 +3,7 @@
 `Payload.from_json(data)` reads a payload (this workbench's, or an older server's that lacks optional
 fields) and `Payload.to_json()` writes it back as JSON data: for a payload `provenance.sources_payload`
 made, exactly the same keys, values and key order, so the JSON text of the CLI and HTTP is unchanged.
-The payload's `config` (`TurnConfig`) and `verification` (`VerificationSummary`) are typed records too.
+The payload's `config` (`types.TurnConfig`, the one typed configuration of a turn) and `verification` (`VerificationSummary`) are typed records too.
 Optional keys stay optional: a field that is None where the JSON key may be absent (`consulted`,
 `carried_from`/`carried_position`, `exposure_from`/`exposure_position`, a rejection's `turn_id`/`position`, the payload's `turn_id`, `question`,
 `conversation_id`, `position`, `citations_omitted`, `verification` and `audit`) is left out, as the payload schema (`workbench/schemas/payload.schema.json`)
@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from .config import DEFAULT_MODE
 from . import schemas
+from .errors import PayloadError
+from .types import TurnConfig
 
 SCHEMA_VERSION = 1
 
@@ -93,7 +96,7 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class DocumentEntry:
     """One retrieved document with its three-set membership and why (`documents[]` of the payload)."""
 
     doc_id: str
@@ -115,7 +118,7 @@ class Document:
     exposure_position: int | None = None
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Document:
+    def from_json(cls, d: dict[str, Any]) -> DocumentEntry:
         return cls(doc_id=d["doc_id"], title=d.get("title"), url=d.get("url"), cited=d["cited"],
                    consulted=d["consulted"], exposure=d["exposure"], reason=d["reason"], kind=d.get("kind", "source"),
                    artifact_kind=d.get("artifact_kind"), label=d.get("label", "Source text"),
@@ -279,62 +282,6 @@ class Audit:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnConfig:
-    """The configuration a turn ran with (the payload's `config`): what the agent loop records, what the session
-    adds, what a verification re-run and an audited turn say (docs/design.md §2, §9, §12).
-
-    A key is in the JSON when the producer gave it, null or not, in the order it gave them (`present`: the
-    fields given, in order; by default the ones that are not None, in this declaration order, which is the
-    order the agent loop, the session, a re-run and an audit write them in). A key it does not know is refused
-    (`from_json`), as a pydantic model with `extra="forbid"` would."""
-
-    provider: str | None = None
-    model: str | None = None
-    retriever: str | None = None
-    mode: str | None = None
-    tool_protocol: str | None = None
-    k: int | None = None
-    prompt_version: str | None = None
-    corpus_id: str | None = None
-    corpus_hash: str | None = None
-    provider_label: str | None = None
-    model_label: str | None = None
-    options: Mapping[str, Any] | None = None  # the provider options recorded (`providers.options.recorded`)
-    context_window: Mapping[str, Any] | None = None  # {"tokens", "source"[, "output_tokens"]} (`agent._Budget`)
-    context: Mapping[str, Any] | None = None  # a conversation's policy and budget (`agent._fit`)
-    verifies: str | None = None  # a verification re-run: the turn it verifies and the documents it withheld
-    withheld: tuple[str, ...] | None = None
-    app: str | None = None  # an audited turn: the app's service, the spans' source and run
-    source: str | None = None
-    run: str | None = None
-    present: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    def __post_init__(self):
-        if not self.present:
-            object.__setattr__(self, "present", tuple(n for n in _CONFIG_KEYS if getattr(self, n) is not None))
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> TurnConfig:
-        unknown = [k for k in d if k not in _CONFIG_KEYS]
-        if unknown:
-            raise ValueError(f"a turn's configuration has no key {', '.join(map(repr, unknown))}")
-        values = {k: tuple(v) if k == "withheld" and v is not None else v for k, v in d.items()}
-        return cls(**values, present=tuple(d))
-
-    def to_json(self) -> dict[str, Any]:
-        out = {n: getattr(self, n) for n in self.present}
-        for n in ("options", "context_window", "context"):
-            if out.get(n) is not None:
-                out[n] = dict(out[n])
-        if out.get("withheld") is not None:
-            out["withheld"] = list(out["withheld"])
-        return out
-
-
-_CONFIG_KEYS = tuple(f.name for f in fields(TurnConfig) if f.name != "present")
-
-
-@dataclass(frozen=True, slots=True)
 class ReRun:
     """What one re-run of a verification showed (docs/design.md §9): the control's (`VerificationSummary.control`),
     or a withheld document's (`details`), which also says whether it was cited and consulted and its verdict."""
@@ -351,7 +298,7 @@ class ReRun:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ReRun:
-        return cls(**{k: d.get(k) for k in _RERUN_KEYS})
+        return cls(**{k: d.get(k) for k in RERUN_KEYS})
 
     def to_json(self, withheld: bool = False) -> dict[str, Any]:
         """The control's JSON, or with `withheld` a document's (`cited`, `consulted`, `verdict` first); the keys
@@ -364,7 +311,10 @@ class ReRun:
         return _omit_none(out, extra_calls=self.extra_calls, reason=self.reason)
 
 
-_RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+#: A withheld document's re-run's fields; the control's have no `cited`, `consulted` or `verdict`. Named as
+#: `verify.Ablation`'s, which fills them (`Ablation.summary`).
+RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+CONTROL_KEYS = tuple(k for k in RERUN_KEYS if k not in ("cited", "consulted", "verdict"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,11 +383,11 @@ class Payload:
     rejected_citations: tuple[Rejection, ...] = ()
     turn_id: str | None = None
     question: str | None = None
-    mode: str = "agent"
+    mode: str = DEFAULT_MODE
     status: str = "ok"
     error: str | None = None
     citations: tuple[CitationEntry, ...] = ()
-    documents: tuple[Document, ...] = ()
+    documents: tuple[DocumentEntry, ...] = ()
     tool_calls: tuple[ToolCallEntry, ...] = ()
     config: TurnConfig = TurnConfig()
     conversation_id: str | None = None  # docs/design.md §11; None: a single turn (the key is absent)
@@ -455,10 +405,10 @@ class Payload:
             answer=d["answer"], sources=tuple(Source.from_json(s) for s in d.get("sources", ())),
             sets=Sets(**{k: tuple(sets.get(k, ())) for k in ("retrieved", "cited", "consulted")}),
             rejected_citations=tuple(Rejection.from_json(r) for r in d.get("rejected_citations", ())),
-            turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", "agent"),
+            turn_id=d.get("turn_id"), question=d.get("question"), mode=d.get("mode", DEFAULT_MODE),
             status=d.get("status", "ok"), error=d.get("error"),
             citations=tuple(CitationEntry.from_json(c) for c in d.get("citations", ())),
-            documents=tuple(Document.from_json(x) for x in d.get("documents", ())),
+            documents=tuple(DocumentEntry.from_json(x) for x in d.get("documents", ())),
             tool_calls=tuple(ToolCallEntry.from_json(t) for t in d.get("tool_calls", ())),
             config=TurnConfig.from_json(d.get("config") or {}), conversation_id=d.get("conversation_id"),
             position=d.get("position"), verification=VerificationSummary.from_json(d.get("verification")),
@@ -483,14 +433,14 @@ class Payload:
 
 
 def validate_json(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `ValueError` naming the first
+    """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `PayloadError` naming the first
     problem (used at the edges that print or serve payloads, and by the tests)."""
     import jsonschema
 
     error = jsonschema.exceptions.best_match(_validator(jsonschema, schemas).iter_errors(data))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(root)"
-        raise ValueError(f"not a valid sources payload: {where}: {error.message}")
+        raise PayloadError(f"not a valid sources payload: {where}: {error.message}")
     return data
 
 

@@ -27,7 +27,6 @@ tools gave it only as a title (a listing's link, rule 3e: "What articles do you 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from bisect import bisect_right
@@ -41,7 +40,8 @@ from markdown_it.rules_inline import autolink, backtick, escape, html_inline, li
 from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import extractOne
 
-from .payload import CitationEntry, Document, Payload, Rejection, Sets, Source, ToolCallEntry, TurnConfig
+from .payload import CitationEntry, DocumentEntry, Payload, Rejection, Sets, Source, ToolCallEntry
+from .turn_ids import content_id
 from .types import EXPOSURE_RANK, UNAUDITABLE, Excerpt, HistoryTurn, TurnRecord, artifact_label
 
 
@@ -563,12 +563,8 @@ def excerpt_numbers(record: TurnRecord) -> dict[int, Excerpt]:
 
 
 def turn_id_of(record: TurnRecord) -> str:
-    """The record's turn id, or a stable id derived from its content (provenance stays pure)."""
-    if record.turn_id:
-        return record.turn_id
-    # repr of frozen dataclasses is deterministic and far cheaper than asdict + json
-    digest = hashlib.sha256(repr(record).encode()).hexdigest()
-    return f"t-{digest[:16]}"
+    """The record's turn id, or a stable id derived from the content fields `turn_ids` names (provenance stays pure)."""
+    return record.turn_id or content_id(record)
 
 
 _T = TypeVar("_T")
@@ -642,7 +638,7 @@ def sources_payload(record: TurnRecord) -> Payload:
                                        doc_ids=tuple(r.doc_id for r in t.results), latency_ms=t.latency_ms,
                                        error=t.error, cut=t.cut.to_dict() if t.cut else None)
                          for i, t in enumerate(record.tool_calls)),
-        config=TurnConfig.from_json(record.config),
+        config=record.config,
         conversation_id=record.conversation_id,
         position=record.position,
         citations_omitted=omitted or None,
@@ -688,7 +684,7 @@ def _consulted_in_turn(record: TurnRecord, own: _Retrieved | None, c: _Carried |
     return c.exposure, True, f"read in turn {k}, cited here"
 
 
-def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> Document:
+def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Carried | None, cited: bool) -> DocumentEntry:
     """One document of the allow-list with its exposure, whether it is consulted and why, and where it came from."""
     exposure, consulted, reason = _consulted_in_turn(record, own, c, cited)
     excerpt_ns, carried_from, carried_position, exposure_from, exposure_position = r.excerpt_ns, None, None, None, None
@@ -699,7 +695,7 @@ def _document(record: TurnRecord, r: _Retrieved, own: _Retrieved | None, c: _Car
             carried_from, carried_position = earlier
         if own is None or EXPOSURE_RANK[own.exposure] < EXPOSURE_RANK[c.exposure]:
             exposure_from, exposure_position = earlier  # the exposure shown is the earlier turn's
-    return Document(doc_id=r.doc_id, title=r.title, url=r.url, cited=cited, consulted=consulted, exposure=exposure,
+    return DocumentEntry(doc_id=r.doc_id, title=r.title, url=r.url, cited=cited, consulted=consulted, exposure=exposure,
                     reason=reason, kind=r.kind, artifact_kind=r.artifact_kind,
                     label=artifact_label(r.kind, r.artifact_kind), tool_call=r.tool_call, tool_calls=tuple(r.tool_calls),
                     excerpts=tuple(excerpt_ns), carried_from=carried_from, carried_position=carried_position,

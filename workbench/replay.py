@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from .config import DEFAULT_JUDGE
 from .audit.spans import Span
 from .audit.shapes import Message
 from .audit.turns import ModelCall, model_calls
@@ -33,7 +34,7 @@ from .trace.audit_inputs import shown_passages, stored_spans, turn_kind
 from .trace.reader import as_reader
 from .trace.writer import TraceWriter
 from .types import TRUNCATED, UNAUDITABLE
-from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, Rerun, Verification, ablate, candidates,
+from .verify import (DEFAULT_BUDGET, METHOD, WITHHELD_NOTICE, Candidate, RerunOutcome, Verification, ablate, candidates,
                      check_answered, check_budget, pinned_options, within_budget)
 
 REPLAY_METHOD = f"replay-{METHOD}"
@@ -60,7 +61,7 @@ class RecordedCall:
     model: str | None
 
 
-def recorded_call(call: ModelCall) -> RecordedCall:
+def recorded_call(call: SpanCall) -> RecordedCall:
     """`call`'s input messages and tool declarations as provider-neutral messages (`providers.base`)."""
     names = {r.call_id: r.name for m in call.inputs for r in m.tool_calls if r.call_id}
     messages = [_message(m, names) for m in call.inputs]
@@ -181,7 +182,7 @@ class Replayed:
 
 
 def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str = "openai", model: str | None = None,
-                  budget: int = DEFAULT_BUDGET, judge: str = "lexical", write: bool = True) -> Replayed:
+                  budget: int = DEFAULT_BUDGET, judge: str = DEFAULT_JUDGE, write: bool = True) -> Replayed:
     """Verify the audited turn `turn_id` of the trace store `db` by replaying its final model call at `endpoint`
     (the module docstring), and (with `write`) add the verification's `ablations` rows to the store. Nothing is
     written when it cannot run: an unknown, native, unauditable or unanswered turn, none consulted, an
@@ -204,7 +205,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     options, pinned = pinned_options(declared(provider, "options_schema"), {})
     p = get_provider(provider, model=name, **{ENDPOINT_OPTION[provider]: endpoint}, **options)
 
-    def rerun(c: Candidate | None) -> Rerun:
+    def rerun(c: Candidate | None) -> RerunOutcome:
         return _send(p, sent[c.doc_id][0] if c else list(inputs.call.messages), list(inputs.call.tools))
 
     v = ablate(turn_id, inputs.payload.answer, inputs.payload, to_run, skipped, rerun, inputs.shown, judge=judge,
@@ -214,7 +215,7 @@ def replay_verify(db: str | Path, turn_id: str, endpoint: str, *, provider: str 
     return Replayed(replace(inputs.payload, verification=v.to_payload()), v, name)
 
 
-def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Rerun:
+def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RerunOutcome:
     """One replayed call, its messages and tools redacted again (`redact.redact_value`: a store written before
     spans were redacted as they arrived still sends no secret); an endpoint that cannot be reached or that redirects
     stops the verification (nothing is written)."""
@@ -224,14 +225,14 @@ def _send(p: Provider, messages: list[dict[str, Any]], tools: list[dict[str, Any
     except ProviderError as exc:
         if exc.status in STOPS:
             raise VerificationError(f"cannot replay: {exc}") from None
-        return Rerun(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
+        return RerunOutcome(exc.status, error=str(exc), calls=1, latency_ms=_ms(start))
     c = step.call
     if step.tool_calls:
         asked = ", ".join(t.name for t in step.tool_calls)
-        return Rerun("tool_call", step.text, f"the replayed call asked for tools ({asked}) instead of answering, and "
+        return RerunOutcome("tool_call", step.text, f"the replayed call asked for tools ({asked}) instead of answering, and "
                      f"tool calls are not re-run", 1, c.tokens_in, c.tokens_out, _ms(start))
     status = TRUNCATED if c.finish_reason == "length" else "ok"
-    return Rerun(status, step.text, None, 1, c.tokens_in, c.tokens_out, _ms(start))
+    return RerunOutcome(status, step.text, None, 1, c.tokens_in, c.tokens_out, _ms(start))
 
 
 def _ms(start: float) -> float:

@@ -7,14 +7,15 @@ agent loop, then computes provenance. No logic lives in the shells that call it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .agent import Observer, run_turn
-from .config import DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_K, Settings
+from .answer import Answer
+from .config import DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_K, Settings
 from .questions import check_conversation_id, check_question_length
-from .corpus import Corpus, Topic, load_corpus, topic
+from .corpus import Corpus, load_corpus, topic
 from .payload import Payload
 from .provenance import sources_payload
 from .providers import declared, get_provider
@@ -30,28 +31,42 @@ from .verify import verify as verify_turn
 
 
 @dataclass(frozen=True)
-class Answer:
-    record: TurnRecord
-    #: The sources payload (docs/design.md §2); `payload.to_json()` is its JSON at the edges (CLI, HTTP, store).
-    payload: Payload
-    #: Claim-level verdicts, None when not judged.
-    faithfulness: TurnFaithfulness | None = None
-    #: Why the turn could not be written to the trace store (the answer itself is still returned).
-    trace_error: str | None = None
-    #: Its verification by ablation (`verify.Verification`, also in `payload.verification`); None: unverified.
-    verification: Verification | None = None
-    #: The provider, model and options it was asked with (secrets included, so never shown or recorded):
-    #: what `Session.verify` re-runs it with; mode, k and tool protocol come from its record.
-    request: dict[str, Any] = field(default_factory=dict, repr=False)
-    #: How its question meets the corpus and what it retrieved (`corpus.topic`), recorded with the turn: the kind
-    #: of doc gap it is when it consults nothing.
-    topic: Topic | None = None
+class AskSpec:
+    """How a turn is asked (docs/design.md §3): the one specification `Session.ask` takes, which an eval's
+    `batch.EvalSpec` extends and the app's `ui.state.RunConfig` builds (`RunConfig.asked`). Frozen; what the turn
+    ran with is recorded in its `TurnRecord.config` (`types.TurnConfig`).
+
+    `options` go to the provider, checked against its `options_schema` (e.g. the offline provider's
+    `faults=["corrupt_id"]`); those not secret are recorded with the turn's configuration. `tool_protocol` is
+    `native` or `json-steps` (None: the provider's own, `agent.run_turn`). `judge` names the faithfulness judge
+    whose per-claim verdicts are stored with the turn (None skips judging). `verify` also verifies the answer by
+    ablation, with at most `verify_budget` re-runs."""
+
+    provider: str = DEFAULT_PROVIDER
+    model: str | None = None
+    mode: str = DEFAULT_MODE
+    k: int = DEFAULT_K
+    judge: str | None = DEFAULT_JUDGE
+    tool_protocol: str | None = None
+    verify: bool = False
+    verify_budget: int = DEFAULT_BUDGET
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def given(cls, spec: "AskSpec | None" = None, **keywords: Any) -> "AskSpec":
+        """`spec` (only its own fields: an `EvalSpec` is asked as the `AskSpec` it extends), with `keywords` over it:
+        the spec's field names, any other keyword a provider option (the keyword calls `Session.ask` always took)."""
+        base = {f.name: getattr(spec, f.name) for f in fields(cls)} if spec is not None else {}
+        names = {f.name for f in fields(cls)}
+        options = {**dict(base.get("options") or {}), **dict(keywords.get("options") or {}),
+                   **{k: v for k, v in keywords.items() if k not in names}}
+        return cls(**{**base, **{k: v for k, v in keywords.items() if k in names}, "options": options})
 
 
 class Session:
     """A corpus plus one retriever over it; `ask()` runs a turn with any provider and mode."""
 
-    def __init__(self, corpus: Corpus, retriever: str = "bm25", cache_dir: Path | None = None, *,
+    def __init__(self, corpus: Corpus, retriever: str = DEFAULT_RETRIEVER, cache_dir: Path | None = None, *,
                  trace_db: str | Path | None = None, trace: bool = True, settings: Settings | None = None):
         if retriever not in retriever_names():
             raise UnknownNameError("retriever", retriever, retriever_names())
@@ -75,7 +90,7 @@ class Session:
                 self.tracer.listeners.append(from_env().listener(self.tracer.path))
 
     @classmethod
-    def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = "bm25", **kwargs) -> "Session":
+    def open(cls, corpus: str | Path | Corpus | None = None, retriever: str = DEFAULT_RETRIEVER, **kwargs) -> "Session":
         """Load `corpus` (a path, a loaded corpus, or None for the bundled demo corpus)."""
         if not isinstance(corpus, Corpus):
             corpus = load_corpus(corpus or DEMO_CORPUS)
@@ -88,21 +103,16 @@ class Session:
             self._toolbox = Toolbox(self.corpus, retriever)
         return self._toolbox
 
-    def ask(self, question: str, *, provider: str = DEFAULT_PROVIDER, model: str | None = None, mode: str = "agent",
-            k: int = DEFAULT_K, run_id: str | None = None, judge: str | None = "lexical",
-            tool_protocol: str | None = None, verify: bool = False, verify_budget: int = DEFAULT_BUDGET,
-            log: bool = True, observe: Observer | None = None, history: Sequence[TurnRecord] = (),
-            conversation_id: str | None = None, context: ContextPolicy | None = None,
-            position: int | None = None, if_moved: str = "append", user_id: str | None = None,
-            owner: str | None = None, **provider_options: Any) -> Answer:
+    def ask(self, question: str, spec: AskSpec | None = None, *, run_id: str | None = None, log: bool = True,
+            observe: Observer | None = None, history: Sequence[TurnRecord] = (), conversation_id: str | None = None,
+            context: ContextPolicy | None = None, position: int | None = None, if_moved: str = "append",
+            user_id: str | None = None, owner: str | None = None, **asked: Any) -> Answer:
         """Run one turn, judge its claims, log it to the trace store (unless tracing is off) and return it.
 
-        `provider_options` go to the provider, checked against its `options_schema` (e.g. the offline
-        provider's `faults=["corrupt_id"]`); those not secret are recorded with the turn's
-        configuration. `tool_protocol` is `native` or `json-steps` (default: the provider's own, see
-        `agent.run_turn`): a run parameter like `mode`, not a provider option. `judge` names the
-        faithfulness judge whose per-claim verdicts are stored with the turn (the fast offline
-        `lexical` by default; None skips judging). `verify` also verifies the answer by ablation
+        `spec` (`AskSpec`) says how it is asked: provider, model, mode, k, judge, tool protocol, verification and
+        the provider's options. Its fields may be given as keywords instead, or over it (`AskSpec.given`: a
+        keyword that is no field of it is a provider option, e.g. `faults=["corrupt_id"]`), as callers always
+        have. `verify` also verifies the answer by ablation
         (`Session.verify`, at most `verify_budget` re-runs) before the turn is written, so its
         `ablations` rows go in with it; a turn that failed is not verified. The turn is then asked with the
         options that make the provider reproducible (`verify.pinned_options`: temperature 0, a fixed seed,
@@ -121,10 +131,13 @@ class Session:
         `user_id` (who asked: the signed-in person) and `owner` (whose turn it is) are recorded with it
         (`turns.user_id`, `turns.owner`; the app sets them, docs/security.md).
         """
+        spec = AskSpec.given(spec, **asked)
+        provider, model, mode, k, judge = spec.provider, spec.model, spec.mode, spec.k, spec.judge
+        provider_options = dict(spec.options)
         _check_inputs(question, k)
         _check_conversation(conversation_id, context, position)
-        if verify:
-            check_budget(verify_budget)
+        if spec.verify:
+            check_budget(spec.verify_budget)
             provider_options, _ = pinned_options(declared(provider, "options_schema"), provider_options)
         p = get_provider(provider, model=model, settings=self.settings, **provider_options)
         config = {"provider_label": p.label, "model_label": p.model_label,
@@ -137,7 +150,7 @@ class Session:
             turns = history_for(history, policy)
         else:
             position = None
-        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=tool_protocol, config=config,
+        record = run_turn(question, p, self.toolbox, mode=mode, k=k, tool_protocol=spec.tool_protocol, config=config,
                           observe=observe, history=turns, conversation_id=conversation_id, position=position,
                           context=policy)
         if user_id is not None or owner is not None:
@@ -148,14 +161,14 @@ class Session:
             faith = assess_turn(record, payload, self.corpus, judge=judge)
         request = {"provider": provider, "model": model, "options": dict(provider_options)}
         checked = None
-        if verify and record.status in ANSWERED and record.answer.strip():
-            checked = self._verify(record, payload, request, verify_budget, judge or "lexical")
+        if spec.verify and record.status in ANSWERED and record.answer.strip():
+            checked = self._verify(record, payload, request, spec.verify_budget, judge or DEFAULT_JUDGE)
             payload = replace(payload, verification=checked.to_payload())
         answer = Answer(record, payload, faith, None, checked, request,
                         topic=topic(question, self.corpus, payload.sets.retrieved))
         return self.log(answer, run_id=run_id, if_moved=if_moved) if log else answer
 
-    def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = "lexical") -> Answer:
+    def verify(self, answer: Answer, *, budget: int = DEFAULT_BUDGET, judge: str = DEFAULT_JUDGE) -> Answer:
         """`answer` verified by ablation (docs/design.md §9, `workbench/verify.py`): re-run with the provider,
         model and options it was asked with, this session's retriever, its mode, k and tool protocol, at
         most `budget` times. The verification goes into the returned answer's payload and, for a traced
@@ -291,7 +304,8 @@ class Conversations:
         at most `MAX_REASKS` times; either way the next turn reads the conversation from the store again."""
         if conversation_id is None:
             return self.session.ask(question, **kwargs)
-        reask = reask_when_moved(kwargs.get("mode", "agent")) and kwargs.get("log", True)
+        reask = reask_when_moved(AskSpec.given(kwargs.get("spec"), **{k: v for k, v in kwargs.items() if k in _ASKED}).mode) \
+            and kwargs.get("log", True)
         for attempt in range(MAX_REASKS + 1):
             c = self.get(conversation_id)
             try:
@@ -308,6 +322,10 @@ class Conversations:
         if is_history(answer.record):
             c.turns.append(answer.record)
         return answer
+
+
+#: The keywords of `Session.ask` that say how a turn is asked (`AskSpec`'s fields), not where it goes.
+_ASKED = ("provider", "model", "mode", "k", "judge", "tool_protocol", "verify", "verify_budget", "options")
 
 
 def _check_conversation(conversation_id: Any, context: Any, position: Any) -> None:

@@ -7,12 +7,13 @@ loop returns a `TurnRecord`. Nothing is recovered from event handlers.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from . import schemas
-from .config import DEFAULT_CONTEXT_TURNS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS
-from .errors import TurnRecordError, WorkbenchError
+from .config import DEFAULT_CONTEXT_TURNS, DEFAULT_MODE, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS
+from .errors import TurnConfigError, TurnRecordError, WorkbenchError
 
 Exposure = Literal["full", "snippet", "title"]
 Mode = Literal["agent", "excerpts"]
@@ -149,9 +150,8 @@ class ToolCall:
     error: str | None = None
     latency_ms: float | None = None
     call_id: str | None = None
-    #: Out of `repr`, so the content-derived id of a record written before cuts existed stays what it was
-    #: (`provenance.turn_id_of`); what was cut differs in `results` too.
-    cut: Cut | None = field(default=None, repr=False)
+    #: Not among the content fields a record's id is derived from (`turn_ids`): what was cut differs in `results` too.
+    cut: Cut | None = None
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class ModelCall:
     n_tool_calls: int = 0  # tool calls this step asked for; the agent loop runs them right after the call
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True)
 class HistoryTurn:
     """One earlier turn of a conversation as turn t's context held it (docs/design.md §11), oldest first: its
     `record` as it was asked, wrapped (as llama-index's `NodeWithScore` wraps a node) with what only the
@@ -221,13 +221,6 @@ class HistoryTurn:
                 "excerpts": tuple(asdict(e) for e in r.excerpts), "steps": self.steps,
                 "prior_context": self.prior_context}
 
-    def __repr__(self) -> str:
-        # what it always was: a record without a turn id is named by its repr (`provenance.turn_id_of`)
-        r = self.record
-        return (f"HistoryTurn(question={r.question!r}, answer={r.answer!r}, context={self.context!r}, "
-                f"turn_id={r.turn_id!r}, position={self.position!r}, mode={r.mode!r}, tool_calls={r.tool_calls!r}, "
-                f"excerpts={r.excerpts!r}, steps={self.steps!r}, prior_context={self.prior_context!r})")
-
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -261,20 +254,101 @@ class ContextPolicy:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnConfig(Mapping):
+    """The configuration a turn ran with (`TurnRecord.config`, the payload's `config`): what the agent loop records,
+    what the session adds, what a verification re-run and an audited turn say (docs/design.md §2, §4, §9, §12).
+    The one typed shape of it; read like the JSON object it is written as (`config["k"]`, `config.get("k")`).
+
+    A key is in the JSON when the producer gave it, null or not, in the order it gave them (`present`: the
+    fields given, in order; by default the ones that are not None, in this declaration order, which is the
+    order the agent loop, the session, a re-run and an audit write them in). A key it does not know is refused
+    (`from_json`, `TurnConfigError` naming it), as llm's `Options(extra="forbid")` would: when a turn record is
+    built or parsed, not later when its payload is."""
+
+    provider: str | None = None
+    model: str | None = None
+    retriever: str | None = None
+    mode: str | None = None
+    tool_protocol: str | None = None
+    k: int | None = None
+    prompt_version: str | None = None
+    corpus_id: str | None = None
+    corpus_hash: str | None = None
+    provider_label: str | None = None
+    model_label: str | None = None
+    options: Mapping[str, Any] | None = None  # the provider options recorded (`providers.options.recorded`)
+    context_window: Mapping[str, Any] | None = None  # {"tokens", "source"[, "output_tokens"]} (`agent._Budget`)
+    context: Mapping[str, Any] | None = None  # a conversation's policy and budget (`agent._fit`)
+    verifies: str | None = None  # a verification re-run: the turn it verifies and the documents it withheld
+    withheld: tuple[str, ...] | None = None
+    app: str | None = None  # an audited turn: the app's service, the spans' source and run
+    source: str | None = None
+    run: str | None = None
+    present: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        if not self.present:
+            object.__setattr__(self, "present", tuple(n for n in _CONFIG_KEYS if getattr(self, n) is not None))
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TurnConfig:
+        unknown = [k for k in d if k not in _CONFIG_KEYS]
+        if unknown:
+            raise TurnConfigError(f"a turn's configuration has no key {', '.join(map(repr, unknown))} "
+                                  f"(it has {', '.join(_CONFIG_KEYS)})")
+        values = {k: tuple(v) if k == "withheld" and v is not None else v for k, v in d.items()}
+        return cls(**values, present=tuple(d))
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any] | None) -> TurnConfig:
+        """`value` as a `TurnConfig`: itself, or a mapping's keys checked (`from_json`)."""
+        return value if isinstance(value, TurnConfig) else cls.from_json(value or {})
+
+    def option_pairs(self) -> tuple[tuple[str, Any], ...]:
+        """The provider options as (name, value) pairs in name order, lists as tuples: hashable, as the app keeps
+        a configuration (`ui.state.RunConfig.options`)."""
+        return tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted((self.options or {}).items()))
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.present:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self.present)
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {n: getattr(self, n) for n in self.present}
+        for n in ("options", "context_window", "context"):
+            if out.get(n) is not None:
+                out[n] = dict(out[n])
+        if out.get("withheld") is not None:
+            out["withheld"] = list(out["withheld"])
+        return out
+
+
+_CONFIG_KEYS = tuple(f.name for f in fields(TurnConfig) if f.name != "present")
+
+
 @dataclass(frozen=True)
 class TurnRecord:
     """Everything one turn did (docs/design.md §4); the input of provenance and what gets traced."""
 
     question: str
     answer: str
-    mode: Mode = "agent"
+    mode: Mode = DEFAULT_MODE
     tool_calls: tuple[ToolCall, ...] = ()
     excerpts: tuple[Excerpt, ...] = ()
     turn_id: str | None = None
     status: str = "ok"  # "ok", `TRUNCATED` (an answer cut at the token limit) or an error status ("step_limit", …)
     error: str | None = None
     model_calls: tuple[ModelCall, ...] = ()
-    config: dict[str, Any] = field(default_factory=dict)
+    #: What it was asked with; a mapping given here is checked (an unknown key raises `TurnConfigError`).
+    config: TurnConfig = field(default_factory=TurnConfig)
     started_at: str | None = None
     latency_ms: float | None = None
     #: docs/design.md §11: the earlier turns of its conversation, oldest first (empty: a single turn).
@@ -282,14 +356,19 @@ class TurnRecord:
     conversation_id: str | None = None
     position: int | None = None  # 1-based place in its conversation
     #: Who asked it (the signed-in person's email, else subject) and whose it is (`turns.owner`, m018); None
-    #: outside the app and without sign-in (docs/security.md, "Who sees what"). Not part of the record's repr,
-    #: which a record without a turn id is named by (`provenance.turn_id_of`): who asked is no content of the turn.
-    user_id: str | None = field(default=None, repr=False)
-    owner: str | None = field(default=None, repr=False)
+    #: outside the app and without sign-in (docs/security.md, "Who sees what"). Not among the content fields a
+    #: record without a turn id is named by (`turn_ids`): who asked is no content of the turn.
+    user_id: str | None = None
+    owner: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.config, TurnConfig):
+            object.__setattr__(self, "config", TurnConfig.of(self.config))
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON data; a single turn has no conversation fields (absent, not null)."""
-        out = asdict(replace(self, history=()))  # each earlier turn as its history entry, not its whole record
+        out = asdict(replace(self, history=(), config=TurnConfig()))  # each earlier turn as its history entry
+        out["config"] = self.config.to_json()
         out["tool_calls"] = tuple(tool_call_dict(c) for c in self.tool_calls)
         if self.history:
             out["history"] = tuple(h.to_dict() for h in self.history)
@@ -338,9 +417,17 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
         problems = _excerpt_number_problems(
             [(f"history.{i}.excerpts", h.get("excerpts") or []) for i, h in enumerate(data.get("history") or [])]
             + [("excerpts", data.get("excerpts") or [])])
+    config = None
     if not problems:
         try:
-            return _turn_adapter().validate_json(json.dumps(_wrapped(data)), strict=True)
+            config = TurnConfig.of(data.get("config"))
+        except TurnConfigError as exc:  # refused here, when parsed: not later, when its payload is built
+            problems = [f"config: {exc}"]
+    if not problems:
+        try:
+            record = _turn_adapter().validate_json(json.dumps(_wrapped({k: v for k, v in data.items() if k != "config"})),
+                                                   strict=True)
+            return replace(record, config=config)
         except ValidationError as exc:
             problems = [f"{_where(_unwrapped(e['loc']))}: {e['msg']}" for e in exc.errors()]
     raise TurnRecordError("not a valid turn record: " + "; ".join(problems[:5]))

@@ -11,17 +11,17 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 from .agent import run_turn
-from .config import DEFAULT_K
+from .config import DEFAULT_JUDGE, DEFAULT_K
 from .errors import VerificationError
 from .faithfulness import get_judge, shown_texts, split_claims
 from .faithfulness.claims import Claim, clean
 from .faithfulness.judges import Judge
-from .payload import Payload, ReRun, VerificationSummary
+from .payload import CONTROL_KEYS, RERUN_KEYS, Payload, ReRun, VerificationSummary
 from .provenance import sources_payload, turn_id_of
 from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
@@ -141,7 +141,7 @@ class Ablation:
     claims_lost: int | None = None
     claims_total: int | None = None
     answer: str | None = None
-    calls: int = 0
+    extra_calls: int = 0  # the model calls its re-run made
     tokens_in: int | None = None
     tokens_out: int | None = None
     latency_ms: float | None = None
@@ -150,6 +150,17 @@ class Ablation:
     @property
     def reran(self) -> bool:
         return self.status not in (OVER_BUDGET, CONTROL_UNSTABLE, NOT_WITHHELD)
+
+    def summary(self) -> ReRun:
+        """What the payload says of it (`ReRun`: its fields are this record's, by name): the control's keys, or a
+        withheld document's."""
+        keys = CONTROL_KEYS if self.doc_id is None else RERUN_KEYS
+        return ReRun(**{k: getattr(self, k) for k in keys})
+
+
+#: The `ablations` columns each ablation fills, named as its fields (`Verification.rows`, `from_rows`); the
+#: others (`turn_id`, `verification_id`, …) are the verification's. `cited` and `consulted` are its turn's sources'.
+ROW_FIELDS = tuple(f.name for f in fields(Ablation) if f.name not in ("cited", "consulted"))
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,7 @@ class Verification:
 
     @property
     def extra_calls(self) -> int:
-        return sum(a.calls for a in self.ablations)
+        return sum(a.extra_calls for a in self.ablations)
 
     def _tokens(self, name: str) -> int | None:
         return _sum([getattr(a, name) for a in self.ablations if a.reran])  # the control always re-runs
@@ -204,13 +215,8 @@ class Verification:
             verdicts=self.verdicts, extra_turns=self.extra_turns, budget=self.budget,
             similarity_threshold=self.similarity_threshold, judge=self.judge, judge_version=self.judge_version,
             sampling=dict(self.sampling), tokens_in=self._tokens("tokens_in"), tokens_out=self._tokens("tokens_out"),
-            latency_ms=self.latency_ms,
-            control=ReRun(status=c.status, similarity=c.similarity, claims_lost=c.claims_lost,
-                          claims_total=c.claims_total, extra_calls=c.calls, reason=c.reason),
-            details={a.doc_id: ReRun(cited=a.cited, consulted=a.consulted, verdict=a.verdict, status=a.status,
-                                     similarity=a.similarity, claims_lost=a.claims_lost, claims_total=a.claims_total,
-                                     extra_calls=a.calls, reason=a.reason)
-                     for a in self.ablations if a.doc_id},
+            latency_ms=self.latency_ms, control=c.summary(),
+            details={a.doc_id: a.summary() for a in self.ablations if a.doc_id},
             skipped=tuple(self.skipped), failed=tuple(self.failed))
 
     @classmethod
@@ -222,12 +228,10 @@ class Verification:
         if not rows:
             raise VerificationError("a stored verification has at least its control's row")
         rows = sorted(rows, key=lambda r: r["seq"])
-        ablations = tuple(Ablation(
-            seq=r["seq"], role=r["role"], doc_id=r["doc_id"], cited=used.get(r["doc_id"], (False, False))[0],
-            consulted=used.get(r["doc_id"], (False, False))[1], status=r["status"], verdict=r["verdict"],
-            similarity=r["similarity"], claims_lost=r["claims_lost"], claims_total=r["claims_total"],
-            answer=r["answer"], calls=r["extra_calls"] or 0, tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
-            latency_ms=r["latency_ms"], reason=r["reason"] or "") for r in rows)
+        ablations = tuple(Ablation(**{**{k: r[k] for k in ROW_FIELDS}, "extra_calls": r["extra_calls"] or 0,
+                                      "reason": r["reason"] or ""},
+                                   cited=used.get(r["doc_id"], (False, False))[0],
+                                   consulted=used.get(r["doc_id"], (False, False))[1]) for r in rows)
         first = rows[0]
         return cls(turn_id=first["turn_id"], control_stable=bool(first["control_stable"]), ablations=ablations,
                    budget=sum(a.reran for a in ablations), judge=first["judge"], judge_version=first["judge_version"],
@@ -240,11 +244,7 @@ class Verification:
         shared = {"turn_id": self.turn_id, "verification_id": self.verification_id, "method": self.method,
                   "control_stable": self.control_stable, "similarity_threshold": self.similarity_threshold,
                   "judge": self.judge, "judge_version": self.judge_version, "verified_at": self.verified_at}
-        return [{**shared, "seq": a.seq, "role": a.role, "doc_id": a.doc_id, "verdict": a.verdict,
-                 "status": a.status, "similarity": a.similarity, "claims_lost": a.claims_lost,
-                 "claims_total": a.claims_total, "extra_calls": a.calls, "tokens_in": a.tokens_in,
-                 "tokens_out": a.tokens_out, "latency_ms": a.latency_ms, "answer": a.answer, "reason": a.reason}
-                for a in self.ablations]
+        return [{**shared, **{k: getattr(a, k) for k in ROW_FIELDS}} for a in self.ablations]
 
 
 def _sum(values: Sequence[int | None]) -> int | None:
@@ -283,7 +283,7 @@ class _Comparer:
 
 
 @dataclass(frozen=True)
-class Rerun:
+class RerunOutcome:
     """What one re-run gave: its status (an error status, or one of `ANSWERED`), error, answer and cost."""
 
     status: str
@@ -296,12 +296,12 @@ class Rerun:
 
     def cost(self) -> dict[str, Any]:
         """The `Ablation` fields it fills."""
-        return {"status": self.status, "answer": self.answer, "calls": self.calls, "tokens_in": self.tokens_in,
+        return {"status": self.status, "answer": self.answer, "extra_calls": self.calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "latency_ms": self.latency_ms}
 
 
 def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload: Payload | None = None,
-           judge: str | Judge = "lexical", budget: int = DEFAULT_BUDGET,
+           judge: str | Judge = DEFAULT_JUDGE, budget: int = DEFAULT_BUDGET,
            sampling: Mapping[str, Any] | None = None) -> Verification:
     """Verify one turn by ablation (the module docstring): control, then one re-run per candidate.
 
@@ -318,7 +318,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
     protocol = record.config.get("tool_protocol") if record.mode == "agent" else None
     turn_id = payload.turn_id or turn_id_of(record)
 
-    def rerun(cand: Candidate | None) -> Rerun:
+    def rerun(cand: Candidate | None) -> RerunOutcome:
         withheld = [cand.doc_id] if cand else []
         # A follow-up's re-run sends the same history; `agent.history_messages` re-runs its carried tool calls
         # through the withholding toolbox, so a withheld document is "not found" there too (§11.6).
@@ -327,7 +327,7 @@ def verify(record: TurnRecord, toolbox: Toolbox, provider: Provider, *, payload:
                        history=withheld_history(record.history, withheld), conversation_id=record.conversation_id,
                        position=record.position)
         calls = new.model_calls
-        return Rerun(new.status, new.answer, new.error, len(calls), _sum([c.tokens_in for c in calls]),
+        return RerunOutcome(new.status, new.answer, new.error, len(calls), _sum([c.tokens_in for c in calls]),
                      _sum([c.tokens_out for c in calls]), new.latency_ms)
 
     return ablate(turn_id, record.answer, payload, to_run, skipped, rerun,
@@ -343,7 +343,7 @@ def check_answered(status: str, answer: str) -> None:
 
 
 def ablate(turn_id: str, answer: str, payload: Payload, to_run: Sequence[Candidate], skipped: Sequence[Candidate],
-           rerun: Callable[[Candidate | None], Rerun], shown: Callable[[], Mapping[str, str]], *,
+           rerun: Callable[[Candidate | None], RerunOutcome], shown: Callable[[], Mapping[str, str]], *,
            judge: str | Judge, budget: int, sampling: Mapping[str, Any] | None, started: float,
            method: str = METHOD, not_withheld: Sequence[tuple[Candidate, str]] = ()) -> Verification:
     """The method's control, comparisons and verdicts (the module docstring, steps 3-5) over any way of re-running:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import DEFAULT_PROVIDER
+from ..config import DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER
 
 #: Demo conversations for the notebook (questions on the demo help center; a follow-up leans on the turn before).
 DEMO_CONVERSATIONS = {
@@ -17,8 +17,8 @@ DEMO_CONVERSATIONS = {
 }
 
 
-def seed_demo_conversations(db: str | Path, *, corpus: Any = None, retriever: str = "bm25",
-                            provider: str = DEFAULT_PROVIDER, mode: str = "agent") -> pd.DataFrame:
+def seed_demo_conversations(db: str | Path, *, corpus: Any = None, retriever: str = DEFAULT_RETRIEVER,
+                            provider: str = DEFAULT_PROVIDER, mode: str = DEFAULT_MODE) -> pd.DataFrame:
     """Something to analyse: each demo conversation asked turn by turn, each follow-up with the earlier
     turns as history (docs/design.md §11). A conversation already in the database is not asked again."""
     from ..session import Session

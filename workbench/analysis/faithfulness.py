@@ -11,11 +11,11 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from ..config import DEFAULT_K, DEFAULT_PROVIDER, benchmark_data_dir
+from ..config import DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, benchmark_data_dir
 
 def ask_and_judge(questions: Sequence[dict[str, Any] | str], *, corpus: Any = None, db: str | Path,
-                  judge: str = "lexical", retriever: str = "bm25", provider: str = DEFAULT_PROVIDER,
-                  mode: str = "agent", k: int = DEFAULT_K) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+                  judge: str = DEFAULT_JUDGE, retriever: str = DEFAULT_RETRIEVER, provider: str = DEFAULT_PROVIDER,
+                  mode: str = DEFAULT_MODE, k: int = DEFAULT_K) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     """Ask each question (traced), judge every claim against what it cites, store the claims with the turn.
 
     Returns (run_id, one row per claim, one row per turn with ALCE citation recall and precision).
@@ -91,7 +91,7 @@ def load_expertqa(path: str | Path, n: int | None = 200, seed: int = 0) -> pd.Da
     return pd.DataFrame(rows, columns=_EXPERTQA_COLUMNS)
 
 
-def judge_scores(claims: pd.DataFrame, judges: Iterable[str] = ("lexical",), **judge_options: Any) -> pd.DataFrame:
+def judge_scores(claims: pd.DataFrame, judges: Iterable[str] = (DEFAULT_JUDGE,), **judge_options: Any) -> pd.DataFrame:
     """Every judge on every claim (long format): claim_id, support, complete, judge, score, verdict, seconds."""
     from ..faithfulness import get_judge
 

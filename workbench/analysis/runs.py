@@ -9,14 +9,14 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from ..config import DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, PROJECT_ROOT
+from ..config import DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, PROJECT_ROOT
 from ..corpus import Corpus, load_corpus
 from ..questions import dataset_of
 from .inputs import load_questions
 
 def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, db: str | Path,
-                     retrievers: Iterable[str] = ("bm25",), providers: Iterable[str] = (DEFAULT_PROVIDER,),
-                     mode: str = "agent", k: int = DEFAULT_K, options: dict[str, Any] | None = None,
+                     retrievers: Iterable[str] = (DEFAULT_RETRIEVER,), providers: Iterable[str] = (DEFAULT_PROVIDER,),
+                     mode: str = DEFAULT_MODE, k: int = DEFAULT_K, options: dict[str, Any] | None = None,
                      new_run: bool = False, provider_options: dict[str, dict[str, Any]] | None = None,
                      verify: bool = False, dataset_name: str = "questions") -> pd.DataFrame:
     """Ask every question under each retriever × provider, one `eval` run each, into the trace store at `db`.
@@ -51,8 +51,8 @@ def run_question_set(questions: Sequence[dict[str, Any] | str], *, corpus: Any, 
     return pd.DataFrame(rows)
 
 
-def seed_demo_traces(db: str | Path, *, corpus: Any = None, retriever: str = "bm25", provider: str = DEFAULT_PROVIDER,
-                     mode: str = "agent") -> pd.DataFrame:
+def seed_demo_traces(db: str | Path, *, corpus: Any = None, retriever: str = DEFAULT_RETRIEVER, provider: str = DEFAULT_PROVIDER,
+                     mode: str = DEFAULT_MODE) -> pd.DataFrame:
     """Something to analyse: the demo gold set asked cleanly, then again with the offline `corrupt_id`
     fault so there are rejected citations (both resumed, not repeated, on a second call)."""
     questions = load_questions(PROJECT_ROOT / "data" / "demo_gold.jsonl")

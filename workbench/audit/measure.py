@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..types import EXPOSURE_RANK
-from .turns import Message, ModelCall
+from .turns import Message, SpanCall
 from .units import DocRef, Unit
 
 _SPACE = re.compile(r"\s+")
@@ -71,7 +71,7 @@ def searchable(content: str) -> str:
     return normalize(content)
 
 
-def texts(calls: list[tuple[int, ModelCall, list[Message]]], contents: list[str], question: str) -> list[Text]:
+def texts(calls: list[tuple[int, SpanCall, list[Message]]], contents: list[str], question: str) -> list[Text]:
     """The searchable messages of the calls (k, call, the messages of this turn's part of its input)."""
     out = []
     shown = sorted({c for c in contents if c}, key=len, reverse=True)
@@ -127,7 +127,7 @@ class Block:
     where: str
 
 
-def numbered_blocks(calls: list[tuple[int, ModelCall, list[Message]]]) -> list[Block]:
+def numbered_blocks(calls: list[tuple[int, SpanCall, list[Message]]]) -> list[Block]:
     """The numbered blocks of the final model input: `Source n:` (llama-index's CitationQueryEngine), `[n]` at a
     line start (excerpt mode), `<document index="n">`; the first of these forms found is the prompt's."""
     if not calls:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
@@ -14,6 +15,9 @@ from ..providers.steps import NATIVE, TOOL_PROTOCOLS
 from ..retrieval import retriever_names
 from ..terminal import neutralize
 from ..types import MODES, ContextPolicy
+
+if TYPE_CHECKING:
+    from ..session import AskSpec
 
 
 #: The help of `-k`, its default and bound read from where they are stated (`config.DEFAULT_K`, `config.MAX_K`).
@@ -92,8 +96,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_corpus_option(p)
     p.add_argument("--provider", default=DEFAULT_PROVIDER, help=LazyHelp(provider_help))
     p.add_argument("--model", help="model for the provider (each provider's default is listed under --provider)")
-    p.add_argument("--retriever", default="bm25", help=LazyHelp(retriever_help))
-    p.add_argument("--mode", default="agent", choices=MODES, help="agent (tools) or excerpts")
+    p.add_argument("--retriever", default=DEFAULT_RETRIEVER, help=LazyHelp(retriever_help))
+    p.add_argument("--mode", default=DEFAULT_MODE, choices=MODES, help="agent (tools) or excerpts")
     p.add_argument("--tool-protocol", choices=TOOL_PROTOCOLS, default=None, help=LazyHelp(tool_protocol_help))
     p.add_argument("-k", "--k", type=k_value, default=DEFAULT_K, help=K_HELP)
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
@@ -170,6 +174,15 @@ def provider_options(args: argparse.Namespace) -> dict:
         options["faults"] = [*options.get("faults", []), *args.fault]
     check_options(args.provider, schema, options)
     return options
+
+
+def ask_spec(args: argparse.Namespace) -> "AskSpec":
+    """How `ask` and `chat` ask each turn (`session.AskSpec`): the run options, `--verify` and the provider's options
+    (`provider_options`)."""
+    from ..session import AskSpec  # the session (and the agent behind it) loads only when a command asks
+
+    return AskSpec(provider=args.provider, model=args.model, mode=args.mode, k=args.k, tool_protocol=args.tool_protocol,
+                   verify=args.verify, verify_budget=args.verify_budget, options=provider_options(args))
 
 
 def positive_seconds(text: str) -> float:

@@ -13,7 +13,7 @@ from ..terminal import neutralize
 from ..types import ANSWERED, TRUNCATED
 from ._answer import print_answer, warn_status, warn_untraced
 from ._options import (QUESTIONS_HELP, add_context_option, add_json_option, add_run_options, add_trace_options, add_verify_options,
-                       context_policy, db_path, provider_options, settings_of, warn_skipped)
+                       ask_spec, context_policy, db_path, settings_of, warn_skipped)
 
 
 def register(sub) -> None:
@@ -44,16 +44,14 @@ def run(args: argparse.Namespace) -> int:
                                  "--no-trace turns off")
     lines = read_questions(args.questions) if args.questions else \
         [Question(args.question, 1, conversation=args.conversation)]
-    options = provider_options(args)
+    spec = ask_spec(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace,
                            settings=settings_of(args))
     warn_skipped(session.corpus)
     conversations = Conversations(session, context_policy(args))
     failed = 0
     for q in lines:
-        answer = conversations.ask(q.text, q.conversation, provider=args.provider, model=args.model, mode=args.mode,
-                                   k=args.k, tool_protocol=args.tool_protocol, verify=args.verify,
-                                   verify_budget=args.verify_budget, **options)
+        answer = conversations.ask(q.text, q.conversation, spec=spec)
         # a truncated answer is an answer, with a warning: not a failure
         failed += answer.payload.status not in ANSWERED or answer.trace_error is not None
         if args.json:

@@ -14,12 +14,12 @@ import uuid
 from ..errors import WorkbenchError
 from ..questions import check_conversation_id
 from ..render.sources import document_lines, sources_row, verification_lines
-from ..session import Conversations, Session
+from ..session import AskSpec, Conversations, Session
 from ..terminal import neutralize
 from ._answer import print_answer
 from ._signals import Prompt
 from ._options import (add_context_option, add_run_options, add_trace_options, add_verify_options, context_policy,
-                       db_path, provider_options, settings_of, warn_skipped)
+                       ask_spec, db_path, settings_of, warn_skipped)
 
 #: The chat's commands; any other line is a question (a question that starts with "/" is typed as "//…").
 COMMANDS = {
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if args.no_trace:
             raise WorkbenchError("--conversation goes on with a conversation from the trace database, which "
                                  "--no-trace turns off")
-    options = provider_options(args)
+    spec = ask_spec(args)
     session = Session.open(args.corpus, args.retriever, trace_db=db_path(args), trace=not args.no_trace,
                            settings=settings_of(args))
     warn_skipped(session.corpus)
@@ -67,11 +67,11 @@ def run(args: argparse.Namespace) -> int:
     say("Ask a question; each one follows up on the ones before. Commands: " + ", ".join(COMMANDS) + ".")
     _started(chat, conversation)
     with Prompt() as read_line:  # not input(): it can miss a Ctrl-C that comes right after the prompt
-        return _loop(args, session, chat, conversation, read_line, options)
+        return _loop(args, session, chat, conversation, read_line, spec)
 
 
 def _loop(args: argparse.Namespace, session: Session, chat: Conversations, conversation: str, read_line,
-          options: dict) -> int:
+          spec: AskSpec) -> int:
     last = None  # the last answer asked in this conversation (what /sources and /verify look at)
     while True:
         try:
@@ -105,9 +105,7 @@ def _loop(args: argparse.Namespace, session: Session, chat: Conversations, conve
         if text.startswith("//"):
             text = text[1:]
         try:
-            answer = chat.ask(text, conversation, provider=args.provider, model=args.model, mode=args.mode, k=args.k,
-                              tool_protocol=args.tool_protocol, verify=args.verify,
-                              verify_budget=args.verify_budget, **options)
+            answer = chat.ask(text, conversation, spec=spec)
         except KeyboardInterrupt:
             print()
             say("(interrupted: that question was dropped, the conversation goes on without it)")

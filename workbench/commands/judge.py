@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from ..config import DEFAULT_JUDGE
 from ..errors import JudgeInputError
 from ..jsonl import json_objects
 from ..faithfulness import get_judge
@@ -19,7 +20,7 @@ BATCH = 256
 def register(sub) -> None:
     p = sub.add_parser("judge", help='Judge claims against evidence: lines {"id", "claim", "evidence": [text, …]}.')
     p.add_argument("file", help="JSONL file, or - for stdin")
-    p.add_argument("--method", default="lexical",
+    p.add_argument("--method", default=DEFAULT_JUDGE,
                    help="judge: lexical (default, offline), embedding, hybrid, llm, or one a WORKBENCH_PLUGINS "
                         "module registers (docs/plugins.md)")
     p.add_argument("--provider", default="ollama", help="chat provider for --method llm (default: ollama)")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..corpus import load_corpus
-from ..config import DEMO_CORPUS
+from ..config import DEFAULT_RETRIEVER, DEMO_CORPUS
 from ..errors import WorkbenchError
 from ..questions import read_questions
 from ..retrieval import get_retriever
@@ -19,7 +19,7 @@ def register(sub) -> None:
     p = sub.add_parser("retrieve", help="Rank documents for each query in a JSONL file (one line per query).")
     add_corpus_option(p)
     p.add_argument("--queries", required=True, metavar="FILE.jsonl", help='lines {"id": …, "question": …}')
-    p.add_argument("--retriever", default="bm25", help="bm25, vector, hybrid, vector-ollama, vector-gemini, "
+    p.add_argument("--retriever", default=DEFAULT_RETRIEVER, help="bm25, vector, hybrid, vector-ollama, vector-gemini, "
                    "vector-minilm, hybrid-minilm (optional install: requirements-minilm.txt), or one a "
                    "WORKBENCH_PLUGINS module registers (docs/plugins.md)")
     p.add_argument("-k", "--k", type=int, default=10, help="documents per query (default 10)")

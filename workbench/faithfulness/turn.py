@@ -35,6 +35,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from ..config import DEFAULT_JUDGE
 from ..payload import Payload
 from ..provenance import sources_payload, turn_id_of
 from ..text import plain, sentences
@@ -224,7 +225,7 @@ def _supported(j: Judgement) -> bool:
 
 
 def assess_turn(record: TurnRecord, payload: Payload | None = None, corpus=None,
-                judge: str | Judge = "lexical") -> TurnFaithfulness:
+                judge: str | Judge = DEFAULT_JUDGE) -> TurnFaithfulness:
     """Judge every claim of one turn against what it cites (see the module docstring for the rules)."""
     payload = payload if payload is not None else sources_payload(record)
     j = get_judge(judge) if isinstance(judge, str) else judge

@@ -2,10 +2,10 @@
 
 A follow-up asked from the CLI (`ask --conversation ID`), a resumed `eval` or the app's "reopen" needs the
 records of the conversation's earlier turns. `read_conversation` is the one reader: it reads each turn whole
-with `spans.read_stored_turns` (the reader export uses too) and gives `StoredConversationTurn`s: the record
+with `spans.read_stored_turns` (the reader export uses too) and gives `answer.Answer`s, as `Session.ask` does: the record
 as it was asked (question, answer, mode, each tool call with its arguments and the documents it returned,
 each excerpt, the model calls, the run's configuration, the latency, its history in the context states it
-was asked with), what it was asked with (`AskedWith`, typed), the claims judged and the latest verification.
+was asked with; what it was asked with is its typed `config`, `types.TurnConfig`), the claims judged and the latest verification.
 Titles, URLs and kinds are the ones the turn recorded (its `sources` rows), so the record does not depend on
 the corpus loaded now. Only the turns that are history (`context_policy.is_history`) are returned: a failed turn's question
 without an answer is not part of what the model is given, but its position still counts
@@ -15,67 +15,26 @@ without an answer is not part of what the model is given, but its position still
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import duckdb
 
+from ..config import DEFAULT_MODE
 from ..context_policy import history_turn, is_history
 from ..corpus import Corpus
 from ..errors import TraceStoreError
 from ..faithfulness import TurnFaithfulness
+from ..answer import Answer
 from ..payload import Payload
+from ..provenance import sources_payload
 from ..types import Cut, Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
 from ..verify import Verification
 from .audits import AUDIT_KIND
 from .history import OWNERS
 from .reader import TraceReader, as_reader
 from .spans import StoredTurn, read_stored_turns
-
-
-@dataclass(frozen=True)
-class AskedWith:
-    """What a stored turn was asked with: its run's recorded configuration (`runs`), read once and typed.
-
-    `options` are the provider options the run recorded: never a secret (a `writeOnly` option is not recorded,
-    `redact.recorded`), so re-running the turn (verification) takes those from where they are configured."""
-
-    provider: str
-    model: str | None = None
-    retriever: str | None = None
-    mode: str = "agent"
-    k: int | None = None
-    tool_protocol: str | None = None
-    corpus_id: str | None = None
-    corpus_hash: str | None = None
-    options: tuple[tuple[str, Any], ...] = ()  # (name, value), in name order; lists as tuples
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "AskedWith":
-        """From a run's configuration (`runs.config_json` with the run's own columns)."""
-        options = config.get("options") or {}
-        return cls(provider=config.get("provider") or "", model=config.get("model"),
-                   retriever=config.get("retriever"), mode=config.get("mode") or "agent",
-                   k=int(config["k"]) if config.get("k") is not None else None,
-                   tool_protocol=config.get("tool_protocol"), corpus_id=config.get("corpus_id"),
-                   corpus_hash=config.get("corpus_hash"),
-                   options=tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted(options.items())))
-
-
-@dataclass(frozen=True)
-class StoredConversationTurn:
-    """One `ok` turn of a stored conversation, whole: it wraps the record, it does not copy it."""
-
-    record: TurnRecord  # as asked: configuration, latency and history included
-    asked_with: AskedWith
-    #: The claims judged for it, one per judge in the order they were written (its own judge first).
-    faithfulness: tuple[TurnFaithfulness, ...] = ()
-    #: Its latest verification by ablation (`ablations`); None: never verified.
-    verification: Verification | None = None
-    #: An audited turn's payload as stored (`turn_payloads`, with its `audit` object: docs/design.md §12), which
-    #: its record alone does not give again; None for the workbench's own turns, whose payload is computed anew.
-    payload: Payload | None = None
 
 
 def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
@@ -130,7 +89,7 @@ def conversation_owner(db: str | Path | TraceReader, conversation_id: str) -> tu
 
 
 def read_conversation(db: str | Path | TraceReader, conversation_id: str,
-                      corpus: Corpus | None = None) -> list[StoredConversationTurn]:
+                      corpus: Corpus | None = None) -> list[Answer]:
     """The turns of `conversation_id` that are history, oldest first, whole (empty: a new conversation). `corpus`,
     when it is the one a turn was asked with (its content hash), only fills in its excerpts' file names (the store
     keeps none)."""
@@ -147,7 +106,7 @@ def conversation_so_far(db: str | Path | TraceReader, conversation_id: str,
 
 
 def _read(db: str | Path | TraceReader, conversation_id: str,
-          corpus: Corpus | None) -> tuple[list[StoredConversationTurn], int]:
+          corpus: Corpus | None) -> tuple[list[Answer], int]:
     reader = _with_conversations(db)
     if reader is None:
         return [], 0
@@ -162,9 +121,8 @@ def _read(db: str | Path | TraceReader, conversation_id: str,
             con.execute("COMMIT")
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not read conversation {conversation_id} from {reader.path}: {exc}") from None
-    turns = _conversation_turns(stored, corpus)
-    return [replace(t, payload=Payload.from_json(json.loads(audited[t.record.turn_id])))
-            if t.record.turn_id in audited else t for t in turns], int(last)
+    payloads = {turn_id: Payload.from_json(json.loads(text)) for turn_id, text in audited.items()}
+    return _conversation_turns(stored, corpus, payloads), int(last)
 
 
 #: The stored payloads of a conversation's audited turns (the runs of `collect` and `ingest`).
@@ -172,8 +130,8 @@ _AUDITED_PAYLOADS = """SELECT p.turn_id, p.payload_json FROM turn_payloads p JOI
 JOIN runs r USING (run_id) WHERE t.conversation_id = ? AND r.kind = ?"""
 
 
-def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None) -> list[StoredConversationTurn]:
-    out: list[StoredConversationTurn] = []
+def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None, audited: Mapping[str, Payload]) -> list[Answer]:
+    out: list[Answer] = []
     by_id: dict[str, TurnRecord] = {}
     for t in stored:  # oldest first: an earlier turn has its own history before a later one is asked with it
         record = _record(t, corpus)
@@ -184,17 +142,24 @@ def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None) -> list
         history = tuple(history_turn(by_id[c["earlier_turn_id"]], c["context"], c["earlier_position"])
                         for c in t.turn_context if c["earlier_turn_id"] in by_id)
         record = by_id[record.turn_id] = replace(record, history=history) if history else record
-        out.append(_whole(t, record))
+        out.append(_whole(t, record, audited.get(record.turn_id)))
     return out
 
 
-def _whole(t: StoredTurn, record: TurnRecord) -> StoredConversationTurn:
-    """The stored turn `t` with its record: what it was asked with, its claims and its latest verification."""
+def _whole(t: StoredTurn, record: TurnRecord, audited: Payload | None = None) -> Answer:
+    """The stored turn `t` as an `Answer`: its record, its payload (an audited turn's as stored, with its `audit`
+    object, which its record alone does not give again; else computed anew from the record: provenance is pure),
+    its claims (its own judge's, then the others') and its latest verification."""
     used = {s["doc_id"]: (bool(s["cited"]), bool(s["consulted"])) for s in t.sources}
-    return StoredConversationTurn(
-        record=record, asked_with=AskedWith.from_config(record.config),
-        faithfulness=TurnFaithfulness.stored(record.turn_id, t.claims),
-        verification=Verification.from_rows(t.ablations, used) if t.ablations else None)
+    verification = Verification.from_rows(t.ablations, used) if t.ablations else None
+    payload = audited
+    if payload is None:
+        payload = sources_payload(record)
+        if verification is not None:
+            payload = replace(payload, verification=verification.to_payload())
+    judged = TurnFaithfulness.stored(record.turn_id, t.claims)
+    return Answer(record, payload, faithfulness=judged[0] if judged else None, verification=verification,
+                  other_judges=tuple(judged[1:]))
 
 
 def load_conversation(db: str | Path | TraceReader, conversation_id: str,
@@ -241,14 +206,14 @@ def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
                                   model_version=m["model_version"], retries=m["retries"] or 0,
                                   n_tool_calls=m["n_tool_calls"] or 0) for m in t.model_calls)
     started = turn.get("started_at")
-    return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or "agent",
+    return TurnRecord(question=turn["question"], answer=turn.get("answer") or "", mode=config.get("mode") or DEFAULT_MODE,
                       tool_calls=calls, excerpts=tuple(excerpts), turn_id=turn["turn_id"], status=turn["status"],
                       error=turn.get("error"), model_calls=model_calls, config=config,
                       started_at=started.isoformat() if started is not None else None, latency_ms=turn.get("latency_ms"),
                       conversation_id=turn.get("conversation_id"), position=turn.get("position"))
 
 
-def read_turn(db: str | Path | TraceReader, turn_id: str) -> StoredConversationTurn | None:
+def read_turn(db: str | Path | TraceReader, turn_id: str) -> Answer | None:
     """One stored turn whole, whatever its status (an audited turn opened on its own, `trace.audits`), without its
     history (the earlier turns are not read); None when the store has no such turn."""
     reader = as_reader(db)

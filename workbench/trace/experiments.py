@@ -3,8 +3,8 @@
 An `eval` of a questions file records, when the run ends, the file as a dataset (its name and content
 hash; its expectations one row per line, stored once per dataset) and an `experiments` row tying the run
 to it with its optional name (unique), tags and whole configuration (secrets redacted as everywhere:
-`redact.redact_config`). The scoring over them is `scoring.py`; the tables and the
-`expectation_results` view are migration m011 (`schema_m011.py`).
+`redact.redact_config`). The scoring over them is `scoring.py`; the tables are migration m011 (`schema_m011.py`), the
+`expectation_results` view m011's as m021 and m023 replaced it (`schema_m023.py` writes it out as it is now).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class Schema:
     def has(self, name: str) -> bool:
         """Whether the database has the table, view or macro `name` (a name no migration creates is an error)."""
         if name not in CREATED_BY:
-            raise KeyError(f"no migration creates {name!r} (workbench/trace/schema.py)")
+            raise KeyError(f"no migration creates {name!r} (workbench/trace/schema_mNNN.py)")
         return CREATED_BY[name] in self.applied
 
     @property

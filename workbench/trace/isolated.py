@@ -3,7 +3,7 @@
 DuckDB's `memory_limit` bounds its operators (hash tables, sorts, spilling), but not everything: a scalar
 function such as `repeat('x', 100000000)` allocates its strings outside the buffer manager, and fetching
 10,000 rows of a megabyte each builds gigabytes of Python objects. So a visitor's query runs in a child
-process (`child`) whose address space is capped (`QUERY_ADDRESS_SPACE`):
+process (`query_child.child`, which imports this module and `reader.py`; this one spawns it) whose address space is capped (`QUERY_ADDRESS_SPACE`):
 whatever the query does, the app or CLI process is never the one that grows, and a query over the
 bound ends with a message naming it. Inside the child DuckDB gets `QUERY_MEMORY_LIMIT`, spills to a
 private temporary folder capped at `QUERY_TEMP_LIMIT` and removed after the query, and at most
@@ -20,7 +20,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -94,7 +93,7 @@ def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, qu
                           "query_timeout": query_timeout, "owner": owner})
     child_env = child_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(_ROOT), env("PYTHONPATH")])))
     try:
-        proc = subprocess.run([sys.executable, "-c", "from workbench.trace.isolated import child; child()"],
+        proc = subprocess.run([sys.executable, "-c", "from workbench.trace.query_child import child; child()"],
                               input=request.encode(),
                               capture_output=True, env=child_env, timeout=lock_timeout + query_timeout + 15)
     except subprocess.TimeoutExpired:
@@ -115,30 +114,3 @@ def run_user_query(path: Path, sql: str, *, files: bool, lock_timeout: float, qu
                                                    if proc.returncode < 0 else ""))
     tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
     raise TraceStoreError(f"query failed: its process ended with status {proc.returncode}: {tail[0]}")
-
-
-def child() -> None:
-    """The child process: read the request on stdin, write the pickled outcome on stdout."""
-    result = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything DuckDB prints (its progress bar) goes to stderr, not into the result
-    request = json.loads(sys.stdin.buffer.read())
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (QUERY_ADDRESS_SPACE, QUERY_ADDRESS_SPACE))
-    except (ImportError, ValueError, OSError):  # no RLIMIT_AS here (Windows, some macOS): DuckDB's limits remain
-        pass
-    from .reader import TraceReader
-
-    try:
-        reader = TraceReader(request["path"], timeout=request["lock_timeout"], query_timeout=request["query_timeout"])
-        with tempfile.TemporaryDirectory(prefix="workbench-query-") as spill:
-            rows = reader.run_bounded(request["sql"], files=request["files"], temp_directory=spill,
-                                      owner=request.get("owner"))
-        out = pickle.dumps(("ok", tuple(rows)), protocol=pickle.HIGHEST_PROTOCOL)
-    except errors.WorkbenchError as exc:
-        out = pickle.dumps(("error", (type(exc).__name__, str(exc))))
-    except MemoryError:
-        out = pickle.dumps(("error", ("TraceStoreError", memory_message())))
-    result.write(out)
-    result.close()

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from ..payload import Payload
 from ..questions import question_kind
 from ..redact import redact_config
-from ..types import TurnRecord
+from ..types import TurnConfig, TurnRecord
 from .tables import SCHEMAS  # every table's columns, in order, as the migrations declare them
 
 def to_json(value: Any) -> str:
@@ -180,7 +180,7 @@ def ablation_rows(turn_id: str, ablations: Iterable[dict[str, Any]]) -> list[Row
 def run_row(run_id: str, config: dict[str, Any], kind: str, run_key: str | None = None,
             created_at: datetime | None = None, settings: dict[str, Any] | None = None) -> Row:
     """The `runs` row; secrets in `config` (and an eval's `settings`) are redacted."""
-    cfg = redact_config(config)
+    cfg = redact_config(dict(config.to_json() if isinstance(config, TurnConfig) else config))
     context = cfg.get("context") or {}
     return {"run_id": run_id, "created_at": created_at or datetime.now(timezone.utc), "kind": kind,
             **{k: cfg.get(k) for k in ("provider", "model", "retriever", "mode", "k", "prompt_version", "corpus_id",

@@ -3,8 +3,10 @@
 Its own module because it is long: the `ablations` table, the `source_verdicts` and
 `verification_summary` views, and usage accounting (m008's `doc_usage` macros and views) replaced
 whole with the verdict counts. Like every migration, frozen once released: change the schema by
-appending a new one in `schema.py`.
+appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 # Verification by ablation (docs/design.md §9): one row per re-run of a verified turn, written with the
 # turn or later (the app's "Verify sources"), never by rewriting the turn; and the views over it.
@@ -204,3 +206,8 @@ COMMENT ON COLUMN doc_usage_totals.load_bearing IS 'Document-turns load-bearing 
 COMMENT ON COLUMN doc_usage_totals.documents_consulted IS 'Documents consulted at least once.';
 COMMENT ON COLUMN doc_usage_totals.documents_never_consulted IS 'Documents retrieved but never consulted.';
 """
+
+
+@migration(M009_ABLATIONS)
+def m009_ablations(con) -> None:
+    """SQL only."""

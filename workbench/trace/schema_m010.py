@@ -15,8 +15,10 @@ m004's `doc_gaps` view:
   turn on the same corpus consulted a document for is no gap: the knowledge base has an answer, the
   model that consulted nothing missed it.
 
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 # The gap key: the question lower-cased, whitespace collapsed (as m004's `doc_gaps`).
 _KEY = r"lower(trim(regexp_replace(t.question, '\s+', ' ', 'g')))"
@@ -140,3 +142,8 @@ COMMENT ON COLUMN doc_gaps.last_seen IS 'Latest such turn (UTC).';
 COMMENT ON COLUMN doc_gaps.last_turn_id IS 'The latest such turn, to inspect it.';
 COMMENT ON COLUMN doc_gaps.max_retrieved IS 'Most documents any of those turns retrieved (0: retrieval found nothing at all).';
 """
+
+
+@migration(M010_USAGE_PER_CORPUS)
+def m010_usage_per_corpus(con) -> None:
+    """SQL only."""

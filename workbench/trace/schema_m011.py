@@ -5,8 +5,10 @@ experiments (an `eval` run with its dataset, its optional unique name, tags and 
 and the `expectation_results` view that scores every line of a run's dataset against the run's turn
 for it: the one definition of the per-turn assertions and figures that `trace/scoring.py`, the CLI's
 `runs` commands, the app's Experiments page and notebook 02 all read. Like every migration, frozen once
-released: change the schema by appending a new one in `schema.py`.
+released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M011_EXPERIMENTS = r"""
 CREATE TABLE datasets (
@@ -154,3 +156,8 @@ COMMENT ON COLUMN expectation_results.retrieved_recall IS 'The same as consulted
 COMMENT ON COLUMN expectation_results.load_bearing_precision IS 'The same as consulted_precision for the load-bearing row, for a verified turn; else NULL.';
 COMMENT ON COLUMN expectation_results.load_bearing_recall IS 'The same as consulted_recall for the load-bearing row, for a verified turn; else NULL.';
 """
+
+
+@migration(M011_EXPERIMENTS)
+def m011_experiments(con) -> None:
+    """SQL only."""

@@ -4,8 +4,10 @@ A turn belongs to a conversation (`turns.conversation_id`, `turns.position`); a 
 earlier turn names that turn (`sources.carried_from`); the run configuration holds the context policy
 (`runs.context_turns`, `runs.context_token_budget`); and `turn_context` records, per turn, the state each
 earlier turn of its conversation was in (what the model still had). Like every migration, frozen once
-released: change the schema by appending a new one in `schema.py`.
+released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M012_CONVERSATIONS = r"""
 ALTER TABLE turns ADD COLUMN conversation_id VARCHAR;
@@ -33,3 +35,8 @@ COMMENT ON COLUMN turn_context.earlier_turn_id IS 'The earlier turn (`turns.turn
 COMMENT ON COLUMN turn_context.earlier_position IS 'Its 1-based position in the conversation.';
 COMMENT ON COLUMN turn_context.context IS '`full` (question, answer and tool results kept), `answer` (question and answer only) or `dropped` (nothing).';
 """
+
+
+@migration(M012_CONVERSATIONS)
+def m012_conversations(con) -> None:
+    """SQL only."""

@@ -7,34 +7,48 @@
 - `doc_gaps_for` (and so `doc_gaps`) no longer counts a follow-up that cites carried documents: the model
   answered from a document an earlier turn read (design §11.6). Such a follow-up can consult nothing (a
   document carried only as a link in an earlier answer is never consulted, §11 rule 3d), yet the
-  knowledge base answered it. m010's macro is replaced whole; the `doc_gaps` view reads it at query time.
+  knowledge base answered it. m010's macro is replaced whole (its SQL written out here); the `doc_gaps` view reads
+  it at query time.
 
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
 
-from .schema_m010 import M010_USAGE_PER_CORPUS
+from .migration import migration
 
 
-def _amend(sql: str, *changes: tuple[str, str]) -> str:
-    """`sql` with each (old, new) change made; each old text must occur exactly once."""
-    for old, new in changes:
-        if sql.count(old) != 1:
-            raise ValueError(f"m013 amends text that is not in m010 exactly once: {old!r}")
-        sql = sql.replace(old, new)
-    return sql
+# m010's `doc_gaps_for` with the carried citations (a turn citing a carried document answers its question, and
+# is no gap), written out whole: a migration that replaces a view or macro states its SQL itself, never by
+# editing another migration's text.
+_GAPS = r"""CREATE OR REPLACE MACRO doc_gaps_for(run_ids := NULL, providers := NULL, corpus_ids := NULL) AS TABLE
+WITH ok AS (  -- only turns that ended `ok` count, for the gaps and for what the knowledge base answers
+    SELECT lower(trim(regexp_replace(t.question, '\s+', ' ', 'g'))) AS question_key, t.turn_id, t.run_id, t.question, t.started_at, t.n_consulted,
+           t.n_retrieved, r.provider, r.corpus_id,
+           EXISTS (SELECT 1 FROM sources s WHERE s.turn_id = t.turn_id AND s.cited AND s.carried_from IS NOT NULL)
+               AS cites_carried
+    FROM turns t JOIN runs r USING (run_id)
+    WHERE t.status = 'ok' AND t.question_kind = 'substantive'
+), answered AS (  -- questions some ok turn on the corpus consulted a document for, in any run
+    SELECT DISTINCT question_key, corpus_id FROM ok WHERE n_consulted > 0 OR cites_carried
+), per_run AS (
+    SELECT g.question_key, g.corpus_id, g.run_id, arg_max(g.question, g.started_at) AS question, count(*) AS asks,
+           min(g.started_at) AS first_seen, max(g.started_at) AS last_seen,
+           arg_max(g.turn_id, g.started_at) AS last_turn_id, max(g.n_retrieved) AS max_retrieved
+    FROM ok g ANTI JOIN answered a
+        ON a.question_key = g.question_key AND a.corpus_id IS NOT DISTINCT FROM g.corpus_id
+    WHERE g.n_consulted = 0 AND NOT g.cites_carried
+      AND (run_ids IS NULL OR list_contains(run_ids, g.run_id))
+      AND (providers IS NULL OR list_contains(providers, g.provider))
+      AND (corpus_ids IS NULL OR list_contains(corpus_ids, g.corpus_id))
+    GROUP BY 1, 2, 3
+)
+SELECT question_key, corpus_id, arg_max(question, last_seen) AS question, sum(asks)::BIGINT AS asks, count(*) AS runs,
+       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
+       arg_max(last_turn_id, last_seen) AS last_turn_id, max(max_retrieved) AS max_retrieved
+FROM per_run
+GROUP BY 1, 2
+ORDER BY asks DESC, last_seen DESC, question_key, corpus_id;
 
-
-# m010's `doc_gaps_for`, stated once there, with the carried citations: a turn citing a carried document
-# answers its question, and is no gap.
-_GAPS = _amend(
-    M010_USAGE_PER_CORPUS[M010_USAGE_PER_CORPUS.index("CREATE OR REPLACE MACRO doc_gaps_for"):
-                          M010_USAGE_PER_CORPUS.index("CREATE OR REPLACE VIEW doc_gaps")],
-    ("t.n_retrieved, r.provider, r.corpus_id\n",
-     "t.n_retrieved, r.provider, r.corpus_id,\n"
-     "           EXISTS (SELECT 1 FROM sources s WHERE s.turn_id = t.turn_id AND s.cited AND s.carried_from IS NOT NULL)\n"
-     "               AS cites_carried\n"),
-    ("FROM ok WHERE n_consulted > 0", "FROM ok WHERE n_consulted > 0 OR cites_carried"),
-    ("WHERE g.n_consulted = 0\n", "WHERE g.n_consulted = 0 AND NOT g.cites_carried\n"))
+"""
 
 M013_CONVERSATION_VIEWS = r"""
 CREATE VIEW conversation_turns AS
@@ -120,3 +134,8 @@ COMMENT ON COLUMN conversations.last_at IS 'When its latest turn started (UTC).'
 """ + _GAPS + r"""
 COMMENT ON VIEW doc_gaps IS 'The doc-gap queue: substantive questions whose `ok` turns consulted nothing (the knowledge base had nothing the model read), grouped by normalised question and corpus, with counts and first/last seen. Not gaps: structural (listing) questions, turns that did not end `ok` (a failed model says nothing about the knowledge base), follow-ups whose answer cites a document carried from an earlier turn of the conversation (answered from what that turn read, docs/design.md §11), and questions that any `ok` turn on the same corpus, in any run, consulted a document for (the knowledge base answers them; the model that consulted nothing missed it: see `provider_summary.gap_rate`). For chosen runs, providers or corpora: `FROM doc_gaps_for(run_ids := [...], providers := [...], corpus_ids := [...])`.';
 """
+
+
+@migration(M013_CONVERSATION_VIEWS)
+def m013_conversation_views(con) -> None:
+    """SQL only."""

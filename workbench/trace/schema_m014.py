@@ -5,10 +5,11 @@ m009 wrote "the turn's latest verification" as the same subquery three times (in
 it once and writes the three again, reading the view. Their columns and results are unchanged, and so are their comments:
 DuckDB drops a view's comments when the view is replaced, so the migration's Python step carries them
 over (`reuse_latest_verification`) rather than restating them here.
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
 
 from .connect import sql_string
+from .migration import migration
 
 M014_LATEST_VERIFICATION = """
 CREATE VIEW latest_verifications AS
@@ -108,6 +109,7 @@ def replace_keeping_comments(con, views, sql: str) -> None:
         con.execute(f"COMMENT ON {target} IS {sql_string(comment)}")
 
 
-def reuse_latest_verification(con) -> None:
+@migration(M014_LATEST_VERIFICATION)
+def m014_latest_verification(con) -> None:
     """Replace the readers (`M014_READERS`), keeping every comment their views had."""
     replace_keeping_comments(con, _REPLACED_VIEWS, M014_READERS)

@@ -11,8 +11,10 @@ Databases written before m016 may hold such collisions: each conversation that h
 order the turns were written (position, then start time, then turn id), so it is gapless again, and
 `turn_context.earlier_position` follows its turns. `history_through` of those turns is what they were asked
 after (their old position - 1), so a renumbered turn shows that it did not see the turn it collided with.
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M016_CONVERSATION_POSITIONS = r"""
 ALTER TABLE turns ADD COLUMN history_through INTEGER;
@@ -32,3 +34,8 @@ UPDATE turn_context SET earlier_position = t.position
 FROM turns t
 WHERE t.turn_id = turn_context.earlier_turn_id AND turn_context.earlier_position IS DISTINCT FROM t.position;
 """
+
+
+@migration(M016_CONVERSATION_POSITIONS)
+def m016_conversation_positions(con) -> None:
+    """SQL only."""

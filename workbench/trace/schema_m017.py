@@ -12,9 +12,10 @@
   unchanged. The view is made again (its columns changed); DuckDB drops a replaced view's comments, so the
   Python step (`keep_gap_comments`) carries its column comments over, as m014 does, and adds the new ones.
 
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
 
+from .migration import migration
 from .schema_m014 import replace_keeping_comments
 
 M017_DOC_GAP_KINDS = r"""
@@ -75,7 +76,8 @@ COMMENT ON COLUMN doc_gaps.kind IS 'What kind of gap (from its turns'' `turns.ga
 """
 
 
-def keep_gap_comments(con) -> None:
+@migration(M017_DOC_GAP_KINDS)
+def m017_doc_gap_kinds(con) -> None:
     """Replace the gap queue (`M017_GAP_QUEUE`), keeping the comments `doc_gaps` and its columns had, then
     comment the view anew and its new `kind` column (`M017_GAP_COMMENTS`)."""
     replace_keeping_comments(con, ["doc_gaps"], M017_GAP_QUEUE)

@@ -3,8 +3,10 @@
 `audit_spans` keeps every span `workbench collect` or `workbench ingest` received, as received (bounded), keyed
 by trace and span id, so a span an exporter sends twice is stored once; `turn_payloads` keeps each turn's sources
 payload as JSON (audited turns carry the `audit` object there), which `workbench turns --json` prints. Like every
-migration, frozen once released: change the schema by appending a new one in `schema.py`.
+migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M020_AUDIT = r"""
 CREATE TABLE audit_spans (
@@ -39,3 +41,8 @@ COMMENT ON TABLE turn_payloads IS 'Each turn''s sources payload (docs/design.md 
 COMMENT ON COLUMN turn_payloads.turn_id IS 'The turn; joins `turns`.';
 COMMENT ON COLUMN turn_payloads.payload_json IS 'The payload as `workbench ask --json` prints it (secrets redacted as everywhere).';
 """
+
+
+@migration(M020_AUDIT)
+def m020_audit(con) -> None:
+    """SQL only."""

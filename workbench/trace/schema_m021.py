@@ -6,9 +6,10 @@ a follow-up ("And with Okta?") had one turn applied to both lines (masking one f
 Turns written before this migration have no line: they are matched by their question's text, as they were
 scored when they were written. `runs.eval_settings_json` keeps the whole configuration an `eval` run was asked
 with, so a resume with any other configuration is refused, naming the difference (docs/experiments.md).
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
 
+from .migration import migration
 from .schema_m014 import replace_keeping_comments
 
 M021_TURN_LINES = r"""
@@ -96,7 +97,8 @@ COMMENT ON COLUMN expectation_results.conversation IS 'The line''s conversation 
 COMMENT ON COLUMN expectation_results.turn_id IS 'The run''s latest turn for the line; NULL when it was never asked.';
 COMMENT ON COLUMN expectation_results.answered IS 'Whether the run has a turn for the line.';
 """
-def score_by_line(con) -> None:
+@migration(M021_TURN_LINES)
+def m021_turn_lines(con) -> None:
     """Replace `expectation_results` (`M021_VIEW`): DuckDB drops a replaced view's comments, so m011's are
     carried over rather than restated here, and the new ones (`M021_VIEW_COMMENTS`) set after them."""
     replace_keeping_comments(con, ["expectation_results"], M021_VIEW)

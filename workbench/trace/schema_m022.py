@@ -1,7 +1,9 @@
 """Migration m022: the Trace explorer's saved, named queries (`saved_queries`).
 
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M022_SAVED_QUERIES = """
 CREATE TABLE saved_queries (
@@ -16,3 +18,8 @@ COMMENT ON COLUMN saved_queries.sql IS 'The SQL (read-only; at most 20,000 chara
 COMMENT ON COLUMN saved_queries.saved_at IS 'When it was last saved (UTC).';
 COMMENT ON COLUMN saved_queries.saved_by IS 'Who saved it (the signed-in user), else NULL.';
 """
+
+
+@migration(M022_SAVED_QUERIES)
+def m022_saved_queries(con) -> None:
+    """SQL only."""

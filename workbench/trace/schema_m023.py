@@ -5,9 +5,10 @@ written before m021). An audited run scored against a questions file (`collect -
 records the line of every turn it matched; a turn it did not match (reported as such) has no row and must stay
 unscored, even when its question's text is a line's (a follow-up "And with Okta?" of another session). So that
 fallback now leaves out the turns of audit runs (`runs.kind = 'audit'`); the view is otherwise m021's.
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
 
+from .migration import migration
 from .schema_m014 import replace_keeping_comments
 
 #: m021's view, written out whole (a frozen migration's SQL is not derived from another's), with its fallback by
@@ -77,6 +78,7 @@ FROM checked;
 """
 
 
-def audited_by_line(con) -> None:
+@migration("")
+def m023_audited_lines(con) -> None:
     """Replace `expectation_results` (`M023_VIEW`), keeping every comment it had."""
     replace_keeping_comments(con, ["expectation_results"], M023_VIEW)

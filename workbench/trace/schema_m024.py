@@ -1,7 +1,9 @@
 """Migration m024: read-only shares of a conversation (`conversation_shares`).
 
-Like every migration, frozen once released: change the schema by appending a new one in `schema.py`.
+Like every migration, frozen once released: change the schema by appending a new one (a new `schema_mNNN.py`, registered by `@migration`).
 """
+
+from .migration import migration
 
 M024_CONVERSATION_SHARES = """
 CREATE TABLE conversation_shares (
@@ -20,3 +22,8 @@ COMMENT ON COLUMN conversation_shares.audience IS '`signed_in`: anyone signed in
 COMMENT ON COLUMN conversation_shares.created_at IS 'When it was shared (UTC).';
 COMMENT ON COLUMN conversation_shares.revoked_at IS 'When its owner revoked it (UTC); NULL while the link opens the conversation.';
 """
+
+
+@migration(M024_CONVERSATION_SHARES)
+def m024_conversation_shares(con) -> None:
+    """SQL only."""

@@ -1,8 +1,8 @@
 """Scoring experiment runs (docs/experiments.md): a leaderboard with bootstrap intervals, per-question diffs
 and the regression gate.
 
-The per-turn assertions and figures are defined once, in the `expectation_results` view (migration
-m011), but for the two retrieval figures (recall@k and reciprocal rank, `retrieval_figures`), which need the
+The per-turn assertions and figures are defined once, in the `expectation_results` view (as migration m023 last
+wrote it, `schema_m023.py`), but for the two retrieval figures (recall@k and reciprocal rank, `retrieval_figures`), which need the
 run's k: this module reads its rows and only aggregates them — a run's figure is the mean of its rows'
 values (the rows that have one), with a percentile bootstrap 95 % interval over those rows
 (`BOOTSTRAP_SAMPLES` resamples, seed `SEED`, so the same rows always give the same interval). The CLI

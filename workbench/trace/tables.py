@@ -1,6 +1,6 @@
 """The columns of every trace table, derived from the migrations' DDL: one definition per table.
 
-The migrations in `schema.py` are the only place a table or column is declared. The writer needs
+The migrations (`schema_mNNN.py`, listed by `schema.py`) are the only place a table or column is declared. The writer needs
 each table's columns in order and their DuckDB types (its bulk inserts bind each column's values as
 a list cast to `<type>[]`), so they are read here from the migrations' `CREATE TABLE` and
 `ALTER TABLE … ADD COLUMN` statements, the only two shapes the migrations use (any other

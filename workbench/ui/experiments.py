@@ -25,7 +25,7 @@ from ..config import default_db_path
 from ..paths import DEFAULT_STORE
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
-from . import audited
+from . import audited, audited_runs
 from .tables import shown
 
 TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment run only)
@@ -51,7 +51,7 @@ def show(db: str | None, store: str = DEFAULT_STORE) -> None:
             show_turn(path, turn, store)
             st.divider()
         board(path, store)
-        audited.section(path)
+        audited_runs.section(path)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
 

@@ -28,7 +28,8 @@ from . import identity, shares
 from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
 
 if TYPE_CHECKING:
-    from ..trace.conversation_reader import AskedWith, StoredConversationTurn
+    from ..answer import Answer
+    from ..types import TurnConfig
 from .tables import QUERY_CACHE_SECONDS, db_version
 
 TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
@@ -79,7 +80,7 @@ def new_conversation() -> None:
     st.query_params.pop(QUERY, None)
 
 
-def asked_corpus(asked: AskedWith, cfg: RunConfig) -> tuple[str, str] | None:
+def asked_corpus(asked: TurnConfig, cfg: RunConfig) -> tuple[str, str] | None:
     """(path, label) of a corpus the app can load whose content is the one `asked` recorded (its hash): the
     sidebar's, else the bundled demo corpus; None when neither is (the turn was asked with another corpus, or
     one since edited). A turn recorded without a hash (an older store) is taken to be the sidebar's."""
@@ -94,14 +95,14 @@ def asked_corpus(asked: AskedWith, cfg: RunConfig) -> tuple[str, str] | None:
     return None
 
 
-def rerun_request(asked: AskedWith, cfg: RunConfig) -> dict[str, Any]:
+def rerun_request(asked: TurnConfig, cfg: RunConfig) -> dict[str, Any]:
     """What `Session.verify` re-runs a reopened turn with (`Answer.request`): its provider, model and recorded
     options, plus the secrets the store never holds (a `writeOnly` option, or a value recorded redacted) from the
     sidebar when it has the same provider selected; empty when the provider is not registered or not configured
     here (verification cannot run)."""
     if asked.provider not in provider_names() or not readiness(asked.provider):
         return {}
-    options = {name: list(v) if isinstance(v, tuple) else v for name, v in asked.options}
+    options = {name: list(v) if isinstance(v, tuple) else v for name, v in asked.option_pairs()}
     if cfg.provider == asked.provider:
         props = properties(declared(asked.provider, "options_schema"))
         for name, value in cfg.options:
@@ -110,7 +111,7 @@ def rerun_request(asked: AskedWith, cfg: RunConfig) -> dict[str, Any]:
     return {"provider": asked.provider, "model": asked.model, "options": options}
 
 
-def _corpus_note(asked: AskedWith, cfg: RunConfig, found: tuple[str, str] | None) -> str | None:
+def _corpus_note(asked: TurnConfig, cfg: RunConfig, found: tuple[str, str] | None) -> str | None:
     """What a reopened turn says about its corpus when it is not the sidebar's."""
     named = f"corpus {asked.corpus_id or '(unnamed)'} (content {(asked.corpus_hash or '')[:12]})"
     if found is None:
@@ -123,39 +124,30 @@ def _corpus_note(asked: AskedWith, cfg: RunConfig, found: tuple[str, str] | None
     return None
 
 
-def reopened_turn(stored: StoredConversationTurn, cfg: RunConfig) -> Turn:
+def reopened_turn(stored: Answer, cfg: RunConfig) -> Turn:
     """A traced turn as the chat shows it: as it was asked (its run's provider, model, retriever, options and
     corpus, its recorded time), its payload computed again from its record (provenance is pure), with the claims
     and the latest verification the trace database holds. It can be verified again where that can run: its
     corpus is loaded and its provider is configured here."""
-    from ..provenance import sources_payload
-    from ..session import Answer
-
-    if stored.payload is not None and stored.payload.audit is not None:  # audited: shown as stored (ui/audited.py)
+    if stored.payload.audit is not None:  # audited: shown as stored (ui/audited.py)
         from .audited import reopened
 
         return reopened(stored, cfg, cfg.db or default_db())
-    record, asked = stored.record, stored.asked_with
+    record, asked = stored.record, stored.record.config
     found = asked_corpus(asked, cfg)
     corpus, label = found or (f"{asked.corpus_id or ''}@{asked.corpus_hash or ''}", asked.corpus_id or "(not loaded)")
     tcfg = replace(cfg, provider=asked.provider or cfg.provider, model=asked.model,
                    retriever=asked.retriever or cfg.retriever, mode=record.mode, k=asked.k or cfg.k,
-                   options=asked.options, tool_protocol=asked.tool_protocol, corpus=corpus, corpus_label=label)
+                   options=asked.option_pairs(), tool_protocol=asked.tool_protocol, corpus=corpus, corpus_label=label)
     turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=_corpus_note(asked, cfg, found))
     if found is not None:
         try:
             turn.session = get_session(corpus, tcfg.retriever, cfg.db)
         except (WorkbenchError, OSError):  # a retriever no longer registered: the corpus's documents still open
             turn.session = get_session(corpus, cfg.retriever, cfg.db)
-    v = stored.verification
-    payload = sources_payload(record)
-    if v is not None:
-        payload = replace(payload, verification=v.to_payload())
-    own = stored.faithfulness[0] if stored.faithfulness else None
     rerunnable = turn.session is not None and turn.session.retriever_name == tcfg.retriever
-    request = rerun_request(asked, cfg) if rerunnable else {}
-    turn.answer = Answer(record, payload, faithfulness=own, verification=v, request=request)
-    turn.llm_faithfulness = next((f for f in stored.faithfulness[1:] if f.judge == "llm"), None)
+    turn.answer = replace(stored, request=rerun_request(asked, cfg) if rerunnable else {})
+    turn.llm_faithfulness = next((f for f in stored.other_judges if f.judge == "llm"), None)
     return turn
 
 

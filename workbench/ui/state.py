@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from .. import questions
-from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_PROVIDER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
 from ..paths import DEFAULT_STORE, confine, confine_server, trace_stores
@@ -20,7 +20,7 @@ from ..providers.options import input_kind, properties
 from ..redact import recorded
 from ..render.escaping import display_text, escape_markdown
 from ..retrieval import retriever_names
-from ..session import Answer, Session
+from ..session import Answer, AskSpec, Session
 from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -34,8 +34,8 @@ class RunConfig:
 
     provider: str = DEFAULT_PROVIDER
     model: str | None = None
-    retriever: str = "bm25"
-    mode: str = "agent"
+    retriever: str = DEFAULT_RETRIEVER
+    mode: str = DEFAULT_MODE
     k: int = DEFAULT_K
     corpus: str = str(DEMO_CORPUS)
     corpus_label: str = "demo"
@@ -50,6 +50,12 @@ class RunConfig:
     owner: str | None = None
     #: What of a conversation's earlier turns the model still has (docs/design.md §11), recorded with each turn.
     context: ContextPolicy = field(default_factory=ContextPolicy)
+
+    def asked(self) -> AskSpec:
+        """How a turn of this configuration is asked (`Session.ask`'s `AskSpec`): the tool protocol in agent mode only."""
+        return AskSpec(provider=self.provider, model=self.model, mode=self.mode, k=self.k,
+                       tool_protocol=self.tool_protocol if self.mode == "agent" else None,
+                       options={name: list(v) if isinstance(v, tuple) else v for name, v in self.options})
 
     def describe(self, provider_label: str | None = None, model_label: str | None = None,
                  tool_protocol: str | None = None) -> str:
@@ -265,12 +271,8 @@ def ask(session: Session, question: str, cfg: RunConfig, *, history: Sequence[An
         run_id: str | None = None):
     """`Session.ask` with the sidebar's options; the session logs the turn to its trace database (in `run_id`, else
     its configuration's interactive run)."""
-    options = {name: list(v) if isinstance(v, tuple) else v for name, v in cfg.options}
-    return session.ask(question, provider=cfg.provider, model=cfg.model, mode=cfg.mode, k=cfg.k,
-                       tool_protocol=cfg.tool_protocol if cfg.mode == "agent" else None, history=history,
-                       conversation_id=conversation_id, position=position, if_moved=if_moved, run_id=run_id,
-                       user_id=cfg.user_id,
-                       owner=cfg.owner, context=cfg.context, **options)
+    return session.ask(question, cfg.asked(), history=history, conversation_id=conversation_id, position=position,
+                       if_moved=if_moved, run_id=run_id, user_id=cfg.user_id, owner=cfg.owner, context=cfg.context)
 
 
 def modes_for(provider: str) -> tuple[str, ...]:
@@ -345,8 +347,8 @@ def sidebar() -> RunConfig:
     keep_config()
     names, rnames = provider_names(), retriever_names()
     defaults = {"cfg_provider": DEFAULT_PROVIDER if DEFAULT_PROVIDER in names else names[0],
-                "cfg_retriever": "bm25" if "bm25" in rnames else rnames[0], "cfg_mode": "agent", "cfg_k": DEFAULT_K,
-                "cfg_corpus_source": CORPUS_SOURCES[0]}
+                "cfg_retriever": DEFAULT_RETRIEVER if DEFAULT_RETRIEVER in rnames else rnames[0], "cfg_mode": DEFAULT_MODE,
+                "cfg_k": DEFAULT_K, "cfg_corpus_source": CORPUS_SOURCES[0]}
     for key, value in defaults.items():  # defaults through session state: no widget default clashes
         st.session_state.setdefault(key, value)
     sb = st.sidebar

@@ -11,7 +11,7 @@ from functools import partial
 
 import streamlit as st
 
-from ..payload import Document, Payload, Source, TurnConfig
+from ..payload import DocumentEntry, Payload, Source, TurnConfig
 from ..types import TRUNCATED, HistoryTurn
 from ..render.answer_links import answer_markdown, citation_entries, read_in_turn, rejection_text
 from ..render.document import document_markdown
@@ -340,12 +340,12 @@ def sources_row(turn: Turn) -> None:
         st.markdown(":material/fact_check: **Sources** " + " ".join(badges))
 
 
-def carried_text(entry: Source | Document) -> str:
+def carried_text(entry: Source | DocumentEntry) -> str:
     """Where a carried document came from: "read in turn 1" (`render.answer_links.read_in_turn`)."""
     return read_in_turn(entry.carried_position, entry.carried_from)
 
 
-def read_text(entry: Source | Document) -> str:
+def read_text(entry: Source | DocumentEntry) -> str:
     """The earlier turn whose reading makes a chip's document consulted: "read in turn 1". Its `exposure_from`
     (set also when this turn saw the document more weakly, e.g. a snippet of a document turn 1 opened), else
     its `carried_from` (a server from before `exposure_from`)."""
@@ -354,7 +354,7 @@ def read_text(entry: Source | Document) -> str:
     return carried_text(entry)
 
 
-def carried_documents(turn: Turn) -> list[tuple[Document, HistoryTurn | None]]:
+def carried_documents(turn: Turn) -> list[tuple[DocumentEntry, HistoryTurn | None]]:
     """The turn's carried documents (docs/design.md §11), each with the earlier turn (`HistoryTurn`) that read
     it, or None when the record does not hold that turn, in the order of the turns."""
     record = getattr(turn.answer, "record", None)

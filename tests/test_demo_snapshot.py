@@ -1,0 +1,19 @@
+"""Refactors keep behaviour: the demo questions' payload JSON and trace rows are what they were on main
+(`tests/demo_snapshot.py` wrote the snapshot; ids, times and latencies named by role, nothing else)."""
+
+from __future__ import annotations
+
+import json
+
+from demo_snapshot import SNAPSHOT, snapshot
+
+
+def test_demo_payloads_and_trace_rows_are_unchanged(tmp_path):
+    want = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    got = snapshot(tmp_path / "trace.duckdb")
+    assert len(got["payloads"]) == len(want["payloads"])
+    for i, (g, w) in enumerate(zip(got["payloads"], want["payloads"])):
+        assert json.dumps(g, ensure_ascii=False) == json.dumps(w, ensure_ascii=False), f"payload {i}"
+    assert sorted(got["rows"]) == sorted(want["rows"])
+    for table in want["rows"]:
+        assert got["rows"][table] == want["rows"][table], table
