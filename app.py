@@ -13,7 +13,7 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
-from workbench.ui import identity, open_conversation, shares  # noqa: E402
+from workbench.ui import identity, open_conversation, shared_view  # noqa: E402
 from workbench.ui.turn import document_panel, inline_citation_links, page_style, render_turn  # noqa: E402
 
 
@@ -23,7 +23,7 @@ def chat() -> None:
     problem = warm(cfg)  # load the corpus and index now, so the first question is fast
     if problem:
         st.error(problem, icon="🚫")
-    if shares.shared_view(cfg):  # ?share=TOKEN: a conversation shared with this viewer, read-only
+    if shared_view.shared_view(cfg):  # ?share=TOKEN: a conversation shared with this viewer, read-only
         return
     open_conversation.follow_address(cfg)  # ?conversation=ID (a reload, a link) reopens it from the trace database
     turns = open_conversation.turns()

@@ -14,6 +14,11 @@ def test_demo_payloads_and_trace_rows_are_unchanged(tmp_path):
     assert len(got["payloads"]) == len(want["payloads"])
     for i, (g, w) in enumerate(zip(got["payloads"], want["payloads"])):
         assert json.dumps(g, ensure_ascii=False) == json.dumps(w, ensure_ascii=False), f"payload {i}"
-    assert sorted(got["rows"]) == sorted(want["rows"])
+    assert set(want["rows"]) <= set(got["rows"])  # no table of the snapshot is gone
+    # a table added since the snapshot was taken holds nothing the demo questions write
+    assert {t: rows for t, rows in got["rows"].items() if t not in want["rows"] and rows} == {}
     for table in want["rows"]:
-        assert got["rows"][table] == want["rows"][table], table
+        if table == "migrations":  # migrations added since the snapshot are applied too
+            assert set(want["rows"][table]) <= set(got["rows"][table])
+        else:
+            assert got["rows"][table] == want["rows"][table], table

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from .config import DEFAULT_JUDGE
 from .audit.spans import Span
 from .audit.shapes import Message
-from .audit.turns import ModelCall, model_calls
+from .audit.turns import SpanCall, model_calls
 from .errors import ProviderError, VerificationError
 from .payload import Payload
 from .providers.base import Provider, declared, get_provider

@@ -22,7 +22,7 @@ from .providers import declared, get_provider
 from .redact import recorded
 from .retrieval import get_retriever, retriever_names
 from .errors import ConversationMoved, TraceStoreError, UnknownNameError, VerificationError, WorkbenchError
-from .faithfulness import TurnFaithfulness, assess_turn
+from .faithfulness import assess_turn
 from .tools import Toolbox
 from .context_policy import MAX_REASKS, history_for, is_history, next_position, reask_when_moved
 from .types import ANSWERED, ContextPolicy, TurnRecord

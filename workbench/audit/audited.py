@@ -14,17 +14,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from ..payload import AUDITED, Audit, Evidence, Payload
 from ..provenance import extract_citations, sources_payload
 from ..redact import scrub_secrets
-from ..types import EXPOSURE_RANK, UNAUDITABLE, Excerpt, HistoryTurn, ModelCall as RecordedCall, ResultItem, ToolCall, TurnRecord
+from ..types import EXPOSURE_RANK, UNAUDITABLE, Excerpt, HistoryTurn, ModelCall, ResultItem, ToolCall, TurnRecord
 from .calls import Call, turn_calls
 from .measure import Seen, block_unit, exposure_of, holds_whole, normalize, numbered_blocks, searchable, texts
 from .shapes import Message
 from .spans import CUT_MARK, Span
-from .turns import REDACTED, ModelCall, current_from, model_calls, question_of, session_of
+from .turns import REDACTED, SpanCall, current_from, model_calls, question_of, session_of
 from .units import DocRef, Resolver, Unit
 
 SOURCE = "openinference"
@@ -115,13 +114,13 @@ def turn_id_for(trace_id: str) -> str:
     return f"otel-{trace_id}"
 
 
-def _base(spans: list[Span], calls: list[ModelCall], final: ModelCall, question: str, run: str,
+def _base(spans: list[Span], calls: list[SpanCall], final: SpanCall, question: str, run: str,
           session: str | None, position: int, trace_id: str) -> TurnRecord:
     start = spans[0].start_ns
     end = max(s.end_ns for s in spans)
     model = next((m for c in reversed(calls) if (m := _model(c.span)) is not None), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(RecordedCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
+    recorded = tuple(ModelCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=_model(c.span),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_first_int(c.span, "llm.token_count.prompt", "gen_ai.usage.input_tokens"),
@@ -147,7 +146,7 @@ def _model(span: Span) -> str | None:
                  if isinstance(v := span.attributes.get(k), str)), None)
 
 
-def _unauditable(spans: list[Span], calls: list[ModelCall]) -> str | None:
+def _unauditable(spans: list[Span], calls: list[SpanCall]) -> str | None:
     """Why what the rules need is hidden, missing or cut, or None (docs/design.md §12 *Unauditable*)."""
     for c in calls:
         if c.hidden:
@@ -229,7 +228,7 @@ def _excerpts(parts, docs: _Docs, seen: dict[str, Seen | None], answer: str) -> 
     return tuple(out)
 
 
-def _history(e: Earlier, final: ModelCall) -> HistoryTurn:
+def _history(e: Earlier, final: SpanCall) -> HistoryTurn:
     """An earlier turn as this turn's prompt held it: its context state measured in the prompt's earlier part."""
     start = current_from(final.inputs)
     before = " ".join(searchable(m.content) for m in final.inputs[:start] if m.content and m.role != "system")

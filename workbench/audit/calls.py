@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .measure import normalize as normalize_space
-from .shapes import Message, ToolRequest
+from .shapes import Message, SpanToolRequest
 from .spans import Span
-from .turns import ModelCall
+from .turns import SpanCall
 from .units import Origin, Unit, reranker_inputs, span_units, tool_span, tool_units, unwrapped
 
 
@@ -30,7 +30,7 @@ class Call:
     start: int = 0  # when it ran: its span's start, or the start of the first model call whose input holds it
 
 
-def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message]]]) -> list[Call]:
+def turn_calls(spans: list[Span], parts: list[tuple[int, SpanCall, list[Message]]]) -> list[Call]:
     """The turn's calls in the order they ran, each with its units (`parts`: each model call with this turn's part
     of its input)."""
     requests = _requests(parts)
@@ -77,7 +77,7 @@ def turn_calls(spans: list[Span], parts: list[tuple[int, ModelCall, list[Message
     return out
 
 
-def _requests(parts: list[tuple[int, ModelCall, list[Message]]]) -> list[ToolRequest]:
+def _requests(parts: list[tuple[int, SpanCall, list[Message]]]) -> list[SpanToolRequest]:
     """Every tool call the turn's model calls asked for (their outputs, and assistant messages of this turn's part
     of their inputs: a bare client's earlier steps; an earlier turn's calls are not this turn's), each id once."""
     out, seen = [], set()
@@ -100,8 +100,8 @@ def _ancestor(span: Span, by_span: dict[str, Span], of_span: dict[str, Call]) ->
     return None
 
 
-def _results(out: list[Call], by_id: dict[str, Call], requests: list[ToolRequest],
-             parts: list[tuple[int, ModelCall, list[Message]]]) -> None:
+def _results(out: list[Call], by_id: dict[str, Call], requests: list[SpanToolRequest],
+             parts: list[tuple[int, SpanCall, list[Message]]]) -> None:
     """Tool result messages of this turn's model inputs: each the result of its call (a new call when no TOOL
     span gave it)."""
     texts = {normalize_space(unwrapped(c.text)) for c in out if c.text}

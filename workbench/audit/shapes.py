@@ -33,7 +33,7 @@ _MAX_MESSAGES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class ToolRequest:
+class SpanToolRequest:
     """One tool call a model asked for: its name, the arguments the model sent (JSON text), its tool-call id."""
 
     name: str
@@ -52,7 +52,7 @@ class Message:
     role: str
     content: str | None
     index: int
-    tool_calls: tuple[ToolRequest, ...] = ()
+    tool_calls: tuple[SpanToolRequest, ...] = ()
     tool_call_id: str | None = None
 
 
@@ -122,13 +122,13 @@ def _part_order(key: str) -> tuple[int, str]:
 
 
 def _indexed_calls(f: dict[str, Any], pattern: re.Pattern, name: str, arguments: str, call_id: str
-                   ) -> tuple[ToolRequest, ...]:
+                   ) -> tuple[SpanToolRequest, ...]:
     calls: dict[int, dict[str, Any]] = {}
     for key, value in f.items():
         m = pattern.match(key)
         if m:
             calls.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    return tuple(ToolRequest(name=str(c.get(name, "")), arguments=_text_of_args(c.get(arguments)),
+    return tuple(SpanToolRequest(name=str(c.get(name, "")), arguments=_text_of_args(c.get(arguments)),
                              call_id=_str(c.get(call_id))) for _, c in sorted(calls.items()))
 
 
@@ -166,7 +166,7 @@ def _from_parts(role: str, parts: list[Any], index: int) -> list[Message]:
         elif not isinstance(p, dict):
             continue
         elif p.get("type") == "tool_call":
-            calls.append(ToolRequest(name=str(p.get("name", "")), arguments=_text_of_args(p.get("arguments")),
+            calls.append(SpanToolRequest(name=str(p.get("name", "")), arguments=_text_of_args(p.get("arguments")),
                                      call_id=_str(p.get("id"))))
         elif p.get("type") == "tool_call_response":
             results.append((_str(p.get("id")), _result_text(p.get("response", p.get("result")))))
@@ -177,7 +177,7 @@ def _from_parts(role: str, parts: list[Any], index: int) -> list[Message]:
     return _assembled(role, texts, calls, results, index)
 
 
-def _assembled(role: str, texts: list[str], calls: list[ToolRequest], results: list[tuple[str | None, str]],
+def _assembled(role: str, texts: list[str], calls: list[SpanToolRequest], results: list[tuple[str | None, str]],
                index: int) -> list[Message]:
     out = []
     if role == "tool" and len(results) == 0 and texts:
@@ -273,7 +273,7 @@ def _item(role: str, m: Any, index: int) -> list[Message]:
                     "custom_tool_call_output"):
         return []  # a Responses item that is no message (reasoning, a web search call …)
     if kind in ("function_call", "custom_tool_call"):  # Responses API: a call the model asked for
-        call = ToolRequest(name=str(m.get("name", "")), arguments=_text_of_args(m.get("arguments", m.get("input"))),
+        call = SpanToolRequest(name=str(m.get("name", "")), arguments=_text_of_args(m.get("arguments", m.get("input"))),
                            call_id=_str(m.get("call_id") or m.get("id")))
         return [Message(role="assistant", content=None, index=index, tool_calls=(call,))]
     if kind in ("function_call_output", "custom_tool_call_output"):
@@ -283,7 +283,7 @@ def _item(role: str, m: Any, index: int) -> list[Message]:
     for tc in m.get("tool_calls") or ():  # chat completions
         if isinstance(tc, dict):
             fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-            calls.append(ToolRequest(name=str(fn.get("name", "")), arguments=_text_of_args(fn.get("arguments")),
+            calls.append(SpanToolRequest(name=str(fn.get("name", "")), arguments=_text_of_args(fn.get("arguments")),
                                      call_id=_str(tc.get("id"))))
     content = m.get("content", m.get("parts"))
     for block in content if isinstance(content, list) else [content]:
@@ -293,7 +293,7 @@ def _item(role: str, m: Any, index: int) -> list[Message]:
     return _assembled(role, texts, calls, results, index)
 
 
-def _block(block: Any, texts: list[str], calls: list[ToolRequest], results: list[tuple[str | None, str]]) -> None:
+def _block(block: Any, texts: list[str], calls: list[SpanToolRequest], results: list[tuple[str | None, str]]) -> None:
     """One content block or part: text, a tool call (Anthropic `tool_use`, Gemini `functionCall`) or a tool result
     (Anthropic `tool_result`, Gemini `functionResponse`)."""
     if isinstance(block, str):
@@ -305,12 +305,12 @@ def _block(block: Any, texts: list[str], calls: list[ToolRequest], results: list
     call = block.get("functionCall") or block.get("function_call")
     response = block.get("functionResponse") or block.get("function_response")
     if kind == "tool_use":
-        calls.append(ToolRequest(name=str(block.get("name", "")), arguments=_text_of_args(block.get("input")),
+        calls.append(SpanToolRequest(name=str(block.get("name", "")), arguments=_text_of_args(block.get("input")),
                                  call_id=_str(block.get("id"))))
     elif kind == "tool_result":
         results.append((_str(block.get("tool_use_id")), _result_text(block.get("content"))))
     elif isinstance(call, dict):
-        calls.append(ToolRequest(name=str(call.get("name", "")), arguments=_text_of_args(call.get("args")),
+        calls.append(SpanToolRequest(name=str(call.get("name", "")), arguments=_text_of_args(call.get("args")),
                                  call_id=_str(call.get("id")) or _str(call.get("name"))))
     elif isinstance(response, dict):
         results.append((_str(response.get("id")) or _str(response.get("name")), _result_text(response.get("response"))))

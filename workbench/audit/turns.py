@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .shapes import Message, ToolRequest, read_messages
+from .shapes import Message, SpanToolRequest, read_messages
 from .spans import CUT_MARK, Span
 
 REDACTED = "__REDACTED__"
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCall:
+class SpanCall:
     """One call to a model: its span, input messages, output, and why its input cannot be read (or None)."""
 
     span: Span
     inputs: tuple[Message, ...]
     answer: str | None
-    requests: tuple[ToolRequest, ...]
+    requests: tuple[SpanToolRequest, ...]
     hidden: str | None
 
     @property
@@ -47,7 +47,7 @@ def _hidden(span: Span, inputs: list[Message]) -> str | None:
     return None
 
 
-def model_calls(spans: list[Span]) -> list[ModelCall]:
+def model_calls(spans: list[Span]) -> list[SpanCall]:
     """The trace's model calls (leaf LLM spans), in start order."""
     llm = [s for s in spans if s.kind == "LLM"]
     parents = {s.parent_id for s in llm}
@@ -60,7 +60,7 @@ def model_calls(spans: list[Span]) -> list[ModelCall]:
             value = s.attributes.get("output.value")
             answer = value if isinstance(value, str) and s.attributes.get("output.mime_type") != "application/json" else None
         requests = tuple(r for m in outputs for r in m.tool_calls)
-        calls.append(ModelCall(span=s, inputs=tuple(inputs), answer=answer, requests=requests, hidden=_hidden(s, inputs)))
+        calls.append(SpanCall(span=s, inputs=tuple(inputs), answer=answer, requests=requests, hidden=_hidden(s, inputs)))
     return calls
 
 
@@ -69,7 +69,7 @@ def root_of(spans: list[Span]) -> Span | None:
     return next((s for s in spans if s.parent_id is None), None)
 
 
-def question_of(spans: list[Span], final: ModelCall) -> str:
+def question_of(spans: list[Span], final: SpanCall) -> str:
     """The question: the root span's plain-text input (an app's query), else the final call's last user message."""
     root = root_of(spans)
     if root is not None and root.kind != "LLM":

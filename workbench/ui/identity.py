@@ -193,3 +193,8 @@ def signed_in_box(viewer: Viewer) -> None:
         st.session_state.pop(VIEWER, None)
         st.logout()
 
+
+def may_open(owner: str | None, viewer: Viewer) -> bool:
+    """Whether `viewer` may open and continue a conversation whose first turn is `owner`'s: their own, or an
+    ownerless one (asked outside the app, the operator's) for an analyst (docs/security.md, "Who sees what")."""
+    return owner == viewer.owner or (owner is None and viewer.analyst)

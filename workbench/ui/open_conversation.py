@@ -151,19 +151,13 @@ def reopened_turn(stored: Answer, cfg: RunConfig) -> Turn:
     return turn
 
 
-def for_viewer(stored: list[StoredConversationTurn]) -> list[StoredConversationTurn]:
+def for_viewer(stored: list[Answer]) -> list[Answer]:
     """`stored` less its audited turns (another app's users' questions) when the viewer is not an analyst: the
     chat never shows them to anyone else (docs/security.md, "Who sees what")."""
     from .audited import may_see
 
     native = [t for t in stored if t.payload is None or t.payload.audit is None]
     return stored if len(native) == len(stored) or may_see() else native
-
-
-def may_open(owner: str | None, viewer: identity.Viewer) -> bool:
-    """Whether `viewer` may open and continue a conversation whose first turn is `owner`'s: their own, or an
-    ownerless one (asked outside the app, the operator's) for an analyst (docs/security.md, "Who sees what")."""
-    return owner == viewer.owner or (owner is None and viewer.analyst)
 
 
 def not_yours(cid: str) -> str:
@@ -173,7 +167,7 @@ def not_yours(cid: str) -> str:
 
 def reopen(cid: str, cfg: RunConfig) -> str | None:
     """Make conversation `cid` of the trace database the open one; a message when it cannot be (no such
-    conversation, or someone else's: `may_open`)."""
+    conversation, or someone else's: `identity.may_open`)."""
     from ..trace.conversation_reader import conversation_owner, read_conversation
 
     if not cid or len(cid) > MAX_CONVERSATION_ID_CHARS:
@@ -182,7 +176,7 @@ def reopen(cid: str, cfg: RunConfig) -> str | None:
         session = get_session(cfg.corpus, cfg.retriever, cfg.db)
         db = session.tracer.path if session.tracer else (cfg.db or default_db())
         exists, owner = conversation_owner(db, cid)
-        if exists and not may_open(owner, identity.current()):
+        if exists and not identity.may_open(owner, identity.current()):
             return not_yours(cid)
         stored = read_conversation(db, cid, session.corpus)
         reopened = [reopened_turn(t, cfg) for t in for_viewer(stored)]
@@ -267,7 +261,7 @@ def catch_up(cid: str, cfg: RunConfig, asked: str | None = None) -> list[Turn]:
 
 
 def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
-    """A message when the trace database holds conversation `cid` as someone else's (`may_open`); else None."""
+    """A message when the trace database holds conversation `cid` as someone else's (`identity.may_open`); else None."""
     from ..trace.conversation_reader import conversation_owner
 
     try:
@@ -275,7 +269,7 @@ def _someone_elses(cid: str, cfg: RunConfig) -> str | None:
         exists, owner = conversation_owner(session.tracer.path if session.tracer else (cfg.db or default_db()), cid)
     except (WorkbenchError, OSError):
         return None  # the turn itself reports an unreadable trace database
-    return not_yours(cid) if exists and not may_open(owner, identity.current()) else None
+    return not_yours(cid) if exists and not identity.may_open(owner, identity.current()) else None
 
 
 def short_time(at: datetime | None, now: datetime) -> str:
@@ -335,7 +329,7 @@ def controls(cfg: RunConfig) -> None:
 @st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
 def _listed(path: str, version: tuple, owner: str, ownerless: bool) -> list[dict[str, Any]]:
     """The latest `MAX_LISTED` conversations of `owner` in the trace database at `path` (and the ownerless ones
-    when `ownerless`: `may_open`), but the Compare page's columns (`COMPARE_RUN`), read again only when it changed
+    when `ownerless`: `identity.may_open`), but the Compare page's columns (`COMPARE_RUN`), read again only when it changed
     (`version`): the chat draws its picker on every rerun, a click included."""
     from ..trace.conversation_reader import list_conversations
 
