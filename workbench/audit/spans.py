@@ -84,13 +84,18 @@ def inflate(body: bytes, encoding: str | None) -> bytes:
         return body
     if encoding not in ("gzip", "deflate"):
         raise SpanFormatError(f"unsupported Content-Encoding {encoding!r} (send gzip, deflate or none)")
-    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    try:
-        out = inflater.decompress(body, MAX_BODY_BYTES + 1)
-    except zlib.error as exc:
-        raise SpanFormatError(f"body is not valid {encoding}: {exc}") from None
-    if len(out) > MAX_BODY_BYTES:
-        raise BodyTooLarge(f"request body inflates to over the {MAX_BODY_BYTES}-byte bound")
+    out, rest = b"", body
+    while rest:  # a gzip body may be several members one after the other (RFC 1952 §2.2): each is inflated
+        inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+        try:
+            out += inflater.decompress(rest, MAX_BODY_BYTES + 1 - len(out))
+        except zlib.error as exc:
+            raise SpanFormatError(f"body is not valid {encoding}: {exc}") from None
+        if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+            raise BodyTooLarge(f"request body inflates to over the {MAX_BODY_BYTES}-byte bound")
+        if not inflater.eof:
+            raise SpanFormatError(f"body is not valid {encoding}: it ends inside a compressed stream")
+        rest = inflater.unused_data if encoding == "gzip" else b""
     return out
 
 
