@@ -10,8 +10,10 @@ assembled as they are. `finish()` assembles everything still waiting (SIGTERM, C
 
 from __future__ import annotations
 
+import heapq
 import json
 import threading
+import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,11 +30,18 @@ from .units import Resolver
 #: Spans held in memory while their trace's root has not arrived (docs/security.md).
 MAX_PENDING_SPANS = 100_000
 _MAX_TOOL_STEPS = 100_000
+#: Spans taken into the bookkeeping per hold of the lock (a large request lets others in between).
+_CHUNK = 10_000
 #: Traces remembered as assembled (a later span of one is stored but makes no turn), sessions and earlier turns per
 #: session kept for conversations: the oldest are forgotten first (docs/security.md).
 MAX_DONE_TRACES = 200_000
 MAX_SESSIONS = 10_000
 MAX_EARLIER_TURNS = 50
+#: On SIGTERM, the time given to assembling the traces still waiting for their root (their spans are stored
+#: whatever happens); complete traces are always written (docs/security.md).
+STOP_SECONDS = 10.0
+#: What a 503 asks the exporter to wait before sending again (OTLP exporters retry a 503).
+RETRY_AFTER_SECONDS = 2
 
 
 def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
@@ -47,14 +56,26 @@ def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
             for s, text in zip(spans, texts, strict=True)]
 
 
+class Closed(RuntimeError):
+    """The assembler stopped (`finish`): spans are no longer received (collect answers 503; the exporter retries)."""
+
+
 class Assembler:
-    """Receives spans, stores them raw, and writes each completed trace's turn (if it is one) to the run."""
+    """Receives spans, stores them raw, and writes each completed trace's turn (if it is one) to the run.
+
+    Two locks: `_lock` guards the bookkeeping only (pending traces, the oldest-first heap, counters), held for a
+    chunk of at most `_CHUNK` spans at a time, so a large request never holds it for long; `_assembling` makes one
+    trace's turn at a time (sessions, tool steps and the write need the turns of a session in order). Parsing,
+    redacting and storing raw spans take neither. Pending traces are evicted oldest-first (their earliest start)
+    from a heap with lazy deletion: O(log n) a span, where a scan of every pending trace was O(n)."""
 
     def __init__(self, writer: TraceWriter, resolver: Resolver, *, name: str, max_pending: int = MAX_PENDING_SPANS):
         self.writer, self.resolver, self.name, self.max_pending = writer, resolver, name, max_pending
         self.run_id = writer.new_run(kind=AUDIT_KIND)
         self.pending: dict[str, dict[str, Span]] = {}
         self.n_pending = 0
+        self._first: dict[str, int] = {}  # pending trace -> its earliest start (the heap entry that is current)
+        self._oldest: list[tuple[int, str]] = []  # (earliest start, trace id); stale entries skipped when popped
         self.done: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
         self.sessions: dict[str, list[Earlier]] = {}
         self.tool_steps: dict[str, str] = {}  # tool call id -> the trace whose model call asked for it
@@ -64,45 +85,100 @@ class Assembler:
         #: but not written again; `skipped` counts them.
         self.stored: set[str] = set()
         self.skipped = 0
-        self._lock = threading.RLock()
+        #: Traces still waiting for their root when `finish` ran out of `stop_seconds` (their spans are stored).
+        self.left = 0
+        self.closed = False
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # a request's assembly ended (`_active` went down)
+        self._active = 0  # requests assembling the traces they took
+        self._handed: list[tuple[str, list[Span]]] = []  # traces a request took, left to `finish` to write
+        self._assembling = threading.RLock()
 
     def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
         """Store `spans` raw and assemble every trace whose root is now here (with `on_root`; a file's traces wait
-        for `finish`)."""
-        with self._lock:
-            if store:
-                self.writer.log_spans(span_rows(spans, self.run_id))
-            ready = []
-            for s in spans:
-                self.spans += 1
-                if s.trace_id in self.done:
-                    continue
-                trace = self.pending.setdefault(s.trace_id, {})
-                if s.span_id not in trace:
-                    trace[s.span_id] = s
-                    self.n_pending += 1
-                if s.parent_id is None and on_root:
-                    ready.append(s.trace_id)
-            for trace_id in dict.fromkeys(ready):
-                self._assemble(trace_id)
-            while self.n_pending > self.max_pending and self.pending:
-                self._assemble(min(self.pending, key=lambda t: min(x.start_ns for x in self.pending[t].values())))
+        for `finish`). Raises `Closed` once `finish` has begun: the spans not yet taken are left to the exporter's
+        retry, and the traces this call took but has not assembled are handed to `finish`, which writes them."""
+        if store:
+            self.writer.log_spans(span_rows(spans, self.run_id))
+        for i in range(0, len(spans), _CHUNK):
+            with self._lock:
+                if self.closed:
+                    raise Closed("collect is stopping")
+                taken = self._take(spans[i:i + _CHUNK], on_root)
+                self._active += 1
+            try:
+                for k, (trace_id, trace) in enumerate(taken):
+                    with self._assembling:
+                        if self.closed:
+                            with self._lock:
+                                self._handed.extend(taken[k:])
+                            raise Closed("collect is stopping")
+                        self._turn(trace_id, trace)
+            finally:
+                with self._lock:
+                    self._active -= 1
+                    self._idle.notify_all()
 
-    def finish(self) -> int:
-        """Assemble every trace still waiting, oldest first; return how many turns this assembler wrote."""
-        with self._lock:
-            for trace_id in sorted(self.pending, key=lambda t: min(s.start_ns for s in self.pending[t].values())):
-                self._assemble(trace_id)
-            return self.turns
+    def _take(self, spans: list[Span], on_root: bool) -> list[tuple[str, list[Span]]]:
+        """Bookkeeping (under `_lock`): add `spans` to their pending traces; return the traces to assemble now (those
+        whose root came, then the oldest while over `max_pending`), taken out of pending."""
+        ready = []
+        for s in spans:
+            self.spans += 1
+            if s.trace_id in self.done:
+                continue
+            trace = self.pending.setdefault(s.trace_id, {})
+            if s.span_id not in trace:
+                trace[s.span_id] = s
+                self.n_pending += 1
+                if s.start_ns < self._first.get(s.trace_id, s.start_ns + 1):
+                    self._first[s.trace_id] = s.start_ns
+                    heapq.heappush(self._oldest, (s.start_ns, s.trace_id))
+            if s.parent_id is None and on_root:
+                ready.append(s.trace_id)
+        taken = [(t, self._pop(t)) for t in dict.fromkeys(ready) if t in self.pending]
+        while self.n_pending > self.max_pending and self._oldest:
+            start, trace_id = heapq.heappop(self._oldest)
+            if self._first.get(trace_id) == start:  # else stale: the trace left, or an earlier span came since
+                taken.append((trace_id, self._pop(trace_id)))
+        if len(self._oldest) > 2 * len(self._first) + 1024:  # stale entries of assembled traces: rebuilt, O(1) amortised
+            self._oldest = [(start, t) for t, start in self._first.items()]
+            heapq.heapify(self._oldest)
+        return taken
 
-    def _assemble(self, trace_id: str) -> None:
-        spans = list(self.pending.pop(trace_id, {}).values())
+    def _pop(self, trace_id: str) -> list[Span]:
+        """Take a trace out of pending and remember it as assembled (under `_lock`)."""
+        spans = list(self.pending.pop(trace_id).values())
         self.n_pending -= len(spans)
+        self._first.pop(trace_id, None)
         self.done[trace_id] = None
         if len(self.done) > MAX_DONE_TRACES:
             del self.done[next(iter(self.done))]
-        if not spans:
-            return
+        return spans
+
+    def finish(self, stop_seconds: float | None = None) -> int:
+        """Stop receiving; once every request has handed over the traces it took, assemble them, then every trace
+        still waiting for its root, oldest first (within `stop_seconds` when given: the traces left are counted in
+        `left`, their spans stay stored); return how many turns this assembler wrote."""
+        with self._lock:
+            self.closed = True
+            while self._active:  # each request stops after the trace it is making
+                self._idle.wait()
+            handed, self._handed = self._handed, []
+            waiting = [(t, self._pop(t)) for t in sorted(self._first, key=self._first.__getitem__)]
+            self._oldest = []
+        deadline = None if stop_seconds is None else time.monotonic() + stop_seconds
+        with self._assembling:
+            for trace_id, spans in handed:  # complete traces: always written
+                self._turn(trace_id, spans)
+            for k, (trace_id, spans) in enumerate(waiting):
+                if deadline is not None and time.monotonic() > deadline:
+                    self.left = len(waiting) - k
+                    break
+                self._turn(trace_id, spans)
+            return self.turns
+
+    def _turn(self, trace_id: str, spans: list[Span]) -> None:
         calls = model_calls(spans)
         for c in calls:
             for r in c.requests:
@@ -132,16 +208,18 @@ class Assembler:
                 del self.sessions[next(iter(self.sessions))]
 
 
-def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str, retry_after: int = 0) -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
+    if retry_after:
+        handler.send_header("Retry-After", str(retry_after))
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
 
 
-def _error(handler: BaseHTTPRequestHandler, status: int, message: str) -> None:
-    _reply(handler, status, json.dumps({"code": 3, "message": message}).encode(), "application/json")
+def _error(handler: BaseHTTPRequestHandler, status: int, message: str, retry_after: int = 0) -> None:
+    _reply(handler, status, json.dumps({"code": 3, "message": message}).encode(), "application/json", retry_after)
 
 
 def _drain(stream, length: int, piece: int = 1 << 20) -> None:
@@ -185,6 +263,9 @@ def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServ
                 return _error(self, 413, str(exc))
             except SpanFormatError as exc:
                 return _error(self, 400, str(exc))
+            except Closed:
+                self.close_connection = True
+                return _error(self, 503, "collect is stopping: send the spans again", RETRY_AFTER_SECONDS)
             except Exception as exc:  # noqa: BLE001 — a failure to store is the exporter's retry signal, never a crash
                 return _error(self, 503, f"could not store the spans: {type(exc).__name__}: {exc}"[:500])
             is_json = (kind or "").split(";")[0].strip().lower() == "application/json"

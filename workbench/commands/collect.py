@@ -31,7 +31,7 @@ class _Stop:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit.collector import make_server
+    from ..audit.collector import STOP_SECONDS, make_server
 
     a = assembler(args, "collect")
     try:
@@ -47,5 +47,9 @@ def run(args: argparse.Namespace) -> int:
             server.serve_forever(poll_interval=0.1)
         finally:
             server.server_close()
-            a.finish()
+            with a.writer.buffered(max_turns=500, max_age_s=1.0):  # one transaction a flush, not one a turn
+                a.finish(STOP_SECONDS)
+            if a.left:
+                print(f"warning: {a.left} traces still waiting for their root were not audited within "
+                      f"{STOP_SECONDS:.0f} s of the stop (their spans are stored in audit_spans)", file=sys.stderr)
     return finish_run(args, a)
