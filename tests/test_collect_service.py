@@ -21,8 +21,11 @@ from typing import Iterator
 from conftest import ROOT
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from workbench.audit.collector import STOP_SECONDS
+from workbench.audit.collector import STOP_SECONDS, Assembler
+from workbench.audit.spans import Span
+from workbench.audit.units import Resolver
 from workbench.trace.reader import TraceReader
+from workbench.trace.writer import TraceWriter
 
 #: What the stop may take beyond `STOP_SECONDS` on a loaded machine (docs/security.md states the sum).
 STOP_MARGIN_S = 10.0
@@ -124,3 +127,29 @@ def test_one_sigterm_ends_collect_in_its_stated_time_while_a_large_body_arrives(
     assert len(questions(db)) - 1 + (int(m.group(1)) if m else 0) == 30_000, err  # each written, or counted as left
     assert "Traceback" not in err
     print(f"stopped in {took:.1f} s; {err.strip().splitlines()[-2:]}")
+
+
+def _rootless(i: int, start_ns: int, kind: str = "RETRIEVER", trace: int | None = None) -> Span:
+    return Span(trace_id=f"{trace or i:032x}", span_id=f"{i:016x}", parent_id="feedfeedfeedfeed", name="retrieve",
+                start_ns=start_ns, end_ns=start_ns + 1, attributes={"openinference.span.kind": kind})
+
+
+def test_the_pending_bound_evicts_the_oldest_trace_by_its_earliest_span(tmp_path):
+    """Over the bound, the trace with the earliest start goes first, an earlier span arriving late included."""
+    a = Assembler(TraceWriter(tmp_path / "t.duckdb"), Resolver(), name="order", max_pending=3)
+    a.receive([_rootless(1, 30), _rootless(2, 20), _rootless(3, 10)], store=False)
+    a.receive([_rootless(4, 5, trace=1)], store=False)  # trace 1 now started first
+    assert set(a.pending) == {f"{2:032x}", f"{3:032x}"} and a.n_pending == 2
+    a.receive([_rootless(5, 40), _rootless(6, 50)], store=False)
+    assert set(a.pending) == {f"{2:032x}", f"{5:032x}", f"{6:032x}"} and list(a.done) == [f"{1:032x}", f"{3:032x}"]
+
+
+def test_evicting_from_a_full_pending_bound_costs_a_heap_step_not_a_scan(tmp_path):
+    """Issue 40, item 1: 50,000 traces wait for their root, then 5,000 more spans each push the oldest out. A scan
+    of every pending trace per span took minutes; the heap takes well under the bound here."""
+    a = Assembler(TraceWriter(tmp_path / "t.duckdb"), Resolver(), name="heap", max_pending=50_000)
+    a.receive([_rootless(i, i) for i in range(1, 50_001)], store=False)
+    t0 = time.monotonic()
+    a.receive([_rootless(i, i) for i in range(50_001, 55_001)], store=False)
+    assert time.monotonic() - t0 < 10.0
+    assert a.n_pending == 50_000 and min(a.pending) == f"{5_001:032x}"  # the 5,000 oldest went
