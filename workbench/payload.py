@@ -260,6 +260,8 @@ class Audit:
     evidence: dict[str, Evidence] = field(default_factory=dict)
     reason: str | None = None  # why the turn is unauditable; None when it is not
     rule: str = "conservative"  # "corpus": exposure measured against corpus text; "conservative": no corpus
+    #: Why the turn's time is the receive time: start times beyond the clock-skew bound were clamped (else None).
+    clock_skew: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Audit:
@@ -267,12 +269,13 @@ class Audit:
                    trace_ids=tuple(d.get("trace_ids", ())),
                    evidence={k: Evidence(exposure=v.get("exposure", ""), where=v.get("where", ""))
                              for k, v in (d.get("evidence") or {}).items()},
-                   reason=d.get("reason"), rule=d.get("rule", "conservative"))
+                   reason=d.get("reason"), rule=d.get("rule", "conservative"), clock_skew=d.get("clock_skew"))
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "service": self.service, "trace_ids": list(self.trace_ids),
                 "not_shown": list(self.not_shown), "evidence": {k: v.to_json() for k, v in self.evidence.items()},
-                "reason": self.reason, "rule": self.rule}
+                "reason": self.reason, "rule": self.rule,
+                **({"clock_skew": self.clock_skew} if self.clock_skew is not None else {})}
 
 
 @dataclass(frozen=True, slots=True)

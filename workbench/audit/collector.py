@@ -10,6 +10,7 @@ assembled as they are. `finish()` assembles everything still waiting (SIGTERM, C
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import threading
@@ -22,9 +23,10 @@ from ..corpus import topic
 from ..redact import scrub_secrets
 from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
-from .audited import Earlier, audit_trace
-from .spans import MAX_BODY_BYTES, BodyTooLarge, Span, SpanFormatError, inflate, parse_request
-from .turns import current_from, model_calls
+from .audited import AuditedTurn, Earlier, audit_trace
+from .spans import (EARLIEST_START_NS, MAX_BODY_BYTES, MAX_CLOCK_SKEW_NS, BodyTooLarge, Span, SpanFormatError, inflate,
+                    on_receiving_clock, parse_request)
+from .turns import current_from, model_calls, session_of
 from .units import Resolver
 
 #: Spans held in memory while their trace's root has not arrived (docs/security.md).
@@ -98,6 +100,7 @@ class Assembler:
         """Store `spans` raw and assemble every trace whose root is now here (with `on_root`; a file's traces wait
         for `finish`). Raises `Closed` once `finish` has begun: the spans not yet taken are left to the exporter's
         retry, and the traces this call took but has not assembled are handed to `finish`, which writes them."""
+        spans = on_receiving_clock(spans, time.time_ns())
         if store:
             self.writer.log_spans(span_rows(spans, self.run_id))
         for i in range(0, len(spans), _CHUNK):
@@ -189,11 +192,12 @@ class Assembler:
             final = calls[-1]
             ids = [m.tool_call_id for m in final.inputs[current_from(final.inputs):] if m.tool_call_id]
             steps = tuple(dict.fromkeys(self.tool_steps.pop(i) for i in ids if i in self.tool_steps))
-        session_key = next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+        session_key = session_of(spans)
         earlier = self.sessions.get(session_key, []) if session_key else []
         turn = audit_trace(spans, self.resolver, run=self.name, earlier=earlier, extra_trace_ids=steps)
         if turn is None:
             return
+        turn = _clock_flagged(turn, spans)
         if turn.record.turn_id in self.stored:
             self.skipped += 1
         else:
@@ -206,6 +210,19 @@ class Assembler:
             self.sessions[session_key] = [*turns, turn.earlier][-MAX_EARLIER_TURNS:]
             if len(self.sessions) > MAX_SESSIONS:
                 del self.sessions[next(iter(self.sessions))]
+
+
+def _clock_flagged(turn: AuditedTurn, spans: list[Span]) -> AuditedTurn:
+    """`turn` with `audit.clock_skew` saying which start times were clamped to the receive time (docs/security.md)."""
+    sent = sorted(s.clamped_from for s in spans if s.clamped_from is not None)
+    if not sent or turn.payload.audit is None:
+        return turn
+    at = lambda ns: datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    note = (f"{len(sent)} of {len(spans)} spans started beyond the clock-skew bound ({MAX_CLOCK_SKEW_NS // 10**9} s "
+            f"ahead of the receiving clock, or before {at(EARLIEST_START_NS)}): sent {at(sent[0])}"
+            + (f" to {at(sent[-1])}" if sent[-1] != sent[0] else "") + "; the receive time stands for them")
+    payload = dataclasses.replace(turn.payload, audit=dataclasses.replace(turn.payload.audit, clock_skew=note))
+    return dataclasses.replace(turn, payload=payload)
 
 
 def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str, retry_after: int = 0) -> None:

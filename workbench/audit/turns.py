@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .sessions import conversation_key
 from .spans import CUT_MARK, Span
 
 REDACTED = "__REDACTED__"
@@ -129,7 +130,12 @@ def question_of(spans: list[Span], final: ModelCall) -> str:
 
 
 def session_of(spans: list[Span]) -> str | None:
-    return next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+    """The audited conversation the trace is a turn of: its service's `session.id` as `conversation_key` keys it
+    (None: no session, a turn on its own). The one place a span's session becomes a stored conversation id."""
+    session = next((s.attributes["session.id"] for s in spans if isinstance(s.attributes.get("session.id"), str)), None)
+    if session is None:
+        return None
+    return conversation_key(next((s.service for s in spans if s.service), None), session)
 
 
 def current_from(inputs: tuple[Message, ...]) -> int:
