@@ -218,3 +218,93 @@ def test_start_times_beyond_the_clock_skew_bound_are_clamped_and_flagged(tmp_pat
     _, spans = TraceReader(db).rows("SELECT max(epoch_ns(started_at)), count(*) FILTER (WHERE span_json LIKE "
                                     "'%clamped_from%') FROM audit_spans")
     assert spans[0][0] <= after and spans[0][1] == 3
+
+
+def _rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def _wait_closed(s: socket.socket, within: float) -> float:
+    """Seconds until the server closed `s` (its reads end: EOF or a reset); fails when it is still open after
+    `within`. What the server answered first (a 503, say) is read and dropped."""
+    t0 = time.monotonic()
+    s.settimeout(within)
+    try:
+        while s.recv(65536):
+            pass
+    except TimeoutError:
+        raise AssertionError(f"the connection was still open {within:.0f} s later") from None
+    except OSError:
+        pass  # reset: closed too
+    return time.monotonic() - t0
+
+
+def test_stalled_bodies_neither_grow_memory_nor_block_an_export_and_are_cut_off(tmp_path):
+    """Issue 40, item 2: 40 connections each declare 16 MB, send 3 MB and stall. collect reads two of them (the large
+    lane), answers the others 503 at once, stays within a bounded memory, answers an ordinary export 200 meanwhile,
+    and cuts the stalled two off after --read-timeout."""
+    db = tmp_path / "t.duckdb"
+    with collect(db, "--read-timeout", "3") as c:
+        assert post(c.url, request([answering(1, "warm-up")])) == 200
+        before = _rss_mb(c.proc.pid)
+        head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                f"Content-Length: {16 * 1024 * 1024}\r\n\r\n").encode()
+        stalled = []
+        for _ in range(40):
+            s = socket.create_connection((c.host, c.port))
+            try:
+                s.sendall(head + b"\0" * (3 * 1024 * 1024))
+            except OSError:  # answered 503 and closed while sending
+                pass
+            stalled.append(s)
+        t0 = time.monotonic()
+        assert post(c.url, request([answering(2, "an ordinary export")]), timeout=30) == 200
+        assert time.monotonic() - t0 < 2.0  # not held up until the stalled ones time out
+        grew = _rss_mb(c.proc.pid) - before
+        assert grew < 40, f"collect grew by {grew:.0f} MB with 40 stalled bodies"
+        for s in stalled:
+            _wait_closed(s, within=3 + 10)
+            s.close()
+        assert post(c.url, request([answering(3, "after the cut")])) == 200
+        c.stop(timeout=STOP_SECONDS + STOP_MARGIN_S)
+    assert questions(db) == ["after the cut", "an ordinary export", "warm-up"]
+
+
+def test_a_client_that_sends_only_headers_or_nothing_is_dropped_after_the_read_timeout(tmp_path):
+    """Issue 40, item 2: headers declaring a body that never comes, a request line without headers, and a bare
+    connection: each is closed by collect once --read-timeout (2 s here) has passed, never held open."""
+    with collect(tmp_path / "t.duckdb", "--read-timeout", "2") as c:
+        clients = [socket.create_connection((c.host, c.port)) for _ in range(3)]
+        clients[0].sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        clients[1].sendall(b"POST /v1/traces HTTP/1.1\r\n")
+        for s in clients:
+            took = _wait_closed(s, within=2 + 10)
+            assert took < 2 + 10
+            s.close()
+        assert post(c.url, request([answering(1, "still serving")])) == 200
+        c.stop(timeout=STOP_SECONDS + STOP_MARGIN_S)
+
+
+def test_connections_over_the_bound_are_answered_503(tmp_path):
+    """Issue 40, item 2: beyond MAX_CONNECTIONS open at once, a new connection gets a 503 with Retry-After at once."""
+    from workbench.audit.collector import MAX_CONNECTIONS
+
+    with collect(tmp_path / "t.duckdb") as c:
+        held = [socket.create_connection((c.host, c.port)) for _ in range(MAX_CONNECTIONS)]
+        with socket.create_connection((c.host, c.port)) as extra:
+            extra.settimeout(10)
+            answer = extra.recv(1024)
+        assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After:" in answer
+        for s in held:
+            s.close()
+        deadline = time.monotonic() + 10
+        while True:  # the held ones are being closed
+            try:
+                if post(c.url, request([answering(1, "served again")])) == 200:
+                    break
+            except OSError:  # refused and closed before urllib read the answer
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        c.stop(timeout=STOP_SECONDS + STOP_MARGIN_S)

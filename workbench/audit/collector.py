@@ -13,12 +13,15 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
+import socket
+import sys
 import threading
 import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..config import COLLECT_READ_TIMEOUT_S
 from ..corpus import topic
 from ..redact import scrub_secrets
 from ..trace.audits import AUDIT_KIND
@@ -44,6 +47,14 @@ MAX_EARLIER_TURNS = 50
 STOP_SECONDS = 10.0
 #: What a 503 asks the exporter to wait before sending again (OTLP exporters retry a 503).
 RETRY_AFTER_SECONDS = 2
+#: Connections open at once; one more is answered 503 and closed (docs/security.md).
+MAX_CONNECTIONS = 64
+#: Request bodies read and processed at once, in two lanes so that large stalled bodies never hold up an
+#: exporter's ordinary batch: up to `MAX_LARGE_BODIES` over `SMALL_BODY_BYTES`, and `MAX_SMALL_BODIES` others;
+#: a body with its lane full is answered 503 with Retry-After (docs/security.md).
+MAX_LARGE_BODIES = 2
+MAX_SMALL_BODIES = 8
+SMALL_BODY_BYTES = 1024 * 1024
 
 
 def span_rows(spans: list[Span], run_id: str) -> list[dict[str, Any]]:
@@ -239,7 +250,7 @@ def _error(handler: BaseHTTPRequestHandler, status: int, message: str, retry_aft
     _reply(handler, status, json.dumps({"code": 3, "message": message}).encode(), "application/json", retry_after)
 
 
-def _drain(stream, length: int, piece: int = 1 << 20) -> None:
+def _drain(stream, length: int, piece: int = 1 << 16) -> None:
     while length > 0:
         got = stream.read(min(piece, length))
         if not got:
@@ -247,16 +258,111 @@ def _drain(stream, length: int, piece: int = 1 << 20) -> None:
         length -= len(got)
 
 
-def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServer:
-    """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, protobuf or JSON, gzip or not."""
+class _Server(ThreadingHTTPServer):
+    """The receiver's server: at most `MAX_CONNECTIONS` connections, at most `MAX_LARGE_BODIES` bodies over
+    `SMALL_BODY_BYTES` and `MAX_SMALL_BODIES` others read and processed at once, and `read_timeout` seconds for a
+    request to arrive whole (request line, headers and body) once the server waits for it: a client that stalls
+    is cut off (`service_actions`, which `serve_forever` runs every poll interval, shuts its socket down)."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler, read_timeout: float):
+        self.read_timeout = read_timeout
+        self.bodies = {False: threading.BoundedSemaphore(MAX_SMALL_BODIES),
+                       True: threading.BoundedSemaphore(MAX_LARGE_BODIES)}
+        self._deadlines: dict[socket.socket, float] = {}
+        self._watch = threading.Lock()
+        self.connections = 0
+        super().__init__(address, handler)
+
+    def verify_request(self, request, client_address) -> bool:
+        with self._watch:
+            if self.connections < MAX_CONNECTIONS:
+                self.connections += 1
+                return True
+        try:  # refused at once (the socket is closed next); best effort, never blocking the accept loop
+            request.setblocking(False)
+            request.send(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\nContent-Length: 0\r\n"
+                         b"Connection: close\r\n\r\n" % RETRY_AFTER_SECONDS)
+        except OSError:
+            pass
+        return False
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._watch:
+                self.connections -= 1
+                self._deadlines.pop(request, None)
+
+    def arm(self, connection: socket.socket) -> None:
+        with self._watch:
+            self._deadlines[connection] = time.monotonic() + self.read_timeout
+
+    def disarm(self, connection: socket.socket) -> None:
+        with self._watch:
+            self._deadlines.pop(connection, None)
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._watch:
+            late = [c for c, at in self._deadlines.items() if at < now]
+            for c in late:
+                del self._deadlines[c]
+        for c in late:
+            try:
+                c.shutdown(socket.SHUT_RDWR)  # the handler's read ends; it closes the connection
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address) -> None:
+        """A connection cut or reset (a stalled client, one gone) is no error to print; anything else is."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+def make_server(assembler: Assembler, host: str, port: int, *, read_timeout: float = COLLECT_READ_TIMEOUT_S
+                ) -> ThreadingHTTPServer:
+    """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, protobuf or JSON, gzip or not (bounds:
+    `_Server`, docs/security.md)."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = read_timeout  # each read of the socket, besides the whole request's deadline
 
         def log_message(self, *args):  # requests are not logged (they may hold the audited app's data)
             pass
 
+        def handle_one_request(self):
+            self.server.arm(self.connection)
+            try:
+                super().handle_one_request()
+            finally:
+                self.server.disarm(self.connection)
+
         def do_POST(self):
+            length = self._length()
+            if length is None:
+                return
+            lane = self.server.bodies[length > SMALL_BODY_BYTES]
+            if not lane.acquire(blocking=False):
+                if length <= SMALL_BODY_BYTES:
+                    _drain(self.rfile, length)  # read and dropped, so the client sees the answer
+                self.close_connection = True
+                return _error(self, 503, "too many request bodies at once: send again later", RETRY_AFTER_SECONDS)
+            try:
+                body = self.rfile.read(length)
+                self.server.disarm(self.connection)
+                if len(body) < length:  # cut off (the read timeout) or the client went away: nobody to answer
+                    self.close_connection = True
+                    return
+                self._receive(body)
+            finally:
+                lane.release()
+
+        def _length(self) -> int | None:
+            """The request's Content-Length, or None once it was answered (a wrong path, none, over the bound)."""
             if self.path.split("?")[0].rstrip("/") != "/v1/traces":
                 self.close_connection = True
                 return _error(self, 404, f"no such path {self.path[:100]!r}: send traces to /v1/traces")
@@ -271,10 +377,13 @@ def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServ
                 _drain(self.rfile, length)  # read and dropped a piece at a time, so the client sees the answer
                 self.close_connection = True
                 return _error(self, 413, f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte bound")
-            body = self.rfile.read(length)
+            return length
+
+        def _receive(self, body: bytes) -> None:
             kind = self.headers.get("Content-Type")
             try:
                 spans = parse_request(inflate(body, self.headers.get("Content-Encoding")), kind)
+                del body
                 assembler.receive(spans)
             except BodyTooLarge as exc:
                 return _error(self, 413, str(exc))
@@ -292,6 +401,4 @@ def make_server(assembler: Assembler, host: str, port: int) -> ThreadingHTTPServ
             self.close_connection = True
             _error(self, 405, "send traces with POST /v1/traces")
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return _Server((host, port), Handler, read_timeout)
