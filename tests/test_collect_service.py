@@ -130,9 +130,12 @@ def test_one_sigterm_ends_collect_in_its_stated_time_while_a_large_body_arrives(
     print(f"stopped in {took:.1f} s; {err.strip().splitlines()[-2:]}")
 
 
-def _rootless(i: int, start_ns: int, kind: str = "RETRIEVER", trace: int | None = None) -> Span:
+T0_NS = 1_700_000_000 * 10**9  # within the clock-skew bound
+
+
+def _rootless(i: int, start: int, kind: str = "RETRIEVER", trace: int | None = None) -> Span:
     return Span(trace_id=f"{trace or i:032x}", span_id=f"{i:016x}", parent_id="feedfeedfeedfeed", name="retrieve",
-                start_ns=start_ns, end_ns=start_ns + 1, attributes={"openinference.span.kind": kind})
+                start_ns=T0_NS + start, end_ns=T0_NS + start + 1, attributes={"openinference.span.kind": kind})
 
 
 def test_the_pending_bound_evicts_the_oldest_trace_by_its_earliest_span(tmp_path):
