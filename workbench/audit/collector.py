@@ -98,7 +98,7 @@ class Assembler:
         #: but not written again; `skipped` counts them.
         self.stored: set[str] = set()
         self.skipped = 0
-        #: Traces still waiting for their root when `finish` ran out of `stop_seconds` (their spans are stored).
+        #: Traces `finish` had not assembled when `stop_seconds` ran out (their spans are stored).
         self.left = 0
         self.closed = False
         self._lock = threading.Lock()
@@ -171,9 +171,10 @@ class Assembler:
         return spans
 
     def finish(self, stop_seconds: float | None = None) -> int:
-        """Stop receiving; once every request has handed over the traces it took, assemble them, then every trace
-        still waiting for its root, oldest first (within `stop_seconds` when given: the traces left are counted in
-        `left`, their spans stay stored); return how many turns this assembler wrote."""
+        """Stop receiving; once every request has handed over the traces it took (requests not answered 200, so
+        their exporters send them again), assemble those, then every trace still waiting for its root, oldest first;
+        within `stop_seconds` when given (the traces left are counted in `left`, their spans stay stored). Return
+        how many turns this assembler wrote."""
         with self._lock:
             self.closed = True
             while self._active:  # each request stops after the trace it is making
@@ -182,12 +183,11 @@ class Assembler:
             waiting = [(t, self._pop(t)) for t in sorted(self._first, key=self._first.__getitem__)]
             self._oldest = []
         deadline = None if stop_seconds is None else time.monotonic() + stop_seconds
+        todo = handed + waiting
         with self._assembling:
-            for trace_id, spans in handed:  # complete traces: always written
-                self._turn(trace_id, spans)
-            for k, (trace_id, spans) in enumerate(waiting):
+            for k, (trace_id, spans) in enumerate(todo):
                 if deadline is not None and time.monotonic() > deadline:
-                    self.left = len(waiting) - k
+                    self.left = len(todo) - k
                     break
                 self._turn(trace_id, spans)
             return self.turns

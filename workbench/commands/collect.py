@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             with a.writer.buffered(max_turns=500, max_age_s=1.0):  # one transaction a flush, not one a turn
                 a.finish(STOP_SECONDS)
             if a.left:
-                print(f"warning: {a.left} traces still waiting for their root were not audited within "
-                      f"{STOP_SECONDS:.0f} s of the stop (their spans are stored in audit_spans)", file=sys.stderr)
+                print(f"warning: {a.left} traces still waiting for their root (or sent in a request the stop "
+                      f"answered 503) were not audited within {STOP_SECONDS:.0f} s of the stop (their spans are "
+                      "stored in audit_spans)", file=sys.stderr)
     return finish_run(args, a)
