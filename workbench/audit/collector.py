@@ -4,8 +4,10 @@ OTLP/HTTP receiver of `workbench collect` (docs/design.md §12, docs/audit.md).
 A trace is complete when its root span arrives (exporters send a span when it ends, and the root ends last);
 it is then assembled once: a span that arrives again (an exporter's retry) is stored once and never makes a
 second turn, and a turn's id is fixed by its trace, so even a second `collect` on the same database writes it
-once. Memory stays bounded: at most `max_pending` spans wait for their root; beyond that the oldest traces are
-assembled as they are. `finish()` assembles everything still waiting (SIGTERM, Ctrl-C, end of a file).
+once. Memory stays bounded: at most `max_pending` spans wait for their root; beyond that the traces that started
+first are assembled as they are (a heap: O(log n) a span). `finish()` assembles everything still waiting (SIGTERM,
+Ctrl-C, end of a file), within a time budget when `collect` stops. The receiver bounds connections, bodies read at
+once and the time a request has to arrive (`_Server`); every bound is in docs/security.md.
 """
 
 from __future__ import annotations
