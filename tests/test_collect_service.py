@@ -311,3 +311,20 @@ def test_connections_over_the_bound_are_answered_503(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         c.stop(timeout=STOP_SECONDS + STOP_MARGIN_S)
+
+
+def test_ingest_clamps_a_start_time_beyond_the_clock_skew_bound_too(tmp_path):
+    """`ingest FILE` reads spans at its own receive time: a turn sent as starting in 2500 is stored now, flagged."""
+    from clirun import cli
+
+    span = {"traceId": f"{9:032x}", "spanId": f"{9:016x}", "name": "ChatCompletion",
+            "startTimeUnixNano": str(16_725_225_600 * 10**9), "endTimeUnixNano": str(16_725_225_601 * 10**9),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in answering(9)["attributes"].items()]}
+    f = tmp_path / "spans.jsonl"
+    f.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n", encoding="utf-8")
+    db = tmp_path / "t.duckdb"
+    before = time.time_ns()
+    assert cli("ingest", str(f), "--db", str(db)).returncode == 0
+    _, [(at, payload)] = TraceReader(db).rows("SELECT epoch_ns(t.started_at), p.payload_json FROM turns t "
+                                              "JOIN turn_payloads p USING (turn_id)")
+    assert before <= at <= time.time_ns() and "2500-01-01" in json.loads(payload)["audit"]["clock_skew"]
