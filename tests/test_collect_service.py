@@ -328,3 +328,5 @@ def test_ingest_clamps_a_start_time_beyond_the_clock_skew_bound_too(tmp_path):
     _, [(at, payload)] = TraceReader(db).rows("SELECT epoch_ns(t.started_at), p.payload_json FROM turns t "
                                               "JOIN turn_payloads p USING (turn_id)")
     assert before <= at <= time.time_ns() and "2500-01-01" in json.loads(payload)["audit"]["clock_skew"]
+    _, [(stored,)] = TraceReader(db).rows("SELECT max(started_at) FROM audit_spans")  # the raw span too
+    assert stored.year < 2100
