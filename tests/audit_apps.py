@@ -213,10 +213,12 @@ def session_replies() -> list:
 
 def check_session_turns(first: dict, second: dict, messages: list, llm) -> None:
     """The two turns of the openai app's session, from what its tool returned and what its model answered."""
+    from workbench.audit.sessions import session_in
+
     hit2, hit1 = SEARCH[1], SEARCH[0]
     assert len(llm.posts()) == 3 and sum(m["role"] == "tool" for m in messages) == 1
     returned = [h["doc_id"] for h in SEARCH]  # what the app's tool returned (and sent to the model)
-    assert (first["conversation_id"], second["conversation_id"]) == ("chat-42", "chat-42")
+    assert first["conversation_id"] == second["conversation_id"] and session_in(first["conversation_id"]) == "chat-42"
     assert (first["position"], second["position"]) == (1, 2)
     assert first["question"] == SESSION_QUESTIONS[0]
     assert first["sets"] == {"retrieved": returned, "cited": [hit2["doc_id"]], "consulted": [hit2["doc_id"]]}

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from apptest import APP, texts, unescape
 from clirun import cli
 from conftest import ROOT
+from workbench.audit.sessions import conversation_key
 from workbench.config import DEMO_CORPUS
 from workbench.corpus import load_corpus
 
@@ -21,6 +22,7 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"> **bold**'  # in the question a
 QUESTION = f"How do I cancel our plan? {HOSTILE}"
 APP_NAME = "kb-bot <img src=x>"  # the resource service.name: the app's text too
 T0 = 1_767_225_600
+CONVERSATION = conversation_key(APP_NAME, "chat-7")  # the app's session, never a chat conversation (§12)
 
 
 def _span(trace: int, span: int, name: str, kind: str, start_ms: int, end_ms: int, parent: int | None = None,
@@ -98,7 +100,7 @@ def test_the_experiments_page_lists_the_audited_run_and_opens_a_turn_whole(db):
     assert list(runs["run"]) == ["kb-audit"] and list(runs["app"]) == [APP_NAME] and list(runs["model"]) == ["kb-model"]
     assert list(runs["unauditable"]) == [1] and list(runs["turns"]) == [3] and list(runs["corpus"]) == ["demo"]
     picker = _turn_picker(at)
-    assert picker.options[0].startswith("chat-7 #1 · How do I cancel our plan?")
+    assert picker.options[0].startswith(f"{CONVERSATION} #1 · How do I cancel our plan?")
     text = _all_text(at)
     assert f"audited app {APP_NAME}" in unescape(text) and "rule corpus" in unescape(text)
     assert "**Retrieved** (1)" in text and "**Consulted** (1)" in text  # the dropped document is no set's
@@ -142,7 +144,7 @@ def test_a_non_analyst_sees_no_audited_turn(db, monkeypatch):
 
 def test_an_audited_conversation_reopens_in_the_chat_as_stored(db):
     at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["conversation"] = "chat-7"
+    at.query_params["conversation"] = CONVERSATION
     at.run()
     assert not at.exception, at.exception
     text = _all_text(at)

@@ -30,7 +30,7 @@ def test_openai_client_tool_loop_over_two_turns_of_a_session(tmp_path):
     db = tmp_path / "t.duckdb"
     with ScriptedServer(replies=session_replies()) as llm, collect(db, "bot") as url:
         messages = run_openai_app(tracer_provider(url, "support-bot"), llm.url, SESSION_QUESTIONS)
-    first, second = turns(db, "--conversation", "chat-42")
+    first, second = turns(db, "--conversation", "otel/support-bot/chat-42")  # the service's session (§12)
     check_session_turns(first, second, messages, llm)
     assert first["audit"]["service"] == "support-bot"
 
@@ -101,7 +101,7 @@ def test_collect_scores_the_audited_run_against_a_questions_file_and_gates_on_a_
     assert rows[1]["consulted"] == [okta["doc_id"]] and rows[2]["consulted"] == [setup["doc_id"]]
     assert rows[3]["consulted"] == [reset["doc_id"]] and rows[4]["turn_id"] is None
     by_turn = {t["turn_id"]: t for t in turns(db, "--run", "bot-a")}
-    assert by_turn[rows[2]["turn_id"]]["position"] == 2 and by_turn[rows[2]["turn_id"]]["conversation_id"] == "chat-42"
+    assert by_turn[rows[2]["turn_id"]]["position"] == 2 and by_turn[rows[2]["turn_id"]]["conversation_id"] == "otel/support-bot/chat-42"
     assert len(by_turn) == 4  # the billing turn is stored, only not scored
 
     worse = [openai_reply(None, [("search", {"q": "sso"})], model="loop-gpt"),

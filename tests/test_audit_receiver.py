@@ -126,6 +126,23 @@ def test_over_the_size_bound_is_413(receiver):
     assert status == 413 and b"inflates" in body
 
 
+def test_a_gzip_body_of_several_members_is_read_whole_and_still_bounded(receiver):
+    """Issue 40, item 8: gzip members one after the other (as `cat a.gz b.gz` or a streaming compressor writes them)
+    are one body; members that together inflate over the bound are refused as one bomb is."""
+    a, url, db = receiver
+    good = json.dumps(_request([_answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]',
+                                                "See [sso](sso).")])).encode()
+    half = len(good) // 2
+    assert _post(url, gzip.compress(good[:half]) + gzip.compress(good[half:]), encoding="gzip")[0] == 200
+    [turn] = _payloads(db)
+    assert turn["sets"]["consulted"] == ["sso"]
+    member = gzip.compress(b" " * (MAX_BODY_BYTES // 4 + 1))
+    status, body = _post(url, member * 4, encoding="gzip")
+    assert status == 413 and b"inflates" in body
+    status, body = _post(url, gzip.compress(good)[:-12], encoding="gzip")  # cut inside its compressed stream
+    assert status == 400 and b"gzip" in body
+
+
 def test_a_10_mb_attribute_makes_an_unauditable_turn_and_others_survive(receiver):
     a, url, db = receiver
     huge = _answering_call(TRACE, "00f067aa0ba902b7", "x" * 10_000_000, "Done.")

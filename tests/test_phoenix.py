@@ -363,7 +363,7 @@ def test_ingest_from_phoenix_follows_a_session_of_a_bare_openai_client_across_tw
             assert len(spans_of(base, "audited-session", n)) == n
             r = _ingest(base, "audited-session", db)
             assert r.returncode == 0 and f"{n} spans received, {says} (" in r.stderr, r.stderr
-    first, second = _audited(db, "--conversation", "chat-42")
+    first, second = _audited(db, "--conversation", "otel/audited-session/chat-42")  # the project's session
     check_session_turns(first, second, messages, llm)
 
 

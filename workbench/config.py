@@ -62,6 +62,8 @@ MAX_K = 1000
 #: a question is sent to the model, searched, judged and stored whole with every turn, so it is bounded
 #: before anything runs (a 10 MB question took 18 s and 468 MB per ask).
 MAX_QUESTION_CHARS = 8000
+#: Seconds `collect` gives a request to arrive whole, request line to last body byte (`--read-timeout`, docs/security.md).
+COLLECT_READ_TIMEOUT_S = 30.0
 #: Longest conversation id (`ask --conversation`, `chat`, a questions file's `"conversation"`), in characters.
 MAX_CONVERSATION_ID_CHARS = 200
 #: Most earlier turns a follow-up may keep with their tool results (`--context-turns`, `ContextPolicy.turns`).

@@ -265,6 +265,8 @@ class Audit:
     rule: str = "conservative"  # "corpus": exposure measured against corpus text; "conservative": no corpus
     #: An unauditable turn's links, in answer order: not judged (its allow-list is unknown), so none is rejected
     unjudged_citations: tuple[str, ...] = ()
+    #: Why the turn's time is the receive time: start times beyond the clock-skew bound were clamped (else None).
+    clock_skew: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Audit:
@@ -273,12 +275,13 @@ class Audit:
                    evidence={k: Evidence(exposure=v.get("exposure", ""), where=v.get("where", ""))
                              for k, v in (d.get("evidence") or {}).items()},
                    reason=d.get("reason"), rule=d.get("rule", "conservative"),
-                   unjudged_citations=tuple(d.get("unjudged_citations", ())))
+                   unjudged_citations=tuple(d.get("unjudged_citations", ())), clock_skew=d.get("clock_skew"))
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "service": self.service, "trace_ids": list(self.trace_ids),
                 "not_shown": list(self.not_shown), "evidence": {k: v.to_json() for k, v in self.evidence.items()},
-                "reason": self.reason, "rule": self.rule, "unjudged_citations": list(self.unjudged_citations)}
+                "reason": self.reason, "rule": self.rule, "unjudged_citations": list(self.unjudged_citations),
+                **({"clock_skew": self.clock_skew} if self.clock_skew is not None else {})}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ The rooms, in the order data flows through them:
 - `units`: what retrievers, rerankers and tools returned (units), and the document each belongs to;
 - `turns`: which traces are turns, their model calls, input messages, question and answer;
 - `calls`: the turn's tool calls, one per requested call, and the units each returned;
+- `sessions`: whose conversation a turn is: the audited service's session, never one of the workbench's own;
 - `measure`: exposure measured from what reached a model input, `not_shown`, numbered blocks;
 - `audited`: the turn record and payload (the three sets by `provenance`, plus the `audit` object);
 - `collector`: the store side: raw spans and assembled turns through the trace writer, the OTLP/HTTP receiver;

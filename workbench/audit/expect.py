@@ -4,18 +4,20 @@
 A line asked on its own matches every turn asking its question (compared in Unicode NFC, surrounding whitespace
 ignored) that is no follow-up: a turn outside any conversation, or the first of its conversation; n lines asking
 one question take its turns in order, the last line the rest. The lines of one `"conversation"` match, in file
-order, the turns of the session of that id (`session.id`) in the order of their positions. Several turns
+order, the turns of the session of that id (`session.id`, of any service) in the order of their positions. Several turns
 matching one line are all kept (the latest is the one scored, as for a resumed `eval`); a turn answers one line
 at most. A line no turn matches, and a turn no line matches, are returned, to be reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..questions import Question
+from .sessions import audited_session
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,13 @@ class Matching:
 def same_question(text: str) -> str:
     """The form two questions are compared in: NFC, surrounding whitespace stripped."""
     return unicodedata.normalize("NFC", text).strip()
+
+
+def by_session(questions: Sequence[Question]) -> list[Question]:
+    """`questions` with each conversation id as an audited conversation id holds its session (`audited_session`: a
+    long one cut with a hash), to be matched to the session part of the run's conversation ids (`session_in`)."""
+    return [dataclasses.replace(q, conversation=audited_session(q.conversation)) if q.conversation else q
+            for q in questions]
 
 
 def match_turns(questions: Sequence[Question], turns: Sequence[RunTurn]) -> Matching:

@@ -3,11 +3,12 @@ turns written in traces' start order, a turn already stored (the same spans inge
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, TextIO
 
 from .audited import turn_id_for
 from .collector import Assembler, span_rows
-from .spans import Span, SpanFormatError, parse_json_line
+from .spans import Span, SpanFormatError, on_receiving_clock, parse_json_line
 
 
 def read_spans(lines: TextIO | Iterable[str], name: str = "-") -> list[Span]:
@@ -33,6 +34,7 @@ def rooted(spans: list[Span]) -> tuple[list[Span], int]:
 
 def ingest_spans(a: Assembler, spans: list[Span]) -> int:
     """Store `spans` and assemble their traces (a root-less trace too), oldest trace first; return turns written."""
+    spans = on_receiving_clock(spans, time.time_ns())
     a.writer.log_spans(span_rows(spans, a.run_id))
     first: dict[str, int] = {}
     for s in spans:

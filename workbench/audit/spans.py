@@ -6,8 +6,9 @@ re-encoded before `json_format` parses the message; nothing else is read by hand
 
 Bounds (docs/security.md): a body over `MAX_BODY_BYTES`, before or after gzip, is refused (`BodyTooLarge`); a
 string attribute over `MAX_ATTRIBUTE_CHARS` is not kept: its value becomes `CUT_MARK` and the span lists the key
-in `cut`, so a turn that needs it ends `unauditable` instead of being judged on part of its input. Every attribute
-is redacted as it is read (`bounded`, `redact.redact_attributes`).
+in `cut`, so a turn that needs it ends `unauditable` instead of being judged on part of its input; a start time
+beyond the clock-skew bound is clamped to the receive time (`on_receiving_clock`). Every attribute is redacted as
+it is read (`bounded`, `redact.redact_attributes`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from google.protobuf import json_format
@@ -30,6 +31,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 #: The longest string attribute value kept; a longer one is replaced by `CUT_MARK` (the span records the key).
 MAX_ATTRIBUTE_CHARS = 1_000_000
 CUT_MARK = "__CUT_BY_WORKBENCH__"
+#: The clock-skew bound: a span may start at most this far ahead of the receiving clock (docs/security.md).
+MAX_CLOCK_SKEW_NS = 3_600 * 10**9
+#: …and not before 2000-01-01T00:00:00Z (an unset start time is 1970): earlier starts are clamped too.
+EARLIEST_START_NS = 946_684_800 * 10**9
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 #: Span events that carry a model call's messages (the GenAI conventions' event forms), and the keys read from them.
 _EVENT_KEYS = {"gen_ai.content.prompt": ("gen_ai.prompt",), "gen_ai.content.completion": ("gen_ai.completion",),
@@ -63,6 +68,8 @@ class Span:
     dropped_attributes: int = 0
     cut: tuple[str, ...] = ()
     status: str = "unset"
+    #: The start time the exporter sent, when it was beyond the clock-skew bound and clamped (`on_receiving_clock`).
+    clamped_from: int | None = None
 
     @property
     def kind(self) -> str | None:
@@ -82,14 +89,29 @@ class Span:
         return {"trace_id": self.trace_id, "span_id": self.span_id, "parent_id": self.parent_id, "name": self.name,
                 "start_ns": self.start_ns, "end_ns": self.end_ns, "attributes": self.attributes,
                 "service": self.service, "dropped_attributes": self.dropped_attributes, "cut": list(self.cut),
-                "status": self.status}
+                "status": self.status, **({"clamped_from": self.clamped_from} if self.clamped_from is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Span:
         return cls(trace_id=d["trace_id"], span_id=d["span_id"], parent_id=d.get("parent_id"), name=d["name"],
                    start_ns=d["start_ns"], end_ns=d["end_ns"], attributes=dict(d.get("attributes") or {}),
                    service=d.get("service"), dropped_attributes=d.get("dropped_attributes", 0),
-                   cut=tuple(d.get("cut") or ()), status=d.get("status", "unset"))
+                   cut=tuple(d.get("cut") or ()), status=d.get("status", "unset"), clamped_from=d.get("clamped_from"))
+
+
+def on_receiving_clock(spans: list[Span], received_ns: int) -> list[Span]:
+    """`spans` with each start time beyond the clock-skew bound (over `MAX_CLOCK_SKEW_NS` ahead of `received_ns`,
+    or before `EARLIEST_START_NS`) clamped to `received_ns`, keeping its duration when that is sane, and the start
+    as sent in `clamped_from`: a clock that is wrong (or a hostile exporter) never sorts a turn first."""
+    out = []
+    for s in spans:
+        if EARLIEST_START_NS <= s.start_ns <= received_ns + MAX_CLOCK_SKEW_NS:
+            out.append(s)
+            continue
+        duration = s.end_ns - s.start_ns
+        duration = duration if 0 <= duration <= MAX_CLOCK_SKEW_NS else 0
+        out.append(replace(s, start_ns=received_ns, end_ns=received_ns + duration, clamped_from=s.start_ns))
+    return out
 
 
 def inflate(body: bytes, encoding: str | None) -> bytes:
@@ -101,13 +123,18 @@ def inflate(body: bytes, encoding: str | None) -> bytes:
         return body
     if encoding not in ("gzip", "deflate"):
         raise SpanFormatError(f"unsupported Content-Encoding {encoding!r} (send gzip, deflate or none)")
-    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    try:
-        out = inflater.decompress(body, MAX_BODY_BYTES + 1)
-    except zlib.error as exc:
-        raise SpanFormatError(f"body is not valid {encoding}: {exc}") from None
-    if len(out) > MAX_BODY_BYTES:
-        raise BodyTooLarge(f"request body inflates to over the {MAX_BODY_BYTES}-byte bound")
+    out, rest = b"", body
+    while rest:  # a gzip body may be several members one after the other (RFC 1952 §2.2): each is inflated
+        inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+        try:
+            out += inflater.decompress(rest, MAX_BODY_BYTES + 1 - len(out))
+        except zlib.error as exc:
+            raise SpanFormatError(f"body is not valid {encoding}: {exc}") from None
+        if len(out) > MAX_BODY_BYTES or inflater.unconsumed_tail:
+            raise BodyTooLarge(f"request body inflates to over the {MAX_BODY_BYTES}-byte bound")
+        if not inflater.eof:
+            raise SpanFormatError(f"body is not valid {encoding}: it ends inside a compressed stream")
+        rest = inflater.unused_data if encoding == "gzip" else b""
     return out
 
 

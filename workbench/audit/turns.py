@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .sessions import conversation_key
 from .shapes import Message, SpanToolRequest, read_messages
 from .spans import CUT_MARK, Span
 
@@ -85,13 +86,15 @@ _SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "traceloop.association.
 
 
 def session_of(spans: list[Span]) -> str | None:
-    """The conversation the trace belongs to: OpenInference's `session.id`, else the GenAI `gen_ai.conversation.id`,
-    else OpenLLMetry's `traceloop.association.properties.session_id`."""
+    """The audited conversation the trace is a turn of: the session it names (OpenInference's `session.id`, else
+    the GenAI `gen_ai.conversation.id`, else OpenLLMetry's `traceloop.association.properties.session_id`) within
+    its service, as `conversation_key` keys it (None: no session, a turn on its own). The one place a span's
+    session becomes a stored conversation id."""
     for key in _SESSION_KEYS:
         found = next((s.attributes[key] for s in spans if isinstance(s.attributes.get(key), str) and s.attributes[key]),
                      None)
         if found is not None:
-            return found
+            return conversation_key(next((s.service for s in spans if s.service), None), found)
     return None
 
 

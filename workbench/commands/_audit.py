@@ -8,7 +8,8 @@ import sys
 from datetime import datetime, timezone
 
 from ..corpus import load_corpus
-from ..audit.expect import RunTurn, match_turns
+from ..audit.expect import RunTurn, by_session, match_turns
+from ..audit.sessions import session_in
 from ..errors import WorkbenchError
 from ..questions import read_dataset
 from ..terminal import neutralize
@@ -97,7 +98,8 @@ def finish_run(args: argparse.Namespace, a) -> int:
         return 1
     from ..trace.experiments import audited_config, record_experiment, run_turns
 
-    m = match_turns(dataset.questions, [RunTurn(*t) for t in run_turns(db_path(args), a.run_id)])
+    turns = [RunTurn(t, q, session_in(c)) for t, q, c in run_turns(db_path(args), a.run_id)]
+    m = match_turns(by_session(dataset.questions), turns)
     config = audited_config(db_path(args), a.run_id, corpus=args.corpus, questions_file=str(args.questions))
     record_experiment(a.writer, a.run_id, dataset, name=a.name, tags=args.tags, config=config, lines=m.lines)
     _unmatched(args.questions, m, verbose=args.verbose)

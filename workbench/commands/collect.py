@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 
+from ..config import COLLECT_READ_TIMEOUT_S
 from ..errors import WorkbenchError
 from ..terminal import neutralize
 from ._audit import add_audit_options, assembler, finish_run
@@ -17,6 +18,9 @@ def register(sub) -> None:
                                        "turn: retrieved, cited and consulted documents, and what was never shown.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0: any free port)")
+    p.add_argument("--read-timeout", type=float, default=COLLECT_READ_TIMEOUT_S, metavar="SECONDS",
+                   help=f"seconds a request has to arrive whole, request line to last body byte, before its "
+                        f"connection is cut (default {COLLECT_READ_TIMEOUT_S:g}; docs/security.md)")
     add_audit_options(p)
     p.set_defaults(func=run)
 
@@ -31,11 +35,13 @@ class _Stop:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit.collector import make_server
+    from ..audit.collector import STOP_SECONDS, make_server
 
+    if not args.read_timeout > 0:
+        raise WorkbenchError(f"--read-timeout must be a positive number of seconds, not {args.read_timeout:g}")
     a = assembler(args, "collect")
     try:
-        server = make_server(a, args.host, args.port)
+        server = make_server(a, args.host, args.port, read_timeout=args.read_timeout)
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
@@ -47,5 +53,10 @@ def run(args: argparse.Namespace) -> int:
             server.serve_forever(poll_interval=0.1)
         finally:
             server.server_close()
-            a.finish()
+            with a.writer.buffered(max_turns=500, max_age_s=1.0):  # one transaction a flush, not one a turn
+                a.finish(STOP_SECONDS)
+            if a.left:
+                print(f"warning: {a.left} traces still waiting for their root (or sent in a request the stop "
+                      f"answered 503) were not audited within {STOP_SECONDS:.0f} s of the stop (their spans are "
+                      "stored in audit_spans)", file=sys.stderr)
     return finish_run(args, a)
