@@ -231,7 +231,7 @@ def scored(db, tmp_path, monkeypatch):
     import duckdb
     with duckdb.connect(str(db), read_only=True) as con:
         [(turn_id,)] = con.execute("SELECT turn_id FROM turns JOIN experiments USING (run_id) "
-                                   "WHERE conversation_id = 'chat-7'").fetchall()
+                                   "WHERE conversation_id = ?", [CONVERSATION]).fetchall()
     return db, turn_id
 
 
@@ -264,10 +264,10 @@ def test_a_member_never_sees_an_audited_turn_in_the_chat(db, monkeypatch):
     `session.id`, issue 40 item 3): the chat drops the audited turns, and says so when nothing else is left."""
     import duckdb
     with duckdb.connect(str(db)) as con:
-        con.execute("UPDATE turns SET owner = ? WHERE conversation_id = 'chat-7'", [f"user:{MEMBER[0]}"])
+        con.execute("UPDATE turns SET owner = ? WHERE conversation_id = ?", [f"user:{MEMBER[0]}", CONVERSATION])
     _as(monkeypatch, MEMBER)
     at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["conversation"] = "chat-7"
+    at.query_params["conversation"] = CONVERSATION
     at.run()
     assert not at.exception, at.exception
     assert any("is not shown to you" in w.value and "for analysts" in w.value for w in at.warning)

@@ -333,7 +333,7 @@ def test_an_openllmetry_app_bare_client_gives_a_turn_per_answering_call_grouped_
     assert turn["sets"] == {"retrieved": ["https://kb.example/sso"], "cited": ["https://kb.example/sso"],
                             "consulted": ["https://kb.example/sso"]}
     assert [(c["name"], c["args"]) for c in turn["tool_calls"]] == [("search", {"q": "sso"})]
-    assert turn["conversation_id"] == "conv-1" and turn["config"]["model"] == "gpt-x"
+    assert turn["conversation_id"] == "otel/openllmetry-app/conv-1" and turn["config"]["model"] == "gpt-x"
     assert len(turn["audit"]["trace_ids"]) == 2
 
 

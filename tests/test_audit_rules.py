@@ -468,7 +468,7 @@ def test_a_re_sent_earlier_tool_result_is_carried_and_a_cited_full_document_is_c
     doc = {d.doc_id: d for d in t.payload.documents}[A]
     assert doc.carried_from == first.record.turn_id and doc.exposure == "full"
     assert t.payload.sets.consulted == (A,)  # rule 3b: read in full in turn 1, cited here
-    assert t.payload.conversation_id == "s1" and t.payload.position == 2
+    assert t.payload.conversation_id == "otel/app/s1" and t.payload.position == 2  # keyed by service and session
 
 
 @ALL
@@ -512,7 +512,7 @@ def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():
     llm.attributes["traceloop.association.properties.session_id"] = "chat-7"
     t = audit_trace([llm], Resolver(), run="r")
     assert t is not None and t.payload.sets.consulted == (A,) and t.record.config["model"] == "m"
-    assert t.payload.conversation_id == "chat-7"
+    assert t.payload.conversation_id == "otel/app/chat-7"
 
 
 # --- provenance's side of the seam (issue 42): an excerpt of no document, one rejection per distinct target ----
