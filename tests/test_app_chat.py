@@ -200,3 +200,15 @@ def test_the_default_local_model_says_plainly_it_cannot_pick_tools_in_agent_mode
     at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
     at = at.sidebar.radio(key="cfg_mode").set_value("agent").run()
     assert not any("cannot pick tools" in unescape(w.value) for w in at.sidebar.warning)
+
+
+def test_a_listing_asked_third_in_a_conversation_gets_no_claims_as_when_asked_alone(app):
+    """Issue 41 item 4: "What articles do you have?" at position 3 links documents the earlier turns read in full;
+    those links are still a listing (docs/design.md §11 rule 3e), so no claim is judged, as when it is asked alone."""
+    at = ask(ask(ask(app, "How do I configure SSO?"), "And what about Okta?"), "What articles do you have?")
+    listing = at.session_state["turns"][-1]
+    assert listing.answer.record.history and listing.payload.position == 3
+    assert any(d.exposure == "full" for d in listing.payload.documents if d.cited), "it links what was read before"
+    assert listing.faithfulness.answer_kind == "listing" and not listing.faithfulness.claims
+    labels = [e.label for e in at.expander if e.label.startswith("Claims")]
+    assert len(labels) == 2, labels  # the two SSO answers' only
