@@ -17,7 +17,7 @@ from ..render.answer_links import answer_markdown, citation_entries, read_in_tur
 from ..render.document import document_markdown
 from ..render.escaping import display_text, display_value, escape_markdown, plotly_text, safe_url
 from ..render.highlight import evidence_passages, highlight_spans
-from ..render.sources import REJECTED_COLOR, SET_COLORS, SETS, headline, source_chips, verdicts
+from ..render.sources import REJECTED_COLOR, SET_COLORS, SETS, Headline, headline, source_chips, verdicts
 from ..render.timeline import call_signature, timeline
 from . import audited, verify as verification
 from .state import Turn
@@ -260,7 +260,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         with st.expander("Provenance", expanded=False):
             provenance_sets(payload)
             carried_list(turn)
-            verification.explain(payload)
+            verification.explain(turn)
             audited.details(payload)
         with st.expander(f"Tool calls ({len(payload.tool_calls)})", expanded=False):
             tool_calls(payload)
@@ -308,16 +308,42 @@ def citation_buttons(turn: Turn) -> None:
         with st.container(key=f"citations-{turn.turn_id}"):
             pills()
     else:
-        with st.expander(f"Open one of the {len(entries)} cited documents"):
+        # a listing's links are no sources: "cited" above "0 sources" would read as a contradiction
+        what = "cited documents" if source_chips(turn.payload) else "linked documents (links, not sources)"
+        with st.expander(f"Open one of the {len(entries)} {what}"):
             with st.container(key=f"citations-{turn.turn_id}"):
                 pills()
 
 
+#: The headline's terms, in words for someone who does not build RAG systems: its hover text.
+HEADLINE_HELP = (
+    "**sources**: the documents the answer was written from — read in full, or seen as a search snippet and "
+    "cited. A link to a document only listed by title is not a source.\n\n"
+    "**load-bearing**: a source the answer needs: asked again without it, the answer changes. "
+    "**decorative**: a source the answer survives without (a \"see also\"). **not verified**: nobody has run that "
+    "check yet (\"Verify sources\" re-runs the turn without each source). **control unstable**: asked again with "
+    "nothing withheld, the answer already changed, so the check proves nothing.\n\n"
+    "**rejected**: citations of documents the assistant was never given — fabricated links, shown as plain text "
+    "with ⚠, never as sources.")
+
+
+def headline_icon(line: Headline) -> str:
+    """The headline's icon (Streamlit's own Material font): a shield with a check only for a verified answer with no
+    rejected citation; a shield with a cross when a citation was rejected; a shield with "!" otherwise."""
+    if line.rejected:
+        return ":material/gpp_bad:"
+    if line.load_bearing is not None and not line.unstable:
+        return ":material/verified_user:"
+    return ":material/gpp_maybe:"
+
+
 def trust_headline(turn: Turn) -> None:
     """One line above the sources row: "2 sources · 1 load-bearing · 0 rejected" (`render.sources.headline`), from the
-    payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both."""
+    payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both. Its
+    terms are explained on hover (`HEADLINE_HELP`)."""
+    line = headline(turn.payload)
     with st.container(key=f"headline-{turn.turn_id}"):
-        st.markdown(":material/verified_user: " + escape_markdown(headline(turn.payload).text()))
+        st.markdown(f"{headline_icon(line)} " + escape_markdown(line.text()), help=HEADLINE_HELP)
 
 
 def sources_row(turn: Turn) -> None:
