@@ -671,3 +671,27 @@ def test_a_document_with_a_200000_character_line_and_a_bidi_override_renders_in_
         assert max(lines) <= MAX_LINE_CHARS + 10, max(lines)
     finally:
         pg.close()
+
+
+def test_a_new_answer_scrolls_into_view_after_reading_an_earlier_expander(page):
+    """Issue 41 item 5: scrolled up to read an earlier answer's expander, the reader asked again and the new answer
+    landed below the fold (y = 1758 in an 800 px window) while the screen still showed the old expander."""
+    page.set_viewport_size({"width": 1400, "height": 800})
+    try:
+        _new_conversation(page)
+        _ask(page, "How do I configure SSO?")
+        _ask(page, "How do I rotate an API key?")
+        first = page.get_by_test_id("stChatMessage").nth(1)
+        expander = first.get_by_text("Tool calls (", exact=False).first
+        _center(expander).click()  # the reader scrolls up and opens an earlier answer's expander
+        _settle(page)
+        assert page.evaluate("window.innerHeight") == 800
+        msg = _ask(page, "How do I cancel my subscription?")
+        page.wait_for_function("""() => { const m = [...document.querySelectorAll('[data-testid=stChatMessage]')];
+            const top = m[m.length - 1].getBoundingClientRect().top; return top >= 0 && top < window.innerHeight; }""",
+                               timeout=15_000)
+        top = msg.bounding_box()["y"]
+        assert 0 <= top < 800, f"the new answer's top is at y = {top:.0f}"
+        _shot(page, "new-answer-in-view")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})

@@ -48,7 +48,7 @@ LINKS_KEY = "wb-inline-citations"
 _LINKS_JS = """
 export default function(component) {
   const { setTriggerValue } = component;
-  const QUIET_MS = 800, LIMIT_MS = 120000;
+  const QUIET_MS = 800, LIMIT_MS = 120000, HEADER_PX = 72;
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
   const runState = () => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state');
@@ -87,8 +87,9 @@ export default function(component) {
     if (Math.abs(drift) > 1) { scroller().scrollTop += drift; anchor.quiet = now; }
     if (anchor.ran && now - anchor.quiet > QUIET_MS) anchor = null;  // the rerun is over and all is still
   };
-  const loop = () => { frame = 0; restore(); if (anchor) frame = requestAnimationFrame(loop); };
+  const loop = () => { frame = 0; restore(); follow(); if (anchor || asked) frame = requestAnimationFrame(loop); };
   const onMutations = (records) => {
+    follow();
     if (!anchor) return;
     // a rerun that started and ended between two frames still counts
     if (records.some((r) => r.attributeName === 'data-test-script-state' && r.oldValue === 'running')) anchor.ran = true;
@@ -112,6 +113,34 @@ export default function(component) {
       if (found) pinned(...found);
     }
   };
+  // A question asked: once its turn is drawn, the new question and answer scroll into view, even when the reader
+  // had scrolled up to an earlier answer (Streamlit follows the chat down only from its bottom). Until the run is
+  // over, unless the reader scrolls first.
+  let asked = null;
+  const onAsk = () => {
+    asked = { count: document.querySelectorAll(MESSAGES).length, ran: false };
+    if (!frame) frame = requestAnimationFrame(loop);
+  };
+  const follow = () => {
+    if (!asked) return;
+    const state = runState();
+    if (state === 'running' || state === 'rerunRequested') asked.ran = true;
+    const all = document.querySelectorAll(MESSAGES);
+    if (all.length > asked.count) {
+      const question = all[asked.count];
+      const off = question.getBoundingClientRect().top - HEADER_PX;  // its top just under Streamlit's header
+      if (Math.abs(off) > 8) scroller().scrollTop += off;
+    }
+    if (asked.ran && state === 'notRunning' && all.length > asked.count + 1) asked = null;
+  };
+  const onKey = (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && event.target instanceof Element
+        && event.target.closest('[data-testid="stChatInputTextArea"]') && event.target.value.trim()) onAsk();
+  };
+  const onSend = (event) => {
+    if (event.target instanceof Element && event.target.closest('[data-testid="stChatInputSubmitButton"]')) onAsk();
+  };
+  const stopFollowing = () => { asked = null; };
   const stop = () => { anchor = null; };
   const STOPS = ['wheel', 'touchstart', 'keydown', 'pointerdown'];  // the reader takes the page back
   const observer = new MutationObserver(onMutations);
@@ -121,7 +150,13 @@ export default function(component) {
   document.addEventListener('click', onClick, true);
   STOPS.forEach((name) => document.addEventListener(name, stop, true));
   window.addEventListener('resize', stop);
+  document.addEventListener('keydown', onKey, true);
+  document.addEventListener('click', onSend, true);
+  ['wheel', 'touchstart'].forEach((name) => document.addEventListener(name, stopFollowing, true));
   return () => {
+    document.removeEventListener('keydown', onKey, true);
+    document.removeEventListener('click', onSend, true);
+    ['wheel', 'touchstart'].forEach((name) => document.removeEventListener(name, stopFollowing, true));
     observer.disconnect();
     if (frame) cancelAnimationFrame(frame);
     document.removeEventListener('scroll', restore, true);
