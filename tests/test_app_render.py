@@ -214,6 +214,20 @@ def test_document_markdown_highlights_spans_inside_formatting():
     text = "Orbitly supports SSO with any provider that speaks **SAML 2.0**. Then more.\n"
     spans = highlight_spans(text, [("quoted", "Orbitly supports SSO with any provider that speaks **SAML 2.0**.")])
     md = document_markdown(text, spans)
-    assert ":orange-background[Orbitly supports SSO with any provider that speaks ]" in md
-    assert "**:orange-background[SAML 2\\.0]**" in md
+    # one box over the passage, the bold inside it (issue 41 item 12: no boxes split around "SAML 2.0")
+    assert ":orange-background[Orbitly supports SSO with any provider that speaks **SAML 2\\.0**\\.]" in md
     assert "Then more" in md and ":orange-background[ Then" not in md
+
+
+def test_a_highlight_over_bold_text_is_one_box_not_three():
+    """Issue 41 item 12: a quoted passage with bold words in it was drawn as boxes split around them ("SAML 2.0 .")."""
+    from workbench.render.document import document_markdown
+
+    text = "Go to Settings. Pick **SAML 2.0**. Then save."
+    md = document_markdown(text, [(0, len(text), "quoted")])
+    assert md.count("-background[") == 1, md
+    assert md == ":orange-background[Go to Settings\\. Pick **SAML 2\\.0**\\. Then save\\.]"
+    part = document_markdown(text, [(16, len(text), "quoted")])  # from "Pick": the bold inside the one box
+    assert part.count("-background[") == 1 and part.startswith("Go to Settings\\. :orange-background[Pick **SAML")
+    two = document_markdown("a **b** c", [(0, 2, "quoted"), (2, 9, "excerpt")])  # two colours stay two boxes
+    assert two.count("-background[") == 2
