@@ -9,6 +9,7 @@ made by `docs/screenshots.py`.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -693,5 +694,37 @@ def test_a_new_answer_scrolls_into_view_after_reading_an_earlier_expander(page):
         top = msg.bounding_box()["y"]
         assert 0 <= top < 800, f"the new answer's top is at y = {top:.0f}"
         _shot(page, "new-answer-in-view")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels_title(page):
+    """Issue 41 item 12: the selected pill was Streamlit's default red (it read as an error), and the panel's ✕ opened
+    under the pointer that clicked the pill, its "Close the document" tooltip over the title."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        _new_conversation(page)
+        msg = _ask(page, "How do I configure SSO?")
+        pill = _center(msg.locator("[class*='st-key-citations-'] button").first)
+        box = pill.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        panel = page.locator(".st-key-doc-panel")
+        panel.wait_for()
+        _settle(page)
+        chosen = msg.locator("[class*='st-key-citations-'] button[kind*='Active'], "
+                             "[class*='st-key-citations-'] button[aria-checked='true']").first
+        chosen.wait_for()
+        rgb = chosen.evaluate("""e => [getComputedStyle(e).borderColor, getComputedStyle(e).color,
+                                       getComputedStyle(e).backgroundColor].join(' ')""")
+        reds = [tuple(map(int, m)) for m in re.findall(r"rgba?\((\d+), (\d+), (\d+)", rgb)]
+        assert not [c for c in reds if c[0] > 180 and c[1] < 120 and c[2] < 120], f"a red selected pill: {rgb}"
+        close = panel.locator(".st-key-close-doc")
+        assert close.get_by_test_id("stTooltipHoverTarget").count() == 0, "no tooltip on the close button"
+        close.locator("button").hover()
+        assert page.get_by_test_id("stTooltipContent").count() == 0
+        _shot(page, "pill-1024")
+        _center(close.locator("button")).click()
+        panel.wait_for(state="detached")
+        _settle(page)
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})

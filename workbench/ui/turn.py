@@ -568,7 +568,9 @@ def document_panel(turns: list[Turn]) -> None:
     with st.container(key="doc-panel", border=True):
         with st.container(horizontal=True, vertical_alignment="top"):  # ✕ keeps its width in a narrow panel
             st.markdown(f"#### {escape_markdown(entry['title'])}", width="stretch")
-            st.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),),
+            # no tooltip: at 1024 px the button can open under the pointer that clicked the pill, and a tooltip
+            # then covered the title; its label says what it does
+            st.button("Close", icon=":material/close:", key="close-doc", on_click=_close, args=(_open_key(turn),),
                       width="content")
         meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
         if entry.get("n") is not None:
