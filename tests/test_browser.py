@@ -728,3 +728,22 @@ def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels
         _settle(page)
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_open_a_past_conversation_closes_its_popover(page):
+    """Issue 41 item 12: after "Open" the popover stayed open over the conversation it had just opened."""
+    _new_conversation(page)
+    _ask(page, "How do I rotate an API key?")
+    _new_conversation(page)
+    _ask(page, "How do I configure SSO?")
+    page.get_by_role("button", name="Open a past conversation").click()
+    picker = page.get_by_test_id("stPopoverBody")
+    picker.wait_for()
+    picker.get_by_test_id("stSelectbox").click()
+    page.get_by_role("option").filter(has_text="How do I rotate an API key?").first.click()
+    _settle(page)
+    page.locator(".st-key-open-conversation button").click()
+    page.get_by_test_id("stChatMessage").filter(has_text="rotate an API key").first.wait_for()
+    _settle(page)
+    picker.wait_for(state="hidden", timeout=10_000)
+    assert "conversation=" in page.url
