@@ -97,7 +97,27 @@ def test_load_questions(tmp_path):
 def test_setup_notebook_renders_without_a_cdn():
     import plotly.io as pio
 
-    assert A.setup_notebook() == "plotly_mimetype" == pio.renderers.default
+    assert A.setup_notebook() == "workbench" == pio.renderers.default
+    bundle = pio.renderers["workbench"].to_mimebundle({"data": [{"type": "bar", "y": [1]}], "layout": {}})
+    assert "application/vnd.plotly.v1+json" in bundle, "Jupyter draws Plotly's own MIME type"
+    assert "Plotly.newPlot" in bundle["text/html"] and "require(" not in bundle["text/html"]
+    assert "cdn" not in bundle["text/html"].lower()
+
+
+def test_a_corpus_file_named_corpus_jsonl_is_named_by_its_folder(tmp_path):
+    """Issue 41 item 11: notebook 02 labelled the Arduino runs "corpus corpus" (the file is corpus.jsonl)."""
+    from workbench.corpus import load_corpus
+    from workbench.trace.experiments import run_label
+
+    f = tmp_path / "arduino-help-center" / "corpus.jsonl"
+    f.parent.mkdir()
+    f.write_text('{"id": "a", "title": "A", "text": "Some text."}\n')
+    corpus = load_corpus(f)
+    assert corpus.corpus_id == "arduino-help-center"
+    assert "corpus arduino-help-center" in run_label({"provider": "offline", "corpus": corpus.corpus_id})
+    other = tmp_path / "help.jsonl"
+    other.write_text('{"id": "a", "title": "A", "text": "Some text."}\n')
+    assert load_corpus(other).corpus_id == "help"
 
 
 # --- batches in a real trace store ----------------------------------------------------------------

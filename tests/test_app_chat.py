@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from streamlit.proto.TextInput_pb2 import TextInput as TextInputProto
 from streamlit.testing.v1 import AppTest
 
@@ -200,3 +202,48 @@ def test_the_default_local_model_says_plainly_it_cannot_pick_tools_in_agent_mode
     at = at.sidebar.selectbox(key="cfg_provider").select("offline").run()
     at = at.sidebar.radio(key="cfg_mode").set_value("agent").run()
     assert not any("cannot pick tools" in unescape(w.value) for w in at.sidebar.warning)
+
+
+def test_a_listing_asked_third_in_a_conversation_gets_no_claims_as_when_asked_alone(app):
+    """Issue 41 item 4: "What articles do you have?" at position 3 links documents the earlier turns read in full;
+    those links are still a listing (docs/design.md §11 rule 3e), so no claim is judged, as when it is asked alone."""
+    at = ask(ask(ask(app, "How do I configure SSO?"), "And what about Okta?"), "What articles do you have?")
+    listing = at.session_state["turns"][-1]
+    assert listing.answer.record.history and listing.payload.position == 3
+    assert any(d.exposure == "full" for d in listing.payload.documents if d.cited), "it links what was read before"
+    assert listing.faithfulness.answer_kind == "listing" and not listing.faithfulness.claims
+    labels = [e.label for e in at.expander if e.label.startswith("Claims")]
+    assert len(labels) == 2, labels  # the two SSO answers' only
+
+
+def _title_id(title: str) -> str:
+    from workbench.config import DEMO_CORPUS
+    from workbench.corpus import load_corpus
+
+    (doc,) = [d for d in load_corpus(DEMO_CORPUS).documents if d.title == title]
+    return doc.doc_id
+
+
+#: Each question the demo suggests (the chat's placeholder and hint, and the README's), with the article a human
+#: would pick for it, by its title in the demo corpus (None: a listing, which consults nothing).
+SUGGESTED = {"placeholder": "Turn on two-factor authentication", "Which articles do you have?": None,
+             "How do I configure SSO?": "Configure SAML single sign-on (SSO)", "What articles do you have?": None}
+
+
+def test_each_question_the_demo_suggests_is_answered_from_the_article_a_human_would_pick(app):
+    """Issue 41 item 7: "How do I turn on two-factor authentication?" (the placeholder's) opened "Require two-factor
+    authentication for all members" and linked the right article only as "See also"."""
+    hint = unescape(next(i.value for i in app.info if i.value.startswith("Try")))
+    placeholder = re.search(r"“(.+)”", app.chat_input[0].placeholder).group(1)
+    assert placeholder == "How do I turn on two-factor authentication?" and placeholder in hint
+    assert "Which articles do you have?" in hint
+    for question, title in SUGGESTED.items():
+        question = placeholder if question == "placeholder" else question
+        at = ask(new_conversation(app) if app.session_state["turns"] else app, question)
+        turn = at.session_state["turns"][-1]
+        opened = [c.args["doc_id"] for c in turn.payload.tool_calls if c.name == "fetch_document"]
+        if title is None:
+            assert not turn.payload.sets.consulted and not opened, question
+        else:
+            assert opened == [_title_id(title)], (question, opened)
+            assert turn.payload.sources[0].doc_id == _title_id(title), question  # the first chip is that article

@@ -12,12 +12,23 @@ from test_app_reopen import click, reload
 from workbench.payload import Payload
 from workbench.render.sources import Headline, headline, source_chips, verdicts
 
-ICON = ":material/verified_user: "
+#: The headline's icons, written out here: verified (a shield with a check), not verified (with "!"), a rejected
+#: citation (with a cross).
+ICONS = {"verified": ":material/verified_user: ", "unverified": ":material/gpp_maybe: ",
+         "rejected": ":material/gpp_bad: "}
+
+
+def headline_elements(at) -> list:
+    return [m for m in at.markdown if m.value.startswith(tuple(ICONS.values()))]
 
 
 def headlines(at) -> list[str]:
     """Each answer's headline line, in the order of the turns."""
-    return [unescape(m.value)[len(ICON):] for m in at.markdown if m.value.startswith(ICON)]
+    return [unescape(m.value).split(" ", 1)[1] for m in headline_elements(at)]
+
+
+def icons(at) -> list[str]:
+    return [next(k for k, v in ICONS.items() if m.value.startswith(v)) for m in headline_elements(at)]
 
 
 def expected(payload: Payload) -> str:
@@ -88,3 +99,40 @@ def test_a_fabricated_citation_counts_as_rejected_and_every_turn_agrees_with_its
     assert len(payloads) == 3
     assert headlines(at) == [expected(p) for p in payloads], "each turn's headline, from its own payload"
     assert [h.split(" · ")[-1] for h in headlines(at)][1:] == ["0 rejected", "0 rejected"]
+
+
+# --- issue 41 item 6: the headline for someone who does not build RAG systems ---------------------------------
+
+
+def test_each_state_has_its_own_icon_and_the_terms_are_explained_on_hover(app):
+    at = ask(app, "How do I configure SSO?")
+    assert icons(at) == ["unverified"], "not verified is no shield with a check"
+    at = click(at, "Verify sources")
+    assert icons(at) == ["verified"]
+    (element,) = headline_elements(at)
+    hover = element.proto.help
+    for term in ("sources", "load-bearing", "decorative", "not verified", "rejected", "control unstable"):
+        assert f"**{term}**" in hover, term
+    at.sidebar.multiselect(key="cfg_opt_offline_faults").set_value(["corrupt_id"]).run()
+    at = ask(at, "How do I set up SSO with Okta?")
+    assert " · not verified · " in headlines(at)[-1] and headlines(at)[-1].endswith(" · 1 rejected")
+    assert icons(at) == ["verified", "rejected"], "not verified · 1 rejected has its own icon"
+
+
+def test_a_listing_does_not_call_its_links_cited_documents_above_0_sources(app):
+    at = ask(app, "What articles do you have?")
+    assert headlines(at) == ["0 sources · not verified · 0 rejected"]
+    labels = [e.label for e in at.expander if e.label.startswith("Open one of")]
+    assert labels == ["Open one of the 59 linked documents (links, not sources)"], labels
+    assert "Nothing to verify: the answer read no source." in [unescape(c.value) for c in at.caption]
+
+
+def test_the_claims_say_what_the_lexical_judge_is_in_one_line_with_the_figures_behind_a_popover(app):
+    at = ask(app, "How do I configure SSO?")
+    captions = [unescape(c.value) for c in at.caption]
+    line = next(c for c in captions if c.startswith("The lexical judge"))
+    assert line.count(". ") == 0 and len(line) < 160, "one line"
+    (popover,) = [p for p in at.get("popover") if p.proto.popover.label.startswith("How far to trust it")]
+    figures = "\n".join(m.value for m in popover.markdown)
+    assert "AUROC 0.604 against 0.560" in figures and "held-out" in figures  # docs/faithfulness.md's figures
+    assert "](" not in figures, "no link but the app's own citations"

@@ -85,11 +85,14 @@ def test_untrusted_titles_and_reasons_in_the_explanation_are_escaped():
         from workbench.ui.verify import explain
 
         evil = "[click](javascript:alert(1)) <script>x</script> :red[boom]"
-        explain(Payload("", documents=(DocumentEntry("d", evil, None, True, True, "full", "read"),),
-                        verification=VerificationSummary.from_json(
-                            {"method": "ablation-v1", "control_stable": True, "extra_calls": 1,
-                             "verdicts": {"d": "load_bearing"}, "control": {"reason": evil},
-                             "details": {"d": {"reason": evil}}})))
+        from types import SimpleNamespace
+
+        explain(SimpleNamespace(payload=Payload(  # a turn: its payload is all a verified turn's explanation reads
+            "", documents=(DocumentEntry("d", evil, None, True, True, "full", "read"),),
+            verification=VerificationSummary.from_json(
+                {"method": "ablation-v1", "control_stable": True, "extra_calls": 1,
+                 "verdicts": {"d": "load_bearing"}, "control": {"reason": evil},
+                 "details": {"d": {"reason": evil}}}))))
 
     at = AppTest.from_function(page).run()
     assert not at.exception

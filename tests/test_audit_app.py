@@ -153,6 +153,12 @@ def test_an_audited_conversation_reopens_in_the_chat_as_stored(db):
     assert any("Timeline" in c.proto.spec for c in at.get("plotly_chart"))
     sources = [m.value for m in at.markdown if "**Sources**" in m.value]
     assert sources and "Cancel your subscription" in unescape(sources[0])
+    # issue 41 item 6: no "Verify sources" button, so no promise of one: the exact command that replays it
+    assert not [b for b in at.button if b.label == "Verify sources"]
+    assert "“Verify sources” re-runs" not in unescape(text)
+    (command,) = [c.value for c in at.code if "workbench verify" in c.value]
+    turn_id = at.session_state["turns"][0].turn_id
+    assert command == f".venv/bin/python -m workbench verify --turn {turn_id} --endpoint URL --db {db}"
 
 
 def test_the_usage_gap_and_explorer_views_include_the_audited_run(db):

@@ -9,6 +9,7 @@ made by `docs/screenshots.py`.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -671,3 +672,78 @@ def test_a_document_with_a_200000_character_line_and_a_bidi_override_renders_in_
         assert max(lines) <= MAX_LINE_CHARS + 10, max(lines)
     finally:
         pg.close()
+
+
+def test_a_new_answer_scrolls_into_view_after_reading_an_earlier_expander(page):
+    """Issue 41 item 5: scrolled up to read an earlier answer's expander, the reader asked again and the new answer
+    landed below the fold (y = 1758 in an 800 px window) while the screen still showed the old expander."""
+    page.set_viewport_size({"width": 1400, "height": 800})
+    try:
+        _new_conversation(page)
+        _ask(page, "How do I configure SSO?")
+        _ask(page, "How do I rotate an API key?")
+        first = page.get_by_test_id("stChatMessage").nth(1)
+        expander = first.get_by_text("Tool calls (", exact=False).first
+        _center(expander).click()  # the reader scrolls up and opens an earlier answer's expander
+        _settle(page)
+        assert page.evaluate("window.innerHeight") == 800
+        msg = _ask(page, "How do I cancel my subscription?")
+        page.wait_for_function("""() => { const m = [...document.querySelectorAll('[data-testid=stChatMessage]')];
+            const top = m[m.length - 1].getBoundingClientRect().top; return top >= 0 && top < window.innerHeight; }""",
+                               timeout=15_000)
+        top = msg.bounding_box()["y"]
+        assert 0 <= top < 800, f"the new answer's top is at y = {top:.0f}"
+        _shot(page, "new-answer-in-view")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels_title(page):
+    """Issue 41 item 12: the selected pill was Streamlit's default red (it read as an error), and the panel's ✕ opened
+    under the pointer that clicked the pill, its "Close the document" tooltip over the title."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        _new_conversation(page)
+        msg = _ask(page, "How do I configure SSO?")
+        pill = _center(msg.locator("[class*='st-key-citations-'] button").first)
+        box = pill.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        panel = page.locator(".st-key-doc-panel")
+        panel.wait_for()
+        _settle(page)
+        chosen = msg.locator("[class*='st-key-citations-'] button[kind*='Active'], "
+                             "[class*='st-key-citations-'] button[aria-checked='true']").first
+        chosen.wait_for()
+        rgb = chosen.evaluate("""e => [getComputedStyle(e).borderColor, getComputedStyle(e).color,
+                                       getComputedStyle(e).backgroundColor].join(' ')""")
+        reds = [tuple(map(int, m)) for m in re.findall(r"rgba?\((\d+), (\d+), (\d+)", rgb)]
+        assert not [c for c in reds if c[0] > 180 and c[1] < 120 and c[2] < 120], f"a red selected pill: {rgb}"
+        close = panel.locator(".st-key-close-doc")
+        assert close.get_by_test_id("stTooltipHoverTarget").count() == 0, "no tooltip on the close button"
+        close.locator("button").hover()
+        assert page.get_by_test_id("stTooltipContent").count() == 0
+        _shot(page, "pill-1024")
+        _center(close.locator("button")).click()
+        panel.wait_for(state="detached")
+        _settle(page)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_open_a_past_conversation_closes_its_popover(page):
+    """Issue 41 item 12: after "Open" the popover stayed open over the conversation it had just opened."""
+    _new_conversation(page)
+    _ask(page, "How do I rotate an API key?")
+    _new_conversation(page)
+    _ask(page, "How do I configure SSO?")
+    page.get_by_role("button", name="Open a past conversation").click()
+    picker = page.get_by_test_id("stPopoverBody")
+    picker.wait_for()
+    picker.get_by_test_id("stSelectbox").click()
+    page.get_by_role("option").filter(has_text="How do I rotate an API key?").first.click()
+    _settle(page)
+    page.locator(".st-key-open-conversation button").click()
+    page.get_by_test_id("stChatMessage").filter(has_text="rotate an API key").first.wait_for()
+    _settle(page)
+    picker.wait_for(state="hidden", timeout=10_000)
+    assert "conversation=" in page.url

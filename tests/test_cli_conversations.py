@@ -591,3 +591,22 @@ def test_ctrl_c_in_the_chat_drops_the_question_being_answered_and_never_leaves_b
         assert chat.child.exitstatus == 0
     finally:
         chat.child.close(force=True)
+
+
+def test_a_listing_asked_third_gets_no_claims_judged_as_when_asked_alone(tmp_path, capsys):
+    """Issue 41 item 4 on the command line, offline: the listing at position 3 stores no claim, like the listing
+    asked alone; the two SSO answers before it do."""
+    db = str(tmp_path / "traces.duckdb")
+    for q in (SSO, OKTA, "What articles do you have?"):
+        assert main(["ask", q, "--conversation", "c1", "--db", db]) == 0
+    assert main(["ask", "What articles do you have?", "--db", db]) == 0
+    capsys.readouterr()
+    import duckdb
+
+    with duckdb.connect(db, read_only=True) as con:
+        rows = con.execute("SELECT t.question, t.position, count(c.turn_id) FROM turns t LEFT JOIN claims c "
+                           "USING (turn_id) GROUP BY t.turn_id, t.question, t.position").fetchall()
+    judged = {(q, p): n for q, p, n in rows}
+    assert judged[(SSO, 1)] > 0 and judged[(OKTA, 2)] > 0
+    assert judged[("What articles do you have?", 3)] == 0
+    assert [n for (q, p), n in judged.items() if q.startswith("What") and p != 3] == [0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -145,6 +146,21 @@ def test_compare_and_faithfulness_draw_plotly_charts(tmp_path_factory, name):
         assert "honest" in _text(nb)
 
 
+def test_compare_exported_to_html_draws_its_charts_offline(tmp_path_factory):
+    """Issue 41 item 11: exported with nbconvert, notebook 02's charts were blank offline (they needed require.js
+    from a CDN). Every chart is HTML that draws with the plotly.js the notebook embeds once, no require, no CDN; and
+    its runs are not labelled "corpus corpus"."""
+    from nbconvert import HTMLExporter
+
+    nb = executed("02_compare_retrievers_providers", tmp_path_factory)[1]
+    charts = sum(1 for c in nb.cells for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {}))
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert charts >= 2 and html.count("Plotly.newPlot(") == charts
+    assert html.count("window.Plotly = Plotly") == 1, "plotly.js itself, once"
+    assert not re.search(r'<script[^>]*src="[^"]*plot', html) and 'require(["plotly"]' not in html  # nothing fetched
+    assert "corpus corpus" not in _text(nb)
+
+
 def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(tmp_path_factory):
     text = _text(executed("02_compare_retrievers_providers", tmp_path_factory)[1])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
@@ -188,6 +204,10 @@ def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
     assert "team-sso" in text and "How do I rotate an API key?" in text
     assert not (home / "notebooks" / "03_traces.duckdb").exists()
     assert duckdb.connect(str(app_db), read_only=True).execute("SELECT count(*) FROM turns").fetchone() == (3,)
+
+
+    # issue 41 item 11: the Parquet export goes to the notebooks' folder, never beside the app's database
+    assert not list(home.glob("*.parquet")) and list((home / "notebooks" / "03_traces.parquet").rglob("*.parquet"))
 
 
 def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path):

@@ -233,6 +233,18 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
     schema_validator("payload.schema.json").validate(answer.payload.to_json())
 
 
+STEP_BUDGET = 300  # tokens: above the ~280 below which a step's JSON around its strings leaves them no room
+
+
+def test_a_forced_step_always_closes_within_the_output_budget(model, session):
+    """Issue 41 item 13: each step's schema is bounded by `max_tokens` (string lengths, integers), so no step is cut
+    off at the limit: the turn ends `ok` (or at its step limit), never `truncated`."""
+    for question in (QUESTION, "What do I do when I lose my two-factor phone? Explain every step in detail."):
+        record = session.ask(question, provider="llamacpp", k=2, max_tokens=STEP_BUDGET, temperature=0).record
+        assert record.status in {"ok", "step_limit"}, (question, record.status, record.error)
+        assert all(c.finish_reason != "length" and c.tokens_out <= STEP_BUDGET for c in record.model_calls), question
+
+
 def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
     """Before the fix a looping answer ran to the token budget (1024 by default: minutes on 2 busy cores)."""
     from workbench.providers.llamacpp import LlamaCppProvider

@@ -264,3 +264,51 @@ def test_eval_runs_are_keyed_and_resumed_by_tool_protocol(tmp_path, scripted_pro
         run_eval(session, questions, **{**opts, "tool_protocol": NATIVE, "run_id": first.run_id})
     _, rows = TraceReader(tmp_path / "eval.duckdb").rows("SELECT run_id, tool_protocol FROM runs")
     assert dict(rows) == {first.run_id: JSON_STEPS, native.run_id: NATIVE}
+
+
+# --- issue 41 item 13: a step always closes within the output token budget -------------------------------------
+
+#: llama.cpp's JSON-schema grammar allows, at each place whitespace may go, a newline (or two) and up to 20 spaces or
+#: tabs (its SPACE rule), written out here rather than read from the code under test.
+GRAMMAR_GAP = 22
+
+
+def longest(variant: dict) -> int:
+    """The most characters one step of `variant` can be: every property present, each string at its maxLength, each
+    integer at its longest bound, each array at its maxItems, and the most whitespace at every gap."""
+    parts = []
+    for name, p in variant["properties"].items():
+        if "const" in p:
+            value = json.dumps(p["const"])
+        elif p.get("type") == "string":
+            value = json.dumps("x" * p["maxLength"])
+        elif p.get("type") == "integer":
+            value = max(str(p["maximum"]), str(p["minimum"]), key=len)
+        else:
+            raise AssertionError(f"unbounded property {name}: {p}")
+        parts.append(f'{json.dumps(name)}:{value}')
+    gaps = 3 * len(parts) + 2  # after "{", after each key and colon, after each comma, before and after "}"
+    return len("{" + ",".join(parts) + "}") + gaps * GRAMMAR_GAP
+
+
+@pytest.mark.parametrize("budget", [300, 512, 1024, 4096])
+def test_every_step_the_schema_allows_fits_the_output_budget_one_token_a_character(demo_session, budget):
+    """A step cut off at the token limit is invalid JSON and ends the turn `truncated` (SmolLM2 through llamacpp: 2 of
+    3 Arduino turns). Bounded by the budget, no step the schema allows is longer than `budget` characters, so plain
+    ASCII output (no token shorter than a character) always closes."""
+    for variant in variants(action_schema(demo_session.toolbox.specs(), budget=budget)).values():
+        assert longest(variant) <= budget, (variant["properties"]["action"], longest(variant))
+    answer = variants(action_schema([], budget=budget))["answer"]["properties"]["answer"]
+    assert answer["maxLength"] >= budget - 250 or budget < 320, "the answer gets what the JSON around it leaves"
+
+
+def test_the_json_steps_driver_bounds_each_step_by_the_providers_max_tokens(demo_session):
+    provider = Scripted(outputs=[SEARCH, FETCH, ANSWER])
+    provider.max_tokens = 300
+    seen = []
+    complete_json = provider.complete_json
+    provider.complete_json = lambda messages, schema: seen.append(schema) or complete_json(messages, schema)
+    record = run_turn(QUESTION, provider, demo_session.toolbox, tool_protocol=JSON_STEPS)
+    assert record.status == "ok" and seen
+    for schema in seen:
+        assert [longest(v) for v in variants(schema).values() if longest(v) > 300] == []

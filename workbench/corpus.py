@@ -162,6 +162,10 @@ def _content_hash(documents: tuple[Document, ...]) -> str:
     return h.hexdigest()
 
 
+#: File names that say what a file is, not which corpus: such a `.jsonl` is named by its folder.
+GENERIC_STEMS = frozenset({"corpus", "documents", "docs"})
+
+
 def load_corpus(path: str | Path, *, max_documents: int | None = None,
                 pdf_content_bytes: int | None = None) -> Corpus:
     """Load a corpus folder or JSONL file; raises `CorpusError` with file and line on bad input.
@@ -180,7 +184,8 @@ def load_corpus(path: str | Path, *, max_documents: int | None = None,
         corpus_id = p.name
     elif p.suffix.lower() == ".jsonl":
         docs = _at_most(_load_jsonl(p), max_documents, p)
-        corpus_id = p.stem
+        # a file named for what it is ("corpus.jsonl") is named by its folder: "arduino-help-center", never "corpus"
+        corpus_id = p.parent.name if p.stem.lower() in GENERIC_STEMS and p.parent.name else p.stem
     elif p.suffix.lower() in FOLDER_SUFFIXES:
         docs = [_parse_file(p, p.parent, budget)]
         corpus_id = p.stem

@@ -26,7 +26,7 @@ from .experiments import (compare_runs, diff_table, flips_table, leaderboard_fig
 from .faithfulness import (ask_and_judge, auroc, balanced_accuracy, calibration, expertqa_path, expertqa_status,
                            judge_scores, judge_summary, load_expertqa)
 from .inputs import (QuestionSet, analysis_db, configured_providers, load_questions, notebook_db, question_set,
-                     require_traces, setup_notebook)
+                     require_traces, setup_notebook, export_dir)
 from .runs import run_question_set, seed_demo_traces, set_sizes, verdict_counts
 from .sets import (ROW_LABELS, SET_COLORS, SETS, rejected_table, sources_table, style_three_sets, three_sets,
                    tool_calls_table)
@@ -43,6 +43,6 @@ __all__ = [
     "rejected_table",
     "retrieved_not_consulted", "run_question_set", "seed_demo_conversations", "seed_demo_traces", "set_sizes",
     "set_sizes_figure",
-    "setup_notebook", "sources_table", "style_three_sets", "three_sets", "time_axis", "tool_calls_table", "usage_figure",
+    "setup_notebook", "export_dir", "sources_table", "style_three_sets", "three_sets", "time_axis", "tool_calls_table", "usage_figure",
     "usage_totals", "verdict_counts",
 ]

@@ -19,6 +19,14 @@ def notebook_db(name: str, settings: Settings | None = None) -> Path:
     return settings.trace_db if settings.get(DB_ENV) else settings.notebook_db(name)
 
 
+def export_dir(given: str | Path | None, name: str, settings: Settings | None = None) -> Path:
+    """Where a notebook exports Parquet: `given`, else `<WORKBENCH_HOME>/notebooks/<name>.parquet`, the notebooks'
+    own folder, whichever database it read (never beside the app's trace database)."""
+    if given:
+        return Path(given).expanduser()
+    return Settings.given(settings).notebook_db(name).with_suffix(".parquet")
+
+
 def analysis_db(demo: bool, trace_db: str | Path | None, name: str, settings: Settings | None = None) -> Path:
     """The database an analysis notebook reads: `trace_db` when given; else, with `demo`, a database of the
     notebook's own (`<WORKBENCH_HOME>/notebooks/<name>.duckdb`, never the app's, so demo data stays out of it);
@@ -84,17 +92,35 @@ def configured_providers(env: dict[str, str] | None = None) -> list[str]:
             and readiness(name, environment() if env is None else env)]
 
 
+#: The plotly renderer of the notebooks (`setup_notebook`).
+NOTEBOOK_RENDERER = "workbench"
+
+
 def setup_notebook() -> str:
     """Notebook display settings; returns the plotly renderer.
 
-    Figures render as Plotly's own MIME type, which JupyterLab, Notebook 7 and VS Code draw with the
-    plotly.js they bundle: nothing is fetched from a CDN, when executed or when opened offline.
-    tqdm's "IProgress not found" warning is silenced: notebooks show no progress bars, so they need
-    no ipywidgets.
+    Figures render as Plotly's own MIME type, which JupyterLab, Notebook 7 and VS Code draw with the plotly.js they
+    bundle, and as HTML beside it, which is what an HTML export (`jupyter nbconvert --to html`) shows: that HTML needs
+    no require.js and no CDN, because this call puts plotly.js itself in the notebook once, as the set-up cell's
+    output (plotly.js ends with `window.Plotly = Plotly`, so it works with require.js on the page or without).
+    Nothing is fetched from a CDN, when executed, opened or exported. tqdm's "IProgress not found" warning is
+    silenced: notebooks show no progress bars, so they need no ipywidgets.
     """
 
     import plotly.io as pio
+    from IPython.display import HTML, display
+    from plotly.io.base_renderers import MimetypeRenderer
+    from plotly.offline import get_plotlyjs
+
+    class Embedded(MimetypeRenderer):
+        """Plotly's MIME type, and the figure as HTML that draws with the plotly.js embedded once."""
+
+        def to_mimebundle(self, fig_dict):
+            html = pio.to_html(fig_dict, include_plotlyjs=False, full_html=False, validate=False)
+            return {**pio.renderers["plotly_mimetype"].to_mimebundle(fig_dict), "text/html": html}
 
     warnings.filterwarnings("ignore", message="IProgress not found")
-    pio.renderers.default = "plotly_mimetype"
+    pio.renderers[NOTEBOOK_RENDERER] = Embedded()
+    pio.renderers.default = NOTEBOOK_RENDERER
+    display(HTML(f'<script type="text/javascript">{get_plotlyjs()}</script>'))
     return pio.renderers.default

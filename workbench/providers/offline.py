@@ -5,7 +5,8 @@ It is the default for the app, notebooks, tests and CI. Policy (issue #2):
   `list_categories`, then `list_articles` or `browse_section`; the answer is a list of links and
   nothing is consulted;
 - otherwise `search`; when the best hit covers too few of the question's content words it says the
-  knowledge base has nothing and cites nothing; else it opens the best document with
+  knowledge base has nothing and cites nothing; else it opens the best document (`by_title`: among the hits
+  scoring at least `SECOND_SCORE_RATIO` of the top one, the one whose title holds most of the question's words) with
   `fetch_document`, answers with its most relevant passage and links it, and may cite a second,
   clearly relevant search hit without opening it (that snippet + citation makes it consulted);
 - in excerpt mode it answers from the numbered excerpts and cites them as `[n]`.
@@ -86,6 +87,19 @@ def coverage(question_terms: set[str], text: str) -> float:
     if not question_terms:
         return 0.0
     return len(question_terms & set(content_terms(text))) / len(question_terms)
+
+
+def by_title(ranked: list[dict[str, Any]], own: set[str]) -> list[dict[str, Any]]:
+    """`ranked` with the hit a reader would open first: among the source hits that score at least
+    `SECOND_SCORE_RATIO` of the best, the one whose title holds most of the question's content words (ties: search
+    order). "How do I turn on two-factor authentication?" opens "Turn on two-factor authentication", not "Require
+    two-factor authentication for all members", whose text says "two-factor authentication" more often."""
+    if not ranked or ranked[0].get("kind") == "generated":
+        return ranked
+    best = ranked[0].get("score") or 0
+    close = [h for h in ranked if h.get("kind") != "generated" and (h.get("score") or 0) >= SECOND_SCORE_RATIO * best]
+    top = max(close, key=lambda h: coverage(own, h.get("title") or ""))  # max keeps the first of equals
+    return [top, *(h for h in ranked if h is not top)]
 
 
 def corrupt(target: str) -> str:
@@ -211,6 +225,8 @@ class OfflineProvider(Provider):
             return (h.get("kind") == "generated", *((-own_fit, h["doc_id"] in read, -query_fit) if follow_up else ()))
 
         ranked = sorted(relevant, key=rank)
+        if not follow_up:
+            ranked = by_title(ranked, own)
         if follow_up:
             ranked = ranked[:1] + [h for h in ranked[1:] if fit(h)[1] >= MIN_COVERAGE and h["doc_id"] not in read]
         top = ranked[0]

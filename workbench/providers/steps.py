@@ -47,6 +47,18 @@ ANSWER = "answer"
 #: A tool argument is a query, an id, a URL or a category: a forced step caps its strings, so a small model
 #: that repeats itself inside an argument ends the string instead of the turn's token budget.
 ARG_MAX_CHARS = 200
+#: A step is forced to fit the provider's output token budget (`max_tokens`), so it always closes: its strings are
+#: capped by what the budget leaves after the JSON around them (`bounded`), counting one token per character
+#: (no token of plain ASCII text is shorter than one character; an escape or a non-ASCII character can take
+#: more tokens than characters); integers by `STEP_INT_MAX`, arrays by `STEP_MAX_ITEMS`. The JSON around the strings
+#: is counted with `STEP_GAP_CHARS` of whitespace at each place the grammar allows some (llama.cpp's grammar
+#: allows a newline and up to 20 spaces or tabs).
+STEP_INT_MAX = 999
+STEP_MAX_ITEMS = 8
+STEP_GAP_CHARS = 22
+#: Optional arguments are left out of a step while its strings would get fewer characters each than this, and no
+#: string gets fewer: below a budget of about 280 tokens a step is no longer sure to close (it can end `truncated`).
+STEP_MIN_CHARS = 64
 #: Finish reasons that mean the output hit the token limit (OpenAI, llama.cpp and Ollama say "length").
 TOKEN_LIMIT_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 
@@ -105,8 +117,10 @@ def check_name(requested: str | None) -> None:
         raise UnknownNameError("tool protocol", requested, TOOL_PROTOCOLS)
 
 
-def action_schema(specs: list[dict[str, Any]], *, tools: bool = True, answer: bool = True) -> dict[str, Any]:
-    """The JSON Schema of one step: any tool of `specs` with its own arguments, and/or the answer."""
+def action_schema(specs: list[dict[str, Any]], *, tools: bool = True, answer: bool = True,
+                  budget: int | None = None) -> dict[str, Any]:
+    """The JSON Schema of one step: any tool of `specs` with its own arguments, and/or the answer; with the
+    provider's output token `budget`, every variant bounded so that a step always closes within it (`bounded`)."""
     variants = []
     if tools:
         for spec in specs:
@@ -121,7 +135,66 @@ def action_schema(specs: list[dict[str, Any]], *, tools: bool = True, answer: bo
         variants.append({"type": "object",
                          "properties": {"action": {"const": ANSWER}, ANSWER: {"type": "string"}},
                          "required": ["action", ANSWER], "additionalProperties": False})
+    if budget is not None:
+        variants = [bounded(v, budget) for v in variants]
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
+
+
+def _skeleton_chars(props: dict[str, Any]) -> int:
+    """The characters of a step around its strings' contents: keys, constants, punctuation, the longest integers and
+    the most whitespace the grammar allows (after "{", each key, colon and comma, and around "}")."""
+    chars = 2 + max(0, len(props) - 1) + (3 * len(props) + 2) * STEP_GAP_CHARS  # braces, commas, gaps
+    for name, p in props.items():
+        chars += len(json.dumps(name)) + 1
+        if "const" in p:
+            chars += len(json.dumps(p["const"]))
+            continue
+        array = p.get("type") == "array"
+        item, n = (p.get("items") or {}, STEP_MAX_ITEMS) if array else (p, 1)
+        one = 2 if item.get("type") == "string" else len(str(-STEP_INT_MAX))
+        chars += n * one + (2 + (n - 1) + (n + 1) * STEP_GAP_CHARS if array else 0)
+    return chars
+
+
+def _capped_number(p: dict[str, Any]) -> dict[str, Any]:
+    if p.get("type") != "integer":
+        return p
+    return {**p, "minimum": max(p.get("minimum", 0), -STEP_INT_MAX),
+            "maximum": min(p.get("maximum", STEP_INT_MAX), STEP_INT_MAX)}
+
+
+def _capped_string(p: dict[str, Any], chars: int) -> dict[str, Any]:
+    return {**p, "maxLength": min(p.get("maxLength", chars), chars)}
+
+
+def bounded(variant: dict[str, Any], budget: int) -> dict[str, Any]:
+    """`variant` with every string, integer and array capped so that its longest JSON is at most `budget` characters
+    (see `STEP_INT_MAX`): the strings (an array of strings counting as one) share what the rest leaves, equally,
+    within their own caps; when even the JSON around them does not fit, optional arguments are left out, the last
+    first. Anything else (a number, an object) is left as declared."""
+    props = {}
+    for name, p in variant["properties"].items():
+        if p.get("type") == "array":
+            p = {**p, "maxItems": min(p.get("maxItems", STEP_MAX_ITEMS), STEP_MAX_ITEMS),
+                 "items": _capped_number(p.get("items") or {})}
+        props[name] = _capped_number(p)
+    optional = [n for n in props if n != "action" and n not in variant.get("required", ())]
+
+    def texts() -> list[str]:
+        return [n for n, p in props.items() if "const" not in p and
+                (p.get("type") == "string" or (p.get("items") or {}).get("type") == "string")]
+
+    while optional and (budget - _skeleton_chars(props)) < STEP_MIN_CHARS * max(1, len(texts())):
+        props.pop(optional.pop())  # too little room for the strings: fewer options, the last first
+    texts = texts()
+    share = max(STEP_MIN_CHARS, (budget - _skeleton_chars(props)) // max(1, len(texts)))  # a floor, below ~280
+    for name in texts:
+        p = props[name]
+        if p.get("type") == "string":
+            props[name] = _capped_string(p, share)
+        else:
+            props[name] = {**p, "items": _capped_string(p["items"], max(1, share // p["maxItems"]))}
+    return {**variant, "properties": props}
 
 
 #: The arguments that pick a page of a long listing or a part of a long document (tools.py): a bare call repeated
@@ -194,7 +267,8 @@ class JsonSteps:
         made = [(tc["name"], json.dumps(tc.get("args") or {}, sort_keys=True))
                 for m in turn for tc in m.get("tool_calls") or ()]
         may_call = bool(offered) and step_no < self.max_steps and len(made) == len(set(made))
-        schema = action_schema(offered, tools=may_call, answer=not may_call or step_no > 1)
+        schema = action_schema(offered, tools=may_call, answer=not may_call or step_no > 1,
+                               budget=getattr(self.provider, "max_tokens", None))  # a step closes within it
         out = self.provider.complete_json(to_step_messages(messages, tools), schema)
         return self.parse(out)
 

@@ -102,7 +102,9 @@ class _DocumentWriter:
             elif kind in ("strong", "em", "s"):
                 mark = {"strong": "**", "em": "*", "s": "~~"}[kind]
                 inner = self.runs(n.children)
-                out.append(f"{mark}{inner}{mark}" if inner.strip() else inner)
+                whole = _HIGHLIGHT.fullmatch(inner)  # all of it highlighted: the mark goes inside, so the box can join
+                out.append(f":{whole[1]}-background[{mark}{whole[2]}{mark}]" if whole
+                           else f"{mark}{inner}{mark}" if inner.strip() else inner)
             elif kind == "code_inline":
                 fence, code = _fenced(n.content.replace("|", "\\|") if self.in_table else n.content, 1)
                 pad = " " if code.startswith("`") or code.endswith("`") or not code.strip() else ""
@@ -113,7 +115,7 @@ class _DocumentWriter:
                 out.append(self.literal(n.content))
             else:  # a link's text, without its target; anything else by its children
                 out.append(self.runs(n.children))
-        return "".join(out)
+        return _joined("".join(out))
 
     def literal(self, content: str) -> str:
         """`content` escaped, highlighted where the spans cover its place in the source."""
@@ -122,6 +124,21 @@ class _DocumentWriter:
             return no_autolinks(escape_all(content))
         self.cursor = at + len(content)
         return no_autolinks(marked(self.text, at, at + len(content), self.spans, self.colors))
+
+
+#: One highlight of `render.escaping.marked`: `:orange-background[…]`, its text escaped (no `]` inside but `\]`).
+_HIGHLIGHT = re.compile(r":(\w+)-background\[((?:\\.|[^\]\\])*)\]")
+_ADJACENT = re.compile(r":(\w+)-background\[((?:\\.|[^\]\\])*)\]:\1-background\[")
+
+
+def _joined(md: str) -> str:
+    """`md` with highlights of one colour that touch made one box: "Pick **SAML 2.0**." highlighted reads as one
+    passage, not three boxes with gaps around the bold words."""
+    while True:
+        joined = _ADJACENT.sub(r":\1-background[\2", md)
+        if joined == md:
+            return md
+        md = joined
 
 
 def _wrapped_source(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int, str]]]:

@@ -124,9 +124,24 @@ def _escaped(text: str) -> str:
     return literal_markdown(text, [], {})
 
 
+#: An inline code span of an answer (`SAML 2.0`): one line, no backtick inside, at most this long.
+MAX_CODE_SPAN_CHARS = 200
+_CODE_SPAN = re.compile(r"`([^`\n]{1,%d})`" % MAX_CODE_SPAN_CHARS)
+
+
 def safe_markdown(text: str) -> str:
-    """Model markdown with emphasis, lists and headings kept but no way to form a link (auto-links
-    included), an image or HTML; controls visible and long lines wrapped as in `display_text`."""
+    """Model markdown with emphasis, lists, headings and inline code kept but no way to form a link (auto-links
+    included), an image or HTML; controls visible and long lines wrapped as in `display_text`. An inline code span
+    is drawn as code, not as literal backticks: its text is literal there (no link, HTML, maths or directive forms in
+    code), with its controls made visible."""
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [_safe_text(text[pos:m.start()]), "`" + display_text(m.group(1), " ") + "`"]
+        pos = m.end()
+    return "".join(out + [_safe_text(text[pos:])])
+
+
+def _safe_text(text: str) -> str:
     out = "".join("\\" + ch if ch in _LINK_PUNCT else ch for ch in display_text(text, "  \n"))
     return no_autolinks(_WWW.sub(r"\1\\.", out))  # GFM would auto-link `www.host`
 

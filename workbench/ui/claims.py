@@ -4,10 +4,12 @@ provider is a real, configured model."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import streamlit as st
 
+from ..config import PROJECT_ROOT
 from ..errors import WorkbenchError
 from ..faithfulness import get_judge, judge_declares, verdict_label
 from ..providers import declared, readiness
@@ -41,6 +43,20 @@ def _table(faith: Any, prefix: str = "") -> list[dict[str, Any]]:
     return rows
 
 
+def judge_figures(judge: str) -> str | None:
+    """The figures of docs/faithfulness.md on how far `judge` can be trusted (its section "How far the `lexical` judge
+    can be trusted": what it measures and the figures, stated there once; links as their text); None without."""
+    try:
+        text = (PROJECT_ROOT / "docs" / "faithfulness.md").read_text(encoding="utf-8")
+    except OSError:  # installed without the docs
+        return None
+    found = re.search(rf"^#+ How far the `{re.escape(judge)}` judge can be trusted\n(.*?)(?=^#)", text, re.M | re.S)
+    if not found:
+        return None
+    figures = "\n\n".join(found.group(1).strip().split("\n\n")[:2])  # what it measures, then the figures
+    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", figures)  # the app links nothing but http(s) citations
+
+
 def show(turn: Turn) -> None:
     """Per-claim verdicts of the turn's judge (and of the `llm` judge once asked for)."""
     faith = turn.faithfulness
@@ -56,6 +72,10 @@ def show(turn: Turn) -> None:
         caveat = judge_declares(faith.judge, "caveat")
         if caveat:
             st.caption(escape_markdown(caveat))
+        figures = judge_figures(faith.judge)
+        if figures:
+            with st.popover("How far to trust it: the figures"):
+                st.markdown(figures)  # the project's own docs, not a visitor's or a model's text
         st.dataframe(display_value(_table(faith)), hide_index=True, width="stretch")
         _llm_judge(turn)
 

@@ -37,6 +37,8 @@ CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
 MAX_LISTED = 50
+#: The "Open a past conversation" popover's key (its open state), and where a refused "Open" leaves its message.
+PICKER_KEY, OPEN_PROBLEM = "past-popover", "past-open-problem"
 #: The picker's width: a popover is as wide as what it holds.
 PICKER_PX = 720
 
@@ -320,7 +322,8 @@ def controls(cfg: RunConfig) -> None:
         st.button("New conversation", key="new-conversation", on_click=new_conversation, icon=":material/add_comment:",
                   disabled=not turns(), help="Start over: the next question has no history. This conversation "
                                              "stays in the trace database, to reopen later.")
-        with st.popover("Open a past conversation", icon=":material/history:"):
+        # stateful (a key and on_change): "Open" closes it (`_open_chosen`); a plain popover stays open in the browser
+        with st.popover("Open a past conversation", icon=":material/history:", key=PICKER_KEY, on_change="rerun"):
             past(cfg)
         shares.control(cfg, conversation_id(), bool(turns()))
     shares.flash()
@@ -356,10 +359,20 @@ def past(cfg: RunConfig) -> None:
     # options are plain text, never markdown; wide enough for a label's time, provider and corpus after its question
     chosen = st.selectbox("Conversation", ids, key="past-conversation", format_func=labels.__getitem__,
                           width=PICKER_PX)
-    if st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION)):
-        problem = reopen(chosen, cfg)
-        if problem:
-            st.warning(escape_markdown(problem), icon="⚠️")
-        else:
-            st.query_params[QUERY] = chosen
-            st.rerun()
+    st.button("Open", key="open-conversation", disabled=chosen == st.session_state.get(CONVERSATION),
+              on_click=_open_chosen, args=(cfg,))
+    problem = st.session_state.pop(OPEN_PROBLEM, None)
+    if problem:
+        st.warning(escape_markdown(problem), icon="⚠️")
+
+
+def _open_chosen(cfg: RunConfig) -> None:
+    """"Open": the picked conversation reopened and named in the address, and the popover closed (a callback: before
+    the rerun draws the popover, the only time its state may change); a refusal is shown in the popover."""
+    chosen = st.session_state.get("past-conversation")
+    problem = reopen(chosen, cfg) if chosen else None
+    if problem:
+        st.session_state[OPEN_PROBLEM] = problem
+        return
+    st.query_params[QUERY] = chosen
+    st.session_state[PICKER_KEY] = False

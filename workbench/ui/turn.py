@@ -17,7 +17,7 @@ from ..render.answer_links import answer_markdown, citation_entries, read_in_tur
 from ..render.document import document_markdown
 from ..render.escaping import display_text, display_value, escape_markdown, plotly_text, safe_url
 from ..render.highlight import evidence_passages, highlight_spans
-from ..render.sources import REJECTED_COLOR, SET_COLORS, SETS, headline, source_chips, verdicts
+from ..render.sources import REJECTED_COLOR, SET_COLORS, SETS, Headline, headline, source_chips, verdicts
 from ..render.timeline import call_signature, timeline
 from . import audited, verify as verification
 from .state import Turn
@@ -48,7 +48,7 @@ LINKS_KEY = "wb-inline-citations"
 _LINKS_JS = """
 export default function(component) {
   const { setTriggerValue } = component;
-  const QUIET_MS = 800, LIMIT_MS = 120000;
+  const QUIET_MS = 800, LIMIT_MS = 120000, HEADER_PX = 72;
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
   const runState = () => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state');
@@ -87,8 +87,9 @@ export default function(component) {
     if (Math.abs(drift) > 1) { scroller().scrollTop += drift; anchor.quiet = now; }
     if (anchor.ran && now - anchor.quiet > QUIET_MS) anchor = null;  // the rerun is over and all is still
   };
-  const loop = () => { frame = 0; restore(); if (anchor) frame = requestAnimationFrame(loop); };
+  const loop = () => { frame = 0; restore(); follow(); if (anchor || asked) frame = requestAnimationFrame(loop); };
   const onMutations = (records) => {
+    follow();
     if (!anchor) return;
     // a rerun that started and ended between two frames still counts
     if (records.some((r) => r.attributeName === 'data-test-script-state' && r.oldValue === 'running')) anchor.ran = true;
@@ -112,6 +113,34 @@ export default function(component) {
       if (found) pinned(...found);
     }
   };
+  // A question asked: once its turn is drawn, the new question and answer scroll into view, even when the reader
+  // had scrolled up to an earlier answer (Streamlit follows the chat down only from its bottom). Until the run is
+  // over, unless the reader scrolls first.
+  let asked = null;
+  const onAsk = () => {
+    asked = { count: document.querySelectorAll(MESSAGES).length, ran: false };
+    if (!frame) frame = requestAnimationFrame(loop);
+  };
+  const follow = () => {
+    if (!asked) return;
+    const state = runState();
+    if (state === 'running' || state === 'rerunRequested') asked.ran = true;
+    const all = document.querySelectorAll(MESSAGES);
+    if (all.length > asked.count) {
+      const question = all[asked.count];
+      const off = question.getBoundingClientRect().top - HEADER_PX;  // its top just under Streamlit's header
+      if (Math.abs(off) > 8) scroller().scrollTop += off;
+    }
+    if (asked.ran && state === 'notRunning' && all.length > asked.count + 1) asked = null;
+  };
+  const onKey = (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && event.target instanceof Element
+        && event.target.closest('[data-testid="stChatInputTextArea"]') && event.target.value.trim()) onAsk();
+  };
+  const onSend = (event) => {
+    if (event.target instanceof Element && event.target.closest('[data-testid="stChatInputSubmitButton"]')) onAsk();
+  };
+  const stopFollowing = () => { asked = null; };
   const stop = () => { anchor = null; };
   const STOPS = ['wheel', 'touchstart', 'keydown', 'pointerdown'];  // the reader takes the page back
   const observer = new MutationObserver(onMutations);
@@ -121,7 +150,13 @@ export default function(component) {
   document.addEventListener('click', onClick, true);
   STOPS.forEach((name) => document.addEventListener(name, stop, true));
   window.addEventListener('resize', stop);
+  document.addEventListener('keydown', onKey, true);
+  document.addEventListener('click', onSend, true);
+  ['wheel', 'touchstart'].forEach((name) => document.addEventListener(name, stopFollowing, true));
   return () => {
+    document.removeEventListener('keydown', onKey, true);
+    document.removeEventListener('click', onSend, true);
+    ['wheel', 'touchstart'].forEach((name) => document.removeEventListener(name, stopFollowing, true));
     observer.disconnect();
     if (frame) cancelAnimationFrame(frame);
     document.removeEventListener('scroll', restore, true);
@@ -260,7 +295,7 @@ def render_turn(turn: Turn, *, viewer: bool = True, details: bool = True) -> Non
         with st.expander("Provenance", expanded=False):
             provenance_sets(payload)
             carried_list(turn)
-            verification.explain(payload)
+            verification.explain(turn)
             audited.details(payload)
         with st.expander(f"Tool calls ({len(payload.tool_calls)})", expanded=False):
             tool_calls(payload)
@@ -308,16 +343,42 @@ def citation_buttons(turn: Turn) -> None:
         with st.container(key=f"citations-{turn.turn_id}"):
             pills()
     else:
-        with st.expander(f"Open one of the {len(entries)} cited documents"):
+        # a listing's links are no sources: "cited" above "0 sources" would read as a contradiction
+        what = "cited documents" if source_chips(turn.payload) else "linked documents (links, not sources)"
+        with st.expander(f"Open one of the {len(entries)} {what}"):
             with st.container(key=f"citations-{turn.turn_id}"):
                 pills()
 
 
+#: The headline's terms, in words for someone who does not build RAG systems: its hover text.
+HEADLINE_HELP = (
+    "**sources**: the documents the answer was written from — read in full, or seen as a search snippet and "
+    "cited. A link to a document only listed by title is not a source.\n\n"
+    "**load-bearing**: a source the answer needs: asked again without it, the answer changes. "
+    "**decorative**: a source the answer survives without (a \"see also\"). **not verified**: nobody has run that "
+    "check yet (\"Verify sources\" re-runs the turn without each source). **control unstable**: asked again with "
+    "nothing withheld, the answer already changed, so the check proves nothing.\n\n"
+    "**rejected**: citations of documents the assistant was never given — fabricated links, shown as plain text "
+    "with ⚠, never as sources.")
+
+
+def headline_icon(line: Headline) -> str:
+    """The headline's icon (Streamlit's own Material font): a shield with a check only for a verified answer with no
+    rejected citation; a shield with a cross when a citation was rejected; a shield with "!" otherwise."""
+    if line.rejected:
+        return ":material/gpp_bad:"
+    if line.load_bearing is not None and not line.unstable:
+        return ":material/verified_user:"
+    return ":material/gpp_maybe:"
+
+
 def trust_headline(turn: Turn) -> None:
     """One line above the sources row: "2 sources · 1 load-bearing · 0 rejected" (`render.sources.headline`), from the
-    payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both."""
+    payload its chips are drawn from, so a verification (run now, or stored with a reopened turn) shows in both. Its
+    terms are explained on hover (`HEADLINE_HELP`)."""
+    line = headline(turn.payload)
     with st.container(key=f"headline-{turn.turn_id}"):
-        st.markdown(":material/verified_user: " + escape_markdown(headline(turn.payload).text()))
+        st.markdown(f"{headline_icon(line)} " + escape_markdown(line.text()), help=HEADLINE_HELP)
 
 
 def sources_row(turn: Turn) -> None:
@@ -507,7 +568,9 @@ def document_panel(turns: list[Turn]) -> None:
     with st.container(key="doc-panel", border=True):
         with st.container(horizontal=True, vertical_alignment="top"):  # ✕ keeps its width in a narrow panel
             st.markdown(f"#### {escape_markdown(entry['title'])}", width="stretch")
-            st.button("✕", key="close-doc", help="Close the document", on_click=_close, args=(_open_key(turn),),
+            # no tooltip: at 1024 px the button can open under the pointer that clicked the pill, and a tooltip
+            # then covered the title; its label says what it does
+            st.button("Close", icon=":material/close:", key="close-doc", on_click=_close, args=(_open_key(turn),),
                       width="content")
         meta = [f"id {entry['doc_id']}", entry.get("label") or "Source text"]
         if entry.get("n") is not None:

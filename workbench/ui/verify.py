@@ -8,6 +8,7 @@ confirmed. Every text from the corpus or a model goes through `escape_markdown`.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import streamlit as st
@@ -135,14 +136,14 @@ def hidden_influence(payload: Payload) -> None:
         st.markdown("**Hidden influence** " + " ".join(badge(d, titles.get(d, d), judged) for d in hidden))
 
 
-def explain(payload: Payload) -> None:
+def explain(turn: Turn) -> None:
     """The Provenance expander's verification part: the method, the control, the cost and every verdict
-    with what it means and why this document got it."""
+    with what it means and why this document got it; unverified, how it can be verified (`unverified`)."""
+    payload = turn.payload
     v = payload.verification
     st.markdown("**Verification by ablation**")
     if v is None:
-        st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
-                   "answer really depended on (docs/design.md §9).")
+        unverified(turn)
         return
     control = v.control or ReRun()
     tokens = v.tokens_in, v.tokens_out
@@ -166,3 +167,29 @@ def explain(payload: Payload) -> None:
                      + escape_markdown(" · ".join(f"{titles.get(d, d)} ({details.get(d, ReRun()).status})"
                                                   for d in unjudged)))
     st.markdown("\n".join(lines) if lines else "_no candidates_")
+
+
+def unverified(turn: Turn) -> None:
+    """Not verified: what "Verify sources" would do when the turn offers it; for an audited turn (its model is another
+    app's) the exact `workbench verify` command that replays it; otherwise why it cannot be verified here."""
+    payload = turn.payload
+    if can_verify(turn):
+        st.caption("Not verified: “Verify sources” re-runs the turn without each source and says which ones the "
+                   "answer really depended on (docs/design.md §9).")
+    elif payload.audit is not None:
+        st.caption("Not verified. An audited turn's model is the audited app's, so it is verified by replaying its "
+                   "final model call at a server that runs the same model (docs/audit.md), from a terminal:")
+        st.code(verify_command(turn.turn_id, turn.config.db), language="bash")
+    elif not payload.sets.consulted:
+        st.caption("Nothing to verify: the answer read no source.")
+    else:
+        st.caption("Not verified, and it cannot be verified here: its corpus is not loaded or its provider is not "
+                   "configured in this app (docs/app.md, “Verifying a reopened turn”).")
+
+
+def verify_command(turn_id: str, db: str | None) -> str:
+    """The command that verifies an audited turn by replay; the endpoint is the reader's to fill in."""
+    parts = [".venv/bin/python -m workbench verify --turn", shlex.quote(turn_id), "--endpoint URL"]
+    if db:
+        parts += ["--db", shlex.quote(str(db))]
+    return " ".join(parts)
