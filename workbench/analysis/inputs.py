@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from IPython.display import HTML, display
+
 from ..config import DB_ENV, DEMO_CORPUS, PROJECT_ROOT, Settings, benchmark_data_dir, environment
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names, readiness
@@ -108,7 +110,6 @@ def setup_notebook() -> str:
     """
 
     import plotly.io as pio
-    from IPython.display import HTML, display
     from plotly.io.base_renderers import MimetypeRenderer
     from plotly.offline import get_plotlyjs
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -71,6 +72,17 @@ def _expanded(columns: list[str], cells: list[list[str]], total: int, out: TextI
             print("\n".join(_lines([c, v], [name_width, value_width])), file=out)
 
 
+def terminal_width(out: TextIO) -> int | None:
+    """The width to fit output to: `COLUMNS` when set, else the terminal's when `out` is one; None when it is a pipe
+    or a file (a script reads the whole table, as it did before tables were fitted; `--json` is the machines')."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return shutil.get_terminal_size().columns
+    try:
+        return shutil.get_terminal_size().columns if out.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None, *, fit: bool = False) -> None:
     """An aligned text table; with `fit`, as wide as the terminal at most (`shutil.get_terminal_size`, which reads
     `COLUMNS` first): the widest columns are narrowed and their cells wrapped onto more lines, and a table with too
@@ -79,8 +91,8 @@ def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None
     cells = [[_cell(v) for v in r] for r in rows]
     columns = [_cell(c) for c in columns]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    if fit:
-        total = shutil.get_terminal_size().columns
+    total = terminal_width(out) if fit else None
+    if total is not None:
         widths = fitted(widths, total)
         if sum(widths) + 2 * (len(widths) - 1) > total:
             _expanded(columns, cells, total, out)
@@ -96,7 +108,10 @@ def print_table(columns: list[str], rows: list[tuple], out: TextIO | None = None
 def print_fitted(text: str, out: TextIO | None = None, indent: str = "") -> None:
     """A line of text wrapped to the terminal's width (`shutil.get_terminal_size`), its later lines indented by two
     spaces more than `indent`."""
-    width = shutil.get_terminal_size().columns
+    width = terminal_width(out or sys.stdout)
+    if width is None:
+        print(indent + text, file=out or sys.stdout)
+        return
     print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False,
                         break_long_words=True), file=out or sys.stdout)
 

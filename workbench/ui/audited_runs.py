@@ -33,7 +33,7 @@ def section(path: Path) -> None:
     df = pd.DataFrame([{"run": r["name"], "app": r["app"], "model": r["model"], "corpus": r["corpus"] or "none",
                         "turns": r["turns"], "unauditable": r["unauditable"], "conversations": r["conversations"],
                         "avg cited": round(r["avg_cited"] or 0, 2), "rejected citations": r["rejected_citations"],
-                        "scored as": r["experiment"] or "not scored (no --questions)", "created_at": r["created_at"]}
+                        "scored as": r["experiment"] or "not scored (no `--questions`)", "created_at": r["created_at"]}
                        for r in runs])
     st.dataframe(shown(df), hide_index=True, width="stretch", key="audited-runs")
     for r in runs:

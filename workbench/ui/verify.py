@@ -187,9 +187,12 @@ def unverified(turn: Turn) -> None:
                    "configured in this app (docs/app.md, “Verifying a reopened turn”).")
 
 
+#: The command that verifies an audited turn by replay (a whole command, so it keeps its flags: tests/test_library_words.py).
+VERIFY_COMMAND = "`.venv/bin/python -m workbench verify --turn {turn} --endpoint URL`"
+IN_STORE = "` --db {db}`"
+
+
 def verify_command(turn_id: str, db: str | None) -> str:
     """The command that verifies an audited turn by replay; the endpoint is the reader's to fill in."""
-    parts = [".venv/bin/python -m workbench verify --turn", shlex.quote(turn_id), "--endpoint URL"]
-    if db:
-        parts += ["--db", shlex.quote(str(db))]
-    return " ".join(parts)
+    command = VERIFY_COMMAND.format(turn=shlex.quote(turn_id)).strip("`")
+    return command + (IN_STORE.format(db=shlex.quote(str(db))).strip("`") if db else "")
