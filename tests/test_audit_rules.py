@@ -357,6 +357,8 @@ NUMBERED_TEXT = f"1. SSO setup ({A})\n{TEXT_A}\n2. Okta ({B})\n{TEXT_B}"
 RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
 LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
                 f"**Okta** <{B}>\n{TEXT_B}")
+ARTICLE_TEXT = (f"# SSO setup\nURL: {A}\n\n# SSO setup\n\n{TEXT_A} It assumes you have read [Okta setup]({B}) first."
+                f"\n\n## Next\n\nSee [SCIM]({C}).\n\n- [SCIM]({C})\n- [Okta]({B})")  # an opened article's links
 
 
 @ALL
@@ -365,9 +367,10 @@ LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
     (NUMBERED_TEXT, {A: "snippet", B: "snippet"}),
     (RULED_TEXT, {"a-sso": "snippet", "b-okta": "snippet"}),
     (LINKING_TEXT, {A: "snippet", B: "snippet"}),
+    (ARTICLE_TEXT, {A: "snippet"}),
     (WRAPPED, {A: "snippet"}),
     (LC_WRAPPED, {A: "snippet"}),
-], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "langchain-toolmessage", "langchain-constructor"])
+], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "an-article-linking-others", "langchain-toolmessage", "langchain-constructor"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
