@@ -433,6 +433,38 @@ def test_a_tool_span_and_the_models_request_are_one_call_with_the_models_argumen
         ("search_kb", {"q": "sso"}, (A,)), ("open", {"id": "c"}, ("c-scim",))]
 
 
+def _without_ids(attrs: dict, keep_request_ids: bool, names: bool) -> dict:
+    """OpenInference attributes as google-genai's (no call ids; a result names its tool) or litellm's (the requests'
+    ids kept, the results' dropped) instrumentors write them."""
+    out = {k: v for k, v in attrs.items() if not k.endswith(".tool_call_id")
+           and (keep_request_ids or not k.endswith("tool_call.id"))}
+    if names:
+        for k, v in attrs.items():
+            if k.endswith(".tool_call_id"):
+                out[k.replace("tool_call_id", "name")] = {"c1": "search_kb", "c2": "open"}[v]
+    return out
+
+
+@pytest.mark.parametrize("keep_request_ids, names, article", [
+    (False, True, json.dumps({"article": f"# SCIM\nURL: {C}\n\n{TEXT_C}"})),
+    (True, False, f"# SCIM\nURL: {C}\n\n{TEXT_C}"),
+    (False, False, f"# SCIM\nURL: {C}\n\n{TEXT_C}"),
+], ids=["google-genai", "litellm", "no-ids-no-names"])
+def test_tool_results_without_call_ids_answer_the_requests_in_order(keep_request_ids, names, article):
+    first = [Msg("user", Q), ask("search_kb", {"q": "sso"}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    msgs = [*first, ask("open", {"id": "c-scim"}, "c2"), result("c2", article)]
+    calls = [span("t1", "llm", _without_ids(_oi(ms, "", parts=False), keep_request_ids, names), start=10 * i)
+             for i, ms in enumerate((first, msgs), start=1)]
+    calls[0].attributes.update({"llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "open",
+                                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments":
+                                    json.dumps({"id": "c-scim"})})
+    calls[1].attributes["llm.output_messages.0.message.content"] = f"See [SCIM]({C})."
+    t = audit_trace([span("t1", "root", {"openinference.span.kind": "CHAIN"}), *calls], Resolver(None), run="r")
+    assert [(c.name, c.args, c.doc_ids) for c in t.payload.tool_calls] == [
+        ("search_kb", {"q": "sso"}, (A,)), ("open", {"id": "c-scim"}, (C,))]
+    assert exposures(t) == {A: "snippet", C: "snippet"} and t.payload.sets.cited == (C,)
+
+
 # --- numbered blocks ----------------------------------------------------------------------------------------
 
 

@@ -54,6 +54,7 @@ class Message:
     index: int
     tool_calls: tuple[ToolRequest, ...] = ()
     tool_call_id: str | None = None
+    name: str | None = None  # the tool a `tool` message answers, when it says (OpenInference `message.name`)
 
 
 def tool_args(arguments: Any) -> dict[str, Any]:
@@ -112,7 +113,7 @@ def _openinference(span: Span, direction: str) -> list[Message]:
             content = "\n".join(str(p) for p in parts) if parts else None
         out.append(Message(role=str(f.get("role", "")), content=None if content is None else str(content), index=i,
                            tool_calls=_indexed_calls(f, _OI_CALL, "function.name", "function.arguments", "id"),
-                           tool_call_id=_str(f.get("tool_call_id"))))
+                           tool_call_id=_str(f.get("tool_call_id")), name=_str(f.get("name"))))
     return out
 
 

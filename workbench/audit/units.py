@@ -133,12 +133,16 @@ def tool_units(text: str, origin: Origin, known: list[Unit] = ()) -> list[Unit]:
     """Units a tool result names (docs/design.md §12 *Tool results*), its framework's wrapper taken off first:
     the records of its JSON (a single record with text is the document's full record); else the documents a
     plain text shows (blocks named by a url or id, each matched to a `known` unit of a retriever nested in the
-    tool when it names one); else the result itself, one unit of its own."""
+    tool when it names one; a JSON object holding only one text is that text); else the result itself, one unit
+    of its own."""
     text = unwrapped(text)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         data = None
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), str) \
+            and not _is_record(data):  # a text under one key (Gemini wraps a function's text: `{"article": …}`)
+        text, data = next(iter(data.values())), None
     if isinstance(data, dict) and _is_record(data):
         content = next((data[k] for k in _TEXT_KEYS if isinstance(data.get(k), str)), "")
         return [_unit(origin, content, data, data.get("id"), data.get("score"), 1, whole=bool(content))]
