@@ -30,6 +30,7 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
                          TOOLS + "; history as input items"),
     "anthropic_tools": ("anthropic (tool_use / tool_result)", ("openinference-instrumentation-anthropic", "anthropic"),
                         TOOLS),
+    "google_genai_tools": ("google-genai (functionCall / functionResponse)",
                            ("openinference-instrumentation-google-genai", "google-genai"), TOOLS),
     "langchain_agent_text": ("LangChain v1 `create_agent`, text search results",
                              ("openinference-instrumentation-langchain", "langchain", "langgraph"),
@@ -49,6 +50,7 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
                           TOOLS + "; workflow `Context`"),
     "openai_agents": ("OpenAI Agents SDK", ("openinference-instrumentation-openai-agents", "openai-agents"),
                       TOOLS + "; history with `to_input_list()`"),
+    "litellm_tools": ("litellm", ("openinference-instrumentation-litellm", "litellm"), TOOLS),
     "pydantic_ai_tools": ("pydantic-ai", ("openinference-instrumentation-pydantic-ai", "pydantic-ai-slim"),
                           TOOLS + "; `conversation_id`"),
     "openllmetry_openai": ("openai client, OTel GenAI conventions", ("opentelemetry-instrumentation-openai", "openai"),
@@ -63,7 +65,6 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
 #: listed here that fails is an expected failure; one that passes fails the test until it is taken off the list,
 #: so the list (and the support table in docs/audit.md) cannot go stale.
 KNOWN = {
-    "langchain_lcel_rerank": "the question is the whole prompt template, not the user's question",
     "llama_index_agent": "`OpenAI._prepare_chat_with_tools` (an LLM span with no messages) makes the turn unauditable",
     "pydantic_ai_tools": "no turn for the run with content hidden (include_content=False)",
     "openllmetry_openai": "no turn for the run with TRACELOOP_TRACE_CONTENT=false",

@@ -295,6 +295,20 @@ def test_the_question_is_removed_before_names_are_searched(shape):
     assert "https://kb.example/q" in t.payload.audit.not_shown
 
 
+@pytest.mark.parametrize("root_input, mime, want", [
+    (json.dumps({"question": Q, "history": []}), "application/json", Q),  # LangChain LCEL's chain variables
+    (json.dumps({"input": Q, "chat_history": []}), "application/json", Q),  # AgentExecutor
+    (Q, None, Q),  # an app's own query, as text
+    (json.dumps({"context": "x", "history": []}), "application/json", f"Articles: {TEXT_A}\nQuestion: {Q}"),
+], ids=["lcel-question", "agent-input", "plain-text", "no-question-key"])
+def test_the_question_is_the_chains_question_variable_not_its_prompt_template(root_input, mime, want):
+    root = {"openinference.span.kind": "CHAIN", "input.value": root_input, **({"input.mime_type": mime} if mime else {})}
+    msgs = [Msg("system", "Answer from the articles."), Msg("user", f"Articles: {TEXT_A}\nQuestion: {Q}")]
+    llm = span("t1", "llm", SHAPES["openinference"](msgs, f"See [SSO]({A})."), start=100)
+    t = audit_trace([span("t1", "root", root), llm], Resolver(None), run="r")
+    assert t.record.question == want
+
+
 @ALL
 def test_a_title_only_listing_is_title_and_never_consulted(shape):
     listing = json.dumps([{"url": A, "title": "SSO setup"}, {"url": B, "title": "Okta"}])

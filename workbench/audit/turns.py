@@ -9,6 +9,8 @@ the tool-calling steps before it, which become the turn's tool calls.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 from .shapes import Message, ToolRequest, read_messages
@@ -69,15 +71,36 @@ def root_of(spans: list[Span]) -> Span | None:
     return next((s for s in spans if s.parent_id is None), None)
 
 
+#: The keys under which a chain's JSON input holds the user's question (LangChain LCEL `{"question": …}`,
+#: AgentExecutor `{"input": …}`), in the order they are tried.
+_QUESTION_KEYS = ("question", "query", "input", "user_input", "message")
+
+
 def question_of(spans: list[Span], final: ModelCall) -> str:
-    """The question: the root span's plain-text input (an app's query), else the final call's last user message."""
+    """The question: the root span's plain-text input (an app's query), or the text under a question key of its
+    JSON input (a chain's variables: its prompt template wraps the question in other text); else the final call's
+    last user message."""
     root = root_of(spans)
     if root is not None and root.kind != "LLM":
         value = root.attributes.get("input.value")
-        if isinstance(value, str) and value != REDACTED and root.attributes.get("input.mime_type") != "application/json":
-            return value
+        if isinstance(value, str) and value != REDACTED:
+            if root.attributes.get("input.mime_type") != "application/json":
+                return value
+            asked = _question_variable(value)
+            if asked:
+                return asked
     last_user = next((m for m in reversed(final.inputs) if m.role == "user" and m.content), None)
     return "" if last_user is None or last_user.content == REDACTED else last_user.content
+
+
+def _question_variable(value: str) -> str | None:
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return next((data[k] for k in _QUESTION_KEYS if isinstance(data.get(k), str) and data[k].strip()), None)
 
 
 #: Where a span names its conversation: OpenInference, the OTel GenAI conventions, OpenLLMetry's association property.
