@@ -65,7 +65,6 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
 #: listed here that fails is an expected failure; one that passes fails the test until it is taken off the list,
 #: so the list (and the support table in docs/audit.md) cannot go stale.
 KNOWN = {
-    "llama_index_agent": "`OpenAI._prepare_chat_with_tools` (an LLM span with no messages) makes the turn unauditable",
     "pydantic_ai_tools": "no turn for the run with content hidden (include_content=False)",
     "openllmetry_openai": "no turn for the run with TRACELOOP_TRACE_CONTENT=false",
     "openllmetry_langchain": "tool results not read (the ToolMessage's id list taken as a document); no hidden turn",

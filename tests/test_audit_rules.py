@@ -384,7 +384,10 @@ ARTICLE_TEXT = (f"# SSO setup\nURL: {A}\n\n# SSO setup\n\n{TEXT_A} It assumes yo
     (ARTICLE_TEXT, {A: "snippet"}),
     (WRAPPED, {A: "snippet"}),
     (LC_WRAPPED, {A: "snippet"}),
-], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "an-article-linking-others", "langchain-toolmessage", "langchain-constructor"])
+    (json.dumps({"blocks": [{"block_type": "text", "text": hits((A, "SSO setup", TEXT_A))}], "tool_name": "search_kb",
+                 "raw_input": {"kwargs": {"query": "sso"}}, "is_error": False}), {A: "snippet"}),
+], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "an-article-linking-others", "langchain-toolmessage", "langchain-constructor",
+        "llama-index-tooloutput"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
@@ -477,6 +480,20 @@ def test_tool_results_without_call_ids_answer_the_requests_in_order(keep_request
     assert [(c.name, c.args, c.doc_ids) for c in t.payload.tool_calls] == [
         ("search_kb", {"q": "sso"}, (A,)), ("open", {"id": "c-scim"}, (C,))]
     assert exposures(t) == {A: "snippet", C: "snippet"} and t.payload.sets.cited == (C,)
+
+
+@pytest.mark.parametrize("helper_first", [True, False], ids=["helper-then-call", "call-then-helper"])
+def test_an_llm_span_recording_no_request_is_no_model_call(helper_first):
+    """llama-index's `_prepare_chat_with_tools` beside the real model calls does not make the turn unauditable."""
+    helper = span("t1", "OpenAI._prepare_chat_with_tools", {
+        "openinference.span.kind": "LLM", "input.value": json.dumps({"tools": ["<FunctionTool object>"]}),
+        "input.mime_type": "application/json", "output.value": json.dumps({"messages": ["ChatMessage(...)"]}),
+        "output.mime_type": "application/json"}, start=50 if helper_first else 200)
+    msgs = [Msg("user", Q), ask("search_kb", {}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    llm = span("t1", "llm", SHAPES["openinference"](msgs, f"See [SSO]({A})."), start=100)
+    t = audit_trace([span("t1", "root", {"openinference.span.kind": "CHAIN"}), helper, llm], Resolver(None), run="r")
+    assert t.record.status != "unauditable" and t.record.error is None
+    assert t.payload.sets.cited == (A,) and exposures(t) == {A: "snippet"}
 
 
 # --- numbered blocks ----------------------------------------------------------------------------------------

@@ -45,12 +45,23 @@ def _hidden(span: Span, inputs: list[Message]) -> str | None:
     if span.attributes.get("input.value") == REDACTED or any(m.content == REDACTED for m in inputs):
         return "model inputs are hidden (__REDACTED__: the app sets OPENINFERENCE_HIDE_INPUTS or a HIDE_INPUT_* option)"
     if not inputs:
-        return f"model call {span.name!r} records no input messages"
+        return _NO_INPUT.format(span.name)
     return None
 
 
 def model_calls(spans: list[Span]) -> list[ModelCall]:
-    """The trace's model calls (leaf LLM spans), in start order."""
+    """The trace's model calls (leaf LLM spans), in start order. An LLM span that records no request (no input
+    messages, no answer, no tool call: a framework's helper step such as llama-index's
+    `OpenAI._prepare_chat_with_tools`) is no model call when others are; one whose input is hidden or cut is."""
+    calls = _leaf_calls(spans)
+    real = [c for c in calls if c.inputs or c.answer or c.requests or c.hidden != _NO_INPUT.format(c.span.name)]
+    return real or calls
+
+
+_NO_INPUT = "model call {!r} records no input messages"
+
+
+def _leaf_calls(spans: list[Span]) -> list[ModelCall]:
     llm = [s for s in spans if s.kind == "LLM"]
     parents = {s.parent_id for s in llm}
     calls = []

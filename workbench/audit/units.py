@@ -160,7 +160,8 @@ def tool_units(text: str, origin: Origin, known: list[Unit] = ()) -> list[Unit]:
 def unwrapped(text: str) -> str:
     """A tool result without its framework's wrapper: LangChain's serialised `ToolMessage` (`{"type": "tool",
     "data": {"content": …}}`, `{"lc": 1, "type": "constructor", "id": [… "ToolMessage"], "kwargs": {…}}`, or the
-    message's own fields) is its `content`; anything else is the result as it is."""
+    message's own fields) is its `content`; llama-index's `ToolOutput` (`{"blocks": [{"text": …}], "tool_name": …}`)
+    is its blocks' text; anything else is the result as it is."""
     if not text.startswith("{"):
         return text
     try:
@@ -176,6 +177,8 @@ def unwrapped(text: str) -> str:
         inner = data["kwargs"]
     elif data.get("type") == "tool" and "tool_call_id" in data:
         inner = data
+    elif "tool_name" in data and isinstance(data.get("blocks"), list):  # llama-index's `ToolOutput`
+        inner = {"content": data["blocks"]}
     if inner is None or "content" not in inner:
         return text
     content = inner["content"]
