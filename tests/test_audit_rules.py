@@ -572,6 +572,33 @@ def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
     assert headline(p).text() == "unauditable: inputs hidden"
 
 
+_GEN_AI_CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 150}
+
+
+@pytest.mark.parametrize("calls", [
+    [dict(_GEN_AI_CHAT), dict(_GEN_AI_CHAT)],  # OpenLLMetry with TRACELOOP_TRACE_CONTENT=false: no messages at all
+    [{**_GEN_AI_CHAT, "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text"}]}]',  # pydantic-ai
+      "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c5","name":"search"}]}]'},
+     {**_GEN_AI_CHAT, "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text"}]},{"role":"assistant",'
+      '"parts":[{"type":"tool_call","id":"c5","name":"search"}]},{"role":"user","parts":[{"type":'
+      '"tool_call_response","id":"c5"}]}]', "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text"}]}]'}],
+], ids=["openllmetry-no-content", "pydantic-ai-include-content-false"])
+def test_a_run_whose_content_is_not_captured_is_an_unauditable_turn(calls):
+    root = span("t8", "root", {"gen_ai.conversation.id": "hidden-1"})
+    t = audit_trace([root, *(span("t8", "chat m", a, start=10 * i) for i, a in enumerate(calls, start=1))],
+                    Resolver(), run="r")
+    assert t is not None, "a stored turn, claiming nothing (§12)"
+    p = t.payload
+    assert p.status == "unauditable" and p.audit.reason and p.conversation_id == "hidden-1"
+    assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
+
+
+def test_a_trace_ending_in_a_tool_request_is_no_turn():
+    calls = [{**_GEN_AI_CHAT, "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c5",'
+              '"name":"search"}]}]'}]
+    assert audit_trace([span("t7", "chat m", calls[0], parent=None)], Resolver(), run="r") is None
+
+
 def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():
     msgs = [Msg("user", Q), ask("search_kb", {}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
     llm = span("t5", "openai.chat", _genai_indexed(msgs, f"See [SSO]({A})."), parent=None)

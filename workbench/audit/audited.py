@@ -24,7 +24,7 @@ from .calls import Call, turn_calls
 from .measure import Seen, block_unit, exposure_of, holds_whole, normalize, numbered_blocks, searchable, texts
 from .shapes import Message
 from .spans import CUT_MARK, Span
-from .turns import REDACTED, ModelCall, current_from, model_calls, question_of, session_of
+from .turns import REDACTED, ModelCall, current_from, hidden_turn, model_calls, question_of, session_of
 from .units import DocRef, Resolver, Unit
 
 SOURCE = "openinference"
@@ -69,7 +69,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
                 extra_trace_ids: tuple[str, ...] = ()) -> AuditedTurn | None:
     """The turn one trace is (None: the trace is no turn), with `earlier` the conversation's earlier turns."""
     calls = model_calls(spans)
-    if not calls or not calls[-1].answers:
+    if not calls or not calls[-1].answers and not hidden_turn(calls):
         return None
     final = calls[-1]
     spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))

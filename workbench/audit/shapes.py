@@ -324,9 +324,12 @@ def _block(block: Any, texts: list[str], calls: list[ToolRequest], results: list
 
 def _result_text(value: Any) -> str:
     """A tool result as the text the model got: a string as is; a Gemini response object's single `output`,
-    `result` or `content`; content blocks' text; anything else as JSON."""
+    `result` or `content`; content blocks' text; anything else as JSON (none: the empty text, as a part whose
+    content was not captured)."""
     if isinstance(value, str):
         return value
+    if value is None:
+        return ""
     if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("output", "result", "content"):
         return _result_text(next(iter(value.values())))
     if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") in _TEXT_PARTS for b in value):

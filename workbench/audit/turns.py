@@ -46,7 +46,16 @@ def _hidden(span: Span, inputs: list[Message]) -> str | None:
         return "model inputs are hidden (__REDACTED__: the app sets OPENINFERENCE_HIDE_INPUTS or a HIDE_INPUT_* option)"
     if not inputs:
         return _NO_INPUT.format(span.name)
+    if not any(m.content for m in inputs):
+        return (f"model call {span.name!r} records its messages without their text (content capture is off: "
+                "pydantic-ai `include_content=False`, `TRACELOOP_TRACE_CONTENT=false`)")
     return None
+
+
+def hidden_turn(calls: list[ModelCall]) -> bool:
+    """Whether model calls that end in no answer and no tool call are a turn whose content is hidden (every call's
+    input hidden, missing or without text: the instrumentation captures no content): an unauditable turn."""
+    return bool(calls) and not calls[-1].requests and not calls[-1].answer and all(c.hidden for c in calls)
 
 
 def model_calls(spans: list[Span]) -> list[ModelCall]:
