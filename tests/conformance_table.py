@@ -61,7 +61,7 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-#: Cells known to fail with the measuring rules of today (issue 38 items 1-5), each with what goes wrong. A cell
+#: Cells known to fail with the measuring rules of today (issue 38), each with what goes wrong. A cell
 #: listed here that fails is an expected failure; one that passes fails the test until it is taken off the list,
 #: so the list (and the support table in docs/audit.md) cannot go stale.
 HIDDEN_ANSWER = ("the hidden run's turn is stored unauditable, but its answer is not in the trace either (content "
@@ -69,7 +69,7 @@ HIDDEN_ANSWER = ("the hidden run's turn is stored unauditable, but its answer is
 KNOWN = {
     "pydantic_ai_tools": HIDDEN_ANSWER + " (include_content=False)",
     "openllmetry_openai": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
-    "openllmetry_langchain": "tool results not read (the ToolMessage's id list taken as a document); no hidden turn",
+    "openllmetry_langchain": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
 }
 
 

@@ -386,8 +386,10 @@ ARTICLE_TEXT = (f"# SSO setup\nURL: {A}\n\n# SSO setup\n\n{TEXT_A} It assumes yo
     (LC_WRAPPED, {A: "snippet"}),
     (json.dumps({"blocks": [{"block_type": "text", "text": hits((A, "SSO setup", TEXT_A))}], "tool_name": "search_kb",
                  "raw_input": {"kwargs": {"query": "sso"}}, "is_error": False}), {A: "snippet"}),
+    (json.dumps({"output": json.loads(LC_WRAPPED), "kwargs": {"tags": ["seq:step:1"], "name": "search_kb"}}),
+     {A: "snippet"}),
 ], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "an-article-linking-others", "langchain-toolmessage", "langchain-constructor",
-        "llama-index-tooloutput"])
+        "llama-index-tooloutput", "openllmetry-tool-call-result"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
@@ -494,6 +496,20 @@ def test_an_llm_span_recording_no_request_is_no_model_call(helper_first):
     t = audit_trace([span("t1", "root", {"openinference.span.kind": "CHAIN"}), helper, llm], Resolver(None), run="r")
     assert t.record.status != "unauditable" and t.record.error is None
     assert t.payload.sets.cited == (A,) and exposures(t) == {A: "snippet"}
+
+
+@ALL
+def test_an_openllmetry_tool_span_result_is_its_toolmessages_content(shape):
+    """OpenLLMetry's LangChain `execute_tool` span: no call id, the result `{"output": <ToolMessage constructor>}`."""
+    wrapped = json.dumps({"output": json.loads(LC_WRAPPED), "kwargs": {"tags": ["seq:step:1"], "name": "search_kb"}})
+    tool = span("t1", "execute_tool search_kb", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb",
+                                                 "gen_ai.tool.call.arguments": json.dumps({"input_str": "{'q': 'sso'}"}),
+                                                 "gen_ai.tool.call.result": wrapped}, start=1)
+    msgs = [Msg("user", Q), ask("search_kb", {"q": "sso"}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", tool)
+    assert exposures(t) == {A: "snippet"} and t.payload.audit.not_shown == ()
+    assert t.payload.sets.cited == (A,) and t.payload.rejected_citations == ()
+    assert [(c.name, c.args) for c in t.payload.tool_calls] == [("search_kb", {"q": "sso"})]
 
 
 # --- numbered blocks ----------------------------------------------------------------------------------------

@@ -161,13 +161,15 @@ def unwrapped(text: str) -> str:
     """A tool result without its framework's wrapper: LangChain's serialised `ToolMessage` (`{"type": "tool",
     "data": {"content": …}}`, `{"lc": 1, "type": "constructor", "id": [… "ToolMessage"], "kwargs": {…}}`, or the
     message's own fields) is its `content`; llama-index's `ToolOutput` (`{"blocks": [{"text": …}], "tool_name": …}`)
-    is its blocks' text; anything else is the result as it is."""
+    is its blocks' text; each also under OpenLLMetry's `{"output": …}`; anything else is the result as it is."""
     if not text.startswith("{"):
         return text
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         return text
+    if isinstance(data, dict) and isinstance(data.get("output"), dict) and set(data) <= {"output", "kwargs"}:
+        data = data["output"]  # OpenLLMetry's `gen_ai.tool.call.result`: `{"output": <ToolMessage>, "kwargs": …}`
     if not isinstance(data, dict):
         return text
     inner = None
