@@ -295,6 +295,20 @@ def test_the_question_is_removed_before_names_are_searched(shape):
     assert "https://kb.example/q" in t.payload.audit.not_shown
 
 
+@pytest.mark.parametrize("root_input, mime, want", [
+    (json.dumps({"question": Q, "history": []}), "application/json", Q),  # LangChain LCEL's chain variables
+    (json.dumps({"input": Q, "chat_history": []}), "application/json", Q),  # AgentExecutor
+    (Q, None, Q),  # an app's own query, as text
+    (json.dumps({"context": "x", "history": []}), "application/json", f"Articles: {TEXT_A}\nQuestion: {Q}"),
+], ids=["lcel-question", "agent-input", "plain-text", "no-question-key"])
+def test_the_question_is_the_chains_question_variable_not_its_prompt_template(root_input, mime, want):
+    root = {"openinference.span.kind": "CHAIN", "input.value": root_input, **({"input.mime_type": mime} if mime else {})}
+    msgs = [Msg("system", "Answer from the articles."), Msg("user", f"Articles: {TEXT_A}\nQuestion: {Q}")]
+    llm = span("t1", "llm", SHAPES["openinference"](msgs, f"See [SSO]({A})."), start=100)
+    t = audit_trace([span("t1", "root", root), llm], Resolver(None), run="r")
+    assert t.record.question == want
+
+
 @ALL
 def test_a_title_only_listing_is_title_and_never_consulted(shape):
     listing = json.dumps([{"url": A, "title": "SSO setup"}, {"url": B, "title": "Okta"}])
@@ -357,6 +371,8 @@ NUMBERED_TEXT = f"1. SSO setup ({A})\n{TEXT_A}\n2. Okta ({B})\n{TEXT_B}"
 RULED_TEXT = f"id: a-sso\n{TEXT_A}\n---\nid: b-okta\n{TEXT_B}"
 LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
                 f"**Okta** <{B}>\n{TEXT_B}")
+ARTICLE_TEXT = (f"# SSO setup\nURL: {A}\n\n# SSO setup\n\n{TEXT_A} It assumes you have read [Okta setup]({B}) first."
+                f"\n\n## Next\n\nSee [SCIM]({C}).\n\n- [SCIM]({C})\n- [Okta]({B})")  # an opened article's links
 
 
 @ALL
@@ -365,9 +381,15 @@ LINKING_TEXT = (f"**SSO setup** <{A}>\n{TEXT_A} For Okta see {B}.\n\n"
     (NUMBERED_TEXT, {A: "snippet", B: "snippet"}),
     (RULED_TEXT, {"a-sso": "snippet", "b-okta": "snippet"}),
     (LINKING_TEXT, {A: "snippet", B: "snippet"}),
+    (ARTICLE_TEXT, {A: "snippet"}),
     (WRAPPED, {A: "snippet"}),
     (LC_WRAPPED, {A: "snippet"}),
-], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "langchain-toolmessage", "langchain-constructor"])
+    (json.dumps({"blocks": [{"block_type": "text", "text": hits((A, "SSO setup", TEXT_A))}], "tool_name": "search_kb",
+                 "raw_input": {"kwargs": {"query": "sso"}}, "is_error": False}), {A: "snippet"}),
+    (json.dumps({"output": json.loads(LC_WRAPPED), "kwargs": {"tags": ["seq:step:1"], "name": "search_kb"}}),
+     {A: "snippet"}),
+], ids=["text-blocks", "numbered-text", "ruled-ids", "a-block-linking-another", "an-article-linking-others", "langchain-toolmessage", "langchain-constructor",
+        "llama-index-tooloutput", "openllmetry-tool-call-result"])
 def test_a_tool_result_is_split_into_the_documents_it_names(shape, output, want):
     msgs = [Msg("user", Q), ask("search_help_center", {"query": "sso"}, "c1"), result("c1", output)]
     t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).")
@@ -428,6 +450,66 @@ def test_a_tool_span_and_the_models_request_are_one_call_with_the_models_argumen
     t = turn(shape, msgs, "Done.", tool, tool2)
     assert [(c.name, c.args, c.doc_ids) for c in t.payload.tool_calls] == [
         ("search_kb", {"q": "sso"}, (A,)), ("open", {"id": "c"}, ("c-scim",))]
+
+
+def _without_ids(attrs: dict, keep_request_ids: bool, names: bool) -> dict:
+    """OpenInference attributes as google-genai's (no call ids; a result names its tool) or litellm's (the requests'
+    ids kept, the results' dropped) instrumentors write them."""
+    out = {k: v for k, v in attrs.items() if not k.endswith(".tool_call_id")
+           and (keep_request_ids or not k.endswith("tool_call.id"))}
+    if names:
+        for k, v in attrs.items():
+            if k.endswith(".tool_call_id"):
+                out[k.replace("tool_call_id", "name")] = {"c1": "search_kb", "c2": "open"}[v]
+    return out
+
+
+@pytest.mark.parametrize("keep_request_ids, names, article", [
+    (False, True, json.dumps({"article": f"# SCIM\nURL: {C}\n\n{TEXT_C}"})),
+    (True, False, f"# SCIM\nURL: {C}\n\n{TEXT_C}"),
+    (False, False, f"# SCIM\nURL: {C}\n\n{TEXT_C}"),
+], ids=["google-genai", "litellm", "no-ids-no-names"])
+def test_tool_results_without_call_ids_answer_the_requests_in_order(keep_request_ids, names, article):
+    first = [Msg("user", Q), ask("search_kb", {"q": "sso"}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    msgs = [*first, ask("open", {"id": "c-scim"}, "c2"), result("c2", article)]
+    calls = [span("t1", "llm", _without_ids(_oi(ms, "", parts=False), keep_request_ids, names), start=10 * i)
+             for i, ms in enumerate((first, msgs), start=1)]
+    calls[0].attributes.update({"llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "open",
+                                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments":
+                                    json.dumps({"id": "c-scim"})})
+    calls[1].attributes["llm.output_messages.0.message.content"] = f"See [SCIM]({C})."
+    t = audit_trace([span("t1", "root", {"openinference.span.kind": "CHAIN"}), *calls], Resolver(None), run="r")
+    assert [(c.name, c.args, c.doc_ids) for c in t.payload.tool_calls] == [
+        ("search_kb", {"q": "sso"}, (A,)), ("open", {"id": "c-scim"}, (C,))]
+    assert exposures(t) == {A: "snippet", C: "snippet"} and t.payload.sets.cited == (C,)
+
+
+@pytest.mark.parametrize("helper_first", [True, False], ids=["helper-then-call", "call-then-helper"])
+def test_an_llm_span_recording_no_request_is_no_model_call(helper_first):
+    """llama-index's `_prepare_chat_with_tools` beside the real model calls does not make the turn unauditable."""
+    helper = span("t1", "OpenAI._prepare_chat_with_tools", {
+        "openinference.span.kind": "LLM", "input.value": json.dumps({"tools": ["<FunctionTool object>"]}),
+        "input.mime_type": "application/json", "output.value": json.dumps({"messages": ["ChatMessage(...)"]}),
+        "output.mime_type": "application/json"}, start=50 if helper_first else 200)
+    msgs = [Msg("user", Q), ask("search_kb", {}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    llm = span("t1", "llm", SHAPES["openinference"](msgs, f"See [SSO]({A})."), start=100)
+    t = audit_trace([span("t1", "root", {"openinference.span.kind": "CHAIN"}), helper, llm], Resolver(None), run="r")
+    assert t.record.status != "unauditable" and t.record.error is None
+    assert t.payload.sets.cited == (A,) and exposures(t) == {A: "snippet"}
+
+
+@ALL
+def test_an_openllmetry_tool_span_result_is_its_toolmessages_content(shape):
+    """OpenLLMetry's LangChain `execute_tool` span: no call id, the result `{"output": <ToolMessage constructor>}`."""
+    wrapped = json.dumps({"output": json.loads(LC_WRAPPED), "kwargs": {"tags": ["seq:step:1"], "name": "search_kb"}})
+    tool = span("t1", "execute_tool search_kb", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb",
+                                                 "gen_ai.tool.call.arguments": json.dumps({"input_str": "{'q': 'sso'}"}),
+                                                 "gen_ai.tool.call.result": wrapped}, start=1)
+    msgs = [Msg("user", Q), ask("search_kb", {"q": "sso"}, "c1"), result("c1", hits((A, "SSO setup", TEXT_A)))]
+    t = turn(shape, msgs, f"Paste the metadata ([SSO]({A})).", tool)
+    assert exposures(t) == {A: "snippet"} and t.payload.audit.not_shown == ()
+    assert t.payload.sets.cited == (A,) and t.payload.rejected_citations == ()
+    assert [(c.name, c.args) for c in t.payload.tool_calls] == [("search_kb", {"q": "sso"})]
 
 
 # --- numbered blocks ----------------------------------------------------------------------------------------
@@ -504,6 +586,33 @@ def test_an_unauditable_turn_claims_nothing_and_lists_its_links_unjudged(shape):
     assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
     assert p.audit.unjudged_citations == (A, "https://kb.example/zz", "[2]")
     assert headline(p).text() == "unauditable: inputs hidden"
+
+
+_GEN_AI_CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 150}
+
+
+@pytest.mark.parametrize("calls", [
+    [dict(_GEN_AI_CHAT), dict(_GEN_AI_CHAT)],  # OpenLLMetry with TRACELOOP_TRACE_CONTENT=false: no messages at all
+    [{**_GEN_AI_CHAT, "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text"}]}]',  # pydantic-ai
+      "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c5","name":"search"}]}]'},
+     {**_GEN_AI_CHAT, "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text"}]},{"role":"assistant",'
+      '"parts":[{"type":"tool_call","id":"c5","name":"search"}]},{"role":"user","parts":[{"type":'
+      '"tool_call_response","id":"c5"}]}]', "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text"}]}]'}],
+], ids=["openllmetry-no-content", "pydantic-ai-include-content-false"])
+def test_a_run_whose_content_is_not_captured_is_an_unauditable_turn(calls):
+    root = span("t8", "root", {"gen_ai.conversation.id": "hidden-1"})
+    t = audit_trace([root, *(span("t8", "chat m", a, start=10 * i) for i, a in enumerate(calls, start=1))],
+                    Resolver(), run="r")
+    assert t is not None, "a stored turn, claiming nothing (§12)"
+    p = t.payload
+    assert p.status == "unauditable" and p.audit.reason and p.conversation_id == "hidden-1"
+    assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
+
+
+def test_a_trace_ending_in_a_tool_request_is_no_turn():
+    calls = [{**_GEN_AI_CHAT, "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c5",'
+              '"name":"search"}]}]'}]
+    assert audit_trace([span("t7", "chat m", calls[0], parent=None)], Resolver(), run="r") is None
 
 
 def test_an_openllmetry_trace_without_openinference_kinds_is_a_turn():

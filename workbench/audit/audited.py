@@ -23,7 +23,7 @@ from .calls import Call, turn_calls
 from .measure import Seen, block_unit, exposure_of, holds_whole, normalize, numbered_blocks, searchable, texts
 from .shapes import Message
 from .spans import CUT_MARK, Span
-from .turns import REDACTED, SpanCall, current_from, model_calls, question_of, session_of
+from .turns import REDACTED, SpanCall, current_from, hidden_turn, model_calls, question_of, session_of
 from .units import DocRef, Resolver, Unit
 
 SOURCE = "openinference"
@@ -68,7 +68,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
                 extra_trace_ids: tuple[str, ...] = ()) -> AuditedTurn | None:
     """The turn one trace is (None: the trace is no turn), with `earlier` the conversation's earlier turns."""
     calls = model_calls(spans)
-    if not calls or not calls[-1].answers:
+    if not calls or not calls[-1].answers and not hidden_turn(calls):
         return None
     final = calls[-1]
     spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
@@ -120,7 +120,7 @@ def _base(spans: list[Span], calls: list[SpanCall], final: SpanCall, question: s
     end = max(s.end_ns for s in spans)
     model = next((m for c in reversed(calls) if (m := _model(c.span)) is not None), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(ModelCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
+    recorded = tuple(SpanCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=_model(c.span),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_first_int(c.span, "llm.token_count.prompt", "gen_ai.usage.input_tokens"),

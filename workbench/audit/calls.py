@@ -79,12 +79,14 @@ def turn_calls(spans: list[Span], parts: list[tuple[int, SpanCall, list[Message]
 
 def _requests(parts: list[tuple[int, SpanCall, list[Message]]]) -> list[SpanToolRequest]:
     """Every tool call the turn's model calls asked for (their outputs, and assistant messages of this turn's part
-    of their inputs: a bare client's earlier steps; an earlier turn's calls are not this turn's), each id once."""
+    of their inputs: a bare client's earlier steps; an earlier turn's calls are not this turn's), each once: by
+    its id, or by its name and arguments when it has none (Gemini's calls carry no id)."""
     out, seen = [], set()
     for _, c, msgs in parts:
         for r in (*(r for m in msgs for r in m.tool_calls), *c.requests):
-            if r.call_id is None or r.call_id not in seen:
-                seen.add(r.call_id)
+            key = r.call_id if r.call_id is not None else (r.name, normalize_space(r.arguments))
+            if key not in seen:
+                seen.add(key)
                 out.append(r)
     return out
 
@@ -103,8 +105,10 @@ def _ancestor(span: Span, by_span: dict[str, Span], of_span: dict[str, Call]) ->
 def _results(out: list[Call], by_id: dict[str, Call], requests: list[SpanToolRequest],
              parts: list[tuple[int, SpanCall, list[Message]]]) -> None:
     """Tool result messages of this turn's model inputs: each the result of its call (a new call when no TOOL
-    span gave it)."""
+    span gave it). A result that names no call id (Gemini, an instrumentor that drops it) answers the first request
+    not yet answered, of its tool's name when it names its tool."""
     texts = {normalize_space(unwrapped(c.text)) for c in out if c.text}
+    answered = {i for i, r in enumerate(requests) if r.call_id is not None and r.call_id in by_id}
     for _, model_call, msgs in parts:
         for m in msgs:
             if m.role != "tool" or not m.content:
@@ -117,12 +121,24 @@ def _results(out: list[Call], by_id: dict[str, Call], requests: list[SpanToolReq
             if key in texts:
                 continue
             texts.add(key)
-            r = next((r for r in requests if m.tool_call_id and r.call_id == m.tool_call_id), None)
-            call = Call(Origin(name=r.name if r else "tool", kind="TOOL", args=r.args if r else {},
-                               call_id=m.tool_call_id), text=m.content, start=model_call.span.start_ns - 1)
+            r = _answered_request(m, requests, answered)
+            call_id = m.tool_call_id or (r.call_id if r else None)
+            call = Call(Origin(name=r.name if r else m.name or "tool", kind="TOOL", args=r.args if r else {},
+                               call_id=call_id), text=m.content, start=model_call.span.start_ns - 1)
             out.append(call)
-            if m.tool_call_id:
-                by_id[m.tool_call_id] = call
+            if call_id:
+                by_id[call_id] = call
+
+
+def _answered_request(m: Message, requests: list[SpanToolRequest], answered: set[int]) -> SpanToolRequest | None:
+    """The request tool result `m` answers: the one of its call id; without one, the first not yet answered (of
+    its tool's name when it names it)."""
+    for i, r in enumerate(requests):
+        if m.tool_call_id and r.call_id == m.tool_call_id or not m.tool_call_id and i not in answered \
+                and (m.name is None or r.name == m.name):
+            answered.add(i)
+            return r
+    return None
 
 
 def _units(call: Call) -> list[Unit]:

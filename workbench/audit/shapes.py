@@ -54,6 +54,7 @@ class Message:
     index: int
     tool_calls: tuple[SpanToolRequest, ...] = ()
     tool_call_id: str | None = None
+    name: str | None = None  # the tool a `tool` message answers, when it says (OpenInference `message.name`)
 
 
 def tool_args(arguments: Any) -> dict[str, Any]:
@@ -112,7 +113,7 @@ def _openinference(span: Span, direction: str) -> list[Message]:
             content = "\n".join(str(p) for p in parts) if parts else None
         out.append(Message(role=str(f.get("role", "")), content=None if content is None else str(content), index=i,
                            tool_calls=_indexed_calls(f, _OI_CALL, "function.name", "function.arguments", "id"),
-                           tool_call_id=_str(f.get("tool_call_id"))))
+                           tool_call_id=_str(f.get("tool_call_id")), name=_str(f.get("name"))))
     return out
 
 
@@ -323,9 +324,12 @@ def _block(block: Any, texts: list[str], calls: list[SpanToolRequest], results: 
 
 def _result_text(value: Any) -> str:
     """A tool result as the text the model got: a string as is; a Gemini response object's single `output`,
-    `result` or `content`; content blocks' text; anything else as JSON."""
+    `result` or `content`; content blocks' text; anything else as JSON (none: the empty text, as a part whose
+    content was not captured)."""
     if isinstance(value, str):
         return value
+    if value is None:
+        return ""
     if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("output", "result", "content"):
         return _result_text(next(iter(value.values())))
     if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") in _TEXT_PARTS for b in value):

@@ -9,6 +9,8 @@ the tool-calling steps before it, which become the turn's tool calls.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 from .sessions import conversation_key
@@ -44,12 +46,32 @@ def _hidden(span: Span, inputs: list[Message]) -> str | None:
     if span.attributes.get("input.value") == REDACTED or any(m.content == REDACTED for m in inputs):
         return "model inputs are hidden (__REDACTED__: the app sets OPENINFERENCE_HIDE_INPUTS or a HIDE_INPUT_* option)"
     if not inputs:
-        return f"model call {span.name!r} records no input messages"
+        return _NO_INPUT.format(span.name)
+    if not any(m.content for m in inputs):
+        return (f"model call {span.name!r} records its messages without their text (content capture is off: "
+                "pydantic-ai `include_content=False`, `TRACELOOP_TRACE_CONTENT=false`)")
     return None
 
 
+def hidden_turn(calls: list[SpanCall]) -> bool:
+    """Whether model calls that end in no answer and no tool call are a turn whose content is hidden (every call's
+    input hidden, missing or without text: the instrumentation captures no content): an unauditable turn."""
+    return bool(calls) and not calls[-1].requests and not calls[-1].answer and all(c.hidden for c in calls)
+
+
 def model_calls(spans: list[Span]) -> list[SpanCall]:
-    """The trace's model calls (leaf LLM spans), in start order."""
+    """The trace's model calls (leaf LLM spans), in start order. An LLM span that records no request (no input
+    messages, no answer, no tool call: a framework's helper step such as llama-index's
+    `OpenAI._prepare_chat_with_tools`) is no model call when others are; one whose input is hidden or cut is."""
+    calls = _leaf_calls(spans)
+    real = [c for c in calls if c.inputs or c.answer or c.requests or c.hidden != _NO_INPUT.format(c.span.name)]
+    return real or calls
+
+
+_NO_INPUT = "model call {!r} records no input messages"
+
+
+def _leaf_calls(spans: list[Span]) -> list[SpanCall]:
     llm = [s for s in spans if s.kind == "LLM"]
     parents = {s.parent_id for s in llm}
     calls = []
@@ -70,15 +92,36 @@ def root_of(spans: list[Span]) -> Span | None:
     return next((s for s in spans if s.parent_id is None), None)
 
 
+#: The keys under which a chain's JSON input holds the user's question (LangChain LCEL `{"question": …}`,
+#: AgentExecutor `{"input": …}`), in the order they are tried.
+_QUESTION_KEYS = ("question", "query", "input", "user_input", "message")
+
+
 def question_of(spans: list[Span], final: SpanCall) -> str:
-    """The question: the root span's plain-text input (an app's query), else the final call's last user message."""
+    """The question: the root span's plain-text input (an app's query), or the text under a question key of its
+    JSON input (a chain's variables: its prompt template wraps the question in other text); else the final call's
+    last user message."""
     root = root_of(spans)
     if root is not None and root.kind != "LLM":
         value = root.attributes.get("input.value")
-        if isinstance(value, str) and value != REDACTED and root.attributes.get("input.mime_type") != "application/json":
-            return value
+        if isinstance(value, str) and value != REDACTED:
+            if root.attributes.get("input.mime_type") != "application/json":
+                return value
+            asked = _question_variable(value)
+            if asked:
+                return asked
     last_user = next((m for m in reversed(final.inputs) if m.role == "user" and m.content), None)
     return "" if last_user is None or last_user.content == REDACTED else last_user.content
+
+
+def _question_variable(value: str) -> str | None:
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return next((data[k] for k in _QUESTION_KEYS if isinstance(data.get(k), str) and data[k].strip()), None)
 
 
 #: Where a span names its conversation: OpenInference, the OTel GenAI conventions, OpenLLMetry's association property.

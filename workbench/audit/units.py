@@ -133,12 +133,16 @@ def tool_units(text: str, origin: Origin, known: list[Unit] = ()) -> list[Unit]:
     """Units a tool result names (docs/design.md §12 *Tool results*), its framework's wrapper taken off first:
     the records of its JSON (a single record with text is the document's full record); else the documents a
     plain text shows (blocks named by a url or id, each matched to a `known` unit of a retriever nested in the
-    tool when it names one); else the result itself, one unit of its own."""
+    tool when it names one; a JSON object holding only one text is that text); else the result itself, one unit
+    of its own."""
     text = unwrapped(text)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         data = None
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), str) \
+            and not _is_record(data):  # a text under one key (Gemini wraps a function's text: `{"article": …}`)
+        text, data = next(iter(data.values())), None
     if isinstance(data, dict) and _is_record(data):
         content = next((data[k] for k in _TEXT_KEYS if isinstance(data.get(k), str)), "")
         return [_unit(origin, content, data, data.get("id"), data.get("score"), 1, whole=bool(content))]
@@ -156,13 +160,16 @@ def tool_units(text: str, origin: Origin, known: list[Unit] = ()) -> list[Unit]:
 def unwrapped(text: str) -> str:
     """A tool result without its framework's wrapper: LangChain's serialised `ToolMessage` (`{"type": "tool",
     "data": {"content": …}}`, `{"lc": 1, "type": "constructor", "id": [… "ToolMessage"], "kwargs": {…}}`, or the
-    message's own fields) is its `content`; anything else is the result as it is."""
+    message's own fields) is its `content`; llama-index's `ToolOutput` (`{"blocks": [{"text": …}], "tool_name": …}`)
+    is its blocks' text; each also under OpenLLMetry's `{"output": …}`; anything else is the result as it is."""
     if not text.startswith("{"):
         return text
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         return text
+    if isinstance(data, dict) and isinstance(data.get("output"), dict) and set(data) <= {"output", "kwargs"}:
+        data = data["output"]  # OpenLLMetry's `gen_ai.tool.call.result`: `{"output": <ToolMessage>, "kwargs": …}`
     if not isinstance(data, dict):
         return text
     inner = None
@@ -172,6 +179,8 @@ def unwrapped(text: str) -> str:
         inner = data["kwargs"]
     elif data.get("type") == "tool" and "tool_call_id" in data:
         inner = data
+    elif "tool_name" in data and isinstance(data.get("blocks"), list):  # llama-index's `ToolOutput`
+        inner = {"content": data["blocks"]}
     if inner is None or "content" not in inner:
         return text
     content = inner["content"]
