@@ -605,7 +605,7 @@ def test_a_run_whose_content_is_not_captured_is_an_unauditable_turn(calls):
                     Resolver(), run="r")
     assert t is not None, "a stored turn, claiming nothing (§12)"
     p = t.payload
-    assert p.status == "unauditable" and p.audit.reason and p.conversation_id == "hidden-1"
+    assert p.status == "unauditable" and p.audit.reason and p.conversation_id == "otel/app/hidden-1"
     assert p.sets.retrieved == p.sets.cited == p.sets.consulted == () and p.rejected_citations == ()
 
 

@@ -120,7 +120,7 @@ def _base(spans: list[Span], calls: list[SpanCall], final: SpanCall, question: s
     end = max(s.end_ns for s in spans)
     model = next((m for c in reversed(calls) if (m := _model(c.span)) is not None), None)
     service = next((s.service for s in spans if s.service), None)
-    recorded = tuple(SpanCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
+    recorded = tuple(ModelCall(provider=str(c.span.attributes.get("llm.provider") or AUDITED),
                                   model=_model(c.span),
                                   latency_ms=(c.span.end_ns - c.span.start_ns) / 1e6,
                                   tokens_in=_first_int(c.span, "llm.token_count.prompt", "gen_ai.usage.input_tokens"),
