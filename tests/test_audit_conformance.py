@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.audit.sessions import session_in
+
 from audit_apps import collect
 from clirun import cli
 from conftest import ROOT
@@ -52,6 +54,13 @@ def turns(db: Path, *args: str) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
+def session_turns(db: Path, session: str) -> list[dict]:
+    """The audited turns of the app's session `session`, whatever its service (stored as `otel/SERVICE/SESSION`:
+    audit/sessions.py)."""
+    return [t for t in turns(db) if t.get("conversation_id") and session_in(t["conversation_id"]) == session
+            and t["conversation_id"] != session]
+
+
 def run_app(conformance, app: str) -> tuple[list, list]:
     """Run `app` (all its cases) in .venv-audit-apps; returns (its record, the model's exchanges during it)."""
     model, url, _, tmp = conformance
@@ -73,8 +82,8 @@ def audit(conformance, app: str) -> dict[str, list[str]]:
     _, _, db, _ = conformance
     record, exchanges = run_app(conformance, app)
     first, followup, hidden = record
-    chat = turns(db, "--conversation", first.session)
-    secret = turns(db, "--conversation", hidden.session)
+    chat = session_turns(db, first.session)
+    secret = session_turns(db, hidden.session)
     wrong = {"cells": [f"turns of the session: got {len(chat)}, expected 2"] if len(chat) != 2 else [],
              "hidden": [f"turns of the hidden session: got {len(secret)}, expected 1"] if len(secret) != 1 else []}
     if len(chat) == 2:
@@ -133,7 +142,7 @@ def test_setup_snippet_runs_as_written(conformance, app):
     out = subprocess.run([str(APPS_PYTHON), "-c", PRELUDE.format(app=app)], cwd=tmp, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
-    [turn] = turns(db, "--conversation", f"{run}-chat")
+    [turn] = session_turns(db, f"{run}-chat")
     assert turn["audit"]["service"] == re.search(r'"service.name": "([^"]+)"', SETUP_LINES[app]).group(1)
     assert turn["question"] == kit.QUESTIONS["first"] and turn["sets"]["cited"]
 
