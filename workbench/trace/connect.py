@@ -52,7 +52,10 @@ _HEADER_MAGIC_AT, _HEADER_MAGIC = 8, b"DUCK"  # every DuckDB database file: an 8
 # the rows bound as a parameter has nothing to optimise, and the optimizer's passes cost ~0.25 ms a
 # statement: ~15% of a turn's write, measured in benchmarks/trace_write.py). The writer turns it back on for migrations and
 # its one lookup by turn_id (writer._optimized). Readers keep the defaults (every core, optimizer on).
-_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optimizer": False}
+_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False}
+#: DuckDB 1.5 has the optimizer switch as a pragma of each connection (not a setting a config or a cursor
+#: inherits), so every writer connection and cursor sends it once opened.
+OPTIMIZER_OFF, OPTIMIZER_ON = "PRAGMA disable_optimizer", "PRAGMA enable_optimizer"
 # "unique file handle conflict": this process has the file open through another DuckDB instance
 # (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration", "unique file handle conflict")
@@ -135,8 +138,11 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     path = str(path)
     _check_path(path, read_only)
     cfg = dict(config or {}) if read_only else _WRITER_CONFIG
-    return _retrying(path, read_only=read_only, timeout=timeout,
-                     attempt=lambda: duckdb_connect(path, read_only=read_only, config=cfg))
+    con = _retrying(path, read_only=read_only, timeout=timeout,
+                    attempt=lambda: duckdb_connect(path, read_only=read_only, config=cfg))
+    if not read_only:
+        con.execute(OPTIMIZER_OFF)
+    return con
 
 
 def _marker(path: str) -> Path:
@@ -210,6 +216,7 @@ def _host():
     with _PATH_LOCKS_GUARD:
         if not _HOST or _HOST[0][0] != os.getpid():  # a forked child builds its own
             _HOST[:] = [(os.getpid(), duckdb_connect(":memory:", config=_WRITER_CONFIG))]
+            _HOST[0][1].execute(OPTIMIZER_OFF)
         return _HOST[0][1]
 
 
@@ -230,6 +237,7 @@ def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     with _in_process(path, timeout):
         cur = _host().cursor()
         try:
+            cur.execute(OPTIMIZER_OFF)
             _retrying(path, read_only=False, timeout=timeout,
                       attempt=lambda: cur.execute(f"ATTACH {sql_string(path)} AS {alias}; USE {alias}"))
             try:
