@@ -47,6 +47,9 @@ DEFAULT_TIMEOUT_S = 30.0
 YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyway
 _MARKER_FRESH_S = 1.0
 _HEADER_MAGIC_AT, _HEADER_MAGIC = 8, b"DUCK"  # every DuckDB database file: an 8-byte checksum, then "DUCK"
+#: Then the storage version (8 bytes), flags, and at byte 52 the version of the DuckDB library that created the
+#: file, e.g. b"v2.0.1", NUL-padded to 32 bytes (read from files DuckDB 1.5.5 and 2.0.1 wrote).
+_HEADER_WRITER_AT, _HEADER_WRITER_LEN = 52, 32
 # The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
 # their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT` of
 # the rows bound as a parameter has nothing to optimise, and the optimizer's passes cost ~0.25 ms a
@@ -93,6 +96,8 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
             return result
         except duckdb.Error as exc:
             if not is_lock_error(exc):
+                if _NEWER_FILE in str(exc).lower():
+                    raise _newer_file_error(path) from None
                 raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
             if read_only:
                 _touch(marker)
@@ -127,6 +132,32 @@ def _check_format(path: str) -> None:
         kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB file"
         raise TraceStoreError(f"{path} is not a trace database ({kind}); it was left as it is — pick another "
                               "trace database file")
+
+
+#: DuckDB's words for a file whose storage version it cannot read (one written by a newer DuckDB).
+_NEWER_FILE = "trying to read a database file with version number"
+
+
+def _writer_version(path: str) -> str:
+    """The version of the DuckDB library that created the file at `path` (its header), or '' when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEADER_WRITER_AT + _HEADER_WRITER_LEN)
+    except OSError:
+        return ""
+    return head[_HEADER_WRITER_AT:].split(b"\0", 1)[0].decode("ascii", "replace").lstrip("v")
+
+
+def _newer_file_error(path: str) -> TraceStoreError:
+    """What to do with a file DuckDB refused as written by a newer version (2.x files, read by this 1.5 line,
+    which the project runs because the team store's extensions exist for it only: docs/design.md §13)."""
+    v = _writer_version(path) or "a newer version"
+    return TraceStoreError(
+        f"{path} was written by DuckDB {v}; the workbench runs DuckDB {duckdb.__version__}, which cannot read it. "
+        f"The way back: export it with the DuckDB that wrote it (`pip install duckdb=={v}` in another "
+        "environment, then run `EXPORT DATABASE 'traces-export' (FORMAT parquet)` on the file), then "
+        "`workbench store import traces-export --db NEW.duckdb` and use the new file (--db / WORKBENCH_DB); "
+        'docs/traces.md, "A trace file from DuckDB 2.x", has the commands. The file was left as it is.')
 
 
 def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from ..errors import TraceStoreError
+from .connect import sql_string
 from .schema import MIGRATIONS, Migration
 
 _MIGRATIONS_TABLE = """
@@ -85,7 +86,8 @@ def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "th
             con.execute(m.sql)
             if m.python is not None:
                 m.python(con)
-            con.execute("INSERT INTO migrations VALUES (?, now())", [m.name])
+            # a literal: a bound parameter makes DuckDB 1.5 import pandas (writer._literal)
+            con.execute(f"INSERT INTO migrations VALUES ({sql_string(m.name)}, now())")
             con.execute("COMMIT")
         except BaseException as exc:
             try:

@@ -12,11 +12,12 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 
 from __future__ import annotations
 
-import functools
+import math
 import threading
 import time
 import uuid
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -27,7 +28,7 @@ from ..errors import ConversationMoved, TraceStoreError
 from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
-from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, write_connection
+from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -65,14 +66,39 @@ def _optimized(con) -> Iterator[None]:
         con.execute(OPTIMIZER_OFF)
 
 
-@functools.lru_cache(maxsize=None)
-def _insert_sql(name: str) -> str:
-    """One bulk insert into table `name`: one parameter per column, the column's values as a list; the lists
-    are unnested side by side into rows and matched to the table's columns by name."""
+def _literal(value: Any, ty: str) -> str:
+    """`value` as a DuckDB literal of type `ty` (one of the trace tables' column types, `tables.SCHEMAS`).
+
+    Why literals and not bound parameters: DuckDB 1.5's Python binding imports pandas (and with it pyarrow)
+    the first time it converts any bound value other than None (it checks each value against `pandas.NA`):
+    ~0.25 s of every traced `ask` process, for a turn whose write takes a few milliseconds. A string is
+    quoted with its quotes doubled (DuckDB's only escape in a standard string); a NUL, which no SQL string
+    can hold, is joined in with `chr(0)`."""
+    if value is None:
+        return "NULL"
+    if ty.endswith("[]"):
+        return "[" + ", ".join(_literal(v, ty[:-2]) for v in value) + "]"
+    if ty == "BOOLEAN":
+        return "true" if value else "false"
+    if ty in ("INTEGER", "BIGINT"):
+        return str(int(value))
+    if ty == "DOUBLE":
+        f = float(value)
+        return repr(f) if math.isfinite(f) else f"'{f}'::DOUBLE"
+    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    if "\x00" in text:
+        return "(" + " || chr(0) || ".join(sql_string(part) for part in text.split("\x00")) + ")"
+    return sql_string(text)
+
+
+def _insert_sql(name: str, rows: list[Row]) -> str:
+    """One bulk insert into table `name`: each column's values as one list literal, the lists unnested side by
+    side into rows and matched to the table's columns by name (`_literal` says why no parameters)."""
     t = SCHEMAS[name]
     verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
     return (f"{verb} INTO {name} BY NAME SELECT "
-            + ", ".join(f'unnest(?::{ty}[]) AS "{col}"' for col, ty in zip(t.names, t.types)))
+            + ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
+                        for col, ty, values in zip(t.names, t.types, _columns(name, rows))))
 
 
 def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
@@ -85,17 +111,11 @@ def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
     return [[r.get(n) for r in rows] for n in names]
 
 
-def _insert(con, sql: str, columns: list[list[Any]]) -> None:
-    con.execute(sql, columns)
-
-
 #: The last position of each conversation, read in the write transaction, with the optimizer on: the filter is then
 #: pushed into the scan (measured at 1M turns: 0.9 ms for one conversation, 1.8 ms for a list, 4–14 ms without).
-_LAST_POSITION = """BEGIN; PRAGMA enable_optimizer;
-SELECT conversation_id, max(position) FROM turns WHERE conversation_id = ? GROUP BY conversation_id"""
+#: The ids are literals, not parameters (`_literal`).
 _LAST_POSITIONS = """BEGIN; PRAGMA enable_optimizer;
-SELECT conversation_id, max(position) FROM turns
-WHERE conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation_id"""
+SELECT conversation_id, max(position) FROM turns WHERE conversation_id IN ({}) GROUP BY conversation_id"""
 
 
 def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
@@ -106,8 +126,7 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     `if_moved` is "raise" and another turn took its place: then `ConversationMoved` is raised and nothing is
     written. (A turn asked after turns the store does not have, whose writes failed, just takes the next place.)"""
     ids = sorted({r["conversation_id"] for r in turns})
-    read = con.execute(_LAST_POSITION, ids) if len(ids) == 1 else con.execute(_LAST_POSITIONS, [ids])
-    last = dict(read.fetchall())
+    last = dict(con.execute(_LAST_POSITIONS.format(", ".join(_literal(i, "VARCHAR") for i in ids))).fetchall())
     placed = []
     for r in turns:
         position = next_position([last.get(r["conversation_id"])])
@@ -119,15 +138,14 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
 
 
 def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[str, list[Row]]:
-    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS col, …`
-    whose parameters are the table's columns as lists (BEGIN is sent with the first); then COMMIT.
+    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
+    with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
 
     Why this shape (measured, benchmarks/trace_write.py and benchmarks/traced_ask.py): each statement costs
     DuckDB ~0.5–1 ms here whatever its size, so a turn is one statement per table it touches; row-by-row
-    `executemany` is never used. Python lists bound as parameters are converted by DuckDB itself, while
-    scanning an Arrow table (the previous shape) made DuckDB import pandas (and the writer pyarrow): ~1 s of
-    a traced `ask` process. One list per column converts ~4× faster than one list of row structs
-    (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
+    `executemany` is never used. Scanning an Arrow table (an earlier shape) made DuckDB import pandas (and the
+    writer pyarrow): ~1 s of a traced `ask` process; so does, on DuckDB 1.5, binding any parameter (`_literal`).
+    One list per column converts ~4× faster than one list of row structs.
 
     Conversation turns are placed first (`_place`: one more statement, which opens the transaction); the rows
     as written are returned.
@@ -145,7 +163,7 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[s
     for name in tables:
         r = rows.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name), _columns(name, r))
+            con.execute(begin + _insert_sql(name, r))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
