@@ -82,3 +82,28 @@ def app(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL for the team-store tests (tests/pgserver.py), started once, stopped at the end."""
+    import pgserver
+
+    reason = pgserver.available()
+    if reason:
+        pytest.skip(f"team store tests need PostgreSQL: {reason}")
+    server = pgserver.Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def team_store(pg_server, tmp_path, monkeypatch, request):
+    """A new, empty team store (`ducklake:postgres:…`, its own PostgreSQL database and data folder) for one test;
+    WORKBENCH_DATA_PATH names its data folder."""
+    import re
+
+    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:40] + f"_{os.getpid()}_{id(tmp_path) % 100000}"
+    libpq = pg_server.create_database(name)
+    monkeypatch.setenv("WORKBENCH_DATA_PATH", str(tmp_path / "lake-data"))
+    return "ducklake:postgres:" + libpq

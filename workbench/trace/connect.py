@@ -40,6 +40,8 @@ from typing import Callable, Iterator, TypeVar
 import duckdb
 
 from ..errors import TraceStoreError
+from .duck import NO_DOWNLOADS, TRACE_FILE_ONLY, duckdb_connect, sql_string  # noqa: F401 (their home for callers)
+from .lake import cursor, is_team_store
 
 T = TypeVar("T")
 
@@ -62,21 +64,6 @@ OPTIMIZER_OFF, OPTIMIZER_ON = "PRAGMA disable_optimizer", "PRAGMA enable_optimiz
 # "unique file handle conflict": this process has the file open through another DuckDB instance
 # (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration", "unique file handle conflict")
-#: No connection the project opens downloads or loads an extension (no network at run time): a query
-#: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet, and a
-#: SQLite file given as a trace database is refused instead of fetching `sqlite_scanner`. Every connection
-#: goes through `duckdb_connect`, which sets these whatever else it is given.
-NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-#: The app's trace explorer also reads nothing but the trace database (no `read_text('/etc/…')`).
-TRACE_FILE_ONLY = {**NO_DOWNLOADS, "enable_external_access": False}
-
-
-def duckdb_connect(path: str | Path = ":memory:", *, read_only: bool = False, config: dict | None = None):
-    """The one place the project opens a DuckDB database (trace files, the writer's in-memory host, the
-    schema docs, the benchmarks): `NO_DOWNLOADS` always, on top of `config`."""
-    return duckdb.connect(str(path), read_only=read_only, config={**(config or {}), **NO_DOWNLOADS})
-
-
 def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc).lower() for m in _LOCK_MARKERS)
 
@@ -231,7 +218,12 @@ def _in_process(path: str, timeout: float) -> Iterator[None]:
 @contextmanager
 def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
                config: dict | None = None) -> Iterator:
-    """`open_connection` as a context manager that always closes (releasing the file lock)."""
+    """`open_connection` as a context manager that always closes (releasing the file lock). On a team store
+    (lake.py), a cursor of the process's kept attachment: no lock to take turns on."""
+    if is_team_store(path):
+        with cursor(path, config) as con:
+            yield con
+        return
     with _in_process(str(path), timeout):
         con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
         try:
@@ -251,17 +243,16 @@ def _host():
         return _HOST[0][1]
 
 
-def sql_string(value: str | Path) -> str:
-    """`value` as a SQL string literal, for the statements DuckDB cannot take a parameter in (ATTACH, COPY TO,
-    read_parquet's glob, COMMENT ON): single quotes doubled inside single quotes."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 @contextmanager
 def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
     """A read-write connection to the trace file: a cursor of this process's in-memory DuckDB with the
     file ATTACHed (and made the default catalog) for the duration; DETACHed on exit, which
-    checkpoints and releases the file lock."""
+    checkpoints and releases the file lock. On a team store, a cursor of the process's kept attachment."""
+    if is_team_store(path):
+        with cursor(path) as cur:
+            cur.execute(OPTIMIZER_OFF)
+            yield cur
+        return
     path = str(path)
     _check_path(path, read_only=False)
     alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]

@@ -29,6 +29,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
+from .lake import is_team_store
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -91,14 +92,26 @@ def _literal(value: Any, ty: str) -> str:
     return sql_string(text)
 
 
-def _insert_sql(name: str, rows: list[Row]) -> str:
+#: The key of each table whose rows many turns share (rows.SHARED_TABLES): a row already stored is kept.
+SHARED_KEYS = {"runs": "run_id", "passages": "passage_id", "audit_spans": "span_key"}
+
+
+def _insert_sql(name: str, rows: list[Row], lake: bool = False) -> str:
     """One bulk insert into table `name`: each column's values as one list literal, the lists unnested side by
-    side into rows and matched to the table's columns by name (`_literal` says why no parameters)."""
+    side into rows and matched to the table's columns by name (`_literal` says why no parameters). A shared
+    table's row already stored is skipped: by its primary key in a file (INSERT OR IGNORE), by its key read in
+    the transaction on a team store, which has no keys (lake.py)."""
     t = SCHEMAS[name]
-    verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
-    return (f"{verb} INTO {name} BY NAME SELECT "
-            + ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
-                        for col, ty, values in zip(t.names, t.types, _columns(name, rows))))
+    shared = name in SHARED_TABLES
+    if shared and lake:
+        rows = list({r[SHARED_KEYS[name]]: r for r in rows}.values())
+    values = ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
+                       for col, ty, values in zip(t.names, t.types, _columns(name, rows)))
+    if shared and lake:
+        key = SHARED_KEYS[name]
+        return (f"INSERT INTO {name} BY NAME SELECT * FROM (SELECT {values}) AS new "
+                f"WHERE new.{key} NOT IN (SELECT {key} FROM {name})")
+    return f"{'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME SELECT {values}"
 
 
 def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
@@ -137,7 +150,7 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     return placed
 
 
-def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[str, list[Row]]:
+def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False) -> dict[str, list[Row]]:
     """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
     with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
 
@@ -163,7 +176,7 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[s
     for name in tables:
         r = rows.get(name)
         if r:
-            con.execute(begin + _insert_sql(name, r))
+            con.execute(begin + _insert_sql(name, r, lake))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
@@ -174,6 +187,7 @@ class TraceWriter:
 
     def __init__(self, path: str | Path, *, timeout: float | None = None):
         self.path = Path(path)
+        self._lake = is_team_store(path)  # a team store (lake.py): no keys, so shared rows are inserted by key
         self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, Row] = {}  # run_id → `runs` row, written with the run's first turn
@@ -385,7 +399,7 @@ class TraceWriter:
         rows = {**rows, "passages": list(passages.values())}
         for attempt in range(_PLACE_RETRIES + 1):
             try:
-                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved)
+                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
                 break
             except duckdb.ConstraintException as exc:
                 _rollback(con)

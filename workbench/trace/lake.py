@@ -1,0 +1,252 @@
+"""The team store: a DuckLake whose catalog is a PostgreSQL database and whose data are Parquet files on a
+shared path (docs/design.md §13, docs/traces.md "The team store").
+
+Named `ducklake:postgres:<libpq connection string>` wherever a trace database is (`--db`, `WORKBENCH_DB`), with
+`WORKBENCH_DATA_PATH` (`--data-path`) naming the folder, share or object-store prefix of its Parquet files
+(needed when the store is created; DuckLake records it in its catalog). The password never appears in the name:
+libpq reads it from `PGPASSWORD` or `~/.pgpass`; a `password=` in the name is refused.
+
+No lock machinery (connect.py's markers, backoff and attach/detach per write belong to the file store): readers
+see a snapshot and never block writers, so a process attaches the store once and keeps it (`_host`); each use is a
+cursor of that one in-memory DuckDB. Extensions come from the PyPI wheels pinned in requirements.txt and are
+loaded by path, never downloaded (autoloading stays off: connect.NO_DOWNLOADS); DuckDB wants the PostgreSQL one
+named `postgres_scanner.duckdb_extension`, so each is linked under its DuckDB name in a private folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from ..config import env
+from ..errors import TraceStoreError
+from .duck import NO_DOWNLOADS, duckdb_connect, sql_string
+
+PREFIX = "ducklake:postgres:"
+DATA_PATH_ENV = "WORKBENCH_DATA_PATH"
+#: The name the store is attached as in each process's DuckDB (its tables are read unqualified: `USE`).
+ALIAS = "trace_lake"
+#: DuckLake's own retry of a commit that conflicts with another writer's (stated in docs/traces.md): appends to a
+#: table never conflict; a commit that does is tried again up to 20 times, waiting 20 ms × 1.5^attempt (capped by
+#: DuckLake), ~30 s in all, about the file store's lock wait.
+RETRY_SETTINGS = {"ducklake_max_retry_count": 20, "ducklake_retry_wait_ms": 20, "ducklake_retry_backoff": 1.5}
+#: (wheel module, file in the wheel, the name DuckDB loads it as), in load order.
+_EXTENSIONS = (("duckdb_extension_postgres", "postgres", "postgres_scanner"),
+               ("duckdb_extension_ducklake", "ducklake", "ducklake"))
+_HTTPFS = ("duckdb_extension_httpfs", "httpfs", "httpfs")
+_PASSWORD = re.compile(r"(^|\s)password\s*=", re.I)
+
+
+def is_team_store(db: str | Path) -> bool:
+    return str(db).startswith(PREFIX)
+
+
+def check_name(db: str | Path) -> str:
+    """The libpq connection string of the team store `db`; refuse one carrying a password."""
+    libpq = str(db)[len(PREFIX):]
+    if _PASSWORD.search(libpq) or "://" in libpq and "@" in libpq.split("://", 1)[1].split("/", 1)[0]:
+        raise TraceStoreError("a team store's name must not carry a password (it would be printed and kept in "
+                              "shell histories): put it in PGPASSWORD or ~/.pgpass, where libpq reads it")
+    if not libpq.strip():
+        raise TraceStoreError(f"a team store is named {PREFIX}<libpq connection string>, e.g. "
+                              f"'{PREFIX}host=db.internal dbname=traces user=workbench'")
+    return libpq
+
+
+def data_path() -> str | None:
+    return env(DATA_PATH_ENV)
+
+
+def _wheel_file(module: str, stem: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    path = folder / "extensions" / f"v{duckdb.__version__}" / f"{stem}.duckdb_extension" if folder else None
+    if path is None or not path.is_file():
+        dist = module.replace("_", "-")
+        raise TraceStoreError(f"the team store needs the DuckDB extension wheel {dist}=={duckdb.__version__} "
+                              f"(pip install -r requirements.txt); nothing is downloaded at run time")
+    return path
+
+
+def extension_folder(extensions=_EXTENSIONS) -> Path:
+    """A folder of this user's with each extension linked under the name DuckDB loads it as."""
+    folder = Path(tempfile.gettempdir()) / f"provenance-workbench-{os.getuid()}" / f"duckdb-{duckdb.__version__}"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.parent.stat().st_uid != os.getuid() or folder.parent.is_symlink():
+        raise TraceStoreError(f"{folder.parent} belongs to another user; remove it")
+    for module, stem, name in extensions:
+        source, link = _wheel_file(module, stem), folder / f"{name}.duckdb_extension"
+        if not link.is_symlink() or Path(os.readlink(link)) != source:
+            tmp = folder / f".{name}.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(source)
+            os.replace(tmp, link)  # atomic: another process loading it sees the old link or the new one
+    return folder
+
+
+def _needs_httpfs(path: str | None) -> bool:
+    return bool(path) and re.match(r"^(s3|gcs|gs|r2|https?|az|azure|abfss)://", path or "", re.I) is not None
+
+
+def open_store(db: str | Path, config: dict | None = None):
+    """A new in-memory DuckDB with the team store attached (and `USE`d), its extensions loaded by path."""
+    libpq, where = check_name(db), data_path()
+    config = dict(config or {})
+    closed = config.pop("enable_external_access", True) is False  # set after the attach, which needs the network
+    con = duckdb_connect(":memory:", config={**config, **NO_DOWNLOADS})
+    try:
+        folder = extension_folder(_EXTENSIONS + ((_HTTPFS,) if _needs_httpfs(where) else ()))
+        for name in ("postgres_scanner", "ducklake") + (("httpfs",) if _needs_httpfs(where) else ()):
+            con.execute(f"LOAD {sql_string(folder / f'{name}.duckdb_extension')}")
+        for key, value in RETRY_SETTINGS.items():
+            con.execute(f"SET {key} = {value}")
+        options = f" (DATA_PATH {sql_string(where)})" if where else ""
+        con.execute(f"ATTACH {sql_string('ducklake:postgres:' + libpq)} AS {ALIAS}{options}")
+        con.execute(f"USE {ALIAS}")
+        con.execute(SEARCH_PATH)
+        install_macros(con)
+        if closed:  # a visitor's query reads the store's own files and nothing else (docs/security.md)
+            stored = con.execute(f"SELECT value FROM {ALIAS}.ducklake_settings() WHERE name = 'data_path'").fetchone()
+            allowed = [p for p in {where, stored[0] if stored else None} if p]
+            con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
+            con.execute("SET enable_external_access = false")
+        return con
+    except duckdb.Error as exc:
+        con.close()
+        raise TraceStoreError(f"cannot open the team store {PREFIX}{libpq}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+_HOSTS: dict[tuple[int, str, str | None], object] = {}
+_HOSTS_GUARD = threading.Lock()
+
+
+def _host(db: str):
+    """This process's DuckDB with the team store attached, opened once and kept (readers never hold writers)."""
+    key = (os.getpid(), db, data_path())
+    with _HOSTS_GUARD:
+        if key not in _HOSTS:
+            _HOSTS[key] = open_store(db)
+        return _HOSTS[key]
+
+
+@contextmanager
+def cursor(db: str | Path, config: dict | None = None) -> Iterator:
+    """A cursor on the team store: of the process's kept attachment, or, for a query with its own settings
+    (`config`: a visitor's bounded query), of a DuckDB opened for it and closed after."""
+    own = open_store(db, config) if config else None
+    con = own if own is not None else _host(str(db)).cursor()
+    try:
+        if own is None:
+            con.execute(f"USE {ALIAS}; {SEARCH_PATH}")
+        yield con
+    finally:
+        con.close()
+
+
+#: DuckLake has no primary keys, unique constraints or indexes: the migrations' DDL, written for a file, is
+#: translated here, in one place, when it runs on a team store (uniqueness comes from elsewhere: docs/traces.md).
+_KEY = re.compile(r"\s+(PRIMARY KEY|UNIQUE)\b", re.I)
+_INDEX = re.compile(r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\b[^;]*;", re.I | re.M)
+
+
+_VIEW_COLUMN_COMMENT = re.compile(r"^(?:\s*--[^\n]*\n)*\s*COMMENT\s+ON\s+COLUMN\s+(\w+)\.", re.I)
+
+
+def lake_ddl(sql: str) -> str:
+    return _INDEX.sub("", _KEY.sub("", sql))
+
+
+_MACRO = re.compile(r"^(?:\s*--[^\n]*\n)*\s*CREATE\s+(OR\s+REPLACE\s+)?MACRO\s+(\w+)", re.I)  # after comments
+
+
+def _temp_macro(text: str) -> str | None:
+    """A `CREATE MACRO` statement as the same macro, temporary (this process's DuckDB); None for another statement.
+
+    Why: DuckLake 1.5.5 cannot store a macro whose parameter defaults to NULL, as the analysts' macros do
+    (`doc_gaps_for(run_ids := NULL, …)`): a plain NULL is refused ("unsupported type NULL") and a typed one is
+    stored but then the store cannot be attached again ("INTERNAL Error: Attempting to dereference an optional
+    pointer"), measured. So on a team store the macros live in each process, from the migrations: temporary while
+    a migration creates the views that call them (a transaction writes one database, temporary objects aside),
+    then in the process's own in-memory database (`install_macros`), which every cursor searches after the
+    store (`SEARCH_PATH`); the views stored in the lake call them by name."""
+    made = _MACRO.match(text)
+    return None if made is None else _MACRO.sub(f"CREATE OR REPLACE TEMP MACRO {made.group(2)}", text, count=1)
+
+
+SEARCH_PATH = f"SET search_path = '{ALIAS}.main,memory.main'"
+
+
+def macros(migrations) -> list[str]:
+    """The latest definition of every macro the migrations create, in the in-memory database, in creation order."""
+    latest: dict[str, str] = {}
+    for m in migrations:
+        for statement in duckdb.extract_statements(m.sql):
+            made = _MACRO.match(statement.query)
+            if made is not None:
+                latest[made.group(2)] = _MACRO.sub(f"CREATE OR REPLACE MACRO memory.main.{made.group(2)}",
+                                                   statement.query, count=1)
+    return list(latest.values())
+
+
+def install_macros(con) -> None:
+    """Create the migrations' latest macros in this process's DuckDB (see `_temp_macro`) once the store has every
+    migration (until then a migration's own temporary macros serve it, and the next writer migrates it)."""
+    from .schema import MIGRATIONS
+
+    has = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                      "AND table_name = 'migrations'").fetchone()[0]
+    done = {n for (n,) in con.execute("SELECT name FROM migrations").fetchall()} if has else set()
+    if done >= {m.name for m in MIGRATIONS}:
+        for macro in macros(MIGRATIONS):
+            con.execute(macro)
+
+
+def execute_ddl(con, sql: str, params=None):
+    """Run a migration's SQL on a team store: without keys and indexes (`lake_ddl`), its macros temporary
+    (`_temp_macro`), and without comments on a view's columns, which DuckLake refuses ("it is not a table"; a
+    view's own comment is kept). Returns `con`, holding the last statement's result."""
+    if params is not None:
+        return con.execute(sql, params)
+    for statement in duckdb.extract_statements(lake_ddl(sql)):
+        text = statement.query
+        temp = _temp_macro(text)
+        if temp is not None:
+            con.execute(temp)
+            continue
+        on = _VIEW_COLUMN_COMMENT.match(text)
+        if on and con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
+                              f"AND view_name = {sql_string(on.group(1))}").fetchone()[0]:
+            continue
+        con.execute(text)
+    return con
+
+
+class LakeMigration:
+    """A connection as a migration's Python step sees it on a team store: its SQL goes through `execute_ddl`."""
+
+    def __init__(self, con):
+        self._con = con
+
+    def execute(self, sql: str, params=None):
+        return execute_ddl(self._con, sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def is_lake(con) -> bool:
+    """Whether the connection's current database is a DuckLake (a team store)."""
+    row = con.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return bool(row) and row[0] == "ducklake"
