@@ -97,13 +97,19 @@ def pg_server():
     server.stop()
 
 
-@pytest.fixture
-def team_store(pg_server, tmp_path, monkeypatch, request):
-    """A new, empty team store (`ducklake:postgres:…`, its own PostgreSQL database and data folder) for one test;
-    WORKBENCH_DATA_PATH names its data folder."""
-    import re
+_STORES = [0]
 
-    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:40] + f"_{os.getpid()}_{id(tmp_path) % 100000}"
-    libpq = pg_server.create_database(name)
+
+def new_team_store(pg_server, data: Path) -> str:
+    """A new, empty team store (`ducklake:postgres:…`: its own PostgreSQL database); WORKBENCH_DATA_PATH is set to
+    `data`, its data folder."""
+    _STORES[0] += 1
+    os.environ["WORKBENCH_DATA_PATH"] = str(data)
+    return "ducklake:postgres:" + pg_server.create_database(f"store_{os.getpid()}_{_STORES[0]}")
+
+
+@pytest.fixture
+def team_store(pg_server, tmp_path, monkeypatch):
+    """A new, empty team store for one test (`new_team_store`)."""
     monkeypatch.setenv("WORKBENCH_DATA_PATH", str(tmp_path / "lake-data"))
-    return "ducklake:postgres:" + libpq
+    return new_team_store(pg_server, tmp_path / "lake-data")

@@ -42,17 +42,23 @@ RETRY_SETTINGS = {"ducklake_max_retry_count": 20, "ducklake_retry_wait_ms": 20, 
 _EXTENSIONS = (("duckdb_extension_postgres", "postgres", "postgres_scanner"),
                ("duckdb_extension_ducklake", "ducklake", "ducklake"))
 _HTTPFS = ("duckdb_extension_httpfs", "httpfs", "httpfs")
-_PASSWORD = re.compile(r"(^|\s)password\s*=", re.I)
+_PASSWORD = re.compile(r"(^|\s)password\s*=|:/+[^/@\s]*:[^/@\s]*@", re.I)  # key=value, or a URL's user:password@
 
 
 def is_team_store(db: str | Path) -> bool:
     return str(db).startswith(PREFIX)
 
 
+def store_exists(db: str | Path) -> bool:
+    """Whether the trace store `db` may hold something: a team store always may (its server says), a file if it is
+    there."""
+    return is_team_store(db) or Path(db).exists()
+
+
 def check_name(db: str | Path) -> str:
     """The libpq connection string of the team store `db`; refuse one carrying a password."""
     libpq = str(db)[len(PREFIX):]
-    if _PASSWORD.search(libpq) or "://" in libpq and "@" in libpq.split("://", 1)[1].split("/", 1)[0]:
+    if _PASSWORD.search(libpq):
         raise TraceStoreError("a team store's name must not carry a password (it would be printed and kept in "
                               "shell histories): put it in PGPASSWORD or ~/.pgpass, where libpq reads it")
     if not libpq.strip():
@@ -114,7 +120,8 @@ def open_store(db: str | Path, config: dict | None = None):
         con.execute(SEARCH_PATH)
         install_macros(con)
         if closed:  # a visitor's query reads the store's own files and nothing else (docs/security.md)
-            stored = con.execute(f"SELECT value FROM {ALIAS}.ducklake_settings() WHERE name = 'data_path'").fetchone()
+            stored = con.execute(f"SELECT value FROM __ducklake_metadata_{ALIAS}.ducklake_metadata "
+                                 "WHERE key = 'data_path'").fetchone()
             allowed = [p for p in {where, stored[0] if stored else None} if p]
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
@@ -122,6 +129,41 @@ def open_store(db: str | Path, config: dict | None = None):
     except duckdb.Error as exc:
         con.close()
         raise TraceStoreError(f"cannot open the team store {PREFIX}{libpq}: {_first_line(exc)}") from None
+
+
+#: Functions a typed query may not call on a team store: the PostgreSQL extension's (`postgres_query` runs any SQL
+#: on the catalog's server, e.g. `pg_read_file`), DuckLake's (some change the store: `ducklake_expire_snapshots`),
+#: and `query`/`query_table`, which would run a string the check never saw.
+_REFUSED_PREFIXES = ("postgres_", "ducklake_")
+_REFUSED_NAMES = {"query", "query_table"}
+
+
+def _function_names(tree) -> Iterator[str]:
+    if isinstance(tree, dict):
+        if isinstance(tree.get("function_name"), str):
+            yield tree["function_name"]
+        for value in tree.values():
+            yield from _function_names(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _function_names(value)
+
+
+def check_typed_query(sql: str) -> None:
+    """Refuse a typed query (already checked read-only) that calls a function reaching past the store's tables."""
+    import json
+
+    from ..errors import ReadOnlyQueryError
+
+    con = duckdb_connect()
+    try:
+        tree = json.loads(con.execute(f"SELECT json_serialize_sql({sql_string(sql)})").fetchone()[0])
+    finally:
+        con.close()
+    for name in _function_names(tree):
+        if name.lower().startswith(_REFUSED_PREFIXES) or name.lower() in _REFUSED_NAMES:
+            raise ReadOnlyQueryError(f"refused: {name}() is not allowed on a team store — a typed query reads the "
+                                     "store's tables and views only (docs/security.md)")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -186,31 +228,37 @@ def _temp_macro(text: str) -> str | None:
 
 
 SEARCH_PATH = f"SET search_path = '{ALIAS}.main,memory.main'"
+#: Where a team store keeps its macros' definitions (written with the migration that made them; `_temp_macro`).
+MACROS_TABLE = "team_store_macros"
+_MACROS_DDL = f"""CREATE TABLE IF NOT EXISTS {MACROS_TABLE} (name VARCHAR, seq BIGINT, definition VARCHAR);
+COMMENT ON TABLE {MACROS_TABLE} IS 'Team store only: the analysts'' macros (doc_gaps_for, …), created in each process''s own DuckDB from here (DuckLake cannot store them).'"""
 
 
-def macros(migrations) -> list[str]:
-    """The latest definition of every macro the migrations create, in the in-memory database, in creation order."""
-    latest: dict[str, str] = {}
-    for m in migrations:
-        for statement in duckdb.extract_statements(m.sql):
-            made = _MACRO.match(statement.query)
-            if made is not None:
-                latest[made.group(2)] = _MACRO.sub(f"CREATE OR REPLACE MACRO memory.main.{made.group(2)}",
-                                                   statement.query, count=1)
-    return list(latest.values())
+def _keep_macro(con, name: str, temp: str) -> None:
+    """Record macro `name` (in the migration's transaction) as it will be created in every process."""
+    definition = temp.replace(f"CREATE OR REPLACE TEMP MACRO {name}", f"CREATE OR REPLACE MACRO memory.main.{name}", 1)
+    con.execute(_MACROS_DDL)
+    con.execute(f"DELETE FROM {MACROS_TABLE} WHERE name = {sql_string(name)}")
+    con.execute(f"INSERT INTO {MACROS_TABLE} SELECT {sql_string(name)}, coalesce(max(seq), 0) + 1, "
+                f"{sql_string(definition)} FROM {MACROS_TABLE}")
 
 
 def install_macros(con) -> None:
-    """Create the migrations' latest macros in this process's DuckDB (see `_temp_macro`) once the store has every
-    migration (until then a migration's own temporary macros serve it, and the next writer migrates it)."""
-    from .schema import MIGRATIONS
-
+    """Create the store's macros in this process's DuckDB (see `_temp_macro`), as its migrations left them. A
+    macro that calls one created after it waits for the next pass."""
     has = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                      "AND table_name = 'migrations'").fetchone()[0]
-    done = {n for (n,) in con.execute("SELECT name FROM migrations").fetchall()} if has else set()
-    if done >= {m.name for m in MIGRATIONS}:
-        for macro in macros(MIGRATIONS):
-            con.execute(macro)
+                      f"AND table_name = '{MACROS_TABLE}'").fetchone()[0]
+    todo = [d for (d,) in con.execute(f"SELECT definition FROM {MACROS_TABLE} ORDER BY seq").fetchall()] if has else []
+    while todo:
+        failed = []
+        for definition in todo:
+            try:
+                con.execute(definition)
+            except (duckdb.CatalogException, duckdb.BinderException):
+                failed.append(definition)
+        if len(failed) == len(todo):
+            raise TraceStoreError(f"the team store's macros cannot be created: {failed[0][:200]}")
+        todo = failed
 
 
 def execute_ddl(con, sql: str, params=None):
@@ -224,6 +272,7 @@ def execute_ddl(con, sql: str, params=None):
         temp = _temp_macro(text)
         if temp is not None:
             con.execute(temp)
+            _keep_macro(con, _MACRO.match(text).group(2), temp)
             continue
         on = _VIEW_COLUMN_COMMENT.match(text)
         if on and con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "

@@ -22,6 +22,7 @@ from ..analysis.experiments import (compare_runs, diff_table, flips_table, leade
 from ..config import default_db_path
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
+from ..trace.lake import store_exists
 from . import audited
 from .tables import shown
 
@@ -32,7 +33,7 @@ SHOWN_TURN_CHARS = 80
 
 def show(db: str | None) -> None:
     path = Path(db or default_db_path())
-    if not path.exists():
+    if not store_exists(path):
         st.info(escape_markdown(f"No trace database at {path} yet: run `workbench eval QUESTIONS.jsonl --name NAME` "
                                 "(docs/experiments.md)."))
         return

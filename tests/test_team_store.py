@@ -1,0 +1,104 @@
+"""The same trace-store suite on a file and on a team store (a DuckLake on a real PostgreSQL, docs/design.md §13):
+every test takes `store`, once a DuckDB file and once `ducklake:postgres:…` on the server tests/pgserver.py starts
+(skipped with the reason where PostgreSQL is absent). One store per kind for the module: a team store's migrations
+are ~40 DuckLake commits (20–30 s on this machine), so the tests share it and each uses its own names."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import duckdb
+import pytest
+from clirun import cli
+from conftest import new_team_store
+
+from workbench.trace import TraceReader
+from workbench.trace.lake import extension_folder, is_team_store
+
+
+@pytest.fixture(scope="module", params=["file", "team"])
+def store(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("store")
+    if request.param == "file":
+        return str(folder / "traces.duckdb")
+    return new_team_store(request.getfixturevalue("pg_server"), folder / "lake-data")
+
+
+def _count(store: str, sql: str) -> int:
+    return TraceReader(store).rows(sql)[1][0][0]
+
+
+def test_ask_is_traced_and_sql_reads_it(store):
+    question = f"How do I configure SSO? {uuid.uuid4().hex[:6]}"
+    r = cli("ask", question, "--db", store)
+    assert r.returncode == 0 and "Sources:" in r.stdout, r.stderr
+    r = cli("sql", f"SELECT count(*) FROM turns WHERE question = '{question}'", "--db", store, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout.splitlines()[0]) == {"count_star()": 1}, r.stderr
+    assert _count(store, f"SELECT count(*) FROM turn_sets WHERE question = '{question}'") == 1  # the views too
+    assert _count(store, "SELECT count(*) FROM migrations") >= 20
+
+
+def test_sql_refuses_writes_and_on_a_team_store_reads_only_the_store(store, tmp_path):
+    assert cli("ask", "How do I configure SSO?", "--db", store).returncode == 0
+    for query in ("DROP TABLE turns", "INSERT INTO runs (run_id) VALUES ('x')", "ATTACH 'x.duckdb'"):
+        r = cli("sql", query, "--db", store)
+        assert r.returncode == 2 and "refused" in r.stderr, (query, r.stderr)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the analyst's own file")
+    r = cli("sql", f"SELECT content FROM read_text('{secret}')", "--db", store)
+    if is_team_store(store):  # a team store: only the store is readable (allowed directories: its data path)
+        assert r.returncode != 0 and "analyst's own file" not in r.stdout, r.stdout
+        for query in ("SELECT * FROM postgres_query('__ducklake_metadata_trace_lake', 'SELECT pg_read_file(''/etc/hostname'')')",
+                      "SELECT * FROM query('SELECT 1')",
+                      "SELECT * FROM ducklake_expire_snapshots('trace_lake', dry_run => true)"):
+            r = cli("sql", query, "--db", store)
+            assert r.returncode == 2 and "not allowed on a team store" in r.stderr, (query, r.stderr)
+    else:  # the operator's local tool on a file reads the operator's files (docs/security.md)
+        assert r.returncode == 0 and "analyst's own file" in r.stdout, r.stderr
+
+
+def test_eval_with_concurrency_resume_and_runs(store, tmp_path):
+    name = f"run-{uuid.uuid4().hex[:6]}"
+    args = ("eval", "data/demo_gold.jsonl", "--provider", "offline", "--retriever", "bm25", "--concurrency", "4",
+            "--name", name, "--db", store)
+    r = cli(*args)
+    assert r.returncode in (0, 1), r.stderr  # 1: the gate; every line answered either way
+    run = TraceReader(store).rows(f"SELECT run_id FROM experiments WHERE name = '{name}'")[1]
+    assert len(run) == 1
+    lines = _count(store, f"SELECT count(DISTINCT line) FROM turn_lines WHERE run_id = '{run[0][0]}'")
+    total = sum(1 for line in open("data/demo_gold.jsonl") if line.strip())
+    assert lines == total and _count(store, f"SELECT count(*) FROM turn_lines WHERE run_id = '{run[0][0]}'") == total
+    r = cli(*args[:-4], "--name", name, "--db", store)  # resumed: nothing left to ask
+    assert _count(store, f"SELECT count(*) FROM turn_lines WHERE run_id = '{run[0][0]}'") == total, r.stderr
+    r = cli("runs", "list", "--db", store, "--json")
+    assert r.returncode == 0 and name in r.stdout, r.stderr
+    r = cli("runs", "show", name, "--db", store)
+    assert r.returncode == 0, r.stderr
+
+
+def test_usage_gaps_and_export(store, tmp_path):
+    assert cli("ask", "How do I configure SSO?", "--db", store).returncode == 0
+    r = cli("usage", "--db", store, "--csv")
+    assert r.returncode == 0 and "sso-saml-setup" in r.stdout, r.stderr
+    r = cli("gaps", "--db", store, "--csv")
+    assert r.returncode == 0, r.stderr
+    r = cli("export", "--parquet", str(tmp_path / "out"), "--db", store)
+    assert r.returncode == 0, r.stderr
+    turns = list((tmp_path / "out").glob("turns/**/*.parquet"))
+    assert turns and duckdb.sql(f"SELECT count(*) FROM read_parquet('{tmp_path}/out/turns/**/*.parquet')").fetchone()[0] \
+        == _count(store, "SELECT count(*) FROM turns")
+
+
+def test_a_team_store_name_never_carries_a_password(tmp_path):
+    r = cli("runs", "list", "--db", "ducklake:postgres:host=127.0.0.1 dbname=x user=u password=hunter2")
+    assert r.returncode == 2 and "PGPASSWORD" in r.stderr and "hunter2" not in r.stderr + r.stdout
+    r = cli("ask", "How do I configure SSO?", "--db", "ducklake:postgres:postgresql://u:hunter2@127.0.0.1/x")
+    assert "hunter2" not in r.stderr + r.stdout and "PGPASSWORD" in r.stderr
+
+
+def test_extensions_come_from_the_wheels_under_duckdbs_names():
+    folder = extension_folder()
+    link = folder / "postgres_scanner.duckdb_extension"
+    assert link.is_symlink() and "duckdb_extension_postgres" in str(link.resolve())
+    assert (folder / "ducklake.duckdb_extension").resolve().is_file()
