@@ -102,3 +102,60 @@ def test_extensions_come_from_the_wheels_under_duckdbs_names():
     link = folder / "postgres_scanner.duckdb_extension"
     assert link.is_symlink() and "duckdb_extension_postgres" in str(link.resolve())
     assert (folder / "ducklake.duckdb_extension").resolve().is_file()
+
+
+#: `python -c APPENDER STORE GATE N TURNS CID SPAN_KEY`: after N processes are ready (a file each in GATE), write
+#: TURNS turns of conversation CID (each placed by the writer), the span SPAN_KEY (an exporter's retry: every
+#: process sends it), and one turn every process writes with the same turn_id (a write retried after its commit).
+APPENDER = r"""
+import os, sys, time, uuid
+from pathlib import Path
+from workbench.provenance import sources_payload
+from workbench.trace.writer import TraceWriter
+from workbench.types import TurnRecord
+
+store, gate, n, turns, cid, span = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+w = TraceWriter(store)
+w.prepare()
+(gate / f"ready-{os.getpid()}").touch()
+deadline = time.monotonic() + 120
+while len(list(gate.glob("ready-*"))) < n:
+    assert time.monotonic() < deadline, "the other processes never got ready"
+    time.sleep(0.005)
+for i in range(turns):
+    rec = TurnRecord(question=f"q{i} from {os.getpid()}", answer="a", turn_id=uuid.uuid4().hex,
+                     config={"provider": "offline"}, started_at="2024-05-01T10:00:00+00:00",
+                     conversation_id=cid, position=1)
+    w.log_turn(rec, sources_payload(rec))
+    if i == 0:
+        w.log_spans([{"span_key": span, "trace_id": "t", "span_id": span, "name": "llm", "span_json": "{}"}])
+rec = TurnRecord(question="the same turn", answer="a", turn_id=cid[:16] * 2, config={"provider": "offline"},
+                 started_at="2024-05-01T10:00:00+00:00")
+w.log_turn(rec, sources_payload(rec))
+print("DONE", flush=True)
+"""
+
+
+def test_keys_hold_with_processes_writing_at_once(store, tmp_path):
+    """DESIGN §13: positions unique and gapless with writers appending to one conversation at once, a span stored
+    once when every process sends it, a turn written once when written again — real processes, started together."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    n, turns, cid, span = 3, 6, uuid.uuid4().hex, uuid.uuid4().hex
+    cli("ask", "warm up", "--db", store)  # migrated before the race (a migration is not what is measured)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, store, str(gate), str(n), str(turns), cid, span],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and "DONE" in out, err[-2000:]
+    positions = TraceReader(store).rows(f"SELECT position FROM turns WHERE conversation_id = '{cid}' ORDER BY 1")[1]
+    assert [p for (p,) in positions] == list(range(1, n * turns + 1))
+    assert _count(store, f"SELECT count(*) FROM audit_spans WHERE span_key = '{span}'") == 1
+    assert _count(store, f"SELECT count(*) FROM turns WHERE turn_id = '{cid[:16] * 2}'") == 1

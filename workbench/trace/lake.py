@@ -234,6 +234,21 @@ _MACROS_DDL = f"""CREATE TABLE IF NOT EXISTS {MACROS_TABLE} (name VARCHAR, seq B
 COMMENT ON TABLE {MACROS_TABLE} IS 'Team store only: the analysts'' macros (doc_gaps_for, …), created in each process''s own DuckDB from here (DuckLake cannot store them).'"""
 
 
+#: The row every keyed write on a team store updates in its transaction (`WRITE_TOKEN`): DuckLake has no unique keys,
+#: but it refuses to commit a transaction that updated rows another transaction committed meanwhile (measured on
+#: 1.5.5: the same row, or another row of the same table, conflict; plain appends never do). So two writes that
+#: could store one key twice (a conversation position, a span an exporter sent again, a passage, a turn retried
+#: after a commit whose answer was lost) cannot both commit: the loser is rolled back and the writer runs it again,
+#: reading what the winner stored (writer.py, `_LAKE_RETRIES`). No check-then-insert race.
+TOKENS_TABLE = "team_store_tokens"
+TOKENS_DDL = f"""CREATE TABLE {TOKENS_TABLE} (name VARCHAR, n BIGINT);
+INSERT INTO {TOKENS_TABLE} VALUES ('writes', 0);
+COMMENT ON TABLE {TOKENS_TABLE} IS 'Team store only: the row every keyed write updates, so DuckLake''s conflict detection lets one of two overlapping writes commit (docs/traces.md, "The team store").'"""
+WRITE_TOKEN = f"UPDATE {TOKENS_TABLE} SET n = n + 1 WHERE name = 'writes'"
+#: DuckDB's words when a DuckLake commit lost to another writer's (the workbench runs the transaction again).
+LOST_COMMIT = "failed to commit ducklake transaction"
+
+
 def _keep_macro(con, name: str, temp: str) -> None:
     """Record macro `name` (in the migration's transaction) as it will be created in every process."""
     definition = temp.replace(f"CREATE OR REPLACE TEMP MACRO {name}", f"CREATE OR REPLACE MACRO memory.main.{name}", 1)

@@ -13,7 +13,7 @@ import duckdb
 
 from ..errors import TraceStoreError
 from .duck import sql_string
-from .lake import LakeMigration, execute_ddl, install_macros, is_lake
+from .lake import TOKENS_DDL, LakeMigration, execute_ddl, install_macros, is_lake
 from .schema import MIGRATIONS, Migration
 
 _MIGRATIONS_TABLE = """
@@ -87,7 +87,7 @@ def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "th
         con.execute("BEGIN")
         try:
             if not done and m is todo[0]:  # with the first migration, so a failure leaves nothing behind
-                run(_MIGRATIONS_TABLE)
+                run(_MIGRATIONS_TABLE + (TOKENS_DDL if lake else ""))
             run(m.sql)
             if m.python is not None:
                 m.python(LakeMigration(con) if lake else con)

@@ -13,6 +13,7 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
-from .lake import is_team_store
+from .lake import LOST_COMMIT, WRITE_TOKEN, is_team_store
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -39,6 +40,9 @@ _MAX_RETRY_S = 30.0
 _PLACE_RETRIES = 3
 #: Positions kept for `TraceWriter.placed` (the oldest are forgotten: a batch never asks for them).
 _MAX_PLACED = 10_000
+#: Times a team store's write is run again after another writer's overlapping write committed first (lake.py,
+#: TOKENS_TABLE), each after a random wait of up to 2 ms × 2^try, at most `_LAKE_MAX_WAIT_S` (~20 s in all).
+_LAKE_RETRIES, _LAKE_MAX_WAIT_S = 100, 0.25
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 #: `runs.kind` of the turns the app's Compare page asks (one run per column of a job, `TraceWriter.new_run`): its
 #: columns' conversations are no conversation of the chat's (`conversations.list_conversations(skip_kinds=…)`).
@@ -177,13 +181,29 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
         placed = iter(_place(con, talk, if_moved))
         rows = {**rows, "turns": [next(placed) if r.get("conversation_id") is not None else r for r in rows["turns"]]}
         begin = OPTIMIZER_OFF + "; "
+    todo = rows
+    if lake:  # keyed by DuckLake's conflict detection (lake.TOKENS_TABLE): a turn already stored is skipped
+        stored = _claim(con, begin, [r["turn_id"] for r in rows.get("turns", ())])
+        todo = {name: [r for r in rs if r.get("turn_id") not in stored] for name, rs in rows.items()} if stored else rows
+        begin = ""
     for name in tables:
-        r = rows.get(name)
+        r = todo.get(name)
         if r:
             _insert(con, begin + _insert_sql(name, r, lake))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
+
+
+def _claim(con, begin: str, turn_ids: list[str]) -> set[str]:
+    """On a team store: update the write token (lake.WRITE_TOKEN: another write that overlaps this one cannot
+    also commit) and return which of `turn_ids` are already stored, both in the transaction."""
+    if not turn_ids:
+        con.execute(begin + WRITE_TOKEN)
+        return set()
+    ids = ", ".join(_literal(t, "VARCHAR") for t in turn_ids)
+    return {t for (t,) in con.execute(f"{begin}{WRITE_TOKEN}; SELECT turn_id FROM turns WHERE turn_id IN ({ids})")
+            .fetchall()}
 
 
 class TraceWriter:
@@ -401,13 +421,21 @@ class TraceWriter:
         # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
         passages = {p["passage_id"]: p for p in rows.get("passages", ()) if p["passage_id"] not in self._passages}
         rows = {**rows, "passages": list(passages.values())}
-        for attempt in range(_PLACE_RETRIES + 1):
+        attempt = lost = 0
+        while True:
             try:
                 written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
                 break
+            except duckdb.TransactionException as exc:  # on a team store, another write committed first
+                _rollback(con)
+                if not self._lake or LOST_COMMIT not in str(exc).lower() or lost >= _LAKE_RETRIES:
+                    raise TraceStoreError(f"could not write to {self.path}: {exc}") from None
+                lost += 1
+                time.sleep(random.uniform(0, min(_LAKE_MAX_WAIT_S, 0.002 * 2 ** lost)))
             except duckdb.ConstraintException as exc:
                 _rollback(con)
-                if "position" in str(exc) and "turn_id" not in str(exc) and attempt < _PLACE_RETRIES:
+                attempt += 1
+                if "position" in str(exc) and "turn_id" not in str(exc) and attempt <= _PLACE_RETRIES:
                     continue  # the place was taken between the read and the insert: read the next free one again
                 if strict:
                     raise
