@@ -159,3 +159,40 @@ def test_keys_hold_with_processes_writing_at_once(store, tmp_path):
     assert [p for (p,) in positions] == list(range(1, n * turns + 1))
     assert _count(store, f"SELECT count(*) FROM audit_spans WHERE span_key = '{span}'") == 1
     assert _count(store, f"SELECT count(*) FROM turns WHERE turn_id = '{cid[:16] * 2}'") == 1
+
+
+def test_store_maintain_while_a_writer_runs(pg_server, tmp_path):
+    """`store maintain` flushes inlined rows to Parquet, merges, expires; a writer process appending to a
+    conversation meanwhile loses nothing (each side runs again what lost to the other's commit)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    store = new_team_store(pg_server, tmp_path / "lake-data")
+    assert cli("ask", "How do I configure SSO?", "--db", store).returncode == 0
+    cid, span, gate = uuid.uuid4().hex, uuid.uuid4().hex, tmp_path / "gate"
+    gate.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", APPENDER, store, str(gate), "1", "15", cid, span], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    import time
+
+    while not list(gate.glob("ready-*")) and writer.poll() is None:  # until the writer has attached the store
+        time.sleep(0.01)
+    runs = [cli("store", "maintain", "--db", store, "--keep-days", "0") for _ in range(2)]
+    out, err = writer.communicate(timeout=600)
+    assert writer.returncode == 0, err[-2000:]
+    assert all(r.returncode == 0 and "flushed tables" in r.stdout for r in runs), [r.stderr for r in runs]
+    assert cli("store", "maintain", "--db", store).returncode == 0
+    parquet = list((tmp_path / "lake-data").rglob("*.parquet"))
+    assert parquet, "the inlined rows were written out as Parquet files"
+    positions = TraceReader(store).rows(f"SELECT position FROM turns WHERE conversation_id = '{cid}' ORDER BY 1")[1]
+    assert [p for (p,) in positions] == list(range(1, 16))
+    assert _count(store, "SELECT count(*) FROM turns") == 15 + 2  # the first ask, the writer's, its repeated turn
+
+
+def test_store_maintain_refuses_a_file(tmp_path):
+    r = cli("store", "maintain", "--db", str(tmp_path / "t.duckdb"))
+    assert r.returncode == 2 and "needs no upkeep" in r.stderr

@@ -314,3 +314,47 @@ def is_lake(con) -> bool:
     """Whether the connection's current database is a DuckLake (a team store)."""
     row = con.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
     return bool(row) and row[0] == "ducklake"
+
+
+#: Snapshots `workbench store maintain` keeps (time travel reaches this far back); older ones, and the files
+#: only they referenced, are removed.
+KEEP_SNAPSHOT_DAYS = 7
+#: Times a maintenance step is run again when a writer's commit came first (`LOST_COMMIT`).
+_MAINTAIN_RETRIES = 20
+
+
+def lost_to_another_writer(exc: BaseException) -> bool:
+    """Whether a DuckLake step failed because a writer's commit came first (run it again), measured wordings:
+    the commit refused, or the catalog's PostgreSQL transaction failed on a concurrent update."""
+    text = str(exc).lower()
+    return any(words in text for words in (LOST_COMMIT, "transaction is aborted", "conflict", "could not serialize"))
+
+
+def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, int]:
+    """DuckLake's upkeep of a team store, each step its own transaction (safe while writers run: a step that loses
+    to a writer's commit is run again): rows inlined in the catalog written out as Parquet, small adjacent files
+    merged, snapshots older than `keep_days` expired and the files only they used deleted. Returns what each did."""
+    import random
+    import time
+
+    older = f"older_than => now() - INTERVAL {int(keep_days)} DAY"
+    steps = {"flushed_tables": f"CALL ducklake_flush_inlined_data('{ALIAS}')",
+             "merged": f"CALL ducklake_merge_adjacent_files('{ALIAS}')",
+             "expired_snapshots": f"CALL ducklake_expire_snapshots('{ALIAS}', {older})",
+             "deleted_files": f"CALL ducklake_cleanup_old_files('{ALIAS}', {older})"}
+    done = {}
+    with cursor(db) as con:
+        for name, sql in steps.items():
+            for attempt in range(_MAINTAIN_RETRIES + 1):
+                try:
+                    done[name] = len(con.execute(sql).fetchall())
+                    break
+                except duckdb.Error as exc:
+                    try:
+                        con.execute("ROLLBACK")
+                    except duckdb.Error:  # nothing left open
+                        pass
+                    if not lost_to_another_writer(exc) or attempt == _MAINTAIN_RETRIES:
+                        raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
+                    time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+    return done

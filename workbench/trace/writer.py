@@ -30,7 +30,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
-from .lake import LOST_COMMIT, WRITE_TOKEN, is_team_store
+from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -426,12 +426,6 @@ class TraceWriter:
             try:
                 written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
                 break
-            except duckdb.TransactionException as exc:  # on a team store, another write committed first
-                _rollback(con)
-                if not self._lake or LOST_COMMIT not in str(exc).lower() or lost >= _LAKE_RETRIES:
-                    raise TraceStoreError(f"could not write to {self.path}: {exc}") from None
-                lost += 1
-                time.sleep(random.uniform(0, min(_LAKE_MAX_WAIT_S, 0.002 * 2 ** lost)))
             except duckdb.ConstraintException as exc:
                 _rollback(con)
                 attempt += 1
@@ -442,6 +436,12 @@ class TraceWriter:
                 if "Duplicate key" in str(exc) and "turn_id" in str(exc):
                     return  # the same turn written twice (e.g. a retried flush): it is already complete
                 raise TraceStoreError(f"could not write turn to {self.path}: {exc}") from None
+            except duckdb.Error as exc:  # a team store: another write came first
+                _rollback(con)
+                if not (self._lake and lost_to_another_writer(exc)) or lost >= _LAKE_RETRIES:
+                    raise
+                lost += 1
+                time.sleep(random.uniform(0, min(_LAKE_MAX_WAIT_S, 0.002 * 2 ** lost)))
             except BaseException:
                 _rollback(con)
                 raise
