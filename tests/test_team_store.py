@@ -196,3 +196,51 @@ def test_store_maintain_while_a_writer_runs(pg_server, tmp_path):
 def test_store_maintain_refuses_a_file(tmp_path):
     r = cli("store", "maintain", "--db", str(tmp_path / "t.duckdb"))
     assert r.returncode == 2 and "needs no upkeep" in r.stderr
+
+
+def test_collect_and_ingest_store_a_span_once(store, tmp_path):
+    """`collect` (its receiver over loopback HTTP) and `ingest` (a file of OTLP JSON lines): a request sent twice
+    and a file ingested twice store each turn once."""
+    import threading
+
+    from test_audit_receiver import _answering_call, _post, _request
+
+    from workbench.audit.collector import Assembler, make_server
+    from workbench.audit.units import Resolver
+    from workbench.trace.payloads import stored_payloads
+    from workbench.trace.writer import TraceWriter
+
+    trace = uuid.uuid4().hex
+    body = json.dumps(_request([_answering_call(trace, trace[:16], json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}]),
+                                                "See [sso](sso).")])).encode()
+    server = make_server(Assembler(TraceWriter(store), Resolver(), name=f"rx-{trace[:6]}"), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+        assert _post(url, body)[0] == 200 and _post(url, body)[0] == 200  # an exporter's retry
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _count(store, f"SELECT count(*) FROM turns WHERE turn_id = 'otel-{trace}'") == 1
+    assert _count(store, f"SELECT count(*) FROM audit_spans WHERE trace_id = '{trace}'") == 1
+    f = tmp_path / "spans.jsonl"
+    ids = [uuid.uuid4().hex for _ in range(3)]
+    f.write_text("".join(json.dumps(_request([_answering_call(t, t[:16], json.dumps([{"doc_id": "sso", "snippet": "x"}]),
+                                                              "See [sso](sso).")])) + "\n" for t in ids))
+    r = cli("ingest", str(f), "--db", store, "--name", f"file-{ids[0][:6]}")
+    assert r.returncode == 0 and "3 turns written" in r.stderr, r.stderr
+    again = cli("ingest", str(f), "--db", store, "--name", f"again-{ids[0][:6]}")
+    assert again.returncode == 0 and "0 turns written, 3 already stored" in again.stderr, again.stderr
+    assert sum(1 for p in stored_payloads(store) if p and json.loads(p)["turn_id"] in {f"otel-{t}" for t in ids}) == 3
+
+
+def test_eval_with_verification_writes_its_ablations(store, tmp_path):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(open("data/demo_gold.jsonl").readlines()[:2]))
+    name = f"verified-{uuid.uuid4().hex[:6]}"
+    r = cli("eval", str(questions), "--provider", "offline", "--retriever", "bm25", "--verify", "--name", name,
+            "--db", store)
+    assert r.returncode in (0, 1), r.stderr
+    assert _count(store, "SELECT count(*) FROM ablations a JOIN turn_lines l USING (turn_id) JOIN experiments e "
+                         f"USING (run_id) WHERE e.name = '{name}'") > 0
