@@ -244,3 +244,16 @@ def test_eval_with_verification_writes_its_ablations(store, tmp_path):
     assert r.returncode in (0, 1), r.stderr
     assert _count(store, "SELECT count(*) FROM ablations a JOIN turn_lines l USING (turn_id) JOIN experiments e "
                          f"USING (run_id) WHERE e.name = '{name}'") > 0
+
+
+def test_chat_and_ask_go_on_with_one_conversation(store):
+    """`chat` (questions on stdin) starts a conversation; `ask --conversation` goes on with it, reading its
+    history from the store, at the next place."""
+    cid = uuid.uuid4().hex
+    r = cli("chat", "--conversation", cid, "--db", store, input="How do I configure SSO?\nAnd with Okta?\n")
+    assert r.returncode == 0, r.stderr
+    r = cli("ask", "What about Entra ID?", "--conversation", cid, "--db", store, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = TraceReader(store).rows(f"SELECT position, question FROM turns WHERE conversation_id = '{cid}' ORDER BY 1")[1]
+    assert [p for p, _ in rows] == [1, 2, 3] and rows[2][1] == "What about Entra ID?"
+    assert _count(store, f"SELECT count(*) FROM conversation_turns WHERE conversation_id = '{cid}'") == 3

@@ -50,9 +50,18 @@ def is_team_store(db: str | Path) -> bool:
 
 
 def store_exists(db: str | Path) -> bool:
-    """Whether the trace store `db` may hold something: a team store always may (its server says), a file if it is
-    there."""
-    return is_team_store(db) or Path(db).exists()
+    """Whether the trace store `db` holds something: a file that is there, a team store that has been migrated
+    (one nobody has written to yet is like a missing file: nothing traced there)."""
+    if not is_team_store(db):
+        return Path(db).exists()
+    if str(db) in _MIGRATED_STORES:
+        return True
+    with cursor(db) as con:
+        found = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                            "AND table_name = 'migrations'").fetchone()[0] > 0
+    if found:
+        _MIGRATED_STORES.add(str(db))
+    return found
 
 
 def check_name(db: str | Path) -> str:
@@ -171,6 +180,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 _HOSTS: dict[tuple[int, str, str | None], object] = {}
+_MIGRATED_STORES: set[str] = set()  # team stores seen with a `migrations` table (store_exists)
 _HOSTS_GUARD = threading.Lock()
 
 
