@@ -111,33 +111,39 @@ def _needs_httpfs(path: str | None) -> bool:
     return bool(path) and re.match(r"^(s3|gcs|gs|r2|https?|az|azure|abfss)://", path or "", re.I) is not None
 
 
+def attach(con, db: str | Path, alias: str = ALIAS, *, read_only: bool = False) -> None:
+    """Attach the team store `db` to the DuckDB connection `con` as `alias`, its extensions loaded by path."""
+    libpq, where = check_name(db), data_path()
+    folder = extension_folder(_EXTENSIONS + ((_HTTPFS,) if _needs_httpfs(where) else ()))
+    for name in ("postgres_scanner", "ducklake") + (("httpfs",) if _needs_httpfs(where) else ()):
+        con.execute(f"LOAD {sql_string(folder / f'{name}.duckdb_extension')}")
+    for key, value in RETRY_SETTINGS.items():
+        con.execute(f"SET {key} = {value}")
+    options = [f"DATA_PATH {sql_string(where)}"] if where else []
+    options += ["READ_ONLY"] if read_only else []
+    con.execute(f"ATTACH {sql_string(PREFIX + libpq)} AS {alias}" + (f" ({', '.join(options)})" if options else ""))
+
+
 def open_store(db: str | Path, config: dict | None = None):
     """A new in-memory DuckDB with the team store attached (and `USE`d), its extensions loaded by path."""
-    libpq, where = check_name(db), data_path()
     config = dict(config or {})
     closed = config.pop("enable_external_access", True) is False  # set after the attach, which needs the network
     con = duckdb_connect(":memory:", config={**config, **NO_DOWNLOADS})
     try:
-        folder = extension_folder(_EXTENSIONS + ((_HTTPFS,) if _needs_httpfs(where) else ()))
-        for name in ("postgres_scanner", "ducklake") + (("httpfs",) if _needs_httpfs(where) else ()):
-            con.execute(f"LOAD {sql_string(folder / f'{name}.duckdb_extension')}")
-        for key, value in RETRY_SETTINGS.items():
-            con.execute(f"SET {key} = {value}")
-        options = f" (DATA_PATH {sql_string(where)})" if where else ""
-        con.execute(f"ATTACH {sql_string('ducklake:postgres:' + libpq)} AS {ALIAS}{options}")
+        attach(con, db, read_only=bool(config))  # settings of its own: a typed query, which only reads
         con.execute(f"USE {ALIAS}")
         con.execute(SEARCH_PATH)
         install_macros(con)
         if closed:  # a visitor's query reads the store's own files and nothing else (docs/security.md)
             stored = con.execute(f"SELECT value FROM __ducklake_metadata_{ALIAS}.ducklake_metadata "
                                  "WHERE key = 'data_path'").fetchone()
-            allowed = [p for p in {where, stored[0] if stored else None} if p]
+            allowed = [p for p in {data_path(), stored[0] if stored else None} if p]
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
         return con
     except duckdb.Error as exc:
         con.close()
-        raise TraceStoreError(f"cannot open the team store {PREFIX}{libpq}: {_first_line(exc)}") from None
+        raise TraceStoreError(f"cannot open the team store {db}: {_first_line(exc)}") from None
 
 
 #: Functions a typed query may not call on a team store: the PostgreSQL extension's (`postgres_query` runs any SQL
