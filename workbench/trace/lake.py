@@ -215,7 +215,7 @@ def cursor(db: str | Path, config: dict | None = None) -> Iterator:
 
 #: DuckLake has no primary keys, unique constraints or indexes: the migrations' DDL, written for a file, is
 #: translated here, in one place, when it runs on a team store (uniqueness comes from elsewhere: docs/traces.md).
-_KEY = re.compile(r"\s+(PRIMARY KEY|UNIQUE)\b", re.I)
+_KEY = re.compile(r" (PRIMARY KEY|UNIQUE)(?=\s*[,\n)])")  # a column's constraint (upper case), never comment text
 _INDEX = re.compile(r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\b[^;]*;", re.I | re.M)
 
 
