@@ -190,13 +190,14 @@ _MIGRATED_STORES: set[str] = set()  # team stores seen with a `migrations` table
 _HOSTS_GUARD = threading.Lock()
 
 
-def _host(db: str):
-    """This process's DuckDB with the team store attached, opened once and kept (readers never hold writers)."""
+def _host_cursor(db: str):
+    """A cursor of this process's DuckDB with the team store attached, which is opened once and kept (readers
+    never hold writers); each thread's use gets its own cursor (a DuckDB connection serves one thread)."""
     key = (os.getpid(), db, data_path())
     with _HOSTS_GUARD:
         if key not in _HOSTS:
             _HOSTS[key] = open_store(db)
-        return _HOSTS[key]
+        return _HOSTS[key].cursor()
 
 
 @contextmanager
@@ -204,7 +205,7 @@ def cursor(db: str | Path, config: dict | None = None) -> Iterator:
     """A cursor on the team store: of the process's kept attachment, or, for a query with its own settings
     (`config`: a visitor's bounded query), of a DuckDB opened for it and closed after."""
     own = open_store(db, config) if config else None
-    con = own if own is not None else _host(str(db)).cursor()
+    con = own if own is not None else _host_cursor(str(db))
     try:
         if own is None:
             con.execute(f"USE {ALIAS}; {SEARCH_PATH}")
