@@ -75,6 +75,8 @@ def test_eval_with_concurrency_resume_and_runs(store, tmp_path):
     assert r.returncode == 0 and name in r.stdout, r.stderr
     r = cli("runs", "show", name, "--db", store)
     assert r.returncode == 0, r.stderr
+    gated = cli(*args[:-4], "--name", f"{name}-b", "--baseline", name, "--fail-on-regression", "--db", store)
+    assert gated.returncode == 0, gated.stderr  # the gate: the same configuration does not regress
 
 
 def test_usage_gaps_and_export(store, tmp_path):
