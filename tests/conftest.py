@@ -83,3 +83,34 @@ def app(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL for the team-store tests (tests/pgserver.py), started once, stopped at the end."""
+    import pgserver
+
+    reason = pgserver.available()
+    if reason:
+        pytest.skip(f"team store tests need PostgreSQL: {reason}")
+    server = pgserver.Server().start()
+    yield server
+    server.stop()
+
+
+_STORES = [0]
+
+
+def new_team_store(pg_server, data: Path) -> str:
+    """A new, empty team store (`ducklake:postgres:…`: its own PostgreSQL database); WORKBENCH_DATA_PATH is set to
+    `data`, its data folder."""
+    _STORES[0] += 1
+    os.environ["WORKBENCH_DATA_PATH"] = str(data)
+    return "ducklake:postgres:" + pg_server.create_database(f"store_{os.getpid()}_{_STORES[0]}")
+
+
+@pytest.fixture
+def team_store(pg_server, tmp_path, monkeypatch):
+    """A new, empty team store for one test (`new_team_store`)."""
+    monkeypatch.setenv("WORKBENCH_DATA_PATH", str(tmp_path / "lake-data"))
+    return new_team_store(pg_server, tmp_path / "lake-data")

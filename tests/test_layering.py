@@ -127,6 +127,9 @@ def test_requirements_list_what_the_code_imports():
               "opentelemetry-proto": "opentelemetry.proto",
               "arize-phoenix-client": "phoenix.client",
               "jupyterlab": None,
+              "pytz": None,  # DuckDB 1.5 imports it to fetch a TIMESTAMPTZ
+              # DuckDB extension wheels: loaded by path (workbench/trace/lake.py), never imported
+              "duckdb-extension-ducklake": None, "duckdb-extension-postgres": None, "duckdb-extension-httpfs": None,
               "authlib": None}  # Streamlit's `st.login` imports it (workbench/ui/identity.py)
     code = "\n".join(p.read_text(encoding="utf-8") for p in [*ROOT.glob("workbench/**/*.py"), ROOT / "app.py"])
     unused = []

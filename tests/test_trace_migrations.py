@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 
 from workbench.trace.migrate import applied, migrate, pending
@@ -128,6 +130,8 @@ def _schema(con) -> dict:
                           "comment FROM duckdb_columns() WHERE NOT internal ORDER BY ALL").fetchall()
     tables = con.execute("SELECT table_name, comment, sql FROM duckdb_tables() WHERE NOT internal ORDER BY ALL").fetchall()
     views = con.execute("SELECT view_name, comment, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL").fetchall()
+    # DuckDB 1.5 renders one lambda two ways (`lambda c: …` or `c -> …`) depending on when the view was last loaded
+    views = [(name, comment, re.sub(r"\((\w+) -> ", r"(lambda \1: ", sql)) for name, comment, sql in views]
     return {"columns": columns, "tables": tables, "views": views}
 
 

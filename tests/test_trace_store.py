@@ -318,3 +318,17 @@ def test_rows_are_dicts_and_a_column_a_row_leaves_out_is_null(tmp_path):
         with pytest.raises(ValueError, match="trace table turns has no column no_such_column"):
             w._write(con, set(), bad)
         assert con.execute("SELECT count(*) FROM turns").fetchone() == (1,)  # nothing of the refused turn
+
+
+def test_values_written_as_literals_come_back_as_they_were(tmp_path):
+    """The writer writes values as SQL literals (a bound parameter imports pandas on DuckDB 1.5): quotes,
+    a NUL, non-ASCII text, special floats, lists and NULLs come back unchanged."""
+    from workbench.trace.writer import _literal
+
+    con = duckdb.connect()
+    for value, ty in [("it's '' \\ \"x\"", "VARCHAR"), ("a\x00b\x00", "VARCHAR"), ("é 漢 🙂\n\t", "VARCHAR"),
+                      (float("inf"), "DOUBLE"), (-0.1, "DOUBLE"), (1e-300, "DOUBLE"), (2**62, "BIGINT"),
+                      (True, "BOOLEAN"), (None, "INTEGER"), (["a'b", None, ""], "VARCHAR[]")]:
+        assert con.execute(f"SELECT {_literal(value, ty)}::{ty}").fetchone()[0] == value, (value, ty)
+    nan = con.execute(f"SELECT {_literal(float('nan'), 'DOUBLE')}").fetchone()[0]
+    assert nan != nan

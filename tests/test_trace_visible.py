@@ -13,13 +13,19 @@ SECRET = "payroll-rotation-key-7Q4Z"
 DOC = f"---\nid: payroll\ntitle: Payroll key rotation\n---\nRotate the payroll key with the code {SECRET} every month.\n"
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    """Browser A asked about its own upload (holding SECRET); browser B and the CLI asked the demo corpus."""
+@pytest.fixture(scope="module", params=["file", "team"])
+def db(tmp_path_factory, request):
+    """Browser A asked about its own upload (holding SECRET); browser B and the CLI asked the demo corpus. Once on
+    a DuckDB file, once on a team store (a DuckLake on the real PostgreSQL of tests/pgserver.py)."""
     tmp = tmp_path_factory.mktemp("visible")
     (tmp / "upload").mkdir()
     (tmp / "upload" / "payroll.md").write_text(DOC)
-    path = tmp / "traces.duckdb"
+    if request.param == "file":
+        path = tmp / "traces.duckdb"
+    else:
+        from conftest import new_team_store
+
+        path = new_team_store(request.getfixturevalue("pg_server"), tmp / "lake-data")
     mine = Session.open(load_corpus(tmp / "upload"), trace_db=path)
     a = mine.ask("How do I rotate the payroll key?", conversation_id="c-a", owner="browser:a")
     assert "payroll" in a.payload.sets.consulted and SECRET in a.record.answer + str(a.record.tool_calls)
@@ -36,7 +42,13 @@ PROBES = ["SELECT text FROM passages", "SELECT question, answer FROM turns", "SE
 
 
 def dump(db, sql: str, owner: str | None) -> str:
-    columns, rows, _ = TraceReader(db).user_query(sql, files=False, owner=owner)
+    from workbench.errors import ReadOnlyQueryError
+
+    try:
+        columns, rows, _ = TraceReader(db).user_query(sql, files=False, owner=owner)
+    except ReadOnlyQueryError as exc:  # a team store refuses query(): nothing read
+        assert "team store" in str(exc)
+        return ""
     return repr(rows)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,7 +136,11 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 def add_db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", metavar="FILE.duckdb",
-                   help="trace database (default: $WORKBENCH_DB, else <WORKBENCH_HOME>/traces.duckdb)")
+                   help="trace database (default: $WORKBENCH_DB, else <WORKBENCH_HOME>/traces.duckdb), or a team "
+                        "store: 'ducklake:postgres:<libpq connection string>' (docs/traces.md)")
+    p.add_argument("--data-path", metavar="FOLDER",
+                   help="a team store's Parquet files: a folder, a network share or s3://… (default: "
+                        "$WORKBENCH_DATA_PATH; needed when the store is created)")
 
 
 def add_trace_options(p: argparse.ArgumentParser) -> None:
@@ -149,8 +154,12 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 def db_path(args: argparse.Namespace):
-    """The trace database chosen by --db, else the default (`Settings.trace_db`)."""
+    """The trace database chosen by --db, else the default (`Settings.trace_db`). A --data-path is set as
+    $WORKBENCH_DATA_PATH for this process and its children (a typed query runs in one): where lake.py reads it."""
+    if getattr(args, "data_path", None):
+        from ..trace.lake import DATA_PATH_ENV
 
+        os.environ[DATA_PATH_ENV] = args.data_path
     return Path(args.db).expanduser() if getattr(args, "db", None) else settings_of(args).trace_db
 
 

@@ -19,10 +19,11 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..trace.lake import store_exists
     from ..trace.payloads import stored_payloads
 
     path = db_path(args)
-    if not path.exists():
+    if not store_exists(path):
         raise WorkbenchError(f"no trace database at {path}")
     for text in stored_payloads(path, run=args.run, conversation=args.conversation):
         sys.stdout.write(text + "\n")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..payload import Payload
 from .reader import TraceReader, as_reader
+from .lake import store_exists
 
 #: The kind of run (`runs.kind`) `collect` and `ingest` write.
 AUDIT_KIND = "audit"
@@ -26,7 +27,7 @@ MAX_TIMELINE_SPANS = 200
 def _audited(db: str | Path | TraceReader) -> TraceReader | None:
     """A reader of `db`, or None when it can hold no audited run: no file yet, or one from before m020."""
     reader = as_reader(db)
-    if not Path(reader.path).exists():
+    if not store_exists(reader.path):
         return None
     reader.check()
     return reader if reader.schema.has("audit_spans") else None

@@ -40,6 +40,8 @@ from typing import Callable, Iterator, TypeVar
 import duckdb
 
 from ..errors import TraceStoreError
+from .duck import NO_DOWNLOADS, TRACE_FILE_ONLY, duckdb_connect, sql_string  # noqa: F401 (their home for callers)
+from .lake import cursor, is_team_store
 
 T = TypeVar("T")
 
@@ -47,30 +49,21 @@ DEFAULT_TIMEOUT_S = 30.0
 YIELD_S = 0.25  # longest a writer waits for a queued reader before opening anyway
 _MARKER_FRESH_S = 1.0
 _HEADER_MAGIC_AT, _HEADER_MAGIC = 8, b"DUCK"  # every DuckDB database file: an 8-byte checksum, then "DUCK"
+#: Then the storage version (8 bytes), flags, and at byte 52 the version of the DuckDB library that created the
+#: file, e.g. b"v2.0.1", NUL-padded to 32 bytes (read from files DuckDB 1.5.5 and 2.0.1 wrote).
+_HEADER_WRITER_AT, _HEADER_WRITER_LEN = 52, 32
 # The writer's statements are small inserts: one thread, no ordering guarantee to keep (rows carry
 # their own position columns; ~10% less CPU per turn) and no query optimizer (an `INSERT … SELECT` of
 # the rows bound as a parameter has nothing to optimise, and the optimizer's passes cost ~0.25 ms a
 # statement: ~15% of a turn's write, measured in benchmarks/trace_write.py). The writer turns it back on for migrations and
 # its one lookup by turn_id (writer._optimized). Readers keep the defaults (every core, optimizer on).
-_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False, "enable_optimizer": False}
+_WRITER_CONFIG = {"threads": 1, "preserve_insertion_order": False}
+#: DuckDB 1.5 has the optimizer switch as a pragma of each connection (not a setting a config or a cursor
+#: inherits), so every writer connection and cursor sends it once opened.
+OPTIMIZER_OFF, OPTIMIZER_ON = "PRAGMA disable_optimizer", "PRAGMA enable_optimizer"
 # "unique file handle conflict": this process has the file open through another DuckDB instance
 # (e.g. a notebook's own `duckdb.connect`): wait for it like for another process.
 _LOCK_MARKERS = ("could not set lock", "conflicting lock", "different configuration", "unique file handle conflict")
-#: No connection the project opens downloads or loads an extension (no network at run time): a query
-#: naming an `https://` file fails with a message instead of fetching `httpfs` from the internet, and a
-#: SQLite file given as a trace database is refused instead of fetching `sqlite_scanner`. Every connection
-#: goes through `duckdb_connect`, which sets these whatever else it is given.
-NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-#: The app's trace explorer also reads nothing but the trace database (no `read_text('/etc/…')`).
-TRACE_FILE_ONLY = {**NO_DOWNLOADS, "enable_external_access": False}
-
-
-def duckdb_connect(path: str | Path = ":memory:", *, read_only: bool = False, config: dict | None = None):
-    """The one place the project opens a DuckDB database (trace files, the writer's in-memory host, the
-    schema docs, the benchmarks): `NO_DOWNLOADS` always, on top of `config`."""
-    return duckdb.connect(str(path), read_only=read_only, config={**(config or {}), **NO_DOWNLOADS})
-
-
 def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc).lower() for m in _LOCK_MARKERS)
 
@@ -90,6 +83,8 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
             return result
         except duckdb.Error as exc:
             if not is_lock_error(exc):
+                if _NEWER_FILE in str(exc).lower():
+                    raise _newer_file_error(path) from None
                 raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
             if read_only:
                 _touch(marker)
@@ -126,6 +121,32 @@ def _check_format(path: str) -> None:
                               "trace database file")
 
 
+#: DuckDB's words for a file whose storage version it cannot read (one written by a newer DuckDB).
+_NEWER_FILE = "trying to read a database file with version number"
+
+
+def _writer_version(path: str) -> str:
+    """The version of the DuckDB library that created the file at `path` (its header), or '' when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEADER_WRITER_AT + _HEADER_WRITER_LEN)
+    except OSError:
+        return ""
+    return head[_HEADER_WRITER_AT:].split(b"\0", 1)[0].decode("ascii", "replace").lstrip("v")
+
+
+def _newer_file_error(path: str) -> TraceStoreError:
+    """What to do with a file DuckDB refused as written by a newer version (2.x files, read by this 1.5 line,
+    which the project runs because the team store's extensions exist for it only: docs/design.md §13)."""
+    v = _writer_version(path) or "a newer version"
+    return TraceStoreError(
+        f"{path} was written by DuckDB {v}; the workbench runs DuckDB {duckdb.__version__}, which cannot read it. "
+        f"The way back: export it with the DuckDB that wrote it (`pip install duckdb=={v}` in another "
+        "environment, then run `EXPORT DATABASE 'traces-export' (FORMAT parquet)` on the file), then "
+        "`workbench store import traces-export --db NEW.duckdb` and use the new file (--db / WORKBENCH_DB); "
+        'docs/traces.md, "A trace file from DuckDB 2.x", has the commands. The file was left as it is.')
+
+
 def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
                     config: dict | None = None):
     """Connect, retrying while another process holds the file; raise TraceStoreError after `timeout`.
@@ -135,8 +156,11 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     path = str(path)
     _check_path(path, read_only)
     cfg = dict(config or {}) if read_only else _WRITER_CONFIG
-    return _retrying(path, read_only=read_only, timeout=timeout,
-                     attempt=lambda: duckdb_connect(path, read_only=read_only, config=cfg))
+    con = _retrying(path, read_only=read_only, timeout=timeout,
+                    attempt=lambda: duckdb_connect(path, read_only=read_only, config=cfg))
+    if not read_only:
+        con.execute(OPTIMIZER_OFF)
+    return con
 
 
 def _marker(path: str) -> Path:
@@ -194,7 +218,12 @@ def _in_process(path: str, timeout: float) -> Iterator[None]:
 @contextmanager
 def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TIMEOUT_S,
                config: dict | None = None) -> Iterator:
-    """`open_connection` as a context manager that always closes (releasing the file lock)."""
+    """`open_connection` as a context manager that always closes (releasing the file lock). On a team store
+    (lake.py), a cursor of the process's kept attachment: no lock to take turns on."""
+    if is_team_store(path):
+        with cursor(path, config) as con:
+            yield con
+        return
     with _in_process(str(path), timeout):
         con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
         try:
@@ -210,26 +239,27 @@ def _host():
     with _PATH_LOCKS_GUARD:
         if not _HOST or _HOST[0][0] != os.getpid():  # a forked child builds its own
             _HOST[:] = [(os.getpid(), duckdb_connect(":memory:", config=_WRITER_CONFIG))]
+            _HOST[0][1].execute(OPTIMIZER_OFF)
         return _HOST[0][1]
-
-
-def sql_string(value: str | Path) -> str:
-    """`value` as a SQL string literal, for the statements DuckDB cannot take a parameter in (ATTACH, COPY TO,
-    read_parquet's glob, COMMENT ON): single quotes doubled inside single quotes."""
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 @contextmanager
 def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator:
     """A read-write connection to the trace file: a cursor of this process's in-memory DuckDB with the
     file ATTACHed (and made the default catalog) for the duration; DETACHed on exit, which
-    checkpoints and releases the file lock."""
+    checkpoints and releases the file lock. On a team store, a cursor of the process's kept attachment."""
+    if is_team_store(path):
+        with cursor(path) as cur:
+            cur.execute(OPTIMIZER_OFF)
+            yield cur
+        return
     path = str(path)
     _check_path(path, read_only=False)
     alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
     with _in_process(path, timeout):
         cur = _host().cursor()
         try:
+            cur.execute(OPTIMIZER_OFF)
             _retrying(path, read_only=False, timeout=timeout,
                       attempt=lambda: cur.execute(f"ATTACH {sql_string(path)} AS {alias}; USE {alias}"))
             try:

@@ -35,13 +35,14 @@ from .audits import AUDIT_KIND
 from .history import OWNERS
 from .reader import TraceReader, as_reader
 from .spans import StoredTurn, read_stored_turns
+from .lake import store_exists
 
 
 def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
     """A reader of `db`, or None when it holds no conversations: no file yet, or one from before m012 (whose
     `turn_context` came with `turns.conversation_id`)."""
     reader = as_reader(db)
-    if not Path(reader.path).exists():
+    if not store_exists(reader.path):
         return None
     reader.check()
     return reader if reader.schema.has("turn_context") else None
@@ -217,7 +218,7 @@ def read_turn(db: str | Path | TraceReader, turn_id: str) -> Answer | None:
     """One stored turn whole, whatever its status (an audited turn opened on its own, `trace.audits`), without its
     history (the earlier turns are not read); None when the store has no such turn."""
     reader = as_reader(db)
-    if not Path(reader.path).exists():
+    if not store_exists(reader.path):
         return None
     reader.check()
     with reader.connect() as con:

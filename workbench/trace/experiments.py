@@ -22,6 +22,7 @@ from ..redact import recorded, redact_config
 from .audits import AUDIT_KIND
 from .reader import TraceReader, as_reader
 from .rows import to_json
+from .lake import store_exists
 
 
 class ExperimentError(WorkbenchError):
@@ -99,7 +100,7 @@ def experiment_config(provider: str, options: Mapping[str, Any] | None, **fields
 
 def has_experiments(reader: TraceReader) -> bool:
     """Whether the trace database has the experiment tables (migration m011); False when it does not exist yet."""
-    if not reader.path.exists():
+    if not store_exists(reader.path):
         return False
     reader.check()
     return reader.schema.has("experiments")

@@ -7,9 +7,13 @@ migration's transaction — so a failing migration leaves the database exactly a
 
 from __future__ import annotations
 
+import functools
+
 import duckdb
 
 from ..errors import TraceStoreError
+from .duck import sql_string
+from .lake import TOKENS_DDL, LakeMigration, execute_ddl, install_macros, is_lake
 from .schema import MIGRATIONS, Migration
 
 _MIGRATIONS_TABLE = """
@@ -77,15 +81,18 @@ def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "th
     done = set(check_trace_database(con, path))
     # Past that check, no migration applied means no `migrations` table (an empty one is refused there).
     todo = [m for m in migrations if m.name not in done]
+    lake = bool(todo) and is_lake(con)
+    run = functools.partial(execute_ddl, con) if lake else con.execute  # a team store: lake.py
     for m in todo:
         con.execute("BEGIN")
         try:
             if not done and m is todo[0]:  # with the first migration, so a failure leaves nothing behind
-                con.execute(_MIGRATIONS_TABLE)
-            con.execute(m.sql)
+                run(_MIGRATIONS_TABLE + (TOKENS_DDL if lake else ""))
+            run(m.sql)
             if m.python is not None:
-                m.python(con)
-            con.execute("INSERT INTO migrations VALUES (?, now())", [m.name])
+                m.python(LakeMigration(con) if lake else con)
+            # a literal: a bound parameter makes DuckDB 1.5 import pandas (writer._literal)
+            con.execute(f"INSERT INTO migrations VALUES ({sql_string(m.name)}, now())")
             con.execute("COMMIT")
         except BaseException as exc:
             try:
@@ -95,4 +102,6 @@ def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "th
             if isinstance(exc, duckdb.Error):
                 raise TraceStoreError(f"migration {m.name} failed on {path}, nothing of it was applied: {exc}") from None
             raise
+    if lake:
+        install_macros(con)
     return [m.name for m in todo]

@@ -23,6 +23,7 @@ from .history import Schema
 from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
 from .visible import others_in, visible_copy
+from .lake import check_typed_query, is_team_store, store_exists
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -169,6 +170,9 @@ class TraceReader:
         """`user_query`'s work inside its child process (isolated.py): DuckDB's memory and spilling bounded,
         the rows capped; with `owner`, over what that owner may see (visible.py)."""
         check_read_only(sql)
+        if is_team_store(self.path):  # a team store's typed query reads the store only (lake.py)
+            check_typed_query(sql)
+            files = False
         return self._run(sql, None, "capped", {**(NO_DOWNLOADS if files else TRACE_FILE_ONLY),
                                                **duckdb_limits(temp_directory)}, owner=owner)
 
@@ -194,7 +198,7 @@ class TraceReader:
 
     def find_run(self, *, run_id: str | None = None, run_key: str | None = None) -> dict[str, Any] | None:
         """The run with `run_id`, or the latest with `run_key`; None when absent (or no database yet)."""
-        if not self.path.exists():
+        if not store_exists(self.path):
             return None
         where, value = ("run_id = ?", run_id) if run_id is not None else ("run_key = ?", run_key)
         columns, rows = self.rows(f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT 1", [value])
@@ -203,7 +207,7 @@ class TraceReader:
     def stored_lines(self, run_id: str) -> list[tuple[int, str, str]]:
         """(line, turn_id, status) of every turn of eval run `run_id` stored with the line of the questions file
         it answered (`turn_lines`, m021), in the order written; empty for a run from before m021."""
-        if not self.path.exists():
+        if not store_exists(self.path):
             return []
         self.check()
         if not self.schema.has("turn_lines"):

@@ -14,6 +14,7 @@ from ..errors import WorkbenchError
 from ..terminal import all_visible
 from .reader import TraceReader, check_read_only
 from .writer import TraceWriter
+from .lake import store_exists
 
 #: The longest name and SQL text a saved query may have.
 MAX_QUERY_NAME_CHARS = 80
@@ -62,7 +63,7 @@ def save_query(db: str | Path, name: str, sql: str, *, by: str | None = None) ->
 def saved_queries(db: str | Path) -> list[SavedQuery]:
     """Every saved query, by name; none when there is no database yet, or it predates saved queries."""
     reader = TraceReader(db)
-    if not reader.path.exists():
+    if not store_exists(reader.path):
         return []
     reader.check()
     if not reader.schema.has("saved_queries"):

@@ -65,7 +65,7 @@ WITH sets AS (
     FROM sources s LEFT JOIN turns e ON e.turn_id = s.carried_from
     GROUP BY s.turn_id
 ), context AS (
-    SELECT turn_id, list(struct_pack(position := earlier_position, turn_id := earlier_turn_id, context := context)
+    SELECT turn_id, list(struct_pack("position" := earlier_position, turn_id := earlier_turn_id, context := context)
                          ORDER BY earlier_position) AS context
     FROM turn_context GROUP BY turn_id
 )
@@ -105,9 +105,9 @@ SELECT conversation_id,
        list(turn_id ORDER BY position, started_at) AS turn_ids,
        list(question ORDER BY position, started_at) AS questions,
        list(status ORDER BY position, started_at) AS statuses,
-       list(struct_pack(position := position, retrieved := retrieved, cited := cited, consulted := consulted)
+       list(struct_pack("position" := position, retrieved := retrieved, cited := cited, consulted := consulted)
             ORDER BY position, started_at) AS sets,
-       flatten(list(list_transform(carried_cited, lambda c: struct_pack(position := position, doc_id := c.doc_id,
+       flatten(list(list_transform(carried_cited, lambda c: struct_pack("position" := position, doc_id := c.doc_id,
                                                                         carried_from := c.carried_from,
                                                                         carried_position := c.carried_position))
                ORDER BY position, started_at)) AS carried_citations,

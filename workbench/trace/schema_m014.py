@@ -91,18 +91,18 @@ ORDER BY consulted_turns DESC, cited_read_turns DESC, retrieved_turns DESC, r.co
 _REPLACED_VIEWS = ("source_verdicts", "verification_summary")
 _COMMENTS = """
 SELECT view_name, NULL, comment FROM duckdb_views()
-WHERE database_name = current_database() AND list_contains(?, view_name) AND comment IS NOT NULL
+WHERE database_name = current_database() AND list_contains({names}, view_name) AND comment IS NOT NULL
 UNION ALL
 SELECT table_name, column_name, comment FROM duckdb_columns()
-WHERE database_name = current_database() AND list_contains(?, table_name) AND comment IS NOT NULL
+WHERE database_name = current_database() AND list_contains({names}, table_name) AND comment IS NOT NULL
 """
 
 
 def replace_keeping_comments(con, views, sql: str) -> None:
     """Run `sql`, which replaces `views`, keeping every comment those views and their columns had: DuckDB drops
     a view's comments when the view is replaced. m017 and m021 replace views the same way."""
-    names = list(views)
-    kept = con.execute(_COMMENTS, [names, names]).fetchall()
+    names = "[" + ", ".join(sql_string(v) for v in views) + "]"  # literals: a parameter imports pandas on DuckDB 1.5
+    kept = con.execute(_COMMENTS.format(names=names)).fetchall()
     con.execute(sql)
     for view, column, comment in kept:
         target = f"COLUMN {view}.{column}" if column else f"VIEW {view}"

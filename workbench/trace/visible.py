@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .connect import _retrying, duckdb_connect, sql_string
 from .history import OWNERS
+from .lake import attach, is_team_store
 from .migrate import migrate
 
 #: Tables copied whole: nobody's (questions files and their expectations) or the schema's own record.
@@ -62,8 +63,11 @@ def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
     con = duckdb_connect(":memory:", config={k: v for k, v in config.items() if k != "enable_external_access"})
     try:
         migrate(con, path=":memory:")
-        _retrying(str(path), read_only=True, timeout=timeout,
-                  attempt=lambda: con.execute(f"ATTACH {sql_string(path)} AS src (READ_ONLY)"))
+        if is_team_store(path):
+            attach(con, path, "src", read_only=True)
+        else:
+            _retrying(str(path), read_only=True, timeout=timeout,
+                      attempt=lambda: con.execute(f"ATTACH {sql_string(path)} AS src (READ_ONLY)"))
         try:
             _copy_rows(con, owner)
         finally:

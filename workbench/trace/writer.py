@@ -12,11 +12,13 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 
 from __future__ import annotations
 
-import functools
+import math
+import random
 import threading
 import time
 import uuid
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -27,7 +29,8 @@ from ..errors import ConversationMoved, TraceStoreError
 from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
-from .connect import write_connection
+from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
+from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -37,6 +40,9 @@ _MAX_RETRY_S = 30.0
 _PLACE_RETRIES = 3
 #: Positions kept for `TraceWriter.placed` (the oldest are forgotten: a batch never asks for them).
 _MAX_PLACED = 10_000
+#: Times a team store's write is run again after another writer's overlapping write committed first (lake.py,
+#: TOKENS_TABLE), each after a random wait of up to 2 ms × 2^try, at most `_LAKE_MAX_WAIT_S` (~20 s in all).
+_LAKE_RETRIES, _LAKE_MAX_WAIT_S = 100, 0.25
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 #: `runs.kind` of the turns the app's Compare page asks (one run per column of a job, `TraceWriter.new_run`): its
 #: columns' conversations are no conversation of the chat's (`conversations.list_conversations(skip_kinds=…)`).
@@ -50,7 +56,7 @@ def _rollback(con) -> None:
     except duckdb.Error:  # the failure came before BEGIN took effect: nothing to undo
         pass
     try:  # a failure between `_place` and the first insert left the optimizer on (the connection is reused)
-        con.execute("SET enable_optimizer = false")
+        con.execute(OPTIMIZER_OFF)
     except duckdb.Error:
         pass
 
@@ -58,21 +64,58 @@ def _rollback(con) -> None:
 @contextmanager
 def _optimized(con) -> Iterator[None]:
     """DuckDB's optimizer back on for a query that needs it (writer connections run without it)."""
-    con.execute("SET enable_optimizer = true")
+    con.execute(OPTIMIZER_ON)
     try:
         yield
     finally:
-        con.execute("SET enable_optimizer = false")
+        con.execute(OPTIMIZER_OFF)
 
 
-@functools.lru_cache(maxsize=None)
-def _insert_sql(name: str) -> str:
-    """One bulk insert into table `name`: one parameter per column, the column's values as a list; the lists
-    are unnested side by side into rows and matched to the table's columns by name."""
+def _literal(value: Any, ty: str) -> str:
+    """`value` as a DuckDB literal of type `ty` (one of the trace tables' column types, `tables.SCHEMAS`).
+
+    Why literals and not bound parameters: DuckDB 1.5's Python binding imports pandas (and with it pyarrow)
+    the first time it converts any bound value other than None (it checks each value against `pandas.NA`):
+    ~0.25 s of every traced `ask` process, for a turn whose write takes a few milliseconds. A string is
+    quoted with its quotes doubled (DuckDB's only escape in a standard string); a NUL, which no SQL string
+    can hold, is joined in with `chr(0)`."""
+    if value is None:
+        return "NULL"
+    if ty.endswith("[]"):
+        return "[" + ", ".join(_literal(v, ty[:-2]) for v in value) + "]"
+    if ty == "BOOLEAN":
+        return "true" if value else "false"
+    if ty in ("INTEGER", "BIGINT"):
+        return str(int(value))
+    if ty == "DOUBLE":
+        f = float(value)
+        return repr(f) if math.isfinite(f) else f"'{f}'::DOUBLE"
+    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    if "\x00" in text:
+        return "(" + " || chr(0) || ".join(sql_string(part) for part in text.split("\x00")) + ")"
+    return sql_string(text)
+
+
+#: The key of each table whose rows many turns share (rows.SHARED_TABLES): a row already stored is kept.
+SHARED_KEYS = {"runs": "run_id", "passages": "passage_id", "audit_spans": "span_key"}
+
+
+def _insert_sql(name: str, rows: list[Row], lake: bool = False) -> str:
+    """One bulk insert into table `name`: each column's values as one list literal, the lists unnested side by
+    side into rows and matched to the table's columns by name (`_literal` says why no parameters). A shared
+    table's row already stored is skipped: by its primary key in a file (INSERT OR IGNORE), by its key read in
+    the transaction on a team store, which has no keys (lake.py)."""
     t = SCHEMAS[name]
-    verb = "INSERT OR IGNORE" if name in SHARED_TABLES else "INSERT"
-    return (f"{verb} INTO {name} BY NAME SELECT "
-            + ", ".join(f'unnest(?::{ty}[]) AS "{col}"' for col, ty in zip(t.names, t.types)))
+    shared = name in SHARED_TABLES
+    if shared and lake:
+        rows = list({r[SHARED_KEYS[name]]: r for r in rows}.values())
+    values = ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
+                       for col, ty, values in zip(t.names, t.types, _columns(name, rows)))
+    if shared and lake:
+        key = SHARED_KEYS[name]
+        return (f"INSERT INTO {name} BY NAME SELECT * FROM (SELECT {values}) AS new "
+                f"WHERE new.{key} NOT IN (SELECT {key} FROM {name})")
+    return f"{'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME SELECT {values}"
 
 
 def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
@@ -85,17 +128,15 @@ def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
     return [[r.get(n) for r in rows] for n in names]
 
 
-def _insert(con, sql: str, columns: list[list[Any]]) -> None:
-    con.execute(sql, columns)
+def _insert(con, sql: str) -> None:
+    con.execute(sql)
 
 
 #: The last position of each conversation, read in the write transaction, with the optimizer on: the filter is then
 #: pushed into the scan (measured at 1M turns: 0.9 ms for one conversation, 1.8 ms for a list, 4–14 ms without).
-_LAST_POSITION = """BEGIN; SET enable_optimizer = true;
-SELECT conversation_id, max(position) FROM turns WHERE conversation_id = ? GROUP BY conversation_id"""
-_LAST_POSITIONS = """BEGIN; SET enable_optimizer = true;
-SELECT conversation_id, max(position) FROM turns
-WHERE conversation_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation_id"""
+#: The ids are literals, not parameters (`_literal`).
+_LAST_POSITIONS = """BEGIN; PRAGMA enable_optimizer;
+SELECT conversation_id, max(position) FROM turns WHERE conversation_id IN ({}) GROUP BY conversation_id"""
 
 
 def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
@@ -106,8 +147,7 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     `if_moved` is "raise" and another turn took its place: then `ConversationMoved` is raised and nothing is
     written. (A turn asked after turns the store does not have, whose writes failed, just takes the next place.)"""
     ids = sorted({r["conversation_id"] for r in turns})
-    read = con.execute(_LAST_POSITION, ids) if len(ids) == 1 else con.execute(_LAST_POSITIONS, [ids])
-    last = dict(read.fetchall())
+    last = dict(con.execute(_LAST_POSITIONS.format(", ".join(_literal(i, "VARCHAR") for i in ids))).fetchall())
     placed = []
     for r in turns:
         position = next_position([last.get(r["conversation_id"])])
@@ -118,16 +158,15 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     return placed
 
 
-def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[str, list[Row]]:
-    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(?::TYPE[]) AS col, …`
-    whose parameters are the table's columns as lists (BEGIN is sent with the first); then COMMIT.
+def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False) -> dict[str, list[Row]]:
+    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
+    with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
 
     Why this shape (measured, benchmarks/trace_write.py and benchmarks/traced_ask.py): each statement costs
     DuckDB ~0.5–1 ms here whatever its size, so a turn is one statement per table it touches; row-by-row
-    `executemany` is never used. Python lists bound as parameters are converted by DuckDB itself, while
-    scanning an Arrow table (the previous shape) made DuckDB import pandas (and the writer pyarrow): ~1 s of
-    a traced `ask` process. One list per column converts ~4× faster than one list of row structs
-    (`unnest(?::STRUCT(…)[])`), close to the Arrow scan once pandas is loaded.
+    `executemany` is never used. Scanning an Arrow table (an earlier shape) made DuckDB import pandas (and the
+    writer pyarrow): ~1 s of a traced `ask` process; so does, on DuckDB 1.5, binding any parameter (`_literal`).
+    One list per column converts ~4× faster than one list of row structs.
 
     Conversation turns are placed first (`_place`: one more statement, which opens the transaction); the rows
     as written are returned.
@@ -141,14 +180,30 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append") -> dict[s
     if talk:
         placed = iter(_place(con, talk, if_moved))
         rows = {**rows, "turns": [next(placed) if r.get("conversation_id") is not None else r for r in rows["turns"]]}
-        begin = "SET enable_optimizer = false; "
+        begin = OPTIMIZER_OFF + "; "
+    todo = rows
+    if lake:  # keyed by DuckLake's conflict detection (lake.TOKENS_TABLE): a turn already stored is skipped
+        stored = _claim(con, begin, [r["turn_id"] for r in rows.get("turns", ())])
+        todo = {name: [r for r in rs if r.get("turn_id") not in stored] for name, rs in rows.items()} if stored else rows
+        begin = ""
     for name in tables:
-        r = rows.get(name)
+        r = todo.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name), _columns(name, r))
+            _insert(con, begin + _insert_sql(name, r, lake))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
+
+
+def _claim(con, begin: str, turn_ids: list[str]) -> set[str]:
+    """On a team store: update the write token (lake.WRITE_TOKEN: another write that overlaps this one cannot
+    also commit) and return which of `turn_ids` are already stored, both in the transaction."""
+    if not turn_ids:
+        con.execute(begin + WRITE_TOKEN)
+        return set()
+    ids = ", ".join(_literal(t, "VARCHAR") for t in turn_ids)
+    return {t for (t,) in con.execute(f"{begin}{WRITE_TOKEN}; SELECT turn_id FROM turns WHERE turn_id IN ({ids})")
+            .fetchall()}
 
 
 class TraceWriter:
@@ -156,6 +211,7 @@ class TraceWriter:
 
     def __init__(self, path: str | Path, *, timeout: float | None = None):
         self.path = Path(path)
+        self._lake = is_team_store(path)  # a team store (lake.py): no keys, so shared rows are inserted by key
         self.timeout = timeout if timeout is not None else lock_timeout()
         self._written_runs: set[str] = set()
         self._new_runs: dict[str, Row] = {}  # run_id → `runs` row, written with the run's first turn
@@ -381,19 +437,27 @@ class TraceWriter:
         # Their INSERT OR IGNORE costs ~1.5 ms a turn even when nothing is new (benchmarks/README.md).
         passages = {p["passage_id"]: p for p in rows.get("passages", ()) if p["passage_id"] not in self._passages}
         rows = {**rows, "passages": list(passages.values())}
-        for attempt in range(_PLACE_RETRIES + 1):
+        attempt = lost = 0
+        while True:
             try:
-                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved)
+                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
                 break
             except duckdb.ConstraintException as exc:
                 _rollback(con)
-                if "position" in str(exc) and "turn_id" not in str(exc) and attempt < _PLACE_RETRIES:
+                attempt += 1
+                if "position" in str(exc) and "turn_id" not in str(exc) and attempt <= _PLACE_RETRIES:
                     continue  # the place was taken between the read and the insert: read the next free one again
                 if strict:
                     raise
                 if "Duplicate key" in str(exc) and "turn_id" in str(exc):
                     return  # the same turn written twice (e.g. a retried flush): it is already complete
                 raise TraceStoreError(f"could not write turn to {self.path}: {exc}") from None
+            except duckdb.Error as exc:  # a team store: another write came first
+                _rollback(con)
+                if not (self._lake and lost_to_another_writer(exc)) or lost >= _LAKE_RETRIES:
+                    raise
+                lost += 1
+                time.sleep(random.uniform(0, min(_LAKE_MAX_WAIT_S, 0.002 * 2 ** lost)))
             except BaseException:
                 _rollback(con)
                 raise

@@ -25,6 +25,7 @@ from ..config import default_db_path
 from ..paths import DEFAULT_STORE
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
+from ..trace.lake import store_exists
 from . import audited, audited_runs
 from .tables import shown
 
@@ -41,7 +42,7 @@ def turn_link(store: str) -> str:
 
 def show(db: str | None, store: str = DEFAULT_STORE) -> None:
     path = Path(db or default_db_path())
-    if not path.exists():
+    if not store_exists(path):
         st.info(escape_markdown(f"The trace store {store!r} has no database yet ({path}): run")
                 + " `workbench eval QUESTIONS.jsonl --name NAME` (docs/experiments.md).")
         return

@@ -13,6 +13,7 @@ from ..config import default_db_path
 from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render.escaping import display_text, display_value, escape_markdown
 from ..text import spreadsheet_cell
+from ..trace.lake import store_exists
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def _query(path: str, sql: str, user: bool, version: tuple, owner: str | None = 
     from ..trace import TraceReader
 
     reader = TraceReader(path)
-    if not reader.path.exists():
+    if not store_exists(reader.path):
         return QueryResult(None, "info", f"No trace database at {reader.path} yet: ask a question on the chat page "
                                          "(every turn is traced) or run `workbench ask …`.")
     try:
@@ -91,7 +92,7 @@ def _own_turns(path: str, owner: str, version: tuple) -> QueryResult:
     from ..trace.history import OWNERS
 
     reader = TraceReader(path)
-    if not reader.path.exists():
+    if not store_exists(reader.path):
         return QueryResult(None, "info", "No turns yet: ask a question on the chat page.")
     try:
         reader.check()

@@ -1,0 +1,174 @@
+"""The team store (a DuckLake on PostgreSQL) beside the file store, in the same run (issue 39 item 8).
+
+    .venv/bin/python benchmarks/team_store.py [--turns 30] [--writers 1 4 8] [--spans 400]
+
+Starts its own PostgreSQL (tests/pgserver.py: Debian's PostgreSQL 15 as the `postgres` user, a temporary folder,
+a free port; SKIP when absent). For each store, a new one (a DuckDB file; a DuckLake on a new PostgreSQL
+database with a local data folder), migrated before timing, then:
+
+- turns/s with 1, 4 and 8 writer processes, each logging `--turns` turns (one transaction each, as `ask` does;
+  every turn its own conversation-less turn with 5 retrieved items), all started together: total turns / the
+  wall time from the start signal to the last process's last commit;
+- an `ask` process's wall time, idle and while an analyst's ~12 s query runs in another process (`workbench sql`,
+  every `turns` row crossed with a range, sized to run ~12 s here): the file store's reader holds the file, the team store's does not;
+- spans/s with 2 processes each storing `--spans` spans in batches of 20 (what `collect` does per request, without
+  the HTTP part: `TraceWriter.log_spans`).
+
+Printed as a markdown table; the machine's load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+WRITER = r"""
+import os, sys, time, uuid
+from pathlib import Path
+from workbench.provenance import sources_payload
+from workbench.trace.writer import TraceWriter
+from workbench.types import ResultItem, ToolCall, TurnRecord
+
+store, gate, kind, n = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+w = TraceWriter(store)
+w.prepare()
+(gate / f"ready-{os.getpid()}").touch()
+while not (gate / "go").exists():
+    time.sleep(0.001)
+if kind == "turns":
+    for i in range(n):
+        call = ToolCall("search", "snippet", {"query": f"q{i}"},
+                        tuple(ResultItem(f"doc-{j}", f"Doc {j}", rank=j + 1, score=1.0, chunk_index=0, snippet=f"s{j}")
+                              for j in range(5)))
+        rec = TurnRecord(question=f"q{i} {os.getpid()}", answer="See [Doc 1](doc-1).", tool_calls=(call,),
+                         turn_id=uuid.uuid4().hex, config={"provider": "offline"}, started_at="2024-05-01T10:00:00+00:00")
+        w.log_turn(rec, sources_payload(rec))
+else:
+    for b in range(0, n, 20):
+        w.log_spans([{"span_key": uuid.uuid4().hex, "trace_id": "t", "span_id": uuid.uuid4().hex[:16], "name": "llm",
+                      "span_json": "{}"} for _ in range(20)])
+print(time.time(), flush=True)
+"""
+
+
+def _env(store_env: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, **store_env, "PYTHONPATH": str(ROOT)}
+
+
+def _race(store: str, env: dict[str, str], procs: int, kind: str, n: int) -> float:
+    """Items per second of `procs` processes writing `n` items each, started together."""
+    with tempfile.TemporaryDirectory() as gate:
+        ps = [subprocess.Popen([sys.executable, "-c", WRITER, store, gate, kind, str(n)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(procs)]
+        while len(list(Path(gate).glob("ready-*"))) < procs:
+            if any(p.poll() is not None for p in ps):
+                raise SystemExit("a writer died: " + next(p.stderr.read() for p in ps if p.poll() is not None))
+            time.sleep(0.005)
+        start = time.time()
+        (Path(gate) / "go").touch()
+        ends = []
+        for p in ps:
+            out, err = p.communicate(timeout=1800)
+            if p.returncode:
+                raise SystemExit(f"a writer failed: {err[-1500:]}")
+            ends.append(float(out.split()[-1]))
+    return procs * n / (max(ends) - start)
+
+
+def _ask(store: str, env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "How do I configure SSO?", "--db", store],
+                       env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    if r.returncode:
+        raise SystemExit(f"ask failed: {r.stderr[-1500:]}")
+    return time.perf_counter() - t
+
+
+def _query(size: int) -> str:
+    return (f"SELECT count(*) FROM turns t, range({size}) r "
+            "WHERE hash(r.range + length(t.question) + length(t.answer)) % 1000003 = 0")
+
+
+def _analyst(store: str, env: dict[str, str], size: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "workbench", "sql", _query(size), "--db", store, "--timeout", "60"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def _query_size(store: str, env: dict[str, str], seconds: float) -> int:
+    """The range() size that makes the analyst's query take about `seconds` here, now (measured, then scaled)."""
+    size = 20_000
+    while True:
+        t = time.perf_counter()
+        _analyst(store, env, size).communicate(timeout=600)
+        took = time.perf_counter() - t
+        if took > 2.0:
+            return int(size * seconds / took)
+        size *= 4
+
+
+def _ask_during_query(store: str, env: dict[str, str], size: int) -> tuple[float, float]:
+    """(an ask's wall time while the analyst's query runs, the query's own wall time)."""
+    t = time.perf_counter()
+    analyst = _analyst(store, env, size)
+    time.sleep(1.5)  # the analyst's process has started its query (benchmark pacing, not a test)
+    asked = _ask(store, env)
+    analyst.communicate(timeout=600)
+    return asked, time.perf_counter() - t
+
+
+def _measure(label: str, store: str, env: dict[str, str], args) -> dict:
+    row = {"store": label}
+    _ask(store, env)  # created, migrated, one turn
+    for procs in args.writers:
+        row[f"turns/s, {procs} writers"] = _race(store, env, procs, "turns", args.turns)
+    row["spans/s, 2 collectors"] = _race(store, env, 2, "spans", args.spans)
+    idle = sorted(_ask(store, env) for _ in range(3))[1]
+    row["ask idle (s)"] = idle
+    asked, query = _ask_during_query(store, env, _query_size(store, env, args.query_seconds))
+    row["ask during query (s)"], row["analyst query (s)"] = asked, query
+    return row
+
+
+def main() -> None:
+    import pgserver
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=30)
+    ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 8])
+    ap.add_argument("--spans", type=int, default=400)
+    ap.add_argument("--query-seconds", type=float, default=12.0, help="how long the analyst's query runs")
+    args = ap.parse_args()
+    reason = pgserver.available()
+    if reason:
+        print(f"SKIP: {reason}")
+        return
+    print("load average before:", os.getloadavg())
+    server = pgserver.Server().start()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows.append(_measure("file", str(Path(tmp) / "t.duckdb"), _env({}), args))
+            lake = "ducklake:postgres:" + server.create_database("bench")
+            rows.append(_measure("team (DuckLake on PostgreSQL 15)", lake,
+                                 _env({"WORKBENCH_DATA_PATH": str(Path(tmp) / "lake")}), args))
+    finally:
+        server.stop()
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---|" * len(keys))
+    for r in rows:
+        print("| " + " | ".join(v if isinstance(v, str) else f"{v:.2f}" for v in r.values()) + " |")
+    print("load average after:", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
