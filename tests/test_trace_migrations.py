@@ -123,18 +123,6 @@ def test_m009_adds_ablations_and_its_views_read_old_turns_as_unverified(tmp_path
     assert con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'doc_usage'").fetchone()[0]
 
 
-def _schema(con) -> dict:
-    """Everything a migration defines: columns (type, nullability, default, comment), views and their
-    SQL and comments, table comments."""
-    columns = con.execute("SELECT table_name, column_index, column_name, data_type, is_nullable, column_default, "
-                          "comment FROM duckdb_columns() WHERE NOT internal ORDER BY ALL").fetchall()
-    tables = con.execute("SELECT table_name, comment, sql FROM duckdb_tables() WHERE NOT internal ORDER BY ALL").fetchall()
-    views = con.execute("SELECT view_name, comment, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL").fetchall()
-    # DuckDB 1.5 renders one lambda two ways (`lambda c: …` or `c -> …`) depending on when the view was last loaded
-    views = [(name, comment, re.sub(r"\((\w+) -> ", r"(lambda \1: ", sql)) for name, comment, sql in views]
-    return {"columns": columns, "tables": tables, "views": views}
-
-
 def test_a_fresh_database_and_an_upgrade_from_each_migration_are_the_same(tmp_path):
     fresh = duckdb.connect(str(tmp_path / "fresh.duckdb"))
     migrate(fresh)
@@ -231,21 +219,13 @@ def _schema(con) -> dict:
                    "WHERE NOT internal AND function_type IN ('macro', 'table_macro') ORDER BY ALL",
          "indexes": "SELECT index_name, table_name, sql FROM duckdb_indexes() ORDER BY ALL",
          "constraints": "SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() ORDER BY ALL"}
-    return {k: con.execute(sql).fetchall() for k, sql in q.items()}
-
-
-def test_a_fresh_database_and_an_upgrade_from_m001_have_the_same_schema(tmp_path):
-    fresh = duckdb.connect(str(tmp_path / "fresh.duckdb"))
-    migrate(fresh)
-    old = duckdb.connect(str(tmp_path / "old.duckdb"))
-    migrate(old, MIGRATIONS[:1])
-    old.close()
-    old = duckdb.connect(str(tmp_path / "old.duckdb"))
-    migrate(old)
-    a, b = _schema(fresh), _schema(old)
-    assert a["views"] and a["macros"] and a["columns"]
-    for kind in a:
-        assert a[kind] == b[kind], kind
+    out = {k: con.execute(sql).fetchall() for k, sql in q.items()}
+    # DuckDB 1.5 renders one lambda several ways (`(lambda c: …)`, `(c -> …)`, `c -> …`) depending on when the view
+    # was last loaded: the views' and macros' SQL compared in one form, without the parentheses the renderings differ by
+    for k in ("views", "macros"):
+        out[k] = [(*row[:-2], *(re.sub(r"[()]", "", re.sub(r"lambda (\w+): ", r"\1 -> ", v)) if isinstance(v, str) else v
+                                for v in row[-2:])) for row in out[k]]
+    return out
 
 
 def _imports(path: Path):

@@ -89,7 +89,10 @@ def _literal(value: Any, ty: str) -> str:
         return str(int(value))
     if ty == "DOUBLE":
         f = float(value)
-        return repr(f) if math.isfinite(f) else f"'{f}'::DOUBLE"
+        if not math.isfinite(f):
+            return f"'{f}'::DOUBLE"
+        text = repr(f)  # the shortest text that reads back as `f`; with an exponent DuckDB reads it as a DOUBLE
+        return text if "e" in text else text + "e0"  # (a plain decimal literal is a DECIMAL first: an ulp off)
     text = value.isoformat() if isinstance(value, datetime) else str(value)
     if "\x00" in text:
         return "(" + " || chr(0) || ".join(sql_string(part) for part in text.split("\x00")) + ")"
