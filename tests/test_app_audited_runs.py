@@ -45,7 +45,7 @@ def test_an_audited_run_whose_citations_were_all_rejected_reads_as_one_that_cite
     at = _experiments()
     assert not at.exception, at.exception
     runs = next(d.value for d in at.dataframe if "scored as" in d.value.columns)
-    assert list(runs["scored as"]) == ["not scored (no --questions)"], "no literal None"
+    assert list(runs["scored as"]) == ["not scored (no `--questions`)"], "no literal None"
     assert list(runs["avg cited"]) == [0] and list(runs["rejected citations"]) == [1]
     assert list(runs.columns).index("rejected citations") == list(runs.columns).index("avg cited") + 1, "beside it"
     assert any("every one was rejected" in w.value for w in at.warning), [w.value for w in at.warning]

@@ -23,6 +23,13 @@ from test_experiments import _independent
 from workbench.cli import main
 
 
+@pytest.fixture(autouse=True)
+def _whole_tables(monkeypatch):
+    """These tests read whole tables, as a script reading a pipe does: no `COLUMNS` (pytest-xdist's workers set it
+    to 80) asks the tables to be fitted to a terminal (commands/_table.py, `terminal_width`)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def _write(path, lines):
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path

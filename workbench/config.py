@@ -81,6 +81,12 @@ def env(name: str, default: str | None = None) -> str | None:
     return _stripped(os.environ, name, default)
 
 
+def set_env(name: str, value: str) -> None:
+    """Set the environment variable `name` for this process and the processes it starts (a setting given on the
+    command line that a child process reads, e.g. `--data-path`)."""
+    os.environ[name] = value
+
+
 def _stripped(environ: Mapping[str, str], name: str, default: str | None) -> str | None:
     value = (environ.get(name) or "").strip()
     return value or default

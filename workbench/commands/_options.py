@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings
+from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, MAX_CONTEXT_TURNS, MAX_K, MAX_WAIT_SECONDS, Settings, set_env
 from ..errors import WorkbenchError
 from ..providers import declared, provider_names
 from ..providers.options import check_options, parse_option
@@ -159,7 +158,7 @@ def db_path(args: argparse.Namespace):
     if getattr(args, "data_path", None):
         from ..trace.lake import DATA_PATH_ENV
 
-        os.environ[DATA_PATH_ENV] = args.data_path
+        set_env(DATA_PATH_ENV, args.data_path)
     return Path(args.db).expanduser() if getattr(args, "db", None) else settings_of(args).trace_db
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import sys
 import textwrap
 from datetime import date, datetime
 from typing import Any, TextIO
 
+from ..config import env
 from ..terminal import neutralize
 from ..text import spreadsheet_cell
 
@@ -75,7 +75,7 @@ def _expanded(columns: list[str], cells: list[list[str]], total: int, out: TextI
 def terminal_width(out: TextIO) -> int | None:
     """The width to fit output to: `COLUMNS` when set, else the terminal's when `out` is one; None when it is a pipe
     or a file (a script reads the whole table, as it did before tables were fitted; `--json` is the machines')."""
-    if os.environ.get("COLUMNS", "").isdigit():
+    if (env("COLUMNS") or "").isdigit():
         return shutil.get_terminal_size().columns
     try:
         return shutil.get_terminal_size().columns if out.isatty() else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import WorkbenchError
 from ._options import add_db_option, db_path
 
 
@@ -35,7 +36,6 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_maintain(args: argparse.Namespace) -> int:
-    from ..errors import WorkbenchError
     from ..trace.lake import KEEP_SNAPSHOT_DAYS, is_team_store, maintain
 
     db = db_path(args)

@@ -143,7 +143,7 @@ def _newer_file_error(path: str) -> TraceStoreError:
         f"{path} was written by DuckDB {v}; the workbench runs DuckDB {duckdb.__version__}, which cannot read it. "
         f"The way back: export it with the DuckDB that wrote it (`pip install duckdb=={v}` in another "
         "environment, then run `EXPORT DATABASE 'traces-export' (FORMAT parquet)` on the file), then "
-        "`workbench store import traces-export --db NEW.duckdb` and use the new file (--db / WORKBENCH_DB); "
+        "`workbench store import traces-export --db NEW.duckdb` and use the new file (`--db` or WORKBENCH_DB); "
         'docs/traces.md, "A trace file from DuckDB 2.x", has the commands. The file was left as it is.')
 
 

@@ -16,10 +16,13 @@ named `postgres_scanner.duckdb_extension`, so each is linked under its DuckDB na
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import random
 import re
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -27,7 +30,7 @@ from typing import Iterator
 import duckdb
 
 from ..config import env
-from ..errors import TraceStoreError
+from ..errors import ReadOnlyQueryError, TraceStoreError
 from .duck import NO_DOWNLOADS, duckdb_connect, sql_string
 
 PREFIX = "ducklake:postgres:"
@@ -166,9 +169,6 @@ def _function_names(tree) -> Iterator[str]:
 
 def check_typed_query(sql: str) -> None:
     """Refuse a typed query (already checked read-only) that calls a function reaching past the store's tables."""
-    import json
-
-    from ..errors import ReadOnlyQueryError
 
     con = duckdb_connect()
     try:
@@ -351,9 +351,6 @@ def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, i
     """DuckLake's upkeep of a team store, each step its own transaction (safe while writers run: a step that loses
     to a writer's commit is run again): rows inlined in the catalog written out as Parquet, small adjacent files
     merged, snapshots older than `keep_days` expired and the files only they used deleted. Returns what each did."""
-    import random
-    import time
-
     older = f"older_than => now() - INTERVAL {int(keep_days)} DAY"
     steps = {"flushed_tables": f"CALL ducklake_flush_inlined_data('{ALIAS}')",
              "merged": f"CALL ducklake_merge_adjacent_files('{ALIAS}')",
