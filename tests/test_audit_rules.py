@@ -571,6 +571,33 @@ def test_an_earlier_turn_not_re_sent_is_dropped(shape):
     assert [(r.target, r.reason) for r in t.payload.rejected_citations] == [(A, "not_in_context")]
 
 
+@ALL
+def test_a_follow_up_holds_each_earlier_turn_as_it_was_recorded_and_no_chain_of_histories(shape):
+    """Issue 42 item 2: an earlier turn is its record wrapped (`Earlier`), not its fields copied into a new record."""
+    first = _turn1(shape)
+    second = turn(shape, [Msg("user", Q2)], "Copy the ACS URL.", trace="t2", earlier=[first.earlier], session="s1")
+    third = turn(shape, [Msg("user", "And SCIM?")], "Turn it on.", trace="t3", earlier=[first.earlier, second.earlier],
+                 session="s1")
+    h1, h2 = third.record.history
+    for h, t in ((h1, first), (h2, second)):
+        assert (h.record.turn_id, h.record.question, h.record.answer, h.record.tool_calls, h.record.model_calls,
+                h.record.config, h.position) == (t.record.turn_id, t.record.question, t.record.answer,
+                                                  t.record.tool_calls, t.record.model_calls, t.record.config,
+                                                  t.record.position)
+    assert second.record.history and h2.record.history == ()  # the collector keeps no chain back to the first turn
+
+
+@ALL
+def test_an_earlier_turns_numbered_blocks_do_not_take_a_follow_ups_numbers(shape):
+    """Each prompt numbers its blocks anew: the follow-up's `[1]` is its own block 1, not the earlier turn's."""
+    first = turn(shape, [Msg("user", f"Context:\n[1] {TEXT_A}\nQuestion: {Q}")], "Paste the metadata [1].",
+                 retriever("t1", [(A, "SSO setup", TEXT_A)], start=1), trace="t1", session="s1")
+    assert first.payload.sets.cited == (A,) and first.record.excerpts
+    t = turn(shape, [Msg("user", f"Context:\n[1] {TEXT_B}\nQuestion: {Q2}")], "Copy the ACS URL [1].",
+             retriever("t2", [(B, "Okta", TEXT_B)], start=1), trace="t2", earlier=[first.earlier], session="s1")
+    assert t.payload.sets.cited == (B,) and t.payload.rejected_citations == ()
+
+
 # --- unauditable ----------------------------------------------------------------------------------------------
 
 

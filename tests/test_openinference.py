@@ -20,7 +20,7 @@ from workbench.cli import main
 from workbench.session import Session
 from workbench.trace import live
 from workbench.trace.rows import run_row, turn_rows
-from workbench.trace.spans import (StoredTurn, span_id_of, stored_turns, to_ns, trace_id_of, turn_spans)
+from workbench.trace.spans import (TurnRows, span_id_of, stored_turns, to_ns, trace_id_of, turn_spans)
 
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
 
@@ -268,7 +268,7 @@ def test_live_rows_give_exactly_the_spans_a_replay_gives(tmp_path):
         if "runs" in rows:  # the writer announces a run's row with its first turn; live export reads it otherwise
             runs[rows["runs"][0]["run_id"]] = rows["runs"][0]
         (turn,) = rows["turns"]
-        assert turn_spans(StoredTurn.from_rows(rows, runs[turn["run_id"]])) == replay[a.payload.turn_id]
+        assert turn_spans(TurnRows.from_rows(rows, runs[turn["run_id"]])) == replay[a.payload.turn_id]
 
 
 def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run(tmp_path):
@@ -283,7 +283,7 @@ def test_a_conversations_turns_share_its_session_and_a_single_turn_keeps_its_run
     replay = spans_by_turn(db)
     for rows, answer in zip(seen, (first, second, single)):
         (turn,) = rows["turns"]
-        live_root = turn_spans(StoredTurn.from_rows(rows))[0]
+        live_root = turn_spans(TurnRows.from_rows(rows))[0]
         root = replay[answer.payload.turn_id][0]
         assert root.attributes["session.id"] == live_root.attributes["session.id"]
         meta = json.loads(root.attributes["metadata"])
@@ -469,7 +469,7 @@ def test_who_asked_is_stored_and_exported_as_user_id(tmp_path):
         ("ana@example.com", "user:ana@example.com")
     assert row(db, "SELECT user_id, owner FROM turns WHERE turn_id = ?", [anonymous.payload.turn_id]) == (None, None)
     replay = spans_by_turn(db)
-    live_roots = [turn_spans(StoredTurn.from_rows(rows))[0] for rows in seen]
+    live_roots = [turn_spans(TurnRows.from_rows(rows))[0] for rows in seen]
     assert replay[signed.payload.turn_id][0].attributes["user.id"] == "ana@example.com"
     assert live_roots[0].attributes["user.id"] == "ana@example.com"
     assert "user.id" not in replay[anonymous.payload.turn_id][0].attributes

@@ -30,24 +30,34 @@ SOURCE = "openinference"
 _MAX_EXCERPTS = 1000  # numbered blocks read from a prompt, and excerpts a turn's `[n]` may name (docs/security.md)
 
 
-@dataclass(frozen=True, slots=True)
-class Earlier:
-    """What a later turn of the same conversation needs of an earlier one."""
-
-    turn_id: str
-    position: int
-    question: str
-    answer: str
-    tool_calls: tuple[ToolCall, ...]
-    shown: tuple[str, ...]  # normalised contents of its units that reached its model
-
-
 @dataclass(frozen=True)
 class AuditedTurn:
+    """One audited turn: its record and sources payload (as `answer.Answer` holds a native turn's), plus the one
+    thing only the audit measures of it, `shown`: the normalised contents of its units that reached its model, by
+    which a later turn's prompt is searched for it (its context state, module docstring)."""
+
     record: TurnRecord
     payload: Payload
-    session: str | None
-    earlier: Earlier
+    shown: tuple[str, ...] = ()
+
+    @property
+    def earlier(self) -> Earlier:
+        """This turn as the later turns of its conversation need it (what the collector keeps per session)."""
+        return Earlier(dataclasses.replace(self.record, excerpts=(), history=()), self.shown)
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """An earlier turn of an audited conversation: its record, wrapped (it becomes a later turn's
+    `HistoryTurn.record` as it is), with `shown` (`AuditedTurn.shown`). The record leaves out two things. Its
+    excerpts: each prompt numbers its blocks anew, so an earlier turn's `[n]` names a block of its own prompt, not
+    one of a conversation's continued numbers (docs/design.md §11 rule 4); its documents stay in its tool calls.
+    Its own history: the collector keeps a session's last `MAX_EARLIER_TURNS` turns, and through their histories
+    it would keep every turn before them (so `HistoryTurn.prior_context` is empty: the states of the later turn
+    are used, docs/design.md §11)."""
+
+    record: TurnRecord
+    shown: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,7 +85,8 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     session = session_of(spans)
     question = question_of(spans, final)
     trace_id = spans[0].trace_id
-    base = _base(spans, calls, final, question, run, session, earlier[-1].position + 1 if earlier else 1, trace_id)
+    position = (earlier[-1].record.position or len(earlier)) + 1 if earlier else 1
+    base = _base(spans, calls, final, question, run, session, position, trace_id)
     if resolver.corpus is not None:  # the corpus the turn was audited against: Document usage counts it there
         base = dataclasses.replace(base, config={**base.config, "corpus_id": resolver.corpus.corpus_id,
                                                  "corpus_hash": resolver.corpus.content_hash})
@@ -89,7 +100,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
         unjudged = tuple(dict.fromkeys(c.target for c in extract_citations(record.answer, "excerpts")))
         payload = dataclasses.replace(sources_payload(record),
                                       audit=dataclasses.replace(audit, reason=reason, unjudged_citations=unjudged))
-        return AuditedTurn(record, payload, session, Earlier(base.turn_id, base.position or 1, question, final.answer, (), ()))
+        return AuditedTurn(record, payload)
     parts = [(k, c, _own_part(c.inputs)) for k, c in enumerate(calls, start=1)]
     docs = _documents(turn_calls(spans, parts), resolver)
     shown_contents = [normalize(u.content) for us in docs.units.values() for u in us]
@@ -105,8 +116,7 @@ def audit_trace(spans: list[Span], resolver: Resolver, *, run: str, earlier: lis
     audit = dataclasses.replace(audit, not_shown=tuple(d for d, s in seen.items() if s is None), evidence=evidence)
     shown = tuple(dict.fromkeys(normalize(u.content) for d, s in seen.items() if s is not None
                                 and s.exposure != "title" for u in docs.units[d] if u.content.strip()))
-    return AuditedTurn(record, dataclasses.replace(payload, audit=audit), session,
-                       Earlier(base.turn_id, base.position or 1, question, final.answer or "", tool_calls, shown))
+    return AuditedTurn(record, dataclasses.replace(payload, audit=audit), shown)
 
 
 def turn_id_for(trace_id: str) -> str:
@@ -234,9 +244,8 @@ def _history(e: Earlier, final: SpanCall) -> HistoryTurn:
     before = " ".join(searchable(m.content) for m in final.inputs[:start] if m.content and m.role != "system")
     if e.shown and any(c in before for c in e.shown):
         context = "full"
-    elif e.answer and normalize(e.answer) in before:
+    elif e.record.answer and normalize(e.record.answer) in before:
         context = "answer"
     else:
         context = "dropped"
-    return HistoryTurn(record=TurnRecord(question=e.question, answer=e.answer, turn_id=e.turn_id, tool_calls=e.tool_calls),
-                       context=context, position=e.position)
+    return HistoryTurn(record=e.record, context=context, position=e.record.position)

@@ -22,11 +22,13 @@ from .sessions import audited_session
 
 @dataclass(frozen=True, slots=True)
 class RunTurn:
-    """What matching needs of one turn of the run, in the run's order (position, then start time)."""
+    """What matching needs of one turn of the run, in the run's order (position, then start time): not a turn type,
+    three columns of its `turns` row (`trace.reader.run_turns`), its conversation named by the session alone
+    (`sessions.session_in`), as a questions file names it."""
 
     turn_id: str
     question: str
-    conversation_id: str | None = None
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +54,9 @@ def match_turns(questions: Sequence[Question], turns: Sequence[RunTurn]) -> Matc
     """Which turns answered which lines (module docstring); `turns` in the run's order."""
     by_session: dict[str, list[RunTurn]] = {}
     for t in turns:
-        if t.conversation_id is not None:
-            by_session.setdefault(t.conversation_id, []).append(t)
-    opening = {id(t) for t in turns if t.conversation_id is None or by_session[t.conversation_id][0] is t}
+        if t.session is not None:
+            by_session.setdefault(t.session, []).append(t)
+    opening = {id(t) for t in turns if t.session is None or by_session[t.session][0] is t}
     by_text: dict[str, list[RunTurn]] = {}
     for t in turns:
         if id(t) in opening:

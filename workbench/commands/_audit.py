@@ -129,4 +129,4 @@ def _unmatched(path: str, m, verbose: bool = False) -> None:
 
 
 def _asked(t) -> str:
-    return f": {t.question!r}" + (f" (session {t.conversation_id!r})" if t.conversation_id else "")
+    return f": {t.question!r}" + (f" (session {t.session!r})" if t.session else "")

@@ -34,7 +34,7 @@ from ..verify import Verification
 from .audits import AUDIT_KIND
 from .history import OWNERS
 from .reader import TraceReader, as_reader
-from .spans import StoredTurn, read_stored_turns
+from .spans import TurnRows, read_stored_turns
 from .lake import store_exists
 
 
@@ -131,7 +131,7 @@ _AUDITED_PAYLOADS = """SELECT p.turn_id, p.payload_json FROM turn_payloads p JOI
 JOIN runs r USING (run_id) WHERE t.conversation_id = ? AND r.kind = ?"""
 
 
-def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None, audited: Mapping[str, Payload]) -> list[Answer]:
+def _conversation_turns(stored: list[TurnRows], corpus: Corpus | None, audited: Mapping[str, Payload]) -> list[Answer]:
     out: list[Answer] = []
     by_id: dict[str, TurnRecord] = {}
     for t in stored:  # oldest first: an earlier turn has its own history before a later one is asked with it
@@ -147,7 +147,7 @@ def _conversation_turns(stored: list[StoredTurn], corpus: Corpus | None, audited
     return out
 
 
-def _whole(t: StoredTurn, record: TurnRecord, audited: Payload | None = None) -> Answer:
+def _whole(t: TurnRows, record: TurnRecord, audited: Payload | None = None) -> Answer:
     """The stored turn `t` as an `Answer`: its record, its payload (an audited turn's as stored, with its `audit`
     object, which its record alone does not give again; else computed anew from the record: provenance is pure),
     its claims (its own judge's, then the others') and its latest verification."""
@@ -177,7 +177,7 @@ def _config(run: Mapping[str, Any] | None) -> dict[str, Any]:
     return {**cfg, **{k: run[k] for k in ("provider", "model", "retriever", "mode", "k") if run.get(k) is not None}}
 
 
-def _record(t: StoredTurn, corpus: Corpus | None) -> TurnRecord:
+def _record(t: TurnRows, corpus: Corpus | None) -> TurnRecord:
     """One stored turn's record, without its history."""
     turn = t.turn
     shown = {s["doc_id"]: s for s in t.sources}  # what the turn recorded of each document it retrieved

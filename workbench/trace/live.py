@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import OTLP_ENDPOINT_ENV, env, seconds_setting
-from .spans import DEFAULT_PROJECT, StoredTurn, turn_spans
+from .spans import DEFAULT_PROJECT, TurnRows, turn_spans
 
 ENDPOINT_ENV, PROJECT_ENV, TIMEOUT_ENV = OTLP_ENDPOINT_ENV, "WORKBENCH_OTLP_PROJECT", "WORKBENCH_OTLP_TIMEOUT"
 DEFAULT_TIMEOUT_S = 5.0
@@ -118,7 +118,7 @@ class LiveExporter:
         run = rows.get("runs")
         (run_id,) = {r["run_id"] for r in rows["turns"]}
         run_row = self._run_row(db, run_id, run[0] if run else None)
-        return turn_spans(StoredTurn.from_rows(rows, run_row), self.project)
+        return turn_spans(TurnRows.from_rows(rows, run_row), self.project)
 
     def _run_row(self, db: str, run_id: str, row: dict[str, Any] | None) -> dict[str, Any] | None:
         """The run's configuration: from the writer when it wrote the run, else read once from the database."""

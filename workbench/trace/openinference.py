@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .. import __version__
 from ..errors import WorkbenchError
-from .spans import DEFAULT_PROJECT, PROJECT_NAME, SpanSpec, StoredTurn, turn_spans
+from .spans import DEFAULT_PROJECT, PROJECT_NAME, SpanSpec, TurnRows, turn_spans
 
 DEFAULT_TIMEOUT_S = 10.0
 TRACES_PATH = "/v1/traces"  # the OTLP/HTTP default path for spans
@@ -179,7 +179,7 @@ def _unreachable(endpoint: str, timeout: float) -> str | None:
         return f"cannot connect to {parts.netloc}: {exc.strerror or exc}"
 
 
-def batches(turns: Iterable[StoredTurn], project: str = DEFAULT_PROJECT,
+def batches(turns: Iterable[TurnRows], project: str = DEFAULT_PROJECT,
             max_spans: int = BATCH_SPANS) -> Iterable[list[tuple[str, list[SpanSpec]]]]:
     """Group turns into requests of at most `max_spans` spans (a turn is never split): (turn_id, its spans)."""
     group: list[tuple[str, list[SpanSpec]]] = []
@@ -195,7 +195,7 @@ def batches(turns: Iterable[StoredTurn], project: str = DEFAULT_PROJECT,
         yield group
 
 
-def export_turns(turns: Iterable[StoredTurn], endpoint: str, *, project: str = DEFAULT_PROJECT,
+def export_turns(turns: Iterable[TurnRows], endpoint: str, *, project: str = DEFAULT_PROJECT,
                  timeout: float = DEFAULT_TIMEOUT_S, annotate: bool = False) -> ExportResult:
     """Replay stored turns as OpenInference spans; with `annotate`, also log the consulted flags in Phoenix.
 

@@ -86,8 +86,10 @@ class SpanSpec:
 
 
 @dataclass
-class StoredTurn:
-    """One turn's rows, each a dict keyed by column name (as in the trace tables)."""
+class TurnRows:
+    """One stored turn's rows, each a dict keyed by column name (as in the trace tables): what span export lays out
+    and what the conversation reader makes an `answer.Answer` of. Not a turn type (that is `answer.Answer` around a
+    `types.TurnRecord`): the rows as stored, no turn class's fields copied."""
 
     turn: dict[str, Any]
     run: dict[str, Any] | None = None
@@ -105,7 +107,7 @@ class StoredTurn:
     turn_context: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_rows(cls, rows: dict[str, list[dict[str, Any]]], run: dict[str, Any] | None = None) -> "StoredTurn":
+    def from_rows(cls, rows: dict[str, list[dict[str, Any]]], run: dict[str, Any] | None = None) -> "TurnRows":
         """From `rows.turn_rows` output (dicts keyed by column name): what live export sees."""
         named = {name: [dict(r) for r in rs] for name, rs in rows.items()}
         texts = {p["passage_id"]: p["text"] for p in rows.get("passages", ())}
@@ -247,7 +249,7 @@ def _llm_attributes(call: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def _root_attributes(t: StoredTurn) -> dict[str, Any]:
+def _root_attributes(t: TurnRows) -> dict[str, Any]:
     """The root `CHAIN` span's attributes: question, answer, session, who asked, and the sets in `metadata`."""
     turn = t.turn
     ordered = sorted(t.sources, key=lambda s: s["position"])
@@ -269,7 +271,7 @@ def _root_attributes(t: StoredTurn) -> dict[str, Any]:
 class _Timeline:
     """One turn's child spans laid end to end from its start, in the order the agent loop ran them."""
 
-    def __init__(self, t: StoredTurn, project: str, start: int):
+    def __init__(self, t: TurnRows, project: str, start: int):
         self.t, self.project, self.clock = t, project, start
         self.tid = t.turn["turn_id"]
         self.trace, self.root_id = trace_id_of(self.tid, project), span_id_of(self.tid, "turn", project)
@@ -315,7 +317,7 @@ class _Timeline:
                  _llm_attributes(call), error=error)
 
 
-def turn_spans(t: StoredTurn, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
+def turn_spans(t: TurnRows, project: str = DEFAULT_PROJECT) -> list[SpanSpec]:
     """Every span of one stored turn for `project`, root first (see the module docstring for the layout)."""
     turn = t.turn
     start = to_ns(turn.get("started_at") or (t.run or {}).get("created_at") or _EPOCH)
@@ -370,7 +372,7 @@ def _nested_columns(schema: Schema, whole: bool) -> tuple[list[str], str]:
 
 def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None = None,
                       conversation_id: str | None = None, whole: bool = False,
-                      turn_id: str | None = None) -> Iterator[StoredTurn]:
+                      turn_id: str | None = None) -> Iterator[TurnRows]:
     """Every turn (of `run_id`, or of `conversation_id` in its order, or only `turn_id`, else all) with its rows,
     oldest first, from an open (read-only) connection; the one reader of stored turns (export, reopening a
     conversation, an audited turn opened in the app).
@@ -399,10 +401,10 @@ def read_stored_turns(con, run_id: str | None = None, *, schema: Schema | None =
         for row in batch:
             r = dict(zip(names, row))
             verdicts = {a["doc_id"]: a["verdict"] for a in (r.pop("verdicts", None) or []) if a["verdict"]}
-            yield StoredTurn(r["turn"], r["run"], **{n: r.get(n) or [] for n in children}, verdicts=verdicts)
+            yield TurnRows(r["turn"], r["run"], **{n: r.get(n) or [] for n in children}, verdicts=verdicts)
 
 
-def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | None = None) -> list[StoredTurn]:
+def stored_turns(db: str | Path, run_id: str | None = None, *, timeout: float | None = None) -> list[TurnRows]:
     """The turns of the trace database at `db` (all, or one run's), read on one short read-only connection.
 
     A reader: the database is never migrated (`TraceReader.check`); an older one is read as it is."""
