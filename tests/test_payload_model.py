@@ -116,12 +116,12 @@ RERUN_KEYS = ["status", "similarity", "claims_lost", "claims_total", "extra_call
 
 
 def test_a_verified_payload_reads_by_attribute_and_writes_the_same_json():
-    from workbench.payload import ReRun, TurnConfig, VerificationSummary
+    from workbench.payload import RerunSummary, TurnConfig, VerificationSummary
     from workbench.session import Session
 
     verified = Session.open(trace=False).ask("How do I configure SSO?", verify=True, verify_budget=3)
     v, cfg = verified.payload.verification, verified.payload.config
-    assert isinstance(v, VerificationSummary) and isinstance(v.control, ReRun) and isinstance(cfg, TurnConfig)
+    assert isinstance(v, VerificationSummary) and isinstance(v.control, RerunSummary) and isinstance(cfg, TurnConfig)
     assert v.verdicts == verified.verification.verdicts and v.extra_calls == verified.verification.extra_calls
     assert (cfg.provider, cfg.k, cfg.mode, cfg.retriever) == ("offline", 5, "agent", "bm25")
     data = verified.payload.to_json()

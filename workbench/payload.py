@@ -285,7 +285,7 @@ class Audit:
 
 
 @dataclass(frozen=True, slots=True)
-class ReRun:
+class RerunSummary:
     """What one re-run of a verification showed (docs/design.md §9): the control's (`VerificationSummary.control`),
     or a withheld document's (`details`), which also says whether it was cited and consulted and its verdict."""
 
@@ -300,7 +300,7 @@ class ReRun:
     verdict: str | None = None
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ReRun:
+    def from_json(cls, d: Mapping[str, Any]) -> RerunSummary:
         return cls(**{k: d.get(k) for k in RERUN_KEYS})
 
     def to_json(self, withheld: bool = False) -> dict[str, Any]:
@@ -316,7 +316,7 @@ class ReRun:
 
 #: A withheld document's re-run's fields; the control's have no `cited`, `consulted` or `verdict`. Named as
 #: `verify.Ablation`'s, which fills them (`Ablation.summary`).
-RERUN_KEYS = tuple(f.name for f in fields(ReRun))
+RERUN_KEYS = tuple(f.name for f in fields(RerunSummary))
 CONTROL_KEYS = tuple(k for k in RERUN_KEYS if k not in ("cited", "consulted", "verdict"))
 
 
@@ -338,8 +338,8 @@ class VerificationSummary:
     tokens_in: int | None = None
     tokens_out: int | None = None
     latency_ms: float | None = None
-    control: ReRun | None = None
-    details: Mapping[str, ReRun] | None = None  # doc_id → what its re-run showed
+    control: RerunSummary | None = None
+    details: Mapping[str, RerunSummary] | None = None  # doc_id → what its re-run showed
     skipped: tuple[str, ...] | None = None  # candidates over the budget: no verdict
     failed: tuple[str, ...] | None = None  # candidates whose re-run failed: no verdict
 
@@ -355,8 +355,8 @@ class VerificationSummary:
             similarity_threshold=d.get("similarity_threshold"), judge=d.get("judge"),
             judge_version=d.get("judge_version"), sampling=d.get("sampling"), tokens_in=d.get("tokens_in"),
             tokens_out=d.get("tokens_out"), latency_ms=d.get("latency_ms"),
-            control=ReRun.from_json(d["control"]) if isinstance(d.get("control"), dict) else None,
-            details=None if details is None else {k: ReRun.from_json(v or {}) for k, v in details.items()},
+            control=RerunSummary.from_json(d["control"]) if isinstance(d.get("control"), dict) else None,
+            details=None if details is None else {k: RerunSummary.from_json(v or {}) for k, v in details.items()},
             skipped=None if d.get("skipped") is None else tuple(d["skipped"]),
             failed=None if d.get("failed") is None else tuple(d["failed"]))
 

@@ -21,7 +21,7 @@ from .errors import VerificationError
 from .faithfulness import get_judge, shown_texts, split_claims
 from .faithfulness.claims import Claim, clean
 from .faithfulness.judges import Judge
-from .payload import CONTROL_KEYS, RERUN_KEYS, Payload, ReRun, VerificationSummary
+from .payload import CONTROL_KEYS, RERUN_KEYS, Payload, RerunSummary, VerificationSummary
 from .provenance import sources_payload, turn_id_of
 from .providers.base import Provider
 from .providers.options import REPRODUCIBLE, properties
@@ -151,11 +151,11 @@ class Ablation:
     def reran(self) -> bool:
         return self.status not in (OVER_BUDGET, CONTROL_UNSTABLE, NOT_WITHHELD)
 
-    def summary(self) -> ReRun:
-        """What the payload says of it (`ReRun`: its fields are this record's, by name): the control's keys, or a
-        withheld document's."""
+    def summary(self) -> RerunSummary:
+        """What the payload says of it (`RerunSummary`: its fields are this record's, by name): the control's keys,
+        or a withheld document's."""
         keys = CONTROL_KEYS if self.doc_id is None else RERUN_KEYS
-        return ReRun(**{k: getattr(self, k) for k in keys})
+        return RerunSummary(**{k: getattr(self, k) for k in keys})
 
 
 #: The `ablations` columns each ablation fills, named as its fields (`Verification.rows`, `from_rows`); the

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from ..errors import WorkbenchError
-from ..payload import Payload, ReRun
+from ..payload import Payload, RerunSummary
 from ..providers import declared
 from ..render.escaping import escape_markdown
 from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, or_unknown, verdicts
@@ -145,7 +145,7 @@ def explain(turn: Turn) -> None:
     if v is None:
         unverified(turn)
         return
-    control = v.control or ReRun()
+    control = v.control or RerunSummary()
     tokens = v.tokens_in, v.tokens_out
     cost = (f"{or_unknown(v.extra_turns)} re-runs · {or_unknown(v.extra_calls)} extra model calls"
             + (f" · {tokens[0]} + {tokens[1]} tokens" if None not in tokens else "")
@@ -159,12 +159,12 @@ def explain(turn: Turn) -> None:
     for verdict, _, docs in by_verdict(payload):
         lines.append(f"- {verdict_badge(verdict)} {escape_markdown(VERDICT_MEANINGS[verdict])}")
         for d in docs:
-            why = details.get(d, ReRun()).reason or ""
+            why = details.get(d, RerunSummary()).reason or ""
             lines.append(f"    - **{escape_markdown(titles.get(d, d))}**: {escape_markdown(why)}")
     unjudged = [*(v.skipped or ()), *(v.failed or ())]
     if unjudged:
         lines.append(f"- :gray-badge[no verdict] {len(unjudged)} candidate(s): "
-                     + escape_markdown(" · ".join(f"{titles.get(d, d)} ({details.get(d, ReRun()).status})"
+                     + escape_markdown(" · ".join(f"{titles.get(d, d)} ({details.get(d, RerunSummary()).status})"
                                                   for d in unjudged)))
     st.markdown("\n".join(lines) if lines else "_no candidates_")
 
