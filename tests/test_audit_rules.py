@@ -692,3 +692,16 @@ def test_a_results_own_exposure_survives_the_turn_record_json_and_is_absent_wher
     assert [r.exposure for c in again.tool_calls for r in c.results] == ["snippet", "snippet", "full"]
     own = TurnRecord(question="q", answer="a", tool_calls=(ToolCall("search", "snippet", results=(ResultItem("d"),)),))
     assert "exposure" not in own.to_dict()["tool_calls"][0]["results"][0]  # the workbench's own JSON is unchanged
+
+
+@pytest.mark.parametrize("named", ["manual.pdf", "C:\\kb\\manual.pdf", "/srv/kb/manual.pdf", "kb\\sub/manual.pdf"])
+def test_a_units_file_name_finds_its_document_by_the_corpus_file_name_rule(named):
+    """The file-name rule is written once (`types.file_name_of`, issue 42 item 3): a unit names a corpus document
+    by its file name whichever separator either path was written with."""
+    from workbench.audit.units import Origin, Unit
+
+    corpus = Corpus("kb", "-", [Document(doc_id="manual", title="Manual", text=TEXT_A, path="docs\\kb\\manual.pdf")])
+    assert corpus.documents[0].file_name == "manual.pdf"
+    unit = Unit(Origin("retrieve", "RETRIEVER"), "Open Settings.", file_name=named)
+    assert Resolver(corpus).document(unit).doc_id == "manual"
+    assert Resolver(None).document(unit).doc_id != "manual"
