@@ -19,6 +19,8 @@ DEFAULTS = {"k": DEFAULT_K, "provider": DEFAULT_PROVIDER, "context_turns": DEFAU
             "judge": DEFAULT_JUDGE, "method": DEFAULT_JUDGE}
 #: A parameter that takes several of them, e.g. `providers=("offline",)`.
 PLURALS = {"providers": DEFAULT_PROVIDER, "retrievers": DEFAULT_RETRIEVER, "judges": DEFAULT_JUDGE}
+#: A factory's `name` parameter names what it builds: `get_judge(name="lexical")` restates the judge's default.
+FACTORIES = {"get_judge": "judge", "get_provider": "provider", "get_retriever": "retriever"}
 #: Where the defaults are stated.
 HOME = "workbench/config.py"
 
@@ -101,7 +103,9 @@ def restated(root=ROOT) -> list[str]:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             found: list[str] = []
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found = [f"{n}={ast.unparse(d)}" for n, d in _params(node) if _restates(n, d, plurals=True)]
+                kind = FACTORIES.get(node.name)
+                found = [f"{n}={ast.unparse(d)}" for n, d in _params(node)
+                         if _restates(kind if kind and n == "name" else n, d, plurals=True)]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                     and _restates(node.target.id, node.value, plurals=True):
                 found = [f"{node.target.id} = {ast.unparse(node.value)}"]
@@ -134,6 +138,8 @@ def test_the_check_finds_each_kind_of_restatement(tmp_path):
         'from dataclasses import dataclass\n'
         'def ask(q, *, provider: str = "offline", k: int = 5): ...\n'
         'def many(providers=("offline",), retrievers=("bm25",)): ...\n'
+        'def get_judge(name="lexical", **options): ...\n'
+        'def get_retriever(name, corpus, *, k=K): ...\n'
         '@dataclass\nclass Spec:\n    k: int = 5\n    turns: int = 2\n'
         'ask("q", k=5)\n'
         'DEFAULTS = {"cfg_k": 5, "k": {"type": "integer", "default": 5}}\n'
@@ -144,7 +150,7 @@ def test_the_check_finds_each_kind_of_restatement(tmp_path):
         'm = cfg.get("mode", "agent"), cfg.retriever if cfg else "bm25", ask("q", judge="lexical")\n',
         encoding="utf-8")
     assert sorted(line.split(": ", 1)[1] for line in restated(tmp_path)) == sorted([
-        "provider='offline'", "k=5", "providers=('offline',)", "retrievers=('bm25',)", "k = 5", "turns = 2", "k=5", "'cfg_k': 5",
+        "provider='offline'", "k=5", "providers=('offline',)", "retrievers=('bm25',)", "name='lexical'", "k = 5", "turns = 2", "k=5", "'cfg_k': 5",
         "'k': {'type': 'integer', 'default': 5}", "--k default=5", "--k help says its default",
         "--context_turns help says its default", "cfg.get('k') or 5",
         "cfg.get('mode', 'agent')", "cfg.retriever if cfg else 'bm25'", "judge='lexical'"])

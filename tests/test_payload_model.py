@@ -69,6 +69,17 @@ def test_the_edge_rejects_a_payload_that_breaks_the_schema():
         validate_json(data)
 
 
+@pytest.mark.parametrize("data, says", [
+    ({}, "the key 'answer' is missing"), ({"answer": "a", "sources": [{}]}, "the key 'doc_id' is missing"),
+    ({"answer": "a", "sources": 5}, "not of the kind"), ({"answer": "a", "sets": [1]}, "not of the kind"),
+    ([], "not of the kind"), ({"answer": "a", "audit": {}}, "the key 'source' is missing"),
+    ({"answer": "a", "config": {"temperature": 1}}, "no key 'temperature'")])
+def test_data_that_is_no_payload_is_a_payload_error_saying_what_is_wrong(data, says):
+    """Issue 42 item 7: no bare KeyError, TypeError or AttributeError escapes `Payload.from_json`."""
+    with pytest.raises(PayloadError, match=says):
+        Payload.from_json(data)
+
+
 # --- typed end to end: the library hands out a Payload, JSON only where it leaves the program -------------
 
 

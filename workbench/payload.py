@@ -402,7 +402,20 @@ class Payload:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Payload:
-        """A payload from JSON data; the keys the schema lets a server leave out take their defaults."""
+        """A payload from JSON data; the keys the schema lets a server leave out take their defaults. Data that is no
+        payload (a key it needs missing, a value of another kind) is a `PayloadError` saying so, never a bare
+        `KeyError` or `TypeError` (`validate_json` names the place)."""
+        try:
+            return cls._from_json(d)
+        except PayloadError:
+            raise
+        except KeyError as exc:
+            raise PayloadError(f"not a sources payload: the key {exc.args[0]!r} is missing") from None
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise PayloadError(f"not a sources payload: a value is not of the kind it should be ({exc})") from None
+
+    @classmethod
+    def _from_json(cls, d: dict[str, Any]) -> Payload:
         sets = d.get("sets") or {}
         return cls(
             answer=d["answer"], sources=tuple(Source.from_json(s) for s in d.get("sources", ())),

@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..config import DEFAULT_JUDGE
 from ..errors import ProviderError, WorkbenchError
 from ..providers import get_provider
 from ..redact import scrub_secrets
@@ -83,7 +84,7 @@ register_judge = _JUDGES.register
 judge_names = _JUDGES.names
 
 
-def get_judge(name: str = "lexical", **options: Any) -> Judge:
+def get_judge(name: str = DEFAULT_JUDGE, **options: Any) -> Judge:
     return _JUDGES.build(name, **options)
 
 
