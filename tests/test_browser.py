@@ -67,14 +67,19 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture(scope="module")
@@ -696,6 +701,63 @@ def test_a_new_answer_scrolls_into_view_after_reading_an_earlier_expander(page):
         _shot(page, "new-answer-in-view")
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+#: The scrolled chat's scrollbar thumb: its centre, from the scroller's box and scroll position.
+THUMB = """() => { const s = document.querySelector('[data-testid=stAppScrollToBottomContainer]');
+  const r = s.getBoundingClientRect(), bar = r.right - (s.offsetWidth - s.clientWidth) / 2;
+  const thumb = s.clientHeight * s.clientHeight / s.scrollHeight;
+  return {x: bar, y: r.top + s.scrollTop / s.scrollHeight * s.clientHeight + thumb / 2, top: r.top,
+          width: s.offsetWidth - s.clientWidth}; }"""
+
+
+def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_they_dragged(playwright, server):
+    """Issue 41 item 5: the chat follows a question asked into view until its run is over, unless the reader scrolls;
+    a drag of the scrollbar (no wheel, no key, no touch) was not taken for the reader's scroll, so the chat pulled
+    them back to the new question. Chromium with its scrollbars shown (playwright hides them by default)."""
+    shown = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS,
+                                       ignore_default_args=["--hide-scrollbars"])
+    try:
+        pg = shown.new_page(viewport={"width": 1400, "height": 800})
+        pg.set_default_timeout(45_000)
+        pg.goto(server["url"])
+        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+        _ask(pg, "How do I configure SSO?")
+        _ask(pg, "How do I rotate an API key?")
+        sidebar = pg.get_by_test_id("stSidebar")
+        sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
+        pg.keyboard.type("scripted slow")
+        pg.keyboard.press("Enter")
+        delay = sidebar.get_by_label("Delay per model call (s)")
+        delay.fill("3")
+        delay.press("Enter")
+        _settle(pg)
+        box = pg.get_by_test_id("stChatInputTextArea")
+        box.fill("How do I cancel my subscription?")
+        box.press("Enter")
+        # the new question is drawn and followed into view while its answer is still being written
+        pg.wait_for_function("""() => { const m = document.querySelectorAll('[data-testid=stChatMessage]');
+            const top = m.length >= 5 && m[4].getBoundingClientRect().top;
+            return top >= 0 && top < window.innerHeight / 2; }""")
+        thumb = pg.evaluate(THUMB)
+        assert thumb["width"] >= 6, f"no scrollbar to drag: {thumb}"
+        pg.mouse.move(thumb["x"], thumb["y"])
+        pg.mouse.down()
+        pg.mouse.move(thumb["x"], thumb["top"] + 2, steps=8)
+        pg.mouse.up()
+        assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running", \
+            "the answer came before the drag: the test needs a slower provider"
+        dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+        assert dragged < 40, f"the drag did not scroll the chat to its top: scrollTop {dragged}"
+        pg.get_by_test_id("stChatMessage").nth(5).wait_for(timeout=60_000)
+        _settle(pg)
+        # two frames: the follow, if it were still on, would have scrolled by then
+        pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        after = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+        _shot(pg, "scrollbar-drag")
+        assert after < 40, f"the chat pulled the reader from the top they dragged to, to scrollTop {after}"
+    finally:
+        shown.close()
 
 
 def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels_title(page):

@@ -129,7 +129,7 @@ export default function(component) {
     if (all.length > asked.count) {
       const question = all[asked.count];
       const off = question.getBoundingClientRect().top - HEADER_PX;  // its top just under Streamlit's header
-      if (Math.abs(off) > 8) scroller().scrollTop += off;
+      if (Math.abs(off) > 8) { scroller().scrollTop += off; ours = scroller().scrollTop; }
     }
     if (asked.ran && state === 'notRunning' && all.length > asked.count + 1) asked = null;
   };
@@ -140,7 +140,30 @@ export default function(component) {
   const onSend = (event) => {
     if (event.target instanceof Element && event.target.closest('[data-testid="stChatInputSubmitButton"]')) onAsk();
   };
+  // The reader scrolls, and is left where they scroll to: a wheel, a touch, a scrolling key outside a text field,
+  // a press on a scrollbar (on the scrolled element, outside its client area) or, where scrollbars lie over the
+  // content, a scroll we did not make while a pointer is held down (a drag of the scrollbar).
+  let held = false, ours = null;
   const stopFollowing = () => { asked = null; };
+  const SCROLL_KEYS = ['PageUp', 'PageDown', 'Home', 'End', 'ArrowUp', 'ArrowDown', ' '];
+  const onScrollKey = (event) => {
+    const typing = event.target instanceof Element && event.target.closest('input, textarea, select, [contenteditable]');
+    if (!typing && SCROLL_KEYS.includes(event.key)) stopFollowing();
+  };
+  const onScrollbar = (event) => {
+    const el = event.target;
+    if (!(el instanceof Element) || !el.clientWidth || el.scrollHeight <= el.clientHeight) return false;
+    const r = el.getBoundingClientRect();
+    return event.clientX >= r.left + el.clientLeft + el.clientWidth
+      || event.clientY >= r.top + el.clientTop + el.clientHeight;
+  };
+  const onPress = (event) => { held = true; if (onScrollbar(event)) stopFollowing(); };
+  const onRelease = () => { held = false; };
+  const onScroll = () => {
+    if (held && asked && Math.abs(scroller().scrollTop - (ours ?? -1)) > 1) stopFollowing();
+  };
+  const PRESSES = [['pointerdown', onPress], ['pointerup', onRelease], ['pointercancel', onRelease],
+                   ['keydown', onScrollKey], ['scroll', onScroll]];
   const stop = () => { anchor = null; };
   const STOPS = ['wheel', 'touchstart', 'keydown', 'pointerdown'];  // the reader takes the page back
   const observer = new MutationObserver(onMutations);
@@ -153,7 +176,9 @@ export default function(component) {
   document.addEventListener('keydown', onKey, true);
   document.addEventListener('click', onSend, true);
   ['wheel', 'touchstart'].forEach((name) => document.addEventListener(name, stopFollowing, true));
+  PRESSES.forEach(([name, handler]) => document.addEventListener(name, handler, true));
   return () => {
+    PRESSES.forEach(([name, handler]) => document.removeEventListener(name, handler, true));
     document.removeEventListener('keydown', onKey, true);
     document.removeEventListener('click', onSend, true);
     ['wheel', 'touchstart'].forEach((name) => document.removeEventListener(name, stopFollowing, true));
