@@ -792,6 +792,53 @@ def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+def test_at_1024_px_the_panels_close_button_never_opens_under_the_pointer_that_clicked(page):
+    """Issue 41 item 12: at 1024 px the panel opens over the chat, and its ✕ could open right under the pointer that
+    clicked a citation pill: hovered at once, and a second click there (a double click) closed what had just opened.
+    The test puts a pill where the ✕ opens (scrolled there, and moved along its row as a longer title would be)."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        _new_conversation(page)
+        _ask(page, "How do I configure SSO?")
+        _ask(page, "How do I rotate an API key?")
+        pill = page.get_by_test_id("stChatMessage").nth(1).locator("[class*='st-key-citations-'] button").first
+        _center(pill).click()  # where does the ✕ open?
+        close = page.locator(".st-key-close-doc button")
+        close.wait_for()
+        _settle(page)
+        _shot(page, "close-spot-1024")
+        spot = close.bounding_box()
+        x, y = spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2
+        close.click()
+        close.wait_for(state="detached")
+        _settle(page)
+        box = pill.bounding_box()  # the reader scrolls the pill to the ✕'s height (the wheel: the pin lets go)
+        page.mouse.move(box["x"] - 40, y)
+        page.mouse.wheel(0, box["y"] + box["height"] / 2 - y)
+        pill.evaluate("""(e, y) => new Promise((done) => { const on = () => { const r = e.getBoundingClientRect();
+            if (Math.abs(r.top + r.height / 2 - y) < 3) done(); else requestAnimationFrame(on); }; on(); })""", y)
+        box = pill.bounding_box()
+        if not box["x"] + 4 < x < box["x"] + box["width"] - 4:  # further along its row, as a longer title's would be
+            pill.evaluate("(e, dx) => { e.style.transform = `translateX(${dx}px)`; }", x - box["x"] - box["width"] / 2)
+        assert pill.evaluate("(e, p) => e.contains(document.elementFromPoint(p[0], p[1]))", [x, y]), \
+            "the pill is not where the ✕ opens"
+        page.mouse.click(x, y)
+        close.wait_for()
+        _settle(page)
+        under = page.evaluate("p => document.elementFromPoint(p[0], p[1])?.closest('.st-key-close-doc') !== null",
+                              [x, y])
+        assert not under, "the ✕ opened under the pointer that clicked the pill"
+        page.mouse.click(x, y)  # the second click of a double click
+        _settle(page)
+        assert page.locator(".st-key-doc-panel").count() == 1, "a second click where the pill was closed the panel"
+        page.mouse.move(x - 20, y + 20, steps=4)  # once the pointer moves, the ✕ is a button like any other
+        close.click()
+        close.wait_for(state="detached")
+        _settle(page)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def test_open_a_past_conversation_closes_its_popover(page):
     """Issue 41 item 12: after "Open" the popover stayed open over the conversation it had just opened."""
     _new_conversation(page)

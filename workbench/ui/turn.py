@@ -45,10 +45,11 @@ MAX_INLINE_PILLS = 8
 # (pill: its turn's container and index; link: its href; message: its index).
 LINK_PREFIX = "wb-cite-"
 LINKS_KEY = "wb-inline-citations"
+STILL_ATTR = "data-wb-pointer-still"  # on <html> while the pointer that opened the panel has not moved
 _LINKS_JS = """
 export default function(component) {
   const { setTriggerValue } = component;
-  const QUIET_MS = 800, LIMIT_MS = 120000, HEADER_PX = 72;
+  const QUIET_MS = 800, LIMIT_MS = 120000, HEADER_PX = 72, STILL_PX = 4;
   const scroller = () => document.querySelector('[data-testid="stAppScrollToBottomContainer"]')
     || document.scrollingElement;
   const runState = () => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state');
@@ -68,7 +69,7 @@ export default function(component) {
   };
   const link = (a) => {
     const href = a.getAttribute('href');
-    return () => [...document.querySelectorAll('a[href^="#%s"]')].find((x) => x.getAttribute('href') === href) || null;
+    return () => [...document.querySelectorAll('a[href^="#%(prefix)s"]')].find((x) => x.getAttribute('href') === href) || null;
   };
   const inView = (el) => { const r = el.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; };
   const message = () => {  // the chat message the reader is looking at, found again by its index
@@ -90,21 +91,43 @@ export default function(component) {
   const loop = () => { frame = 0; restore(); follow(); if (anchor || asked) frame = requestAnimationFrame(loop); };
   const onMutations = (records) => {
     follow();
+    stillCheck();
     if (!anchor) return;
     // a rerun that started and ended between two frames still counts
     if (records.some((r) => r.attributeName === 'data-test-script-state' && r.oldValue === 'running')) anchor.ran = true;
     restore();
   };
+  // Where the panel opens over the chat (a narrow window), its close button can open right under the pointer that
+  // clicked the citation: hovered at once, and a second click there (a double click) would close what just opened.
+  // So where it lies under that pointer, the close button ignores the pointer (`STILL_ATTR`, in the panel's CSS)
+  // until the pointer moves.
+  let still = null;
+  const stillCheck = () => {
+    if (!still) return;
+    const r = document.querySelector('.st-key-close-doc button')?.getBoundingClientRect();
+    const under = r && still.x >= r.left && still.x <= r.right && still.y >= r.top && still.y <= r.bottom;
+    if (under) document.documentElement.setAttribute('%(still)s', '');
+    else document.documentElement.removeAttribute('%(still)s');
+  };
+  const onMove = (event) => {
+    if (still && Math.hypot(event.clientX - still.x, event.clientY - still.y) > STILL_PX) {
+      still = null;
+      document.documentElement.removeAttribute('%(still)s');
+    }
+  };
+  const opening = (event) => { still = { x: event.clientX, y: event.clientY }; stillCheck(); };
   const onClick = (event) => {
     anchor = null;
     const el = event.target instanceof Element ? event.target : null;
     if (!el) return;
-    const a = el.closest('a[href^="#%s"]');
+    const a = el.closest('a[href^="#%(prefix)s"]');
     if (a) {
       event.preventDefault();
+      opening(event);
       pinned(a, link(a));
       setTriggerValue('open', a.getAttribute('href').slice(1));
     } else if (el.closest(PILLS + ' button')) {
+      opening(event);
       pinned(el.closest('button'), pill(el.closest('button')));
     } else if (el.closest('.st-key-close-doc button')) {
       const open = document.querySelector(PILLS + ' [aria-checked="true"]');
@@ -162,7 +185,7 @@ export default function(component) {
   const onScroll = () => {
     if (held && asked && Math.abs(scroller().scrollTop - (ours ?? -1)) > 1) stopFollowing();
   };
-  const PRESSES = [['pointerdown', onPress], ['pointerup', onRelease], ['pointercancel', onRelease],
+  const PRESSES = [['pointerdown', onPress], ['pointerup', onRelease], ['pointercancel', onRelease], ['pointermove', onMove],
                    ['keydown', onScrollKey], ['scroll', onScroll]];
   const stop = () => { anchor = null; };
   const STOPS = ['wheel', 'touchstart', 'keydown', 'pointerdown'];  // the reader takes the page back
@@ -190,7 +213,7 @@ export default function(component) {
     window.removeEventListener('resize', stop);
   };
 }
-""" % (LINK_PREFIX, LINK_PREFIX)
+""" % {"prefix": LINK_PREFIX, "still": STILL_ATTR}
 # The side panel sits at the top of its column: when the reader is further down the chat, it would open out
 # of sight. Sticky, it stays in view as the chat scrolls (within its column, under Streamlit's header).
 # Below `PANEL_OVERLAY_PX` of window width, a column beside the chat would squeeze it (at 1024 px, with the
@@ -198,6 +221,9 @@ export default function(component) {
 # whole width and the panel opens over its right side, under Streamlit's header, scrolling on its own.
 PANEL_OVERLAY_PX = 1200
 _PANEL_CSS = """
+html[%s] .st-key-close-doc, html[%s] .st-key-close-doc * {
+  pointer-events: none;
+}
 [data-testid="stLayoutWrapper"]:has(> .st-key-doc-panel) {
   position: sticky;
   top: 4rem;
@@ -223,7 +249,7 @@ _PANEL_CSS = """
     padding: 0.5rem;
   }
 }
-""" % PANEL_OVERLAY_PX  # several lines: Streamlit takes a one-line css= for a file path
+""" % (STILL_ATTR, STILL_ATTR, PANEL_OVERLAY_PX)  # several lines: Streamlit takes a one-line css= for a file path
 _links_component = None
 # Where pills belong, a skeleton is never shown (see `inline_citation_links`); the preloading widget neither.
 _SKELETON_CSS = """<style>
