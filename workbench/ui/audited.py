@@ -3,8 +3,9 @@ spans by `workbench collect` or `ingest`, shown by the same turn view as the wor
 trace store holds — the stored payload (the three sets, chips, rejections and the `audit` object), the record, and
 the timeline of the spans the turn was assembled from. No corpus is needed.
 
-`ui/turn.py` calls in here where an audited turn differs: its caption (the audited app and model), its status (an
-unauditable turn says why and claims no set), the `audit` object in the Provenance expander, and the timeline.
+The turn view (`ui/turn.py`, `ui/chips.py`, `ui/charts.py`) calls in here where an audited turn differs: its caption
+(the audited app and model), its status (an unauditable turn says why and claims no set), the `audit` object in the
+Provenance expander, and the timeline.
 The Experiments page lists the audited runs and opens any of their turns (`ui/audited_runs.py`, which imports
 this module and `ui/turn.py`, so that neither imports the other back), for analysts only: the questions are the
 audited app's users'. Every text from the spans (questions, answers, titles, ids, span names,
@@ -23,7 +24,8 @@ from ..config import DEFAULT_RETRIEVER
 from ..errors import WorkbenchError
 from ..payload import AUDITED, Payload
 from ..render.escaping import escape_markdown
-from .state import RunConfig, Turn, app_corpus, get_session
+from .caches import app_corpus, get_session
+from .records import RunConfig, Turn
 from .tables import shown
 
 #: Turns offered in an audited run's turn picker (the earliest first; `ui/audited_runs.py`).

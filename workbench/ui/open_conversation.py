@@ -25,14 +25,17 @@ from ..redact import REDACTED
 from ..render.escaping import display_text, escape_markdown
 from ..trace.writer import COMPARE_RUN
 from . import identity, shares
-from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
+from .asking import run
+from .caches import app_corpus, get_session, provider_caps
+from .records import RunConfig, Turn
+from .stores import default_db
 
 if TYPE_CHECKING:
     from ..answer import Answer
     from ..types import TurnConfig
 from .tables import QUERY_CACHE_SECONDS, db_version
 
-TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
+TURNS = "turns"  # session_state: the open conversation's turns (`records.Turn`), oldest first
 CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
