@@ -68,7 +68,7 @@ def from_store(record: Any, payload: Payload, *, db: str, cfg: RunConfig | None 
     tcfg = RunConfig(provider=AUDITED, model=config.get("model"), retriever="-", mode=record.mode,
                      corpus=f"{AUDITED}:{run}", corpus_label=config.get("corpus_id") or "none",
                      db=(cfg.db if cfg is not None and cfg.db else db))
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=note)
+    turn = Turn(record.question, tcfg, note=note)
     if corpus is not None:
         turn.session = get_session(corpus[0], cfg.retriever if cfg is not None else DEFAULT_RETRIEVER, tcfg.db)
     turn.answer = Answer(record, payload, verification=verification, request={})

@@ -144,7 +144,7 @@ def reopened_turn(stored: Answer, cfg: RunConfig) -> Turn:
     tcfg = replace(cfg, provider=asked.provider or cfg.provider, model=asked.model,
                    retriever=asked.retriever or cfg.retriever, mode=record.mode, k=asked.k or cfg.k,
                    options=asked.option_pairs(), tool_protocol=asked.tool_protocol, corpus=corpus, corpus_label=label)
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=_corpus_note(asked, cfg, found))
+    turn = Turn(record.question, tcfg, note=_corpus_note(asked, cfg, found))
     if found is not None:
         try:
             turn.session = get_session(corpus, tcfg.retriever, cfg.db)

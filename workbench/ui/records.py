@@ -66,7 +66,11 @@ class RunConfig:
 
 @dataclass
 class Turn:
-    """One question as the app shows it: the config, the library's `Answer` (or an error)."""
+    """One question as the app shows it: the config, the library's `Answer` (or an error).
+
+    It wraps the `Answer` (llama-index's `NodeWithScore` way), never copies it: the payload, verdicts, time and id
+    are read through it. Its own fields are the app's (configuration, error, session, note, spans, read-only) and
+    the question, which a turn that failed before it had an answer (and so a record) still shows."""
 
     question: str
     config: RunConfig
