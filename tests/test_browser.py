@@ -711,6 +711,52 @@ THUMB = """() => { const s = document.querySelector('[data-testid=stAppScrollToB
           width: s.offsetWidth - s.clientWidth}; }"""
 
 
+def _drag_during_a_slow_answer(pg, server, drag) -> None:
+    """Two answers, then a slow third: once its question is followed into view, `drag(pg)` takes the chat to its top
+    while the answer is still being written; the reader must stay there after the answer is drawn."""
+    pg.set_default_timeout(45_000)
+    pg.goto(server["url"])
+    pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+    _ask(pg, "How do I configure SSO?")
+    _ask(pg, "How do I rotate an API key?")
+    sidebar = pg.get_by_test_id("stSidebar")
+    sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
+    pg.keyboard.type("scripted slow")
+    pg.keyboard.press("Enter")
+    delay = sidebar.get_by_label("Delay per model call (s)")
+    delay.fill("3")
+    delay.press("Enter")
+    _settle(pg)
+    box = pg.get_by_test_id("stChatInputTextArea")
+    box.fill("How do I cancel my subscription?")
+    box.press("Enter")
+    # the new question is drawn and followed into view while its answer is still being written
+    pg.wait_for_function("""() => { const m = document.querySelectorAll('[data-testid=stChatMessage]');
+        const top = m.length >= 5 && m[4].getBoundingClientRect().top;
+        return top >= 0 && top < window.innerHeight / 2; }""")
+    drag(pg)
+    assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running", \
+        "the answer came before the drag: the test needs a slower provider"
+    dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+    assert dragged < 40, f"the drag did not scroll the chat to its top: scrollTop {dragged}"
+    pg.get_by_test_id("stChatMessage").nth(5).wait_for(timeout=60_000)
+    _settle(pg)
+    # two frames: the follow, if it were still on, would have scrolled by then
+    pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    after = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+    _shot(pg, "scrollbar-drag")
+    assert after < 40, f"the chat pulled the reader from the top they dragged to, to scrollTop {after}"
+
+
+def _drag_the_thumb(pg) -> None:
+    thumb = pg.evaluate(THUMB)
+    assert thumb["width"] >= 6, f"no scrollbar to drag: {thumb}"
+    pg.mouse.move(thumb["x"], thumb["y"])
+    pg.mouse.down()
+    pg.mouse.move(thumb["x"], thumb["top"] + 2, steps=8)
+    pg.mouse.up()
+
+
 def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_they_dragged(playwright, server):
     """Issue 41 item 5: the chat follows a question asked into view until its run is over, unless the reader scrolls;
     a drag of the scrollbar (no wheel, no key, no touch) was not taken for the reader's scroll, so the chat pulled
@@ -718,46 +764,30 @@ def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_th
     shown = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS,
                                        ignore_default_args=["--hide-scrollbars"])
     try:
-        pg = shown.new_page(viewport={"width": 1400, "height": 800})
-        pg.set_default_timeout(45_000)
-        pg.goto(server["url"])
-        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
-        _ask(pg, "How do I configure SSO?")
-        _ask(pg, "How do I rotate an API key?")
-        sidebar = pg.get_by_test_id("stSidebar")
-        sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
-        pg.keyboard.type("scripted slow")
-        pg.keyboard.press("Enter")
-        delay = sidebar.get_by_label("Delay per model call (s)")
-        delay.fill("3")
-        delay.press("Enter")
-        _settle(pg)
-        box = pg.get_by_test_id("stChatInputTextArea")
-        box.fill("How do I cancel my subscription?")
-        box.press("Enter")
-        # the new question is drawn and followed into view while its answer is still being written
-        pg.wait_for_function("""() => { const m = document.querySelectorAll('[data-testid=stChatMessage]');
-            const top = m.length >= 5 && m[4].getBoundingClientRect().top;
-            return top >= 0 && top < window.innerHeight / 2; }""")
-        thumb = pg.evaluate(THUMB)
-        assert thumb["width"] >= 6, f"no scrollbar to drag: {thumb}"
-        pg.mouse.move(thumb["x"], thumb["y"])
-        pg.mouse.down()
-        pg.mouse.move(thumb["x"], thumb["top"] + 2, steps=8)
-        pg.mouse.up()
-        assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running", \
-            "the answer came before the drag: the test needs a slower provider"
-        dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
-        assert dragged < 40, f"the drag did not scroll the chat to its top: scrollTop {dragged}"
-        pg.get_by_test_id("stChatMessage").nth(5).wait_for(timeout=60_000)
-        _settle(pg)
-        # two frames: the follow, if it were still on, would have scrolled by then
-        pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
-        after = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
-        _shot(pg, "scrollbar-drag")
-        assert after < 40, f"the chat pulled the reader from the top they dragged to, to scrollTop {after}"
+        _drag_during_a_slow_answer(shown.new_page(viewport={"width": 1400, "height": 800}), server, _drag_the_thumb)
     finally:
         shown.close()
+
+
+def _drag_an_overlay_scrollbar(pg) -> None:
+    """A scrollbar drawn over the content (phones, macOS): the press lands on the content, not outside the scrolled
+    element's client area, and the chat scrolls while the pointer is held (no wheel, no key, no touch)."""
+    scroller = pg.get_by_test_id("stAppScrollToBottomContainer")
+    edge = scroller.bounding_box()
+    pg.mouse.move(edge["x"] + edge["width"] - 3, edge["y"] + edge["height"] / 2)
+    pg.mouse.down()
+    for _ in range(8):
+        scroller.evaluate("e => { e.scrollTop = Math.max(0, e.scrollTop - e.scrollHeight / 6); }")
+    pg.mouse.up()
+
+
+def test_an_overlay_scrollbar_drag_while_an_answer_comes_leaves_the_reader_where_they_dragged(browser, server):
+    """Issue 41 item 5, with the scrollbars playwright's chromium draws by default: none taking room of their own."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 800})
+    try:
+        _drag_during_a_slow_answer(pg, server, _drag_an_overlay_scrollbar)
+    finally:
+        pg.close()
 
 
 def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels_title(page):
