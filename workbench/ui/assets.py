@@ -131,7 +131,7 @@ export default function(component) {
     if (!frame) frame = requestAnimationFrame(loop);
   };
   const follow = () => {
-    if (!asked) return;
+    if (!asked || movedByHand()) { asked = null; return; }
     const state = runState();
     if (state === 'running' || state === 'rerunRequested') asked.ran = true;
     const all = document.querySelectorAll(MESSAGES);
@@ -166,11 +166,15 @@ export default function(component) {
     return event.clientX >= r.left + el.clientLeft + el.clientWidth
       || event.clientY >= r.top + el.clientTop + el.clientHeight;
   };
-  const onPress = (event) => { held = true; if (onScrollbar(event)) stopFollowing(); };
-  const onRelease = () => { held = false; };
-  const onScroll = () => {
-    if (held && asked && Math.abs(scroller().scrollTop - (ours ?? -1)) > 1) stopFollowing();
+  const onPress = (event) => {
+    held = true;
+    ours = scroller().scrollTop;  // where the chat was at the press; our own scrolls move it on
+    if (onScrollbar(event)) stopFollowing();
   };
+  const onRelease = () => { held = false; };
+  // checked before each scroll of ours too: a drag's scroll must not be undone before its scroll event comes
+  const movedByHand = () => held && ours !== null && Math.abs(scroller().scrollTop - ours) > 1;
+  const onScroll = () => { if (asked && movedByHand()) stopFollowing(); };
   const PRESSES = [['pointerdown', onPress], ['pointerup', onRelease], ['pointercancel', onRelease], ['pointermove', onMove],
                    ['keydown', onScrollKey], ['scroll', onScroll]];
   const stop = () => { anchor = null; };
