@@ -12,9 +12,11 @@ st.set_page_config(page_title="Provenance Workbench", page_icon="🔎", layout="
 
 from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
-from workbench.ui.state import example_question, sidebar, warm  # noqa: E402  (after set_page_config)
+from workbench.ui.asking import example_question, warm  # noqa: E402  (after set_page_config)
+from workbench.ui.sidebar import sidebar  # noqa: E402
 from workbench.ui import identity, open_conversation, shared_view  # noqa: E402
-from workbench.ui.turn import document_panel, inline_citation_links, page_style, render_turn  # noqa: E402
+from workbench.ui.panel import document_panel, inline_citation_links, page_style  # noqa: E402
+from workbench.ui.turn import render_turn  # noqa: E402
 
 
 def chat() -> None:

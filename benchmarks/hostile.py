@@ -156,7 +156,7 @@ def cases(tmp: Path) -> dict:
     def documents():
         s, mb, code, outp, err = python(f"""
             from workbench.errors import CorpusError
-            from workbench.ui.state import load_app_corpus
+            from workbench.ui.caches import load_app_corpus
             try:
                 load_app_corpus({str(many)!r})
             except CorpusError as exc:

@@ -8,7 +8,7 @@ from workbench.config import MAX_QUESTION_CHARS  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 from workbench.render.escaping import escape_markdown  # noqa: E402
 from workbench.ui.compare import MAX_FOLLOWUPS, advance, followup_lines, pick_configs, show_conversations, start  # noqa: E402
-from workbench.ui.state import sidebar  # noqa: E402
+from workbench.ui.sidebar import sidebar  # noqa: E402
 
 base = sidebar()
 st.title("Compare configurations")

@@ -8,7 +8,8 @@ st.set_page_config(page_title="Trace explorer · Provenance Workbench", page_ico
 from workbench.render.escaping import display_text, escape_markdown  # noqa: E402
 from workbench.ui import identity  # noqa: E402
 from workbench.ui.queries import choices, linked_choice, save_fields, save_or_delete, show_choice  # noqa: E402
-from workbench.ui.state import default_db, sidebar  # noqa: E402
+from workbench.ui.stores import default_db  # noqa: E402
+from workbench.ui.sidebar import sidebar
 from workbench.ui.tables import chart, on_submit, own_turns, table  # noqa: E402
 from workbench.ui.usage import live_export_status  # noqa: E402
 

@@ -5,7 +5,7 @@ import streamlit as st
 st.set_page_config(page_title="Doc gaps · Provenance Workbench", page_icon="🔎", layout="wide")
 
 from workbench.ui.gaps import show  # noqa: E402
-from workbench.ui.state import sidebar  # noqa: E402
+from workbench.ui.sidebar import sidebar  # noqa: E402
 
 cfg = sidebar()
 st.title("Doc-gap queue")

@@ -4,7 +4,7 @@ import streamlit as st
 
 st.set_page_config(page_title="Document usage · Provenance Workbench", page_icon="🔎", layout="wide")
 
-from workbench.ui.state import sidebar  # noqa: E402
+from workbench.ui.sidebar import sidebar  # noqa: E402
 from workbench.ui.usage import show  # noqa: E402
 
 cfg = sidebar()

@@ -98,13 +98,13 @@ def test_the_llm_judge_is_offered_for_a_real_provider_and_stored(tmp_path, monke
 
 
 def test_a_turn_shows_its_answers_own_claims_however_it_was_built():
-    """`ui.state.Turn` keeps no copy of the answer's faithfulness: a turn built around an answer (a reopened or
+    """`ui.records.Turn` keeps no copy of the answer's faithfulness: a turn built around an answer (a reopened or
     verified turn, not only one `run` produced) shows exactly the answer's verdicts, and none without one."""
     from workbench.faithfulness import assess_turn
     from workbench.provenance import sources_payload
     from workbench.session import Answer
     from workbench.types import ResultItem, ToolCall, TurnRecord
-    from workbench.ui.state import RunConfig, Turn
+    from workbench.ui.records import RunConfig, Turn
 
     record = TurnRecord("q", "Use Settings [S](sso).", tool_calls=(ToolCall("fetch_document", "full", {},
                                                                              (ResultItem("sso", "SSO"),)),))

@@ -231,3 +231,15 @@ def test_a_highlight_over_bold_text_is_one_box_not_three():
     assert part.count("-background[") == 1 and part.startswith("Go to Settings\\. :orange-background[Pick **SAML")
     two = document_markdown("a **b** c", [(0, 2, "quoted"), (2, 9, "excerpt")])  # two colours stay two boxes
     assert two.count("-background[") == 2
+
+
+def test_a_highlight_never_ends_or_starts_mid_word():
+    """Issue 41 item 12: a search snippet cut mid-word ("Verify your compan") drew its box to "compan" and the rest
+    of the word outside it, read as "compan y's". A passage's box takes whole words."""
+    text = "Before you start. Verify your company's email domain under Settings."
+    spans = highlight_spans(text, [("snippet", "Verify your compan")])
+    assert [text[s:e] for s, e, _ in spans] == ["Verify your company's"]
+    spans = highlight_spans(text, [("snippet", "rify your company's email")])
+    assert [text[s:e] for s, e, _ in spans] == ["Verify your company's email"]
+    spans = highlight_spans(text, [("quoted", "Verify your company's email domain under Settings.")])
+    assert [text[s:e] for s, e, _ in spans] == ["Verify your company's email domain under Settings."]

@@ -38,7 +38,7 @@ def test_jsonl_md_and_zip_uploads_load_as_corpora(tmp_path):
 def test_the_same_upload_on_every_rerun_keeps_the_app_session(name, data, tmp_path):
     """Streamlit hands the sidebar the upload again on every rerun: storing it again changed the files'
     mtime, so the session cache key (`_fingerprint`) changed and every click reloaded the corpus."""
-    from workbench.ui.state import _fingerprint
+    from workbench.ui.caches import _fingerprint
 
     first = save_upload(name, data, tmp_path)
     before = _fingerprint(str(first))

@@ -67,14 +67,19 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture(scope="module")
@@ -698,6 +703,93 @@ def test_a_new_answer_scrolls_into_view_after_reading_an_earlier_expander(page):
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
+#: The scrolled chat's scrollbar thumb: its centre, from the scroller's box and scroll position.
+THUMB = """() => { const s = document.querySelector('[data-testid=stAppScrollToBottomContainer]');
+  const r = s.getBoundingClientRect(), bar = r.right - (s.offsetWidth - s.clientWidth) / 2;
+  const thumb = s.clientHeight * s.clientHeight / s.scrollHeight;
+  return {x: bar, y: r.top + s.scrollTop / s.scrollHeight * s.clientHeight + thumb / 2, top: r.top,
+          width: s.offsetWidth - s.clientWidth}; }"""
+
+
+def _drag_during_a_slow_answer(pg, server, drag) -> None:
+    """Two answers, then a slow third: once its question is followed into view, `drag(pg)` takes the chat to its top
+    while the answer is still being written; the reader must stay there after the answer is drawn."""
+    pg.set_default_timeout(45_000)
+    pg.goto(server["url"])
+    pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
+    _ask(pg, "How do I configure SSO?")
+    _ask(pg, "How do I rotate an API key?")
+    sidebar = pg.get_by_test_id("stSidebar")
+    sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
+    pg.keyboard.type("scripted slow")
+    pg.keyboard.press("Enter")
+    delay = sidebar.get_by_label("Delay per model call (s)")
+    delay.fill("3")
+    delay.press("Enter")
+    _settle(pg)
+    box = pg.get_by_test_id("stChatInputTextArea")
+    box.fill("How do I cancel my subscription?")
+    box.press("Enter")
+    # the new question is drawn and followed into view while its answer is still being written
+    pg.wait_for_function("""() => { const m = document.querySelectorAll('[data-testid=stChatMessage]');
+        const top = m.length >= 5 && m[4].getBoundingClientRect().top;
+        return top >= 0 && top < window.innerHeight / 2; }""")
+    drag(pg)
+    assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running", \
+        "the answer came before the drag: the test needs a slower provider"
+    dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+    assert dragged < 40, f"the drag did not scroll the chat to its top: scrollTop {dragged}"
+    pg.get_by_test_id("stChatMessage").nth(5).wait_for(timeout=60_000)
+    _settle(pg)
+    # two frames: the follow, if it were still on, would have scrolled by then
+    pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    after = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
+    _shot(pg, "scrollbar-drag")
+    assert after < 40, f"the chat pulled the reader from the top they dragged to, to scrollTop {after}"
+
+
+def _drag_the_thumb(pg) -> None:
+    thumb = pg.evaluate(THUMB)
+    assert thumb["width"] >= 6, f"no scrollbar to drag: {thumb}"
+    pg.mouse.move(thumb["x"], thumb["y"])
+    pg.mouse.down()
+    pg.mouse.move(thumb["x"], thumb["top"] + 2, steps=8)
+    pg.mouse.up()
+
+
+def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_they_dragged(playwright, server):
+    """Issue 41 item 5: the chat follows a question asked into view until its run is over, unless the reader scrolls;
+    a drag of the scrollbar (no wheel, no key, no touch) was not taken for the reader's scroll, so the chat pulled
+    them back to the new question. Chromium with its scrollbars shown (playwright hides them by default)."""
+    shown = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS,
+                                       ignore_default_args=["--hide-scrollbars"])
+    try:
+        _drag_during_a_slow_answer(shown.new_page(viewport={"width": 1400, "height": 800}), server, _drag_the_thumb)
+    finally:
+        shown.close()
+
+
+def _drag_an_overlay_scrollbar(pg) -> None:
+    """A scrollbar drawn over the content (phones, macOS): the press lands on the content, not outside the scrolled
+    element's client area, and the chat scrolls while the pointer is held (no wheel, no key, no touch)."""
+    scroller = pg.get_by_test_id("stAppScrollToBottomContainer")
+    edge = scroller.bounding_box()
+    pg.mouse.move(edge["x"] + edge["width"] - 3, edge["y"] + edge["height"] / 2)
+    pg.mouse.down()
+    for _ in range(8):
+        scroller.evaluate("e => { e.scrollTop = Math.max(0, e.scrollTop - e.scrollHeight / 6); }")
+    pg.mouse.up()
+
+
+def test_an_overlay_scrollbar_drag_while_an_answer_comes_leaves_the_reader_where_they_dragged(browser, server):
+    """Issue 41 item 5, with the scrollbars playwright's chromium draws by default: none taking room of their own."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 800})
+    try:
+        _drag_during_a_slow_answer(pg, server, _drag_an_overlay_scrollbar)
+    finally:
+        pg.close()
+
+
 def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels_title(page):
     """Issue 41 item 12: the selected pill was Streamlit's default red (it read as an error), and the panel's ✕ opened
     under the pointer that clicked the pill, its "Close the document" tooltip over the title."""
@@ -725,6 +817,53 @@ def test_at_1024_px_the_pill_clicked_is_not_red_and_no_tooltip_covers_the_panels
         _shot(page, "pill-1024")
         _center(close.locator("button")).click()
         panel.wait_for(state="detached")
+        _settle(page)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_at_1024_px_the_panels_close_button_never_opens_under_the_pointer_that_clicked(page):
+    """Issue 41 item 12: at 1024 px the panel opens over the chat, and its ✕ could open right under the pointer that
+    clicked a citation pill: hovered at once, and a second click there (a double click) closed what had just opened.
+    The test puts a pill where the ✕ opens (scrolled there, and moved along its row as a longer title would be)."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    try:
+        _new_conversation(page)
+        _ask(page, "How do I configure SSO?")
+        _ask(page, "How do I rotate an API key?")
+        pill = page.get_by_test_id("stChatMessage").nth(1).locator("[class*='st-key-citations-'] button").first
+        _center(pill).click()  # where does the ✕ open?
+        close = page.locator(".st-key-close-doc button")
+        close.wait_for()
+        _settle(page)
+        _shot(page, "close-spot-1024")
+        spot = close.bounding_box()
+        x, y = spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2
+        close.click()
+        close.wait_for(state="detached")
+        _settle(page)
+        box = pill.bounding_box()  # the reader scrolls the pill to the ✕'s height (the wheel: the pin lets go)
+        page.mouse.move(box["x"] - 40, y)
+        page.mouse.wheel(0, box["y"] + box["height"] / 2 - y)
+        pill.evaluate("""(e, y) => new Promise((done) => { const on = () => { const r = e.getBoundingClientRect();
+            if (Math.abs(r.top + r.height / 2 - y) < 3) done(); else requestAnimationFrame(on); }; on(); })""", y)
+        box = pill.bounding_box()
+        if not box["x"] + 4 < x < box["x"] + box["width"] - 4:  # further along its row, as a longer title's would be
+            pill.evaluate("(e, dx) => { e.style.transform = `translateX(${dx}px)`; }", x - box["x"] - box["width"] / 2)
+        assert pill.evaluate("(e, p) => e.contains(document.elementFromPoint(p[0], p[1]))", [x, y]), \
+            "the pill is not where the ✕ opens"
+        page.mouse.click(x, y)
+        close.wait_for()
+        _settle(page)
+        under = page.evaluate("p => document.elementFromPoint(p[0], p[1])?.closest('.st-key-close-doc') !== null",
+                              [x, y])
+        assert not under, "the ✕ opened under the pointer that clicked the pill"
+        page.mouse.click(x, y)  # the second click of a double click
+        _settle(page)
+        assert page.locator(".st-key-doc-panel").count() == 1, "a second click where the pill was closed the panel"
+        page.mouse.move(x - 20, y + 20, steps=4)  # once the pointer moves, the ✕ is a button like any other
+        close.click()
+        close.wait_for(state="detached")
         _settle(page)
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})

@@ -69,7 +69,7 @@ def test_yaml_alias_bombs_in_an_app_upload_are_refused(tmp_path, shape):
         from pathlib import Path
         from workbench.errors import CorpusError
         from workbench.ui.uploads import save_upload
-        from workbench.ui.state import load_app_corpus
+        from workbench.ui.caches import load_app_corpus
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as zf:
             zf.writestr("kb/bomb.md", {_nest(shape)!r})
@@ -169,7 +169,7 @@ def test_a_zip_that_inflates_past_the_limit_is_refused_before_it_is_read(tmp_pat
 
 
 def test_upload_size_and_document_count_are_bounded(tmp_path, monkeypatch):
-    from workbench.ui import state, uploads
+    from workbench.ui import caches, uploads
 
     monkeypatch.setenv("WORKBENCH_MAX_UPLOAD_MB", "1")
     with pytest.raises(CorpusError, match="larger than 1 MB"):
@@ -178,10 +178,10 @@ def test_upload_size_and_document_count_are_bounded(tmp_path, monkeypatch):
     lines = "\n".join(json.dumps({"id": str(i), "text": "t"}) for i in range(51))
     path = save_upload("c.jsonl", lines.encode(), tmp_path)
     with pytest.raises(CorpusError, match="more than 50 documents"):
-        state.load_app_corpus(str(path))
+        caches.load_app_corpus(str(path))
     z = _zip({f"kb/{i}.md": f"---\nid: d{i}\n---\nx\n" for i in range(51)})
     with pytest.raises(CorpusError, match="more than 50"):
-        state.load_app_corpus(str(save_upload("kb.zip", z, tmp_path)))
+        caches.load_app_corpus(str(save_upload("kb.zip", z, tmp_path)))
     assert uploads.max_documents() == 50
 
 
@@ -264,7 +264,7 @@ def test_the_app_bounds_the_pdf_work_of_a_whole_corpus(tmp_path):
     (kb / "a.pdf").write_bytes(content_bomb_pdf(pages=8, ops=250_000))  # ~1.75 MB of content a page
     code = textwrap.dedent(f"""
         from workbench.errors import CorpusError
-        from workbench.ui.state import load_app_corpus
+        from workbench.ui.caches import load_app_corpus
         try:
             load_app_corpus({str(kb)!r})
         except CorpusError as exc:

@@ -35,7 +35,7 @@ def test_an_unknown_key_is_refused_when_the_record_is_built_or_parsed():
 def test_one_ask_specification_that_keywords_eval_and_the_app_give(demo_session):
     from workbench.batch import EvalSpec
     from workbench.session import AskSpec
-    from workbench.ui.state import RunConfig
+    from workbench.ui.records import RunConfig
 
     question = "How do I configure SSO?"
     spec = AskSpec(mode="excerpts", k=3, judge=None, options={"faults": ["corrupt_id"]})

@@ -33,7 +33,7 @@ from .verify import verify as verify_turn
 @dataclass(frozen=True)
 class AskSpec:
     """How a turn is asked (docs/design.md §3): the one specification `Session.ask` takes, which an eval's
-    `batch.EvalSpec` extends and the app's `ui.state.RunConfig` builds (`RunConfig.asked`). Frozen; what the turn
+    `batch.EvalSpec` extends and the app's `ui.records.RunConfig` builds (`RunConfig.asked`). Frozen; what the turn
     ran with is recorded in its `TurnRecord.config` (`types.TurnConfig`).
 
     `options` go to the provider, checked against its `options_schema` (e.g. the offline provider's

@@ -307,7 +307,7 @@ class TurnConfig(Mapping):
 
     def option_pairs(self) -> tuple[tuple[str, Any], ...]:
         """The provider options as (name, value) pairs in name order, lists as tuples: hashable, as the app keeps
-        a configuration (`ui.state.RunConfig.options`)."""
+        a configuration (`ui.records.RunConfig.options`)."""
         return tuple((name, tuple(v) if isinstance(v, list) else v) for name, v in sorted((self.options or {}).items()))
 
     def __getitem__(self, key: str) -> Any:

@@ -29,8 +29,28 @@ def _loose_pattern(passage: str) -> re.Pattern | None:
     return re.compile(r"\s+".join(re.escape(w) for w in words))
 
 
+def _in_word(text: str, i: int) -> bool:
+    """Whether `text[i]` belongs to a word: a letter or digit, or an apostrophe between two ("company's")."""
+    if not 0 <= i < len(text):
+        return False
+    if text[i] in "'’":
+        return _in_word(text, i - 1) and i + 1 < len(text) and text[i + 1].isalnum()
+    return text[i].isalnum() or text[i] == "_"
+
+
+def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """`start`..`end` widened to whole words: a snippet cut mid-word ("Verify your compan") is boxed to the word's
+    end, never drawn as "compan" in the box and "y's" outside it."""
+    while start > 0 and _in_word(text, start) and _in_word(text, start - 1):
+        start -= 1
+    while end < len(text) and _in_word(text, end - 1) and _in_word(text, end):
+        end += 1
+    return start, end
+
+
 def highlight_spans(text: str, passages: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
-    """Non-overlapping (start, end, kind) spans of `text` matching the passages, whitespace-insensitively.
+    """Non-overlapping (start, end, kind) spans of `text` matching the passages, whitespace-insensitively, each
+    widened to whole words.
 
     A passage that does not occur whole (chunkers and answers reflow text) is matched sentence by
     sentence. Earlier kinds in `passages` win overlaps only where they came first; `quoted` wins
@@ -45,7 +65,7 @@ def highlight_spans(text: str, passages: list[tuple[str, str]]) -> list[tuple[in
             pat = _loose_pattern(piece)
             m = pat.search(text) if pat else None
             if m:
-                found.append((m.start(), m.end(), kind))
+                found.append((*_whole_words(text, m.start(), m.end()), kind))
                 if piece is passage:
                     break
     found.sort(key=lambda s: (priority.get(s[2], 9), s[0]))

@@ -18,7 +18,7 @@ from .lake import store_exists
 
 #: The kind of run (`runs.kind`) `collect` and `ingest` write.
 AUDIT_KIND = "audit"
-#: The span kinds the timeline draws, as its kinds of call (`ui.turn.CALL_COLORS`).
+#: The span kinds the timeline draws, as its kinds of call (`ui.charts.CALL_COLORS`).
 TIMELINE_KINDS = {"LLM": "model", "TOOL": "tool", "RETRIEVER": "retrieval", "RERANKER": "retrieval"}
 #: The most spans a turn's timeline draws (the earliest first).
 MAX_TIMELINE_SPANS = 200

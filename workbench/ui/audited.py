@@ -3,8 +3,9 @@ spans by `workbench collect` or `ingest`, shown by the same turn view as the wor
 trace store holds — the stored payload (the three sets, chips, rejections and the `audit` object), the record, and
 the timeline of the spans the turn was assembled from. No corpus is needed.
 
-`ui/turn.py` calls in here where an audited turn differs: its caption (the audited app and model), its status (an
-unauditable turn says why and claims no set), the `audit` object in the Provenance expander, and the timeline.
+The turn view (`ui/turn.py`, `ui/chips.py`, `ui/charts.py`) calls in here where an audited turn differs: its caption
+(the audited app and model), its status (an unauditable turn says why and claims no set), the `audit` object in the
+Provenance expander, and the timeline.
 The Experiments page lists the audited runs and opens any of their turns (`ui/audited_runs.py`, which imports
 this module and `ui/turn.py`, so that neither imports the other back), for analysts only: the questions are the
 audited app's users'. Every text from the spans (questions, answers, titles, ids, span names,
@@ -23,7 +24,8 @@ from ..config import DEFAULT_RETRIEVER
 from ..errors import WorkbenchError
 from ..payload import AUDITED, Payload
 from ..render.escaping import escape_markdown
-from .state import RunConfig, Turn, app_corpus, get_session
+from .caches import app_corpus, get_session
+from .records import RunConfig, Turn
 from .tables import shown
 
 #: Turns offered in an audited run's turn picker (the earliest first; `ui/audited_runs.py`).
@@ -66,7 +68,7 @@ def from_store(record: Any, payload: Payload, *, db: str, cfg: RunConfig | None 
     tcfg = RunConfig(provider=AUDITED, model=config.get("model"), retriever="-", mode=record.mode,
                      corpus=f"{AUDITED}:{run}", corpus_label=config.get("corpus_id") or "none",
                      db=(cfg.db if cfg is not None and cfg.db else db))
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=note)
+    turn = Turn(record.question, tcfg, note=note)
     if corpus is not None:
         turn.session = get_session(corpus[0], cfg.retriever if cfg is not None else DEFAULT_RETRIEVER, tcfg.db)
     turn.answer = Answer(record, payload, verification=verification, request={})

@@ -14,7 +14,7 @@ from ..errors import WorkbenchError
 from ..faithfulness import get_judge, judge_declares, verdict_label
 from ..providers import declared, readiness
 from ..render.escaping import display_value, escape_markdown
-from .state import RunConfig, Turn
+from .records import RunConfig, Turn
 
 
 def llm_judge_provider(cfg: RunConfig) -> str | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
+from ..context_policy import next_position
 from ..errors import WorkbenchError
 from ..payload import TurnConfig
 from ..providers import provider_names
@@ -24,9 +25,11 @@ from ..render.escaping import display_text, escape_markdown, plotly_text
 from ..render.sources import SET_COLORS
 from ..retrieval import retriever_names
 from ..trace.writer import COMPARE_RUN
-from ..context_policy import next_position
+from .asking import run
+from .caches import get_session, provider_display, provider_info
 from .open_conversation import history, new_id, places
-from .state import RunConfig, Turn, get_session, modes_for, protocol_picker, provider_display, provider_info, run
+from .provider_inputs import modes_for, protocol_picker
+from .records import RunConfig, Turn
 from .turn import render_turn
 
 #: The order the set lists are shown in: the short, telling sets first, the long retrieved set last.

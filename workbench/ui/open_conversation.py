@@ -25,14 +25,17 @@ from ..redact import REDACTED
 from ..render.escaping import display_text, escape_markdown
 from ..trace.writer import COMPARE_RUN
 from . import identity, shares
-from .state import RunConfig, Turn, app_corpus, default_db, get_session, provider_caps, run
+from .asking import run
+from .caches import app_corpus, get_session, provider_caps
+from .records import RunConfig, Turn
+from .stores import default_db
 
 if TYPE_CHECKING:
     from ..answer import Answer
     from ..types import TurnConfig
 from .tables import QUERY_CACHE_SECONDS, db_version
 
-TURNS = "turns"  # session_state: the open conversation's turns (`state.Turn`), oldest first
+TURNS = "turns"  # session_state: the open conversation's turns (`records.Turn`), oldest first
 CONVERSATION = "conversation_id"  # session_state: the open conversation's id
 QUERY = "conversation"  # the query parameter naming it
 #: Past conversations offered in the "Open a past conversation" picker (the latest first).
@@ -141,7 +144,7 @@ def reopened_turn(stored: Answer, cfg: RunConfig) -> Turn:
     tcfg = replace(cfg, provider=asked.provider or cfg.provider, model=asked.model,
                    retriever=asked.retriever or cfg.retriever, mode=record.mode, k=asked.k or cfg.k,
                    options=asked.option_pairs(), tool_protocol=asked.tool_protocol, corpus=corpus, corpus_label=label)
-    turn = Turn(record.question, tcfg, elapsed_ms=float(record.latency_ms or 0.0), note=_corpus_note(asked, cfg, found))
+    turn = Turn(record.question, tcfg, note=_corpus_note(asked, cfg, found))
     if found is not None:
         try:
             turn.session = get_session(corpus, tcfg.retriever, cfg.db)

@@ -12,9 +12,10 @@ from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
 from ..trace.shares import Share, find_share, may_read
 from . import identity
+from .caches import get_session
 from .open_conversation import reopened_turn
+from .records import RunConfig, Turn
 from .shares import AUDIENCE_TEXT, SHARE_PARAM, db_of
-from .state import RunConfig, Turn, get_session
 
 
 def _refused(found: Share | None) -> str:
@@ -31,7 +32,8 @@ def shared_view(cfg: RunConfig) -> bool:
     token = st.query_params.get(SHARE_PARAM)
     if not token:
         return False
-    from .turn import document_panel, inline_citation_links, render_turn
+    from .panel import document_panel, inline_citation_links
+    from .turn import render_turn
     from ..trace.conversation_reader import read_conversation
 
     st.title("Provenance Workbench")

@@ -17,7 +17,8 @@ from ..errors import WorkbenchError
 from ..render.escaping import escape_markdown
 from ..trace.shares import LINK, SIGNED_IN, active_share, revoke, share
 from . import identity
-from .state import STORE_PARAM, RunConfig, default_db
+from .records import RunConfig
+from .stores import STORE_PARAM, default_db
 
 SHARE_PARAM = "share"  # ?share=<token>: the read-only view of a shared conversation
 AUDIENCE_TEXT = {SIGNED_IN: "anyone signed in to this workbench who has the link (your teammates)",

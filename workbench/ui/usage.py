@@ -12,11 +12,11 @@ from ..config import default_db_path
 from ..corpus import Corpus
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
+from ..trace.lake import store_exists
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .audited import may_see, visible_runs
-from .state import app_corpus
+from .caches import app_corpus
 from .tables import QUERY_CACHE_SECONDS, db_version, table
-from ..trace.lake import store_exists
 
 
 def runs_of(db: Path | str) -> list[dict]:

@@ -19,7 +19,7 @@ from ..providers import declared
 from ..render.escaping import escape_markdown
 from ..render.sources import VERDICT_LABELS, VERDICT_MEANINGS, by_verdict, doc_titles, or_unknown, verdicts
 from ..verify import DEFAULT_BUDGET, pinned_options, plan, unpinned
-from .state import Turn
+from .records import Turn
 
 #: Badge colour per verdict (Streamlit's named colours).
 VERDICT_COLORS = {"load_bearing": "green", "decorative": "gray", "hidden_influence": "orange", "no_effect": "gray",
