@@ -47,6 +47,11 @@ MAX_EARLIER_TURNS = 50
 #: On SIGTERM, the time given to assembling the traces still waiting for their root (their spans are stored
 #: whatever happens); complete traces are always written (docs/security.md).
 STOP_SECONDS = 10.0
+#: The trace file stays attached between requests (one checkpoint per hold, not one per request: issue 38 item 9),
+#: given up after `KEEP_IDLE_S` without a request, at the end of the request that has held it `KEEP_HOLD_S`, and as
+#: soon as another process (`ask`, a reader) is waiting for it (trace/kept.py; docs/security.md).
+KEEP_IDLE_S = 1.0
+KEEP_HOLD_S = 5.0
 #: What a 503 asks the exporter to wait before sending again (OTLP exporters retry a 503).
 RETRY_AFTER_SECONDS = 2
 #: Connections open at once; one more is answered 503 and closed (docs/security.md).

@@ -30,6 +30,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
+from .kept import Keeper
 from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
@@ -232,6 +233,7 @@ class TraceWriter:
         # threads sharing a notebook's): one at a time.
         self._lock = threading.RLock()
         self._held: tuple[int, Any] | None = None  # (thread, connection) while `held()`
+        self._keeper: Keeper | None = None  # while `kept()`
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
         self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
@@ -240,7 +242,8 @@ class TraceWriter:
 
     @contextmanager
     def connect(self) -> Iterator:
-        """A read-write connection on a migrated database, closed on exit (the file lock is released).
+        """A read-write connection on a migrated database, closed on exit (the file lock is released), unless the
+        writer keeps the file attached (`kept`).
 
         Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
         `TraceStoreError` naming the file; constraint violations pass through for the callers that
@@ -249,18 +252,68 @@ class TraceWriter:
         if held is not None and held[0] == threading.get_ident():  # inside `held()`, on its thread: its connection
             yield held[1]
             return
-        try:
-            with write_connection(self.path, timeout=self.timeout) as con:
-                key = str(self.path.resolve())
-                if key not in _MIGRATED:
-                    with _optimized(con):  # migrations may join and backfill over a large database
-                        migrate(con, path=str(self.path))
-                    _MIGRATED.add(key)
+        keeper = self._keeper
+        if keeper is None:
+            with self._attached() as con:
                 yield con
+            return
+        with self._lock:
+            failed = True
+            try:
+                con = keeper.get()
+                with self._store_errors():
+                    yield con
+                failed = False
+            finally:
+                keeper.used(failed=failed)
+
+    @contextmanager
+    def _attached(self) -> Iterator:
+        """The file attached for the time of the block (connect.write_connection), migrated once per process."""
+        with self._store_errors(), write_connection(self.path, timeout=self.timeout) as con:
+            key = str(self.path.resolve())
+            if key not in _MIGRATED:
+                with _optimized(con):  # migrations may join and backfill over a large database
+                    migrate(con, path=str(self.path))
+                _MIGRATED.add(key)
+            yield con
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        try:
+            yield
         except duckdb.ConstraintException:
             raise
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
+
+    @contextmanager
+    def kept(self, *, idle_s: float, hold_s: float) -> Iterator[Keeper | None]:
+        """Keep the file attached between this writer's writes (`collect`: one write per OTLP request), given up
+        as `kept.Keeper` says (idle `idle_s`, held `hold_s`, someone queued for it, a failed write) and on exit.
+        A watcher thread gives it up between writes. A team store has no file to keep (None is yielded)."""
+        if self._lake:
+            yield None
+            return
+        keeper, stop = Keeper(self._attached, self.path, idle_s=idle_s, hold_s=hold_s), threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(min(idle_s, 0.05)):
+                with self._lock:
+                    keeper.tick()
+
+        with self._lock:
+            self._keeper = keeper
+        watcher = threading.Thread(target=watch, name="trace-file-keeper", daemon=True)
+        watcher.start()
+        try:
+            yield keeper
+        finally:
+            stop.set()
+            watcher.join()
+            with self._lock:
+                self._keeper = None
+                keeper.release()
 
     @contextmanager
     def held(self) -> Iterator[None]:
