@@ -27,7 +27,9 @@ import base64
 import functools
 import json
 import re
-from typing import Any, Iterable, Mapping
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 from .config import environment
@@ -118,8 +120,30 @@ def provider_credentials(provider: object) -> list[str]:
 
 
 def _env_credentials() -> list[str]:
-    return [c for name, value in environment().items() if name.endswith(_URL_ENV_SUFFIXES) and "@" in value
+    frozen = getattr(_READ_ONCE, "credentials", None)
+    return frozen if frozen is not None else _read_env_credentials()
+
+
+def _read_env_credentials() -> list[str]:
+    env = environment()
+    return [c for name in env if name.endswith(_URL_ENV_SUFFIXES) and "@" in (value := env.get(name) or "")
             for c in url_credentials(value)]
+
+
+_READ_ONCE = threading.local()
+
+
+@contextmanager
+def environment_read_once() -> Iterator[None]:
+    """Inside (on this thread), `scrub_secrets` takes the environment's server credentials as they were on entry
+    instead of listing the environment again at every call: for code that scrubs many texts at once (`collect`, a
+    request's turns: the listing was a fifth of auditing a turn)."""
+    outer = getattr(_READ_ONCE, "credentials", None)
+    _READ_ONCE.credentials = _read_env_credentials()
+    try:
+        yield
+    finally:
+        _READ_ONCE.credentials = outer
 
 
 def scrub_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..config import COLLECT_READ_TIMEOUT_S
 from ..corpus import topic
-from ..redact import scrub_secrets
+from ..redact import environment_read_once, scrub_secrets
 from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
 from .audited import AuditedTurn, Earlier, audit_trace
@@ -143,9 +143,12 @@ class Assembler:
     def receive_request(self, spans: list[Span]) -> None:
         """One OTLP request (`collect`): its spans stored, then the turns of the traces it completed written together,
         one transaction, on the one connection the request holds, before it is answered (one checkpoint per request,
-        not one per turn: issue 38 item 9). The writer's lock orders requests' writes; the assembler's own lock is
-        still held for bookkeeping only (`receive`)."""
-        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
+        not one per turn: issue 38 item 9; `collect` also keeps the file attached across requests, `TraceWriter.kept`).
+        The writer's lock orders requests' writes; the assembler's own lock is still held for bookkeeping only
+        (`receive`). The environment's server credentials, which every scrubbed text is cleaned of, are listed once
+        for the request (`redact.environment_read_once`)."""
+        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")), \
+                environment_read_once():
             self.receive(spans)
 
     def _take(self, spans: list[Span], on_root: bool) -> list[tuple[str, list[Span]]]:
