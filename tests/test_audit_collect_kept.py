@@ -187,3 +187,19 @@ def test_a_request_lists_the_environment_once_and_still_redacts_a_configured_ser
         assert len(listed) == 1, f"the environment listed {len(listed)} times for one request"
     stored = TraceReader(db).rows("SELECT question || answer FROM turns")[1]
     assert len(stored) == 10 and all(password not in q and redact.REDACTED in q for (q,) in stored), stored
+
+
+def test_a_request_that_repeats_stored_spans_stores_the_others_and_each_span_once(tmp_path):
+    """Spans are first inserted as new (a plain INSERT, cheaper); a request repeating stored ones (an exporter's retry
+    after a lost answer) is written again keeping the stored ones as they were."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    db = tmp_path / "t.duckdb"
+    data, _ = bodies(20, per_request=10)
+    both = ExportTraceServiceRequest.FromString(data[0])
+    both.MergeFrom(ExportTraceServiceRequest.FromString(data[1]))
+    with serving(db) as (a, _, conn):
+        assert _post(conn, data[0]) == 200 and _post(conn, both.SerializeToString()) == 200
+        assert a.spans == 300 and a.turns == 20
+    stored = TraceReader(db).rows("SELECT count(*), count(DISTINCT span_key) FROM audit_spans")[1]
+    assert stored == [(200, 200)]
