@@ -203,3 +203,24 @@ def test_a_request_that_repeats_stored_spans_stores_the_others_and_each_span_onc
         assert a.spans == 300 and a.turns == 20
     stored = TraceReader(db).rows("SELECT count(*), count(DISTINCT span_key) FROM audit_spans")[1]
     assert stored == [(200, 200)]
+
+
+def test_a_requests_spans_and_turns_are_one_transaction(tmp_path, monkeypatch):
+    """One commit a request (its fsync and statements paid once): when its turns cannot be written, its spans are not
+    either, and the request is answered 503 for the exporter to send again."""
+    import duckdb
+
+    real = writer_module._insert
+
+    def failing(con, sql):
+        if " INTO turns " in sql:
+            raise duckdb.IOException("disk full (the test)")
+        return real(con, sql)
+
+    db = tmp_path / "t.duckdb"
+    [body], _ = bodies(10, per_request=10)
+    with serving(db) as (a, _, conn):
+        monkeypatch.setattr(writer_module, "_insert", failing)
+        assert _post(conn, body) == 503
+    stored = TraceReader(db).rows("SELECT (SELECT count(*) FROM audit_spans), (SELECT count(*) FROM turns)")[1]
+    assert stored == [(0, 0)], stored

@@ -141,15 +141,17 @@ class Assembler:
                     self._idle.notify_all()
 
     def receive_request(self, spans: list[Span]) -> None:
-        """One OTLP request (`collect`): its spans stored, then the turns of the traces it completed written together,
-        one transaction, on the one connection the request holds, before it is answered (one checkpoint per request,
-        not one per turn: issue 38 item 9; `collect` also keeps the file attached across requests, `TraceWriter.kept`).
+        """One OTLP request (`collect`): its spans and the turns of the traces it completed written together, one
+        transaction (one commit), on the one connection the request holds, before it is answered (not one checkpoint
+        per turn: issue 38 item 9; `collect` also keeps the file attached across requests, `TraceWriter.kept`).
         The writer's lock orders requests' writes; the assembler's own lock is still held for bookkeeping only
         (`receive`). The environment's server credentials, which every scrubbed text is cleaned of, are listed once
         for the request (`redact.environment_read_once`)."""
+        spans = on_receiving_clock(spans, time.time_ns())
         with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")), \
                 environment_read_once():
-            self.receive(spans)
+            self.writer.stage({"audit_spans": span_rows(spans, self.run_id)})  # with the turns: one commit
+            self.receive(spans, store=False)
 
     def _take(self, spans: list[Span], on_root: bool) -> list[tuple[str, list[Span]]]:
         """Bookkeeping (under `_lock`): add `spans` to their pending traces; return the traces to assemble now (those

@@ -163,7 +163,8 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     return placed
 
 
-def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False) -> dict[str, list[Row]]:
+def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False,
+            fresh: frozenset[str] = frozenset()) -> dict[str, list[Row]]:
     """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
     with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
 
@@ -174,7 +175,8 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
     One list per column converts ~4× faster than one list of row structs.
 
     Conversation turns are placed first (`_place`: one more statement, which opens the transaction); the rows
-    as written are returned.
+    as written are returned. A shared table in `fresh` is inserted as new rows (a row already stored is then a
+    constraint error, which the caller handles; never on a team store).
     """
     tables = ("runs", *TURN_TABLES)
     unknown = set(rows).difference(tables)
@@ -194,7 +196,7 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
     for name in tables:
         r = todo.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name, r, lake))
+            _insert(con, begin + _insert_sql(name, r, lake, ignore=name not in fresh or lake))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
@@ -235,6 +237,7 @@ class TraceWriter:
         self._lock = threading.RLock()
         self._held: tuple[int, Any] | None = None  # (thread, connection) while `held()`
         self._keeper: Keeper | None = None  # while `kept()`
+        self._staged: dict[str, list[Row]] = {}  # written with the next flush (`stage`)
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
         self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
@@ -436,22 +439,25 @@ class TraceWriter:
             return self._flush()
 
     def _flush(self) -> int:
-        if not self._queue:
+        staged, self._staged = self._staged, {}
+        if not self._queue and not staged:
             return 0
-        queued = self._queue
+        queued = self._queue or []
         try:
             with self.connect() as con:
-                merged: dict[str, list[Row]] = {}
+                merged: dict[str, list[Row]] = {name: list(rows) for name, rows in staged.items()}
                 for item in queued:
                     for name, rows in item["rows"].items():
                         merged.setdefault(name, []).extend(rows)
                 runs = {item["run_id"] for item in queued}
                 try:
-                    self._write(con, runs, merged, strict=True)
+                    self._write(con, runs, merged, strict=True, fresh=frozenset(staged))
                 except duckdb.ConstraintException:
+                    if staged:  # a row already stored (an exporter's retry) is kept as it was
+                        self._write(con, set(), staged)
                     for item in queued:  # a turn already written (an earlier try got through) is skipped
                         self._write(con, {item["run_id"]}, item["rows"])
-        except BaseException:
+        except BaseException:  # staged rows are not kept: their request is answered 503 and sent again
             self._retry_delay = min(_MAX_RETRY_S, max(1.0, self._retry_delay * 2))
             self._retry_at = time.monotonic() + self._retry_delay
             raise
@@ -486,7 +492,7 @@ class TraceWriter:
             return ids
 
     def _write(self, con, run_ids: set[str], rows: dict[str, list[Row]], strict: bool = False,
-               if_moved: str = "append") -> None:
+               if_moved: str = "append", fresh: frozenset[str] = frozenset()) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing. A conversation
         position another writer took first (the unique index, m017) is placed again, up to `_PLACE_RETRIES`."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
@@ -497,7 +503,7 @@ class TraceWriter:
         attempt = lost = 0
         while True:
             try:
-                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
+                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake, fresh)
                 break
             except duckdb.ConstraintException as exc:
                 _rollback(con)
@@ -548,6 +554,17 @@ class TraceWriter:
                     _rollback(con)
             self._write(con, set(), {"audit_spans": rows})
         return len(rows)
+
+    def stage(self, rows: dict[str, list[Row]]) -> None:
+        """Rows of shared tables (`audit_spans`) written with the queued turns, in the same transaction, at the next
+        flush (`buffered`): `collect` writes a request's spans and turns with one commit. Inserted as new rows first;
+        when one is already stored (an exporter's retry), the flush writes them again keeping the stored ones."""
+        unknown = set(rows).difference(SHARED_KEYS)
+        if unknown or self._queue is None:
+            raise ValueError(f"only shared tables' rows are staged, inside `buffered`: not {sorted(unknown)}")
+        with self._lock:
+            for name, table_rows in rows.items():
+                self._staged.setdefault(name, []).extend(table_rows)
 
     def stored_turn_ids(self, turn_ids: list[str]) -> set[str]:
         """Those of `turn_ids` already stored (an audit ingesting the same spans again writes them once)."""
