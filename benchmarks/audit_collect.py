@@ -10,7 +10,10 @@ exporter sends them: protobuf `ExportTraceServiceRequest` bodies of `--per-reque
 (2) typed spans: the collector's parse (`audit.spans.parse_request`: binary parse, ids, attributes, bounds);
 (3) collect: a real `python -m workbench collect` process on a loopback port, every body POSTed over one kept-alive
     HTTP connection, from the first request to the last answer (every span stored raw and every turn audited and
-    written before the answer), into a new DuckDB file each repeat.
+    written before the answer), into a new DuckDB file each repeat; beside its wall time, the CPU seconds the
+    collect process spent in that window (/proc/PID/stat: user + system), which the machine's other load moves less
+    (spans per CPU second is what one collector would do on a core of its own).
+The load average is printed before and after (the machine is shared).
 The goal: at least 5,000 spans/s for (3); today's ingest of OTLP JSON is 1,289 spans/s (benchmarks/README.md).
 """
 
@@ -64,8 +67,14 @@ def typed(data: list[bytes]) -> float:
     return time.perf_counter() - t0
 
 
-def collect(data: list[bytes], db: Path) -> float:
-    """Seconds from the first POST to the last answer of a real `collect` process."""
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def collect(data: list[bytes], db: Path) -> tuple[float, float]:
+    """Seconds from the first POST to the last answer of a real `collect` process, and its CPU seconds in them."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "collect", "--port", "0", "--db", str(db),
                              "--name", "bench"], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -74,19 +83,19 @@ def collect(data: list[bytes], db: Path) -> float:
         line = proc.stderr.readline()
         host, port = re.search(r"http://([\d.]+):(\d+)/v1/traces", line).groups()
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_s(proc.pid), time.perf_counter()
         for body in data:
             conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
             answer = conn.getresponse()
             answer.read()
             assert answer.status == 200, answer.status
-        took = time.perf_counter() - t0
+        took, cpu = time.perf_counter() - t0, _cpu_s(proc.pid) - c0
         conn.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=120)[1]
     assert proc.returncode == 0 and "turns written" in rest, rest
-    return took
+    return took, cpu
 
 
 def main() -> None:
@@ -97,18 +106,26 @@ def main() -> None:
                     help="traces per request (10: 100 spans; 50: 500, near the OTel SDK's default export batch of 512)")
     args = ap.parse_args()
     data, n = bodies(args.traces, args.per_request)
-    times: dict[str, list[float]] = {"floor": [], "typed": [], "collect": []}
+    times: dict[str, list[float]] = {"floor": [], "typed": [], "collect": [], "cpu": []}
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
             times["floor"].append(floor(data))
             times["typed"].append(typed(data))
-            times["collect"].append(collect(data, Path(tmp) / f"c{i}.duckdb"))
-    print(f"{n} spans in {len(data)} protobuf requests ({sum(map(len, data)) / 1e6:.1f} MB), median of {args.repeat}")
+            took, cpu = collect(data, Path(tmp) / f"c{i}.duckdb")
+            times["collect"].append(took)
+            times["cpu"].append(cpu)
+    print(f"{n} spans in {len(data)} protobuf requests of {args.per_request} traces "
+          f"({sum(map(len, data)) / 1e6:.1f} MB), median of {args.repeat}; load average {load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
     labels = {"floor": "parse-only floor (protobuf binary parse)", "typed": "collect's parse (typed spans)",
-              "collect": "collect (HTTP, store raw spans, audit and write turns)"}
+              "collect": "collect (HTTP, store raw spans, audit and write turns), wall",
+              "cpu": "collect, the collect process's CPU time"}
     for key, label in labels.items():
         t = statistics.median(times[key])
-        print(f"{label}: {t:.2f} s ({n / t:,.0f} spans/s)")
+        runs = ", ".join(f"{n / x:,.0f}" for x in times[key])
+        print(f"{label}: {t:.2f} s ({n / t:,.0f} spans/s; runs {runs})")
+    print("anchor: ingest of OTLP JSON, 1,289 spans/s (benchmarks/README.md, issue 29); goal: 5,000 spans/s")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ class _Stop:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit.collector import STOP_SECONDS, make_server
+    from ..audit.collector import KEEP_HOLD_S, KEEP_IDLE_S, STOP_SECONDS, make_server
 
     if not args.read_timeout > 0:
         raise WorkbenchError(f"--read-timeout must be a positive number of seconds, not {args.read_timeout:g}")
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     print(neutralize(f"collecting on http://{host}:{port}/v1/traces into run {a.name} (Ctrl-C to stop)"),
           file=sys.stderr, flush=True)
     stop = _Stop(server)
-    with stop_on_signals(stop):
+    with stop_on_signals(stop), a.writer.kept(idle_s=KEEP_IDLE_S, hold_s=KEEP_HOLD_S):
         try:
             server.serve_forever(poll_interval=0.1)
         finally:

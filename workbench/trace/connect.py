@@ -69,8 +69,11 @@ def is_lock_error(exc: BaseException) -> bool:
 
 
 def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[], T]) -> T:
-    """Run `attempt` (which opens the file) until no other holder's lock is in the way, or `timeout`."""
+    """Run `attempt` (which opens the file) until no other holder's lock is in the way, or `timeout`. While it
+    waits, a reader queues in the readers' marker, a writer in the writers' (`queued`: a writer keeping the file
+    attached gives it up)."""
     marker = _marker(path)
+    queue = marker if read_only else _marker(path, _WRITERS)
     if not read_only:
         _yield_to_readers(marker)
     deadline = time.monotonic() + timeout
@@ -78,16 +81,15 @@ def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[
     while True:
         try:
             result = attempt()
-            if read_only:
-                marker.unlink(missing_ok=True)
+            if read_only or queue.exists():
+                queue.unlink(missing_ok=True)
             return result
         except duckdb.Error as exc:
             if not is_lock_error(exc):
                 if _NEWER_FILE in str(exc).lower():
                     raise _newer_file_error(path) from None
                 raise TraceStoreError(f"cannot open trace database {path}: {exc}") from None
-            if read_only:
-                _touch(marker)
+            _touch(queue)
             if time.monotonic() >= deadline:
                 raise TraceStoreError(
                     f"trace database {path} stayed locked by another process for {timeout:g} s; "
@@ -163,10 +165,36 @@ def open_connection(path: str | Path, *, read_only: bool, timeout: float = DEFAU
     return con
 
 
-def _marker(path: str) -> Path:
-    """Where readers queue for `path`: one file per database, outside its folder."""
+_WRITERS = ".writers"
+
+
+def _marker(path: str, suffix: str = "") -> Path:
+    """Where readers (`suffix` "") or writers (`_WRITERS`) queue for `path`: one file per database, outside its
+    folder. Only a writer that keeps the file attached between writes reads the writers' marker (`queued`); other
+    writers never wait on it (a batch of writers taking turns would each wait for the others)."""
     key = hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:20]
-    return Path(tempfile.gettempdir()) / "provenance-workbench-readers" / key
+    return Path(tempfile.gettempdir()) / "provenance-workbench-readers" / (key + suffix)
+
+
+def _fresh(marker: Path) -> bool:
+    try:
+        return time.time() - marker.stat().st_mtime < _MARKER_FRESH_S
+    except OSError:
+        return False
+
+
+def queued(path: str | Path) -> bool:
+    """Whether another connection, a reader or a writer, of this process or another, has recently found the file
+    at `path` locked and is waiting for it (its marker is fresh)."""
+    return _fresh(_marker(str(path))) or _fresh(_marker(str(path), _WRITERS))
+
+
+def give_way(path: str | Path) -> None:
+    """Wait (at most YIELD_S) while a reader or a writer is queued for the file (`queued`): what a writer that kept
+    the file and gave it up because someone was waiting does before taking it again."""
+    end = time.monotonic() + YIELD_S
+    while time.monotonic() < end and queued(path):
+        time.sleep(0.005)
 
 
 def _touch(marker: Path) -> None:
@@ -196,8 +224,9 @@ _HELD = threading.local()
 
 
 @contextmanager
-def _in_process(path: str, timeout: float) -> Iterator[None]:
-    """This process's connections to one file take turns (see the module docstring)."""
+def _in_process(path: str, timeout: float, read_only: bool) -> Iterator[None]:
+    """This process's connections to one file take turns (see the module docstring); one that has to wait queues
+    like one waiting for another process (`queued`), so a writer keeping the file attached gives it up."""
     key = os.path.realpath(path)
     with _PATH_LOCKS_GUARD:
         lock = _PATH_LOCKS.setdefault(key, threading.Lock())
@@ -205,8 +234,10 @@ def _in_process(path: str, timeout: float) -> Iterator[None]:
     if key in held:  # waiting would deadlock: this thread already has the file open
         raise TraceStoreError(f"trace database {path} is already open in this thread; close that connection "
                               "before opening another one")
-    if not lock.acquire(timeout=timeout):
-        raise TraceStoreError(f"trace database {path} stayed busy in this process for {timeout:.0f} s")
+    if not lock.acquire(blocking=False):
+        _touch(_marker(path, "" if read_only else _WRITERS))
+        if not lock.acquire(timeout=timeout):
+            raise TraceStoreError(f"trace database {path} stayed busy in this process for {timeout:.0f} s")
     held.add(key)
     try:
         yield
@@ -224,7 +255,7 @@ def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TI
         with cursor(path, config) as con:
             yield con
         return
-    with _in_process(str(path), timeout):
+    with _in_process(str(path), timeout, read_only):
         con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
         try:
             yield con
@@ -256,7 +287,7 @@ def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     path = str(path)
     _check_path(path, read_only=False)
     alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
-    with _in_process(path, timeout):
+    with _in_process(path, timeout, False):
         cur = _host().cursor()
         try:
             cur.execute(OPTIMIZER_OFF)

@@ -30,6 +30,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
+from .kept import Keeper
 from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
@@ -103,13 +104,14 @@ def _literal(value: Any, ty: str) -> str:
 SHARED_KEYS = {"runs": "run_id", "passages": "passage_id", "audit_spans": "span_key"}
 
 
-def _insert_sql(name: str, rows: list[Row], lake: bool = False) -> str:
+def _insert_sql(name: str, rows: list[Row], lake: bool = False, ignore: bool = True) -> str:
     """One bulk insert into table `name`: each column's values as one list literal, the lists unnested side by
     side into rows and matched to the table's columns by name (`_literal` says why no parameters). A shared
-    table's row already stored is skipped: by its primary key in a file (INSERT OR IGNORE), by its key read in
-    the transaction on a team store, which has no keys (lake.py)."""
+    table's row already stored is skipped (unless not `ignore`: a row already stored is then a constraint error):
+    by its primary key in a file (INSERT OR IGNORE), by its key read in the transaction on a team store, which has
+    no keys (lake.py)."""
     t = SCHEMAS[name]
-    shared = name in SHARED_TABLES
+    shared = name in SHARED_TABLES and ignore
     if shared and lake:
         rows = list({r[SHARED_KEYS[name]]: r for r in rows}.values())
     values = ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
@@ -161,7 +163,8 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
     return placed
 
 
-def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False) -> dict[str, list[Row]]:
+def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False,
+            fresh: frozenset[str] = frozenset()) -> dict[str, list[Row]]:
     """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
     with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
 
@@ -172,7 +175,8 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
     One list per column converts ~4× faster than one list of row structs.
 
     Conversation turns are placed first (`_place`: one more statement, which opens the transaction); the rows
-    as written are returned.
+    as written are returned. A shared table in `fresh` is inserted as new rows (a row already stored is then a
+    constraint error, which the caller handles; never on a team store).
     """
     tables = ("runs", *TURN_TABLES)
     unknown = set(rows).difference(tables)
@@ -192,7 +196,7 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
     for name in tables:
         r = todo.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name, r, lake))
+            _insert(con, begin + _insert_sql(name, r, lake, ignore=name not in fresh or lake))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
@@ -232,6 +236,8 @@ class TraceWriter:
         # threads sharing a notebook's): one at a time.
         self._lock = threading.RLock()
         self._held: tuple[int, Any] | None = None  # (thread, connection) while `held()`
+        self._keeper: Keeper | None = None  # while `kept()`
+        self._staged: dict[str, list[Row]] = {}  # written with the next flush (`stage`)
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
         self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
@@ -240,7 +246,8 @@ class TraceWriter:
 
     @contextmanager
     def connect(self) -> Iterator:
-        """A read-write connection on a migrated database, closed on exit (the file lock is released).
+        """A read-write connection on a migrated database, closed on exit (the file lock is released), unless the
+        writer keeps the file attached (`kept`).
 
         Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
         `TraceStoreError` naming the file; constraint violations pass through for the callers that
@@ -249,18 +256,68 @@ class TraceWriter:
         if held is not None and held[0] == threading.get_ident():  # inside `held()`, on its thread: its connection
             yield held[1]
             return
-        try:
-            with write_connection(self.path, timeout=self.timeout) as con:
-                key = str(self.path.resolve())
-                if key not in _MIGRATED:
-                    with _optimized(con):  # migrations may join and backfill over a large database
-                        migrate(con, path=str(self.path))
-                    _MIGRATED.add(key)
+        keeper = self._keeper
+        if keeper is None:
+            with self._attached() as con:
                 yield con
+            return
+        with self._lock:
+            failed = True
+            try:
+                con = keeper.get()
+                with self._store_errors():
+                    yield con
+                failed = False
+            finally:
+                keeper.used(failed=failed)
+
+    @contextmanager
+    def _attached(self) -> Iterator:
+        """The file attached for the time of the block (connect.write_connection), migrated once per process."""
+        with self._store_errors(), write_connection(self.path, timeout=self.timeout) as con:
+            key = str(self.path.resolve())
+            if key not in _MIGRATED:
+                with _optimized(con):  # migrations may join and backfill over a large database
+                    migrate(con, path=str(self.path))
+                _MIGRATED.add(key)
+            yield con
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        try:
+            yield
         except duckdb.ConstraintException:
             raise
         except duckdb.Error as exc:
             raise TraceStoreError(f"could not write to trace database {self.path}: {exc}") from None
+
+    @contextmanager
+    def kept(self, *, idle_s: float, hold_s: float) -> Iterator[Keeper | None]:
+        """Keep the file attached between this writer's writes (`collect`: one write per OTLP request), given up
+        as `kept.Keeper` says (idle `idle_s`, held `hold_s`, someone queued for it, a failed write) and on exit.
+        A watcher thread gives it up between writes. A team store has no file to keep (None is yielded)."""
+        if self._lake:
+            yield None
+            return
+        keeper, stop = Keeper(self._attached, self.path, idle_s=idle_s, hold_s=hold_s), threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(min(idle_s, 0.05)):
+                with self._lock:
+                    keeper.tick()
+
+        with self._lock:
+            self._keeper = keeper
+        watcher = threading.Thread(target=watch, name="trace-file-keeper", daemon=True)
+        watcher.start()
+        try:
+            yield keeper
+        finally:
+            stop.set()
+            watcher.join()
+            with self._lock:
+                self._keeper = None
+                keeper.release()
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -382,22 +439,25 @@ class TraceWriter:
             return self._flush()
 
     def _flush(self) -> int:
-        if not self._queue:
+        staged, self._staged = self._staged, {}
+        if not self._queue and not staged:
             return 0
-        queued = self._queue
+        queued = self._queue or []
         try:
             with self.connect() as con:
-                merged: dict[str, list[Row]] = {}
+                merged: dict[str, list[Row]] = {name: list(rows) for name, rows in staged.items()}
                 for item in queued:
                     for name, rows in item["rows"].items():
                         merged.setdefault(name, []).extend(rows)
                 runs = {item["run_id"] for item in queued}
                 try:
-                    self._write(con, runs, merged, strict=True)
+                    self._write(con, runs, merged, strict=True, fresh=frozenset(staged))
                 except duckdb.ConstraintException:
+                    if staged:  # a row already stored (an exporter's retry) is kept as it was
+                        self._write(con, set(), staged)
                     for item in queued:  # a turn already written (an earlier try got through) is skipped
                         self._write(con, {item["run_id"]}, item["rows"])
-        except BaseException:
+        except BaseException:  # staged rows are not kept: their request is answered 503 and sent again
             self._retry_delay = min(_MAX_RETRY_S, max(1.0, self._retry_delay * 2))
             self._retry_at = time.monotonic() + self._retry_delay
             raise
@@ -432,7 +492,7 @@ class TraceWriter:
             return ids
 
     def _write(self, con, run_ids: set[str], rows: dict[str, list[Row]], strict: bool = False,
-               if_moved: str = "append") -> None:
+               if_moved: str = "append", fresh: frozenset[str] = frozenset()) -> None:
         """One transaction: new run rows, then every table of the turn(s); all or nothing. A conversation
         position another writer took first (the unique index, m017) is placed again, up to `_PLACE_RETRIES`."""
         new_runs = [self._new_runs[r] for r in sorted(run_ids) if r not in self._written_runs and r in self._new_runs]
@@ -443,7 +503,7 @@ class TraceWriter:
         attempt = lost = 0
         while True:
             try:
-                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake)
+                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake, fresh)
                 break
             except duckdb.ConstraintException as exc:
                 _rollback(con)
@@ -485,8 +545,26 @@ class TraceWriter:
         if not rows:
             return 0
         with self._lock, self.connect() as con:
+            if not self._lake:  # first as new spans: a plain INSERT costs two thirds of an INSERT OR IGNORE
+                try:
+                    con.execute("BEGIN; " + _insert_sql("audit_spans", rows, ignore=False))
+                    con.execute("COMMIT")
+                    return len(rows)
+                except duckdb.ConstraintException:  # one was stored already (a retry): each kept as it was
+                    _rollback(con)
             self._write(con, set(), {"audit_spans": rows})
         return len(rows)
+
+    def stage(self, rows: dict[str, list[Row]]) -> None:
+        """Rows of shared tables (`audit_spans`) written with the queued turns, in the same transaction, at the next
+        flush (`buffered`): `collect` writes a request's spans and turns with one commit. Inserted as new rows first;
+        when one is already stored (an exporter's retry), the flush writes them again keeping the stored ones."""
+        unknown = set(rows).difference(SHARED_KEYS)
+        if unknown or self._queue is None:
+            raise ValueError(f"only shared tables' rows are staged, inside `buffered`: not {sorted(unknown)}")
+        with self._lock:
+            for name, table_rows in rows.items():
+                self._staged.setdefault(name, []).extend(table_rows)
 
     def stored_turn_ids(self, turn_ids: list[str]) -> set[str]:
         """Those of `turn_ids` already stored (an audit ingesting the same spans again writes them once)."""
