@@ -75,5 +75,6 @@ def saved_queries(db: str | Path) -> list[SavedQuery]:
 def delete_query(db: str | Path, name: str) -> None:
     """Forget the saved query `name`; one that is not there is a `SavedQueryError`."""
     with TraceWriter(db).connect() as con:
-        if con.execute("DELETE FROM saved_queries WHERE name = ? RETURNING name", [name]).fetchone() is None:
+        # the count DuckDB reports, not `RETURNING`: DuckLake (a team store) has no RETURNING on a delete or update
+        if not con.execute("DELETE FROM saved_queries WHERE name = ?", [name]).fetchone()[0]:
             raise SavedQueryError(f"no saved query is named {name!r}")
