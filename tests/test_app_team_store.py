@@ -92,6 +92,12 @@ def test_chat_asks_follows_up_verifies_reopens_and_shares_on_a_team_store(lake):
     for at_ in (at, again, reader):
         assert "127.0.0.1" not in _shown(at_) and "ducklake:" not in _shown(at_), "the store's name is not shown"
 
+    again.run()
+    next(b for b in again.button if b.key == "share-revoke").click().run()
+    assert not again.exception, again.exception
+    reader.run()  # the reader's next click
+    assert any("revoked" in w.value for w in reader.warning), [w.value for w in reader.warning]
+
 
 def test_compare_runs_its_columns_into_the_team_store(lake):
     at = _page("1_Compare.py")
@@ -128,6 +134,20 @@ def test_trace_explorer_queries_and_its_refusals_hold_on_a_team_store(lake, tmp_
         errors = "\n".join(e.value for e in at.error)
         assert errors and words in errors and "operator's own file" not in _shown(at), (sql, errors)
         assert "127.0.0.1" not in errors and "dbname" not in errors, errors
+
+    from workbench.trace.saved_queries import saved_queries
+
+    name = f"Turns {uuid.uuid4().hex[:6]}"  # a saved query: written to the team store, opened by its link, deleted
+    at.text_area(key="sql").set_value("SELECT count(*) AS n FROM turns")
+    at.text_input(key="save_query_name").set_value(name)
+    at.button(key="save_query").click().run()
+    assert not at.exception, at.exception
+    assert name in [q.name for q in saved_queries(lake)]
+    linked = _page("2_Trace_explorer.py", chat, query=name)
+    assert int(linked.dataframe[0].value["n"][0]) >= 1
+    linked.button(key="delete_query").click().run()
+    assert not linked.exception, linked.exception
+    assert name not in [q.name for q in saved_queries(lake)]
 
 
 def test_doc_gaps_and_document_usage_read_the_team_store(lake):

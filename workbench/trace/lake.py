@@ -67,6 +67,16 @@ def store_exists(db: str | Path) -> bool:
     return found
 
 
+def snapshot_id(db: str | Path) -> int | None:
+    """The team store's latest DuckLake snapshot: it changes with every commit, whoever made it (what a file's size
+    and modification time tell of a file: the app's caches are keyed by it); None when it cannot be read."""
+    try:
+        with cursor(db) as con:
+            return con.execute(f"SELECT * FROM {ALIAS}.current_snapshot()").fetchone()[0]
+    except (duckdb.Error, TraceStoreError):
+        return None
+
+
 def check_name(db: str | Path) -> str:
     """The libpq connection string of the team store `db`; refuse one carrying a password."""
     libpq = str(db)[len(PREFIX):]
@@ -266,6 +276,41 @@ WRITE_TOKEN = f"UPDATE {TOKENS_TABLE} SET n = n + 1 WHERE name = 'writes'"
 LOST_COMMIT = "failed to commit ducklake transaction"
 
 
+#: Times a keyed write outside the turn writer (`keyed_write`: a saved query replaced) is run again after losing to
+#: another writer's commit, each after a jittered wait of at most 50 ms × the attempt.
+_KEYED_RETRIES = 20
+
+
+def keyed_write(con, statements: list[tuple[str, list]]) -> None:
+    """Run `statements` ((sql, parameters) pairs) on a team store as one transaction that also updates the write
+    token, so an overlapping keyed write cannot commit too (DuckLake has no unique key, nor `INSERT OR REPLACE`);
+    the one that lost is run again, reading what the winner stored."""
+    def write():
+        con.execute("BEGIN TRANSACTION")
+        con.execute(WRITE_TOKEN)
+        for sql, params in statements:
+            con.execute(sql, params)
+        con.execute("COMMIT")
+
+    again_when_lost(con, write, _KEYED_RETRIES)
+
+
+def again_when_lost(con, step, retries: int):
+    """`step()`, rolled back and run again (at most `retries` times, after a jittered wait of at most 50 ms × the
+    attempt) while it fails because another writer's commit came first (`lost_to_another_writer`)."""
+    for attempt in range(retries + 1):
+        try:
+            return step()
+        except duckdb.Error as exc:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:  # nothing left open
+                pass
+            if not lost_to_another_writer(exc) or attempt == retries:
+                raise
+            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+
+
 def _keep_macro(con, name: str, temp: str) -> None:
     """Record macro `name` (in the migration's transaction) as it will be created in every process."""
     definition = temp.replace(f"CREATE OR REPLACE TEMP MACRO {name}", f"CREATE OR REPLACE MACRO memory.main.{name}", 1)
@@ -359,16 +404,8 @@ def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, i
     done = {}
     with cursor(db) as con:
         for name, sql in steps.items():
-            for attempt in range(_MAINTAIN_RETRIES + 1):
-                try:
-                    done[name] = len(con.execute(sql).fetchall())
-                    break
-                except duckdb.Error as exc:
-                    try:
-                        con.execute("ROLLBACK")
-                    except duckdb.Error:  # nothing left open
-                        pass
-                    if not lost_to_another_writer(exc) or attempt == _MAINTAIN_RETRIES:
-                        raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
-                    time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+            try:
+                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()), _MAINTAIN_RETRIES)
+            except duckdb.Error as exc:
+                raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
     return done
