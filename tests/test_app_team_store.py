@@ -205,3 +205,44 @@ def test_an_upload_is_asked_and_traced_into_the_team_store(lake):
     turn = at.session_state["turns"][-1]
     assert "payroll-rotation" in turn.payload.sets.consulted
     assert _rows(lake, f"SELECT count(*) FROM turns WHERE turn_id = '{turn.payload.turn_id}'")[0][0] == 1
+
+
+def test_a_team_store_in_the_operators_list_is_offered_by_name(lake, pg_server, tmp_path, monkeypatch):
+    """`WORKBENCH_STORES=lake=ducklake:postgres:…` beside a file as `default` (the colons of a team store's name are
+    no separators): offered by name, asked into, named in the address by its name, never its connection string."""
+    from workbench.paths import trace_stores
+
+    other = new_team_store(pg_server, tmp_path / "empty-lake")  # a team store nobody has written to yet
+    monkeypatch.setenv("WORKBENCH_DATA_PATH", str(tmp_path / "empty-lake"))
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    monkeypatch.setenv("WORKBENCH_STORES", f"audit={tmp_path}/a.duckdb:lake={lake}:fresh={other}")
+    assert trace_stores() == {"default": tmp_path / "traces.duckdb", "audit": tmp_path / "a.duckdb", "lake": lake,
+                              "fresh": other}
+    empty = _page("5_Experiments.py", store="fresh")
+    assert any("'fresh' has no database yet" in unescape(i.value) for i in empty.info), [i.value for i in empty.info]
+    assert "dbname" not in _shown(empty) and "127.0.0.1" not in _shown(empty), "the store by its name only"
+
+    at = _page("app.py", store="lake")
+    assert at.sidebar.selectbox(key="cfg_store").options == ["default", "audit", "lake", "fresh"]
+    ask(at, "How do I configure SSO?")
+    cid = at.session_state["conversation_id"]
+    assert at.query_params["store"] == "lake", "the address names the store by its name"
+    assert _rows(lake, f"SELECT count(*) FROM turns WHERE conversation_id = '{cid}'")[0][0] == 1
+    assert not (tmp_path / "traces.duckdb").exists(), "nothing went to the default store"
+    assert "dbname" not in str(at.query_params) and "dbname" not in _shown(at)
+
+
+def test_a_password_in_a_listed_team_store_is_the_operators_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))
+    monkeypatch.setenv("WORKBENCH_STORES", "lake=ducklake:postgres:host=127.0.0.1 dbname=x password=hunter2")
+    at = _page("app.py")
+    said = "\n".join(e.value for e in at.error)
+    assert "PGPASSWORD" in said and "hunter2" not in _shown(at), said
+    assert at.sidebar.selectbox(key="cfg_store").options == ["default"]
+
+
+def test_a_new_team_store_without_a_data_path_says_which_setting(pg_server, monkeypatch):
+    store = "ducklake:postgres:" + pg_server.create_database(f"nodata_{uuid.uuid4().hex[:6]}")
+    monkeypatch.delenv("WORKBENCH_DATA_PATH", raising=False)
+    r = cli("ask", "How do I configure SSO?", "--db", store)
+    assert r.returncode != 0 and "WORKBENCH_DATA_PATH" in r.stderr, r.stderr

@@ -52,6 +52,12 @@ def is_team_store(db: str | Path) -> bool:
     return str(db).startswith(PREFIX)
 
 
+def where(db: str | Path) -> str:
+    """Where a store is, as a page of the app says it: a file's path; for a team store only that it is one (its
+    connection string, host, port, user and database, stays with the operator: docs/security.md)."""
+    return "a team store" if is_team_store(db) else str(db)
+
+
 def store_exists(db: str | Path) -> bool:
     """Whether the trace store `db` holds something: a file that is there, a team store that has been migrated
     (one nobody has written to yet is like a missing file: nothing traced there)."""
@@ -132,9 +138,17 @@ def attach(con, db: str | Path, alias: str = ALIAS, *, read_only: bool = False) 
         con.execute(f"LOAD {sql_string(folder / f'{name}.duckdb_extension')}")
     for key, value in RETRY_SETTINGS.items():
         con.execute(f"SET {key} = {value}")
-    options = [f"DATA_PATH {sql_string(where)}"] if where else []
-    options += ["READ_ONLY"] if read_only else []
-    con.execute(f"ATTACH {sql_string(PREFIX + libpq)} AS {alias}" + (f" ({', '.join(options)})" if options else ""))
+    attach_sql = f"ATTACH {sql_string(PREFIX + libpq)} AS {alias}"
+    try:  # a store that exists keeps its files where its catalog says (so one app can list several team stores)
+        con.execute(attach_sql + (" (READ_ONLY)" if read_only else ""))
+    except duckdb.InvalidInputException as exc:
+        if "data_path is not set" not in str(exc):
+            raise
+        if not where:
+            raise TraceStoreError(f"the team store is new and needs a place for its files: set {DATA_PATH_ENV} (or "
+                                  "`--data-path`) to a folder, a network share or an object-store prefix") from None
+        # a new store: its files go to the data path given (`WORKBENCH_DATA_PATH`), which DuckLake records
+        con.execute(attach_sql + f" (DATA_PATH {sql_string(where)}" + (", READ_ONLY)" if read_only else ")"))
 
 
 def open_store(db: str | Path, config: dict | None = None):
@@ -154,7 +168,7 @@ def open_store(db: str | Path, config: dict | None = None):
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
         return con
-    except duckdb.Error as exc:
+    except (duckdb.Error, TraceStoreError) as exc:
         con.close()
         raise TraceStoreError(f"cannot open the team store {db}: {_first_line(exc)}") from None
 

@@ -13,7 +13,7 @@ from .. import questions
 from ..config import DEFAULT_CONTEXT_TURNS, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER, DEFAULT_RETRIEVER, DEMO_CORPUS, MAX_CONTEXT_TOKENS, MAX_CONTEXT_TURNS, default_db_path
 from ..corpus import FOLDER_SUFFIXES, Corpus, load_corpus
 from ..errors import ConversationMoved, PathNotAllowedError, WorkbenchError
-from ..paths import DEFAULT_STORE, confine, confine_server, trace_stores
+from ..paths import DEFAULT_STORE, STORES_ENV, confine, confine_server, trace_stores
 from ..payload import Payload, TurnConfig
 from ..providers import declared, get_provider, provider_names, readiness, steps
 from ..providers.options import input_kind, properties
@@ -21,6 +21,7 @@ from ..redact import recorded
 from ..render.escaping import display_text, escape_markdown
 from ..retrieval import retriever_names
 from ..session import Answer, AskSpec, Session
+from ..trace.lake import check_name, is_team_store
 from ..types import ANSWERED, ContextPolicy
 from . import identity
 from .uploads import max_documents, max_pdf_content_bytes, save_upload, session_uploads
@@ -414,11 +415,27 @@ STORE_PARAM = "store"  # ?store=NAME: the trace store a page (and a link to it) 
 SHOWN_STORE_CHARS = 80
 
 
-def _stores() -> dict[str, Path]:
+def _checked(stores: dict[str, Path | str]) -> dict[str, Path | str]:
+    """`stores`, each name that is not a path a team store's without a password (`lake.check_name`); else the
+    operator's error, naming the store (never printing the name's password)."""
+    for name, where in stores.items():
+        if isinstance(where, Path):
+            continue
+        if not is_team_store(where):
+            raise PathNotAllowedError(f"{STORES_ENV}: the store {name!r} is neither a file path nor a team store "
+                                      "(ducklake:postgres:<libpq connection string>)")
+        try:
+            check_name(where)
+        except WorkbenchError as exc:
+            raise PathNotAllowedError(f"{STORES_ENV}: the store {name!r}: {exc}") from None
+    return stores
+
+
+def _stores() -> dict[str, Path | str]:
     """The operator's trace stores (`paths.trace_stores`); only the default one, with the operator's error on the
     page, when `$WORKBENCH_STORES` is malformed."""
     try:
-        return trace_stores()
+        return _checked(trace_stores())
     except PathNotAllowedError as exc:
         st.error(escape_markdown(f"{exc}. Only the default trace store is offered."), icon="🚫")
         return {DEFAULT_STORE: Path(default_db())}

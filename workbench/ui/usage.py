@@ -16,7 +16,7 @@ from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, uncon
 from .audited import may_see, visible_runs
 from .state import app_corpus
 from .tables import QUERY_CACHE_SECONDS, db_version, table
-from ..trace.lake import store_exists
+from ..trace.lake import store_exists, where
 
 
 def runs_of(db: Path | str) -> list[dict]:
@@ -56,7 +56,7 @@ def trace_db(db: str | None) -> Path | None:
     path = Path(db or default_db_path())
     if store_exists(path):
         return path
-    st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
+    st.info(escape_markdown(f"No trace database at {where(path)} yet: ask a question on the chat page "
                             "(every turn is traced) or run `workbench eval …`."))
     return None
 
