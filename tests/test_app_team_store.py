@@ -246,3 +246,11 @@ def test_a_new_team_store_without_a_data_path_says_which_setting(pg_server, monk
     monkeypatch.delenv("WORKBENCH_DATA_PATH", raising=False)
     r = cli("ask", "How do I configure SSO?", "--db", store)
     assert r.returncode != 0 and "WORKBENCH_DATA_PATH" in r.stderr, r.stderr
+
+
+def test_a_team_store_named_by_a_url_is_refused_with_the_form_to_use():
+    """A URL's `//` would be folded on the way (a store's name goes where a file path goes): refused, saying how."""
+    r = cli("runs", "list", "--db", "ducklake:postgres:postgresql://postgres@127.0.0.1:5432/traces")
+    assert r.returncode == 2 and "key=value" in r.stderr, r.stderr
+    r = cli("runs", "list", "--db", "ducklake:postgres:postgresql://u@127.0.0.1/x?password=hunter2")
+    assert r.returncode == 2 and "hunter2" not in r.stderr + r.stdout, r.stderr

@@ -45,7 +45,8 @@ RETRY_SETTINGS = {"ducklake_max_retry_count": 20, "ducklake_retry_wait_ms": 20, 
 _EXTENSIONS = (("duckdb_extension_postgres", "postgres", "postgres_scanner"),
                ("duckdb_extension_ducklake", "ducklake", "ducklake"))
 _HTTPFS = ("duckdb_extension_httpfs", "httpfs", "httpfs")
-_PASSWORD = re.compile(r"(^|\s)password\s*=|:/+[^/@\s]*:[^/@\s]*@", re.I)  # key=value, or a URL's user:password@
+#: A password in a store's name: `password=` or `sslpassword=` (key=value, or a URL's query), or a URL's user:password@.
+_PASSWORD = re.compile(r"(^|[\s?&])(ssl)?password\s*=|:/+[^/@\s]*:[^/@\s]*@", re.I)
 
 
 def is_team_store(db: str | Path) -> bool:
@@ -89,6 +90,9 @@ def check_name(db: str | Path) -> str:
     if _PASSWORD.search(libpq):
         raise TraceStoreError("a team store's name must not carry a password (it would be printed and kept in "
                               "shell histories): put it in PGPASSWORD or ~/.pgpass, where libpq reads it")
+    if re.match(r"^\s*postgres(ql)?:", libpq, re.I):  # a file path's rules (`Path`) would fold its `//`
+        raise TraceStoreError(f"name a team store with libpq's key=value form, e.g. "
+                              f"'{PREFIX}host=db.internal port=5432 dbname=traces user=workbench', not a URL")
     if not libpq.strip():
         raise TraceStoreError(f"a team store is named {PREFIX}<libpq connection string>, e.g. "
                               f"'{PREFIX}host=db.internal dbname=traces user=workbench'")
@@ -168,7 +172,10 @@ def open_store(db: str | Path, config: dict | None = None):
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
         return con
-    except (duckdb.Error, TraceStoreError) as exc:
+    except TraceStoreError:  # said already, without the name (which may carry what check_name refused)
+        con.close()
+        raise
+    except duckdb.Error as exc:
         con.close()
         raise TraceStoreError(f"cannot open the team store {db}: {_first_line(exc)}") from None
 
