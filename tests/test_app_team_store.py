@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from apptest import APP, ask, unescape
 from clirun import cli
 from conftest import ROOT, new_team_store
+from workbench.errors import WorkbenchError
 from workbench.trace import TraceReader
 
 
@@ -230,6 +231,12 @@ def test_a_team_store_in_the_operators_list_is_offered_by_name(lake, pg_server, 
     assert _rows(lake, f"SELECT count(*) FROM turns WHERE conversation_id = '{cid}'")[0][0] == 1
     assert not (tmp_path / "traces.duckdb").exists(), "nothing went to the default store"
     assert "dbname" not in str(at.query_params) and "dbname" not in _shown(at)
+
+    # a visitor's query on `lake` reads its own files, not those under another store's data path (the one set now)
+    (tmp_path / "empty-lake").mkdir(exist_ok=True)
+    (tmp_path / "empty-lake" / "other.csv").write_text("secret\nthe other store's file\n")
+    with pytest.raises(WorkbenchError, match="(?i)permission|not allowed|disabled"):
+        TraceReader(lake).user_query(f"SELECT * FROM read_csv('{tmp_path}/empty-lake/other.csv')")
 
 
 def test_a_password_in_a_listed_team_store_is_the_operators_error(monkeypatch, tmp_path):

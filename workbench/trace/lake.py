@@ -168,7 +168,7 @@ def open_store(db: str | Path, config: dict | None = None):
         if closed:  # a visitor's query reads the store's own files and nothing else (docs/security.md)
             stored = con.execute(f"SELECT value FROM __ducklake_metadata_{ALIAS}.ducklake_metadata "
                                  "WHERE key = 'data_path'").fetchone()
-            allowed = [p for p in {data_path(), stored[0] if stored else None} if p]
+            allowed = [stored[0]] if stored else [p for p in (data_path(),) if p]  # its own files, not another's
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
         return con
