@@ -36,15 +36,21 @@ def provider():
         yield f"http://127.0.0.1:{srv.server_port}"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, provider):
-    tmp = tmp_path_factory.mktemp("signin")
-    port = free_port()
+def auth_secrets(tmp: Path, port: int, provider: str) -> Path:
+    """`tmp/secrets.toml`: Streamlit's `[auth]` for the app on `port`, signing in through `provider`."""
     url = f"http://127.0.0.1:{port}"
     (tmp / "secrets.toml").write_text(
         f'[auth]\nredirect_uri = "{url}/oauth2callback"\ncookie_secret = "{secrets.token_hex(16)}"\n'
         f'client_id = "workbench-test"\nclient_secret = "{secrets.token_hex(8)}"\n'
         f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n')
+    return tmp / "secrets.toml"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, provider):
+    tmp = tmp_path_factory.mktemp("signin")
+    port = free_port()
+    auth_secrets(tmp, port, provider)
     env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
            "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
     # served as docs/security.md says to serve it on a network: `serve.py`, the app behind the workbench's guard

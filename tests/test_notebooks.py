@@ -78,16 +78,18 @@ def executed(name: str, tmp_path_factory) -> tuple[Path, object]:
     return home, nb
 
 
-def _execute(name: str, home: Path, parameters: str | None = None) -> tuple[Path, object]:
+def _execute(name: str, home: Path, parameters: str | None = None,
+             env: dict[str, str] | None = None) -> tuple[Path, object]:
     from nbclient import NotebookClient
 
     # The kernel inherits the test's environment: a fresh home, and no real provider configured, so the
-    # notebooks run offline even where OLLAMA_HOST or a Gemini key is set.
+    # notebooks run offline even where OLLAMA_HOST or a Gemini key is set; `env` on top (a team store's).
     unset = ("WORKBENCH_DB", "OLLAMA_HOST", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", *unset)}
+    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", *unset, *(env or {}))}
     os.environ["WORKBENCH_HOME"] = str(home)
     for k in unset:
         os.environ.pop(k, None)
+    os.environ.update(env or {})
     try:
         nb = _read(name)
         # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
@@ -213,6 +215,42 @@ def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
 def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path):
     _, nb = _execute("03_trace_analysis", tmp_path / "home", parameters="")
     assert isinstance(nb, BaseException) and "set DEMO = True" in str(nb)
+
+
+@pytest.fixture(scope="module")
+def team_db(pg_server, tmp_path_factory):
+    """A team store (docs/design.md §13) on the session's PostgreSQL, migrated and holding one conversation."""
+    from clirun import cli
+    from conftest import new_team_store
+
+    data = tmp_path_factory.mktemp("nb-lake") / "lake-data"
+    store = new_team_store(pg_server, data)
+    for question in ("How do I configure SSO?", "And with Okta?"):
+        r = cli("ask", question, "--db", store, "--conversation", "team-sso")
+        assert r.returncode == 0, r.stderr
+    return {"WORKBENCH_DB": store, "WORKBENCH_DATA_PATH": str(data)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_on_a_team_store(team_db, tmp_path, name):
+    """Issue 39 item 3: with `WORKBENCH_DB=ducklake:postgres:…` each notebook writes to and reads the team store,
+    as it does a file (notebook 03 with its default parameters: the store's traces, not a database of its own)."""
+    from workbench.trace import TraceReader
+
+    store = team_db["WORKBENCH_DB"]
+    before = TraceReader(store).rows("SELECT count(*) FROM turns")[1][0][0]
+    parameters = "" if name == "03_trace_analysis" else None
+    home, nb = _execute(name, tmp_path / "home", parameters=parameters, env=team_db)
+    if isinstance(nb, BaseException):
+        raise nb
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    after = TraceReader(store).rows("SELECT count(*) FROM turns")[1][0][0]
+    if name == "03_trace_analysis":
+        assert after == before and "team-sso" in _text(nb) and f"{before} turns" in _text(nb)
+        assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet")), "exported"
+    else:
+        assert after > before, "the notebook's turns went to the team store"
+    assert not list(home.rglob("*.duckdb")), "no trace file of its own beside the team store"
 
 
 def test_strip_script_removes_outputs(tmp_path, capsys):

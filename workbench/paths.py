@@ -85,13 +85,35 @@ def confine(text: str, what: str, *, also: tuple[Path, ...] = ()) -> Path:
     raise PathNotAllowedError(f"{what} {text!r} is not allowed: it is outside the folders this app may use; {hint}")
 
 
-def trace_stores() -> dict[str, Path]:
+_ENTRY_START = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9_.-]*\s*=")  # `NAME=`: where an entry of the list begins
+
+
+def _store_entries(raw: str) -> list[str]:
+    """The entries of `$WORKBENCH_STORES`, split at `os.pathsep`, except inside a team store's name
+    (`ducklake:postgres:<libpq>` holds colons): a piece that does not begin `NAME=` continues the entry before."""
+    entries: list[str] = []
+    for piece in raw.split(os.pathsep):
+        team = entries and re.match(r"^[^=]*=\s*ducklake(:postgres(:|$)|$)", entries[-1])
+        if team and (entries[-1].rstrip().endswith(("=ducklake", ":postgres")) or not _ENTRY_START.match(piece)):
+            entries[-1] += os.pathsep + piece
+        else:
+            entries.append(piece)
+    return entries
+
+
+def _store(where: str) -> Path | str:
+    """A listed store's file path (resolved), or a team store's name (`ducklake:postgres:<libpq>`: any name with a
+    scheme) as given; the app checks the latter (`ui.stores`: a name carrying a password is the operator's error)."""
+    return where if _URL.match(where) else Path(where).expanduser().resolve()
+
+
+def trace_stores() -> dict[str, Path | str]:
     """The trace stores the app may open, by name: `default` (`$WORKBENCH_DB`, else `<WORKBENCH_HOME>/traces.duckdb`)
     first, then each `name=path` of `$WORKBENCH_STORES` in the order given (a relative path is taken from the
-    directory the app was started in). A malformed list is the operator's error: `PathNotAllowedError` saying
-    which entry and why."""
-    stores = {DEFAULT_STORE: default_db_path()}
-    for entry in (e.strip() for e in env(STORES_ENV, "").split(os.pathsep)):
+    directory the app was started in; a team store, `name=ducklake:postgres:<libpq>`, as given). A malformed list is
+    the operator's error: `PathNotAllowedError` saying which entry and why."""
+    stores: dict[str, Path | str] = {DEFAULT_STORE: default_db_path()}
+    for entry in (e.strip() for e in _store_entries(env(STORES_ENV, ""))):
         if not entry:
             continue
         name, sep, path = (part.strip() for part in entry.partition("="))
@@ -103,7 +125,7 @@ def trace_stores() -> dict[str, Path]:
         if name in stores:
             raise PathNotAllowedError(f"{STORES_ENV}: the store name {name!r} is given twice"
                                       + (f" ({DEFAULT_STORE!r} is $WORKBENCH_DB)" if name == DEFAULT_STORE else ""))
-        stores[name] = Path(path).expanduser().resolve()
+        stores[name] = _store(path)
     return stores
 
 

@@ -43,7 +43,9 @@ def require_traces(db: str | Path) -> str:
     """`db` in words, with its number of turns, if it holds any; else a `WorkbenchError` saying what to do."""
     from ..trace import query_df
 
-    if not Path(db).is_file():
+    from ..trace.lake import store_exists
+
+    if not store_exists(db):  # a file that is there, or a team store (WORKBENCH_DB=ducklake:postgres:…) migrated
         raise WorkbenchError(f"no trace database at {db} yet: ask something in the app or with "
                              "`python -m workbench ask`, point TRACE_DB at your traces, or set DEMO = True")
     turns = int(query_df("SELECT count(*) AS n FROM turns", db)["n"][0])

@@ -45,11 +45,18 @@ RETRY_SETTINGS = {"ducklake_max_retry_count": 20, "ducklake_retry_wait_ms": 20, 
 _EXTENSIONS = (("duckdb_extension_postgres", "postgres", "postgres_scanner"),
                ("duckdb_extension_ducklake", "ducklake", "ducklake"))
 _HTTPFS = ("duckdb_extension_httpfs", "httpfs", "httpfs")
-_PASSWORD = re.compile(r"(^|\s)password\s*=|:/+[^/@\s]*:[^/@\s]*@", re.I)  # key=value, or a URL's user:password@
+#: A password in a store's name: `password=` or `sslpassword=` (key=value, or a URL's query), or a URL's user:password@.
+_PASSWORD = re.compile(r"(^|[\s?&])(ssl)?password\s*=|:/+[^/@\s]*:[^/@\s]*@", re.I)
 
 
 def is_team_store(db: str | Path) -> bool:
     return str(db).startswith(PREFIX)
+
+
+def where(db: str | Path) -> str:
+    """Where a store is, as a page of the app says it: a file's path; for a team store only that it is one (its
+    connection string, host, port, user and database, stays with the operator: docs/security.md)."""
+    return "a team store" if is_team_store(db) else str(db)
 
 
 def store_exists(db: str | Path) -> bool:
@@ -67,12 +74,25 @@ def store_exists(db: str | Path) -> bool:
     return found
 
 
+def snapshot_id(db: str | Path) -> int | None:
+    """The team store's latest DuckLake snapshot: it changes with every commit, whoever made it (what a file's size
+    and modification time tell of a file: the app's caches are keyed by it); None when it cannot be read."""
+    try:
+        with cursor(db) as con:
+            return con.execute(f"SELECT * FROM {ALIAS}.current_snapshot()").fetchone()[0]
+    except (duckdb.Error, TraceStoreError):
+        return None
+
+
 def check_name(db: str | Path) -> str:
     """The libpq connection string of the team store `db`; refuse one carrying a password."""
     libpq = str(db)[len(PREFIX):]
     if _PASSWORD.search(libpq):
         raise TraceStoreError("a team store's name must not carry a password (it would be printed and kept in "
                               "shell histories): put it in PGPASSWORD or ~/.pgpass, where libpq reads it")
+    if re.match(r"^\s*postgres(ql)?:", libpq, re.I):  # a file path's rules (`Path`) would fold its `//`
+        raise TraceStoreError(f"name a team store with libpq's key=value form, e.g. "
+                              f"'{PREFIX}host=db.internal port=5432 dbname=traces user=workbench', not a URL")
     if not libpq.strip():
         raise TraceStoreError(f"a team store is named {PREFIX}<libpq connection string>, e.g. "
                               f"'{PREFIX}host=db.internal dbname=traces user=workbench'")
@@ -122,9 +142,17 @@ def attach(con, db: str | Path, alias: str = ALIAS, *, read_only: bool = False) 
         con.execute(f"LOAD {sql_string(folder / f'{name}.duckdb_extension')}")
     for key, value in RETRY_SETTINGS.items():
         con.execute(f"SET {key} = {value}")
-    options = [f"DATA_PATH {sql_string(where)}"] if where else []
-    options += ["READ_ONLY"] if read_only else []
-    con.execute(f"ATTACH {sql_string(PREFIX + libpq)} AS {alias}" + (f" ({', '.join(options)})" if options else ""))
+    attach_sql = f"ATTACH {sql_string(PREFIX + libpq)} AS {alias}"
+    try:  # a store that exists keeps its files where its catalog says (so one app can list several team stores)
+        con.execute(attach_sql + (" (READ_ONLY)" if read_only else ""))
+    except duckdb.InvalidInputException as exc:
+        if "data_path is not set" not in str(exc):
+            raise
+        if not where:
+            raise TraceStoreError(f"the team store is new and needs a place for its files: set {DATA_PATH_ENV} (or "
+                                  "`--data-path`) to a folder, a network share or an object-store prefix") from None
+        # a new store: its files go to the data path given (`WORKBENCH_DATA_PATH`), which DuckLake records
+        con.execute(attach_sql + f" (DATA_PATH {sql_string(where)}" + (", READ_ONLY)" if read_only else ")"))
 
 
 def open_store(db: str | Path, config: dict | None = None):
@@ -140,10 +168,13 @@ def open_store(db: str | Path, config: dict | None = None):
         if closed:  # a visitor's query reads the store's own files and nothing else (docs/security.md)
             stored = con.execute(f"SELECT value FROM __ducklake_metadata_{ALIAS}.ducklake_metadata "
                                  "WHERE key = 'data_path'").fetchone()
-            allowed = [p for p in {data_path(), stored[0] if stored else None} if p]
+            allowed = [stored[0]] if stored else [p for p in (data_path(),) if p]  # its own files, not another's
             con.execute("SET allowed_directories = [" + ", ".join(sql_string(p) for p in allowed) + "]")
             con.execute("SET enable_external_access = false")
         return con
+    except TraceStoreError:  # said already, without the name (which may carry what check_name refused)
+        con.close()
+        raise
     except duckdb.Error as exc:
         con.close()
         raise TraceStoreError(f"cannot open the team store {db}: {_first_line(exc)}") from None
@@ -266,6 +297,41 @@ WRITE_TOKEN = f"UPDATE {TOKENS_TABLE} SET n = n + 1 WHERE name = 'writes'"
 LOST_COMMIT = "failed to commit ducklake transaction"
 
 
+#: Times a keyed write outside the turn writer (`keyed_write`: a saved query replaced) is run again after losing to
+#: another writer's commit, each after a jittered wait of at most 50 ms × the attempt.
+_KEYED_RETRIES = 20
+
+
+def keyed_write(con, statements: list[tuple[str, list]]) -> None:
+    """Run `statements` ((sql, parameters) pairs) on a team store as one transaction that also updates the write
+    token, so an overlapping keyed write cannot commit too (DuckLake has no unique key, nor `INSERT OR REPLACE`);
+    the one that lost is run again, reading what the winner stored."""
+    def write():
+        con.execute("BEGIN TRANSACTION")
+        con.execute(WRITE_TOKEN)
+        for sql, params in statements:
+            con.execute(sql, params)
+        con.execute("COMMIT")
+
+    again_when_lost(con, write, _KEYED_RETRIES)
+
+
+def again_when_lost(con, step, retries: int):
+    """`step()`, rolled back and run again (at most `retries` times, after a jittered wait of at most 50 ms × the
+    attempt) while it fails because another writer's commit came first (`lost_to_another_writer`)."""
+    for attempt in range(retries + 1):
+        try:
+            return step()
+        except duckdb.Error as exc:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:  # nothing left open
+                pass
+            if not lost_to_another_writer(exc) or attempt == retries:
+                raise
+            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+
+
 def _keep_macro(con, name: str, temp: str) -> None:
     """Record macro `name` (in the migration's transaction) as it will be created in every process."""
     definition = temp.replace(f"CREATE OR REPLACE TEMP MACRO {name}", f"CREATE OR REPLACE MACRO memory.main.{name}", 1)
@@ -359,16 +425,8 @@ def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, i
     done = {}
     with cursor(db) as con:
         for name, sql in steps.items():
-            for attempt in range(_MAINTAIN_RETRIES + 1):
-                try:
-                    done[name] = len(con.execute(sql).fetchall())
-                    break
-                except duckdb.Error as exc:
-                    try:
-                        con.execute("ROLLBACK")
-                    except duckdb.Error:  # nothing left open
-                        pass
-                    if not lost_to_another_writer(exc) or attempt == _MAINTAIN_RETRIES:
-                        raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
-                    time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+            try:
+                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()), _MAINTAIN_RETRIES)
+            except duckdb.Error as exc:
+                raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
     return done

@@ -14,7 +14,7 @@ from ..errors import WorkbenchError
 from ..terminal import all_visible
 from .reader import TraceReader, check_read_only
 from .writer import TraceWriter
-from .lake import store_exists
+from .lake import is_team_store, keyed_write, store_exists
 
 #: The longest name and SQL text a saved query may have.
 MAX_QUERY_NAME_CHARS = 80
@@ -54,9 +54,13 @@ def save_query(db: str | Path, name: str, sql: str, *, by: str | None = None) ->
         raise SavedQueryError(f"a saved query has at most {MAX_SAVED_SQL_CHARS:,} characters ({len(sql):,} given)")
     check_read_only(sql)
     query = SavedQuery(name, sql, datetime.now(timezone.utc), by)
+    values = [query.name, query.sql, query.saved_at, query.saved_by]
     with TraceWriter(db).connect() as con:
-        con.execute("INSERT OR REPLACE INTO saved_queries VALUES (?, ?, ?, ?)",
-                    [query.name, query.sql, query.saved_at, query.saved_by])
+        if is_team_store(db):  # no key, so no INSERT OR REPLACE: the old one deleted in the same keyed transaction
+            keyed_write(con, [("DELETE FROM saved_queries WHERE name = ?", [query.name]),
+                              ("INSERT INTO saved_queries VALUES (?, ?, ?, ?)", values)])
+        else:
+            con.execute("INSERT OR REPLACE INTO saved_queries VALUES (?, ?, ?, ?)", values)
     return query
 
 
@@ -75,5 +79,6 @@ def saved_queries(db: str | Path) -> list[SavedQuery]:
 def delete_query(db: str | Path, name: str) -> None:
     """Forget the saved query `name`; one that is not there is a `SavedQueryError`."""
     with TraceWriter(db).connect() as con:
-        if con.execute("DELETE FROM saved_queries WHERE name = ? RETURNING name", [name]).fetchone() is None:
+        # the count DuckDB reports, not `RETURNING`: DuckLake (a team store) has no RETURNING on a delete or update
+        if not con.execute("DELETE FROM saved_queries WHERE name = ?", [name]).fetchone()[0]:
             raise SavedQueryError(f"no saved query is named {name!r}")

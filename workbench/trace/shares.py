@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from .lake import store_exists
 from .reader import TraceReader
 from .writer import TraceWriter
 
@@ -41,7 +42,7 @@ def may_read(share: Share | None, *, signed_in: bool) -> bool:
 
 def _reader(db: str | Path) -> TraceReader | None:
     reader = TraceReader(db)
-    if not reader.path.exists():
+    if not store_exists(db):  # a file that is there, or a team store that was migrated
         return None
     reader.check()
     return reader if reader.schema.has("conversation_shares") else None
@@ -86,7 +87,6 @@ def share(db: str | Path, conversation_id: str, *, by: str, audience: str) -> Sh
 def revoke(db: str | Path, conversation_id: str, *, by: str) -> int:
     """Revoke every active share of `conversation_id` made by `by`; how many were revoked."""
     with TraceWriter(db).connect() as con:
-        rows = con.execute("UPDATE conversation_shares SET revoked_at = ? WHERE conversation_id = ? AND shared_by = ? "
-                           "AND revoked_at IS NULL RETURNING token",
-                           [datetime.now(timezone.utc), conversation_id, by]).fetchall()
-    return len(rows)
+        # the count DuckDB reports, not `RETURNING`: DuckLake (a team store) has no RETURNING on an update
+        return con.execute("UPDATE conversation_shares SET revoked_at = ? WHERE conversation_id = ? AND shared_by = ? "
+                           "AND revoked_at IS NULL", [datetime.now(timezone.utc), conversation_id, by]).fetchone()[0]

@@ -25,7 +25,7 @@ from ..config import default_db_path
 from ..paths import DEFAULT_STORE
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
-from ..trace.lake import store_exists
+from ..trace.lake import store_exists, where
 from . import audited, audited_runs
 from .tables import shown
 
@@ -43,7 +43,7 @@ def turn_link(store: str) -> str:
 def show(db: str | None, store: str = DEFAULT_STORE) -> None:
     path = Path(db or default_db_path())
     if not store_exists(path):
-        st.info(escape_markdown(f"The trace store {store!r} has no database yet ({path}): run")
+        st.info(escape_markdown(f"The trace store {store!r} has no database yet ({where(path)}): run")
                 + " `workbench eval QUESTIONS.jsonl --name NAME` (docs/experiments.md).")
         return
     try:

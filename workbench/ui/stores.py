@@ -8,9 +8,10 @@ from pathlib import Path
 import streamlit as st
 
 from ..config import default_db_path
-from ..errors import PathNotAllowedError
-from ..paths import DEFAULT_STORE, trace_stores
+from ..errors import PathNotAllowedError, WorkbenchError
+from ..paths import DEFAULT_STORE, STORES_ENV, trace_stores
 from ..render.escaping import display_text, escape_markdown
+from ..trace.lake import check_name, is_team_store
 
 
 def default_db() -> str:
@@ -24,11 +25,27 @@ STORE_PARAM = "store"  # ?store=NAME: the trace store a page (and a link to it) 
 SHOWN_STORE_CHARS = 80
 
 
-def _stores() -> dict[str, Path]:
+def _checked(stores: dict[str, Path | str]) -> dict[str, Path | str]:
+    """`stores`, each name that is not a path a team store's without a password (`lake.check_name`); else the
+    operator's error, naming the store (never printing the name's password)."""
+    for name, where in stores.items():
+        if isinstance(where, Path):
+            continue
+        if not is_team_store(where):
+            raise PathNotAllowedError(f"{STORES_ENV}: the store {name!r} is neither a file path nor a team store "
+                                      "(ducklake:postgres:<libpq connection string>)")
+        try:
+            check_name(where)
+        except WorkbenchError as exc:
+            raise PathNotAllowedError(f"{STORES_ENV}: the store {name!r}: {exc}") from None
+    return stores
+
+
+def _stores() -> dict[str, Path | str]:
     """The operator's trace stores (`paths.trace_stores`); only the default one, with the operator's error on the
     page, when `$WORKBENCH_STORES` is malformed."""
     try:
-        return trace_stores()
+        return _checked(trace_stores())
     except PathNotAllowedError as exc:
         st.error(escape_markdown(f"{exc}. Only the default trace store is offered."), icon="🚫")
         return {DEFAULT_STORE: Path(default_db())}

@@ -13,7 +13,7 @@ from ..config import default_db_path
 from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render.escaping import display_text, display_value, escape_markdown
 from ..text import spreadsheet_cell
-from ..trace.lake import store_exists
+from ..trace.lake import is_team_store, snapshot_id, store_exists
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,10 @@ class QueryResult:
 
 def db_version(path: str | Path) -> tuple:
     """Changes whenever the trace database at `path` is written: size and modification time of the file and
-    of its write-ahead log (a write may reach only the log until the next checkpoint)."""
+    of its write-ahead log (a write may reach only the log until the next checkpoint); a team store's latest
+    snapshot (docs/design.md §13), which no file of this machine shows."""
+    if is_team_store(path):
+        return ("snapshot", snapshot_id(path))
     out = []
     for p in (Path(path), Path(f"{path}.wal")):
         try:

@@ -12,11 +12,11 @@ from ..config import default_db_path
 from ..corpus import Corpus
 from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
-from ..trace.lake import store_exists
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .audited import may_see, visible_runs
 from .caches import app_corpus
 from .tables import QUERY_CACHE_SECONDS, db_version, table
+from ..trace.lake import store_exists, where
 
 
 def runs_of(db: Path | str) -> list[dict]:
@@ -56,7 +56,7 @@ def trace_db(db: str | None) -> Path | None:
     path = Path(db or default_db_path())
     if store_exists(path):
         return path
-    st.info(escape_markdown(f"No trace database at {path} yet: ask a question on the chat page "
+    st.info(escape_markdown(f"No trace database at {where(path)} yet: ask a question on the chat page "
                             "(every turn is traced) or run `workbench eval …`."))
     return None
 
