@@ -15,6 +15,15 @@ database with a local data folder), migrated before timing, then:
   the HTTP part: `TraceWriter.log_spans`).
 
 Printed as a markdown table; the machine's load average before and after.
+
+    .venv/bin/python benchmarks/team_store.py --analyst [--repeats 3]
+
+only the ask during an analyst's query: on the team store under each setting of the analyst's bound
+(`WORKBENCH_QUERY_THREADS`, `WORKBENCH_QUERY_NICE`, docs/security.md) — the bound as it was (2 threads, priority
+kept), each half of the new one, and the defaults — and on the file store, whose typed queries keep 2 threads and
+their priority (a reader there holds every writer, so slowing it would hold them longer). Every ask during the query is paired with an idle ask just before it
+(same store, same minute), and on the team store PostgreSQL's `pg_stat_activity` is sampled every 50 ms during
+the ask: a backend waiting on a lock (`wait_event_type = 'Lock'`) would show a catalog wait.
 """
 
 from __future__ import annotations
@@ -99,7 +108,7 @@ def _query(size: int) -> str:
 
 
 def _analyst(store: str, env: dict[str, str], size: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "workbench", "sql", _query(size), "--db", store, "--timeout", "60"],
+    return subprocess.Popen([sys.executable, "-m", "workbench", "sql", _query(size), "--db", store, "--timeout", "180"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
@@ -115,14 +124,81 @@ def _query_size(store: str, env: dict[str, str], seconds: float) -> int:
         size *= 4
 
 
-def _ask_during_query(store: str, env: dict[str, str], size: int) -> tuple[float, float]:
+def _ask_during_query(store: str, env: dict[str, str], size: int,
+                      analyst_env: dict[str, str] | None = None) -> tuple[float, float]:
     """(an ask's wall time while the analyst's query runs, the query's own wall time)."""
     t = time.perf_counter()
-    analyst = _analyst(store, env, size)
+    analyst = _analyst(store, analyst_env or env, size)
     time.sleep(1.5)  # the analyst's process has started its query (benchmark pacing, not a test)
     asked = _ask(store, env)
     analyst.communicate(timeout=600)
     return asked, time.perf_counter() - t
+
+
+#: The analyst's bound, as it was and as it is (`--analyst`): (label, environment of the analyst's process).
+BOUNDS = (("before: 2 threads, priority kept", {"WORKBENCH_QUERY_THREADS": "2", "WORKBENCH_QUERY_NICE": "0"}),
+          ("1 thread, priority kept", {"WORKBENCH_QUERY_THREADS": "1", "WORKBENCH_QUERY_NICE": "0"}),
+          ("2 threads, nice 10", {"WORKBENCH_QUERY_THREADS": "2", "WORKBENCH_QUERY_NICE": "10"}),
+          ("after: the defaults (1 thread here, nice 10)", {}))
+
+
+class _Waits:
+    """Samples the catalog's `pg_stat_activity` every 50 ms through one `psql`: backends waiting on a lock."""
+
+    def __init__(self, server, dbname: str):
+        import pgserver
+        import threading
+
+        self.samples = self.waiting = 0
+        self._stop = threading.Event()
+        self._psql = subprocess.Popen([str(pgserver.BIN / "psql"), "-At", "-h", "127.0.0.1", "-p", str(server.port),
+                                       "-U", "postgres", "-d", dbname], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True, bufsize=1)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._psql.stdin.write("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock';\n")
+            self.waiting += int(self._psql.stdout.readline()) > 0
+            self.samples += 1
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        self._psql.stdin.close()
+        self._psql.wait()
+        return f"{self.waiting} of {self.samples}"
+
+
+def _analyst_rows(label: str, store: str, env: dict[str, str], args, waits, bounds) -> list[dict]:
+    """Per analyst bound: idle asks, asks during the query (each right after its idle one), the query's time."""
+    _ask(store, env)  # created, migrated, one turn
+    size = _query_size(store, {**env, **BOUNDS[0][1]}, args.query_seconds)  # ~12 s with the old bound
+    rows = []
+    for bound, settings in bounds:
+        idle, during, query, load, seen = [], [], [], [], []
+        for _ in range(args.repeats):
+            idle.append(_ask(store, env))
+            load.append(os.getloadavg()[0])
+            sampler = waits() if waits else None
+            try:
+                asked, took = _ask_during_query(store, env, size, {**env, **settings})
+            except SystemExit as exc:  # the file store's ask gave up on the reader's lock: a figure, not a crash
+                print(f"{label}, {bound}: {exc}", flush=True)
+                asked, took = float("nan"), float("nan")
+            seen.append(sampler.stop() if sampler else "—")
+            during.append(asked)
+            query.append(took)
+        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        rows.append({"store": label, "analyst's bound": bound, "ask idle (s)": med(idle),
+                     "ask during the query (s)": med(during), "ratio": med([d / i for d, i in zip(during, idle)]),
+                     "analyst's query (s)": med(query), "load (1 min)": med(load),
+                     "samples with a lock wait": ", ".join(seen), "each ask during (s)": ", ".join(
+                         f"{d:.2f}" for d in during)})
+        print(rows[-1], flush=True)
+    return rows
 
 
 def _measure(label: str, store: str, env: dict[str, str], args) -> dict:
@@ -146,6 +222,8 @@ def main() -> None:
     ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--spans", type=int, default=400)
     ap.add_argument("--query-seconds", type=float, default=12.0, help="how long the analyst's query runs")
+    ap.add_argument("--analyst", action="store_true", help="only the ask during an analyst's query, per bound")
+    ap.add_argument("--repeats", type=int, default=3, help="asks during the query per bound (--analyst)")
     args = ap.parse_args()
     reason = pgserver.available()
     if reason:
@@ -156,10 +234,15 @@ def main() -> None:
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(_measure("file", str(Path(tmp) / "t.duckdb"), _env({}), args))
             lake = "ducklake:postgres:" + server.create_database("bench")
-            rows.append(_measure("team (DuckLake on PostgreSQL 15)", lake,
-                                 _env({"WORKBENCH_DATA_PATH": str(Path(tmp) / "lake")}), args))
+            team_env = _env({"WORKBENCH_DATA_PATH": str(Path(tmp) / "lake")})
+            if args.analyst:
+                rows += _analyst_rows("team", lake, team_env, args, lambda: _Waits(server, "bench"), BOUNDS)
+                rows += _analyst_rows("file (its bound unchanged: 2 threads, priority kept)",
+                                      str(Path(tmp) / "t.duckdb"), _env({}), args, None, BOUNDS[-1:])
+            else:
+                rows.append(_measure("file", str(Path(tmp) / "t.duckdb"), _env({}), args))
+                rows.append(_measure("team (DuckLake on PostgreSQL 15)", lake, team_env, args))
     finally:
         server.stop()
     keys = list(rows[0])
