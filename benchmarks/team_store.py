@@ -93,13 +93,39 @@ def _race(store: str, env: dict[str, str], procs: int, kind: str, n: int) -> flo
     return procs * n / (max(ends) - start)
 
 
+#: `python -m workbench ask …` that, as it exits, reports from Linux's scheduler statistics (/proc/self/task/*/
+#: schedstat) how long its threads ran on a CPU and how long they waited, runnable, for one (summed over its
+#: threads), and its main thread's time neither running nor runnable: blocked (network, disk, a lock, or its own
+#: worker threads). So a slower ask says whether it was starved of CPU or held.
+ASK = r"""
+import atexit, glob, runpy, sys, time
+started = time.monotonic()
+def report():
+    ran = waited = 0
+    for stat in glob.glob("/proc/self/task/*/schedstat"):
+        on_cpu, runnable, _ = open(stat).read().split()
+        ran, waited = ran + int(on_cpu), waited + int(runnable)
+    main_cpu, main_wait, _ = open("/proc/self/schedstat").read().split()
+    blocked = time.monotonic() - started - (int(main_cpu) + int(main_wait)) / 1e9
+    sys.stderr.write(f"\nSCHEDSTAT {ran / 1e9} {waited / 1e9} {blocked}\n")
+atexit.register(report)
+sys.argv = ["workbench", *sys.argv[1:]]
+runpy.run_module("workbench", run_name="__main__")
+"""
+#: (on CPU, waiting for a CPU, main thread blocked) seconds of the last `_ask`'s process (threads alive at its exit).
+LAST_SCHED: list[tuple[float, float]] = []
+
+
 def _ask(store: str, env: dict[str, str]) -> float:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "workbench", "ask", "How do I configure SSO?", "--db", store],
+    r = subprocess.run([sys.executable, "-c", ASK, "ask", "How do I configure SSO?", "--db", store],
                        env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    took = time.perf_counter() - t
     if r.returncode:
         raise SystemExit(f"ask failed: {r.stderr[-1500:]}")
-    return time.perf_counter() - t
+    sched = [line.split()[1:] for line in r.stderr.splitlines() if line.startswith("SCHEDSTAT ")]
+    LAST_SCHED[:] = [tuple(float(x) for x in sched[-1])] if sched else []
+    return took
 
 
 def _query(size: int) -> str:
@@ -114,14 +140,17 @@ def _analyst(store: str, env: dict[str, str], size: int) -> subprocess.Popen:
 
 def _query_size(store: str, env: dict[str, str], seconds: float) -> int:
     """The range() size that makes the analyst's query take about `seconds` here, now (measured, then scaled)."""
-    size = 20_000
+    size, scaled = 20_000, False
     while True:
         t = time.perf_counter()
         _analyst(store, env, size).communicate(timeout=600)
         took = time.perf_counter() - t
-        if took > 2.0:
+        if took > 2.0 and scaled:  # measured twice, the second time near the goal: the load of the moment counts
             return int(size * seconds / took)
-        size *= 4
+        if took > 2.0:
+            size, scaled = int(size * seconds / took), True
+        else:
+            size *= 4
 
 
 def _ask_during_query(store: str, env: dict[str, str], size: int,
@@ -178,9 +207,10 @@ def _analyst_rows(label: str, store: str, env: dict[str, str], args, waits, boun
     size = _query_size(store, {**env, **BOUNDS[0][1]}, args.query_seconds)  # ~12 s with the old bound
     rows = []
     for bound, settings in bounds:
-        idle, during, query, load, seen = [], [], [], [], []
+        idle, during, query, load, seen, split_idle, split_during = [], [], [], [], [], [], []
         for _ in range(args.repeats):
             idle.append(_ask(store, env))
+            split_idle += LAST_SCHED
             load.append(os.getloadavg()[0])
             sampler = waits() if waits else None
             try:
@@ -188,12 +218,16 @@ def _analyst_rows(label: str, store: str, env: dict[str, str], args, waits, boun
             except SystemExit as exc:  # the file store's ask gave up on the reader's lock: a figure, not a crash
                 print(f"{label}, {bound}: {exc}", flush=True)
                 asked, took = float("nan"), float("nan")
+            split_during += LAST_SCHED if asked == asked else []
             seen.append(sampler.stop() if sampler else "—")
             during.append(asked)
             query.append(took)
-        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")  # noqa: E731
+        split = lambda xs: " / ".join(f"{med([x[i] for x in xs]):.2f}" for i in range(3))  # noqa: E731
         rows.append({"store": label, "analyst's bound": bound, "ask idle (s)": med(idle),
                      "ask during the query (s)": med(during), "ratio": med([d / i for d, i in zip(during, idle)]),
+                     "idle ask: on CPU / waiting for a CPU / main thread blocked (s)": split(split_idle),
+                     "ask during: on CPU / waiting for a CPU / main thread blocked (s)": split(split_during),
                      "analyst's query (s)": med(query), "load (1 min)": med(load),
                      "samples with a lock wait": ", ".join(seen), "each ask during (s)": ", ".join(
                          f"{d:.2f}" for d in during)})
@@ -238,8 +272,8 @@ def main() -> None:
             team_env = _env({"WORKBENCH_DATA_PATH": str(Path(tmp) / "lake")})
             if args.analyst:
                 rows += _analyst_rows("team", lake, team_env, args, lambda: _Waits(server, "bench"), BOUNDS)
-                rows += _analyst_rows("file (its bound unchanged: 2 threads, priority kept)",
-                                      str(Path(tmp) / "t.duckdb"), _env({}), args, None, BOUNDS[-1:])
+                rows += _analyst_rows("file", str(Path(tmp) / "t.duckdb"), _env({}), args, None,
+                                      [("a file's (unchanged): 2 threads, priority kept", {})])
             else:
                 rows.append(_measure("file", str(Path(tmp) / "t.duckdb"), _env({}), args))
                 rows.append(_measure("team (DuckLake on PostgreSQL 15)", lake, team_env, args))
