@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workbench.trace.connect import duckdb_connect  # noqa: E402
 from workbench.trace.migrate import migrate  # noqa: E402
 from workbench.trace.reader import TraceReader  # noqa: E402
-from workbench.trace.schema import M004_VIEWS  # noqa: E402
+from workbench.trace.schema_m004 import SQL as M004_VIEWS  # noqa: E402
 from workbench.trace.schema_m009 import M009_ABLATIONS  # noqa: E402
 
 GENERATE = """
@@ -147,6 +148,20 @@ QUERIES = {
 }
 
 
+def _generate(con, sql: str) -> None:
+    """Run GENERATE's inserts: one without a column list fills the table's first columns (the ones its query was
+    written for; later migrations appended the rest, which stay NULL)."""
+    for statement in filter(str.strip, sql.split(";\n")):
+        head = re.match(r"\s*INSERT INTO (\w+)\s*\n(SELECT.*)", statement, re.S)
+        if head:
+            table, select = head.groups()
+            width = len(con.execute(f"DESCRIBE {select}").fetchall())
+            names = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = "
+                                               f"'{table}' ORDER BY column_index").fetchall()][:width]
+            statement = f"INSERT INTO {table} ({', '.join(names)})\n{select}"
+        con.execute(statement)
+
+
 def _to_team_store(file: str, server, data: Path) -> str:
     """A new team store holding every row of the trace file `file` (migrated, then copied in one transaction)."""
     import shutil
@@ -211,7 +226,7 @@ def main() -> None:
     migrate(con)
     t0 = time.perf_counter()
     con.execute("BEGIN")
-    con.execute(GENERATE.format(turns=args.turns, runs=args.runs))
+    _generate(con, GENERATE.format(turns=args.turns, runs=args.runs))
     con.execute("COMMIT")
     con.execute("CHECKPOINT")
     gen_s = time.perf_counter() - t0

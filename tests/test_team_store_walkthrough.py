@@ -1,8 +1,8 @@
 """docs/traces.md's team-store walk-through, run as written, then the team it sets up used at once (issue 39 items 8–9,
 "Done when"): a real PostgreSQL (tests/pgserver.py), the walk-through's lines from the docs — its role and catalog
 database, the first `ask`, two `streamlit run serve.py` app processes and a `workbench collect` process, `sql`,
-`store maintain`, the backups — then, all at the same time, a question in each app from its own browser (chromium)
-and a `workbench chat` process, all going on with one conversation, and two exporters sending the collector spans,
+`store maintain`, the backups — then, all at the same time, a question in each app from one person's browser (chromium, a tab
+on each app process, as a load balancer would send them) and a `workbench chat` process, all going on with one conversation, and two exporters sending the collector spans,
 each request twice (an exporter's retry). Every turn and span must arrive exactly once, and the conversation's
 positions must be gapless. Only the server's address, the data path and the three ports are replaced (`REPLACED`:
 each must still be in the docs, so the walk-through cannot drift from what is tested)."""
@@ -170,7 +170,8 @@ def test_two_apps_a_chat_and_a_collector_at_once_store_everything_once(team):
     errors: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-        pages = [browser.new_context().new_page() for _ in team["apps"]]  # two people, one per app process
+        person = browser.new_context()  # one person whose requests two replicas serve (a conversation is its
+        pages = [person.new_page() for _ in team["apps"]]  # owner's: another browser's turns would not join it)
         for page, url in zip(pages, team["apps"]):
             page.goto(f"{url}/?conversation={cid}", timeout=120_000)
             settle(page, 120_000)
@@ -204,7 +205,8 @@ def test_two_apps_a_chat_and_a_collector_at_once_store_everything_once(team):
     asked = [r["question"] for r in rows]
     for question in questions + ["And with Okta?", "What about Entra ID?"]:
         assert asked.count(question) == 1, (question, asked)
-    assert sum(1 for r in rows if (r["owner"] or "").startswith("browser:")) == 2  # the two apps' turns
+    owners = [r["owner"] for r in rows if r["question"] in questions]  # the two apps' turns: the one person's
+    assert len(owners) == 2 and owners[0] == owners[1] and owners[0].startswith("browser:"), owners
     quoted = ", ".join(f"'otel-{t}'" for t in traces)
     assert _rows(team, f"SELECT count(*) AS n, count(DISTINCT turn_id) AS d FROM turns WHERE turn_id IN ({quoted})") \
         == [{"n": 20, "d": 20}]
