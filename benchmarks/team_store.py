@@ -17,6 +17,12 @@ database with a local data folder), migrated before timing, then:
 Printed as a markdown table; the machine's load average before and after.
 
     .venv/bin/python benchmarks/team_store.py --analyst [--repeats 3]
+    .venv/bin/python benchmarks/team_store.py --collect [--traces 400]
+
+`--collect`: spans/s of 1 and of 2 real `workbench collect` processes on one store (each a new one: a file, then a
+team store), the OTLP protobuf bodies of benchmarks/audit_collect.py (10 traces of 10 spans a request) split
+between them, each sent by its own exporter over one kept-alive connection; every answer means stored.
+
 
 only the ask during an analyst's query: on the team store under each setting of the analyst's bound
 (`WORKBENCH_QUERY_THREADS`, `WORKBENCH_QUERY_NICE`, docs/security.md) — the bound as it was (2 threads, priority
@@ -39,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 WRITER = r"""
 import os, sys, time, uuid
@@ -235,6 +242,75 @@ def _analyst_rows(label: str, store: str, env: dict[str, str], args, waits, boun
     return rows
 
 
+def _collectors(store: str, env: dict[str, str], data: list[bytes], n: int) -> float:
+    """Seconds for `n` real `workbench collect` processes on one store to answer every body of `data` (split between
+    them, each sent by its own exporter thread over one kept-alive connection); each answer means stored."""
+    import http.client
+    import re
+    import signal
+    import threading
+
+    procs = [subprocess.Popen([sys.executable, "-m", "workbench", "collect", "--port", "0", "--db", store, "--name",
+                               f"bench-{i}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              text=True) for i in range(n)]
+    try:
+        ports = [int(re.search(r"http://[\d.]+:(\d+)/v1/traces", p.stderr.readline()).group(1)) for p in procs]
+        failed: list[str] = []
+
+        def export(port: int, share: list[bytes]) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            for body in share:
+                conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+                answer = conn.getresponse()
+                answer.read()
+                if answer.status != 200:
+                    failed.append(str(answer.status))
+            conn.close()
+
+        threads = [threading.Thread(target=export, args=(port, data[i::n])) for i, port in enumerate(ports)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        rest = p.communicate(timeout=300)[1]
+        if p.returncode or "turns written" not in rest:
+            raise SystemExit(f"a collector failed: {rest[-1500:]}")
+    if failed:
+        raise SystemExit(f"requests refused: {failed[:5]}")
+    return took
+
+
+def _collect_rows(args) -> list[dict]:
+    """`--collect`: spans/s of 1 and of 2 real `collect` processes on one store, file then team store."""
+    import pgserver
+    from audit_collect import bodies
+
+    data, spans = bodies(args.traces, 10)
+    server = pgserver.Server().start()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for label, n in (("file", 1), ("file", 2), ("team", 1), ("team", 2)):
+                store = (str(Path(tmp) / f"c{n}.duckdb") if label == "file"
+                         else "ducklake:postgres:" + server.create_database(f"collect{n}"))
+                env = _env({"WORKBENCH_DATA_PATH": str(Path(tmp) / f"lake{n}")})
+                _ask(store, env)  # created and migrated before timing
+                load = os.getloadavg()[0]
+                took = _collectors(store, env, data, n)
+                rows.append({"store": label, "collect processes": str(n), "spans": str(spans),
+                             "spans/s": spans / took, "load (1 min)": load})
+                print(rows[-1], flush=True)
+    finally:
+        server.stop()
+    return rows
+
+
 def _measure(label: str, store: str, env: dict[str, str], args) -> dict:
     row = {"store": label}
     _ask(store, env)  # created, migrated, one turn
@@ -258,12 +334,18 @@ def main() -> None:
     ap.add_argument("--query-seconds", type=float, default=12.0, help="how long the analyst's query runs")
     ap.add_argument("--analyst", action="store_true", help="only the ask during an analyst's query, per bound")
     ap.add_argument("--repeats", type=int, default=3, help="asks during the query per bound (--analyst)")
+    ap.add_argument("--collect", action="store_true", help="only spans/s of 1 and 2 real `collect` processes")
+    ap.add_argument("--traces", type=int, default=400, help="traces of 10 spans sent to the collectors (--collect)")
     args = ap.parse_args()
     reason = pgserver.available()
     if reason:
         print(f"SKIP: {reason}")
         return
     print("load average before:", os.getloadavg())
+    if args.collect:
+        _table(_collect_rows(args))
+        print("load average after:", os.getloadavg())
+        return
     server = pgserver.Server().start()
     rows = []
     try:
@@ -279,12 +361,16 @@ def main() -> None:
                 rows.append(_measure("team (DuckLake on PostgreSQL 15)", lake, team_env, args))
     finally:
         server.stop()
+    _table(rows)
+    print("load average after:", os.getloadavg())
+
+
+def _table(rows: list[dict]) -> None:
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
     for r in rows:
         print("| " + " | ".join(v if isinstance(v, str) else f"{v:.2f}" for v in r.values()) + " |")
-    print("load average after:", os.getloadavg())
 
 
 if __name__ == "__main__":
