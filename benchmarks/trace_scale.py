@@ -1,6 +1,11 @@
 """1M synthetic turns (~21M rows) generated in bulk with DuckDB SQL, then the analyst views timed.
 
     .venv/bin/python benchmarks/trace_scale.py [--turns 1000000] [--db /tmp/trace_scale.duckdb]
+    .venv/bin/python benchmarks/trace_scale.py --team [--turns 100000]     # + the same rows in a team store
+
+With `--team` the same rows are then copied, in bulk and in one transaction, into a new team store (a DuckLake on a
+PostgreSQL the script starts, tests/pgserver.py, its data in a folder beside `--db`), and every query is timed on
+both stores in the same run, each through an open connection and through `TraceReader`.
 
 Rows per turn: 2 model calls, 2 tool calls, 10 retrieved items (9 search snippets pointing at one of 2,000
 608-character passages, one per document, as real snippets repeat), 2 citations, 6 sources (~23 rows with
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -23,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workbench.trace.connect import duckdb_connect  # noqa: E402
 from workbench.trace.migrate import migrate  # noqa: E402
 from workbench.trace.reader import TraceReader  # noqa: E402
-from workbench.trace.schema import M004_VIEWS  # noqa: E402
+from workbench.trace.schema_m004 import SQL as M004_VIEWS  # noqa: E402
 from workbench.trace.schema_m009 import M009_ABLATIONS  # noqa: E402
 
 GENERATE = """
@@ -142,13 +148,77 @@ QUERIES = {
 }
 
 
+def _generate(con, sql: str) -> None:
+    """Run GENERATE's inserts: one without a column list fills the table's first columns (the ones its query was
+    written for; later migrations appended the rest, which stay NULL)."""
+    for statement in filter(str.strip, sql.split(";\n")):
+        head = re.match(r"\s*INSERT INTO (\w+)\s*\n(SELECT.*)", statement, re.S)
+        if head:
+            table, select = head.groups()
+            width = len(con.execute(f"DESCRIBE {select}").fetchall())
+            names = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = "
+                                               f"'{table}' ORDER BY column_index").fetchall()][:width]
+            statement = f"INSERT INTO {table} ({', '.join(names)})\n{select}"
+        con.execute(statement)
+
+
+def _to_team_store(file: str, server, data: Path) -> str:
+    """A new team store holding every row of the trace file `file` (migrated, then copied in one transaction)."""
+    import shutil
+
+    from workbench.trace.lake import cursor
+
+    shutil.rmtree(data, ignore_errors=True)
+    os.environ["WORKBENCH_DATA_PATH"] = str(data)
+    lake = "ducklake:postgres:" + server.create_database(f"scale_{os.getpid()}")
+    t0 = time.perf_counter()
+    with cursor(lake) as con:
+        migrate(con)
+        migrated = time.perf_counter() - t0
+        con.execute(f"ATTACH '{file}' AS scale_file (READ_ONLY)")
+        tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'scale_file' "
+                                            "AND table_name <> 'migrations'").fetchall()]
+        t1 = time.perf_counter()
+        con.execute("BEGIN")
+        for table in tables:
+            if con.execute(f"SELECT count(*) FROM scale_file.{table}").fetchone()[0]:
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM scale_file.{table}")
+        con.execute("COMMIT")
+        con.execute("DETACH scale_file")
+    size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    print(f"team store: migrated in {migrated:.1f} s, rows copied in {time.perf_counter() - t1:.1f} s; "
+          f"data path {size / 1e6:.0f} MB")
+    return lake
+
+
+def _time_queries(label: str, db: str, con, repeat: int) -> dict[str, tuple[float, float, int]]:
+    """Per query: median seconds on the open connection `con`, through `TraceReader(db)`, and the rows."""
+    print(f"\n{label}\n{'query':36} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
+    reader, out = TraceReader(db), {}
+    for name, sql in QUERIES.items():
+        warm = con.sql(sql).to_arrow_table()
+        t_open, t_reader = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            con.sql(sql).to_arrow_table()
+            t_open.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            reader.arrow(sql)
+            t_reader.append(time.perf_counter() - t)
+        out[name] = (statistics.median(t_open), statistics.median(t_reader), warm.num_rows)
+        print(f"{name:36} {out[name][0] * 1000:15.0f} ms {out[name][1] * 1000:17.0f} ms {warm.num_rows:9,}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--db", default="/tmp/trace_scale.duckdb")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--team", action="store_true", help="also a team store with the same rows, timed beside the file")
     args = ap.parse_args()
+    print("load average before:", os.getloadavg())
 
     for suffix in ("", ".wal"):
         Path(args.db + suffix).unlink(missing_ok=True)
@@ -156,7 +226,7 @@ def main() -> None:
     migrate(con)
     t0 = time.perf_counter()
     con.execute("BEGIN")
-    con.execute(GENERATE.format(turns=args.turns, runs=args.runs))
+    _generate(con, GENERATE.format(turns=args.turns, runs=args.runs))
     con.execute("COMMIT")
     con.execute("CHECKPOINT")
     gen_s = time.perf_counter() - t0
@@ -169,22 +239,36 @@ def main() -> None:
     print(f"generated {total:,} rows in {gen_s:.1f} s: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()))
     print(f"database size: {size / 1e6:.0f} MB ({size / 1e6 / (args.turns / 1e6):.0f} MB per 1M turns)")
 
-    con = duckdb_connect(args.db, read_only=True)
-    print(f"\n{'query':36} {'open conn. median':>18} {'TraceReader median':>20} {'rows':>9}")
-    reader = TraceReader(args.db)
-    for name, sql in QUERIES.items():
-        warm = con.sql(sql).to_arrow_table()
-        t_open, t_reader = [], []
-        for _ in range(args.repeat):
-            t = time.perf_counter()
-            con.sql(sql).to_arrow_table()
-            t_open.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            reader.arrow(sql)
-            t_reader.append(time.perf_counter() - t)
-        print(f"{name:36} {statistics.median(t_open) * 1000:15.0f} ms {statistics.median(t_reader) * 1000:17.0f} ms "
-              f"{warm.num_rows:9,}")
-    con.close()
+    if not args.team:
+        con = duckdb_connect(args.db, read_only=True)
+        _time_queries("file", args.db, con, args.repeat)
+        con.close()
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import pgserver
+
+    from workbench.trace.lake import cursor
+
+    reason = pgserver.available()
+    if reason:
+        raise SystemExit(f"SKIP: {reason}")
+    server = pgserver.Server().start()
+    try:
+        lake = _to_team_store(args.db, server, Path(args.db + ".lake"))
+        con = duckdb_connect(args.db, read_only=True)
+        file_times = _time_queries(f"file (load {os.getloadavg()[0]:.1f})", args.db, con, args.repeat)
+        con.close()
+        with cursor(lake) as con:
+            team_times = _time_queries(f"team store (load {os.getloadavg()[0]:.1f})", lake, con, args.repeat)
+    finally:
+        server.stop()
+    print("\n| query | file: open connection | team: open connection | file: TraceReader | team: TraceReader | rows |")
+    print("|---|---|---|---|---|---|")
+    for name, (f_open, f_reader, rows) in file_times.items():
+        t_open, t_reader, _ = team_times[name]
+        print(f"| {name} | {f_open * 1000:.0f} ms | {t_open * 1000:.0f} ms | {f_reader * 1000:.0f} ms | "
+              f"{t_reader * 1000:.0f} ms | {rows:,} |")
+    print("load average after:", os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -300,3 +300,55 @@ def test_migrations_create_and_upgrade_a_team_store_as_a_file(pg_server, tmp_pat
         migrate(con)
         assert _schema_of(con) == expected
     assert cli("sql", "SELECT count(*) FROM doc_gaps", "--db", upgraded).returncode == 0  # its macros work
+
+
+def _query_children() -> list[int]:
+    """This process's children running a typed query (isolated.py spawns one per query)."""
+    import os
+    from pathlib import Path
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid() \
+                    and b"query_child" in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            pass
+    return found
+
+
+def test_an_analysts_query_on_a_team_store_leaves_the_writers_a_core(store, monkeypatch):
+    """On a team store a typed query runs with one core fewer than the process may use and at a lower priority
+    (nice 10), so an analyst's long query cannot starve the app's turns (docs/security.md); both are settings. On
+    a file it keeps 2 threads and its priority: there it holds every writer, so it must end soon."""
+    import os
+    import threading
+
+    from workbench.config import usable_cores
+    from workbench.trace.isolated import DEFAULT_QUERY_NICE, FILE_QUERY_THREADS
+
+    team = is_team_store(store)
+    cli("ask", "How do I configure SSO?", "--db", store)
+    r = cli("sql", "SELECT current_setting('threads') AS t", "--db", store, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[0]) == {"t": max(1, usable_cores() - 1) if team else FILE_QUERY_THREADS}
+    seen, result = set(), {}
+    query = threading.Thread(target=lambda: result.update(r=cli(
+        "sql", "SELECT sum(hash(range)) FROM range(20000000000)", "--db", store, "--timeout", "4")))
+    query.start()
+    while query.is_alive():  # the niceness of the query's process, read while it runs
+        for pid in _query_children():
+            try:
+                seen.add(os.getpriority(os.PRIO_PROCESS, pid) - os.getpriority(os.PRIO_PROCESS, 0))
+            except OSError:  # it ended meanwhile
+                pass
+    assert "stopped after 4 s" in result["r"].stderr, result["r"].stderr
+    assert max(seen) == (DEFAULT_QUERY_NICE if team else 0), seen
+    if team:
+        monkeypatch.setenv("WORKBENCH_QUERY_THREADS", str(usable_cores()))
+        r = cli("sql", "SELECT current_setting('threads') AS t", "--db", store, "--json")
+        assert json.loads(r.stdout.splitlines()[0]) == {"t": usable_cores()}, r.stderr
+        monkeypatch.setenv("WORKBENCH_QUERY_THREADS", "0")
+        r = cli("sql", "SELECT 1", "--db", store)
+        assert r.returncode != 0 and "WORKBENCH_QUERY_THREADS='0'" in r.stderr, r.stderr

@@ -81,6 +81,14 @@ def env(name: str, default: str | None = None) -> str | None:
     return _stripped(os.environ, name, default)
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS says, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def set_env(name: str, value: str) -> None:
     """Set the environment variable `name` for this process and the processes it starts (a setting given on the
     command line that a child process reads, e.g. `--data-path`)."""

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import Settings, env, environment, set_process_default, workbench_home
+from ..config import Settings, env, environment, set_process_default, usable_cores, workbench_home
 from ..errors import ProviderError
 from ..redact import scrub_secrets
 from .base import ContextInfo, ModelStep, Provider, Readiness
@@ -114,10 +114,7 @@ def default_gguf() -> Path | None:
 
 
 def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 def log_path() -> Path:

@@ -24,15 +24,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import errors
-from ..config import child_environment, env
+from ..config import child_environment, env, usable_cores
 from ..errors import TraceStoreError
 
 #: DuckDB's `memory_limit` for a typed query (its default is 80 % of the machine's RAM).
 QUERY_MEMORY_LIMIT = "256MB"
 #: DuckDB's `max_temp_directory_size`: what one query may spill to disk, in a private temporary folder.
 QUERY_TEMP_LIMIT = "1GB"
-#: Threads DuckDB uses for a typed query (each thread has its own buffers).
-QUERY_THREADS = 2
+#: Threads DuckDB uses for a typed query on a trace file (each thread has its own buffers): the reader holds every
+#: writer for as long as it runs, so it is not slowed down on purpose.
+FILE_QUERY_THREADS = 2
+#: On a team store (whose readers hold no writer) an analyst's query is bounded so that the app stays responsive
+#: (measured: benchmarks/README.md, "The team store"): the variable capping its threads (default: one core fewer
+#: than the process may use), and the one lowering its process's CPU priority (`nice`, 0 to 19) with its default.
+QUERY_THREADS_ENV = "WORKBENCH_QUERY_THREADS"
+QUERY_NICE_ENV, DEFAULT_QUERY_NICE = "WORKBENCH_QUERY_NICE", 10
 #: The address space (`RLIMIT_AS`) of the process that runs a typed query: everything it allocates.
 QUERY_ADDRESS_SPACE = 2 * 1024**3
 #: Rows a typed query returns at most; the result says when there were more.
@@ -51,10 +57,34 @@ class UserRows(NamedTuple):
     cut: str | None = None
 
 
-def duckdb_limits(temp_directory: str) -> dict:
-    """The DuckDB settings bounding one typed query (docs/security.md)."""
+def query_threads() -> int:
+    """Threads for a typed query on a team store: `$WORKBENCH_QUERY_THREADS` (1 to the cores this process may use),
+    else one core fewer than those (at least 1), so an analyst's query leaves a core to the app's turns."""
+    cores, raw = usable_cores(), env(QUERY_THREADS_ENV)
+    if raw is None:
+        return max(1, cores - 1)
+    if not raw.isdigit() or not 1 <= int(raw) <= cores:
+        raise TraceStoreError(f"{QUERY_THREADS_ENV}={raw!r}: a typed query's threads must be a whole number from 1 "
+                              f"to {cores} (the cores this process may use)")
+    return int(raw)
+
+
+def query_nice() -> int:
+    """How far a typed query's process on a team store lowers its priority: `$WORKBENCH_QUERY_NICE` (0 to 19)."""
+    raw = env(QUERY_NICE_ENV)
+    if raw is None:
+        return DEFAULT_QUERY_NICE
+    if not raw.isdigit() or int(raw) > 19:
+        raise TraceStoreError(f"{QUERY_NICE_ENV}={raw!r}: a typed query's niceness must be a whole number from 0 to 19")
+    return int(raw)
+
+
+def duckdb_limits(temp_directory: str, *, team_store: bool = False) -> dict:
+    """The DuckDB settings bounding one typed query (docs/security.md). On a file the query holds every writer
+    while it runs, so it runs as fast as it can (`FILE_QUERY_THREADS`); on a team store it holds nobody, so it
+    leaves a core to the writers (`query_threads`)."""
     return {"memory_limit": QUERY_MEMORY_LIMIT, "max_temp_directory_size": QUERY_TEMP_LIMIT,
-            "temp_directory": temp_directory, "threads": QUERY_THREADS}
+            "temp_directory": temp_directory, "threads": query_threads() if team_store else FILE_QUERY_THREADS}
 
 
 def fetch_capped(result) -> UserRows:

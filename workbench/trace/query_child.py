@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from .. import errors
-from .isolated import QUERY_ADDRESS_SPACE, memory_message
+from .isolated import QUERY_ADDRESS_SPACE, memory_message, query_nice
 
 def child() -> None:
     """The child process: read the request on stdin, write the pickled outcome on stdout."""
@@ -24,9 +24,12 @@ def child() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (QUERY_ADDRESS_SPACE, QUERY_ADDRESS_SPACE))
     except (ImportError, ValueError, OSError):  # no RLIMIT_AS here (Windows, some macOS): DuckDB's limits remain
         pass
-    from .reader import TraceReader  # after the cap, as DuckDB's own allocations are
+    from .lake import is_team_store  # after the cap, as DuckDB's own allocations are
+    from .reader import TraceReader
 
     try:
+        if hasattr(os, "nice") and is_team_store(request["path"]):  # the analyst's bound (isolated.py); not Windows
+            os.nice(query_nice())
         reader = TraceReader(request["path"], timeout=request["lock_timeout"], query_timeout=request["query_timeout"])
         with tempfile.TemporaryDirectory(prefix="workbench-query-") as spill:
             rows = reader.run_bounded(request["sql"], files=request["files"], temp_directory=spill,

@@ -170,11 +170,12 @@ class TraceReader:
         """`user_query`'s work inside its child process (isolated.py): DuckDB's memory and spilling bounded,
         the rows capped; with `owner`, over what that owner may see (visible.py)."""
         check_read_only(sql)
-        if is_team_store(self.path):  # a team store's typed query reads the store only (lake.py)
+        team = is_team_store(self.path)
+        if team:  # a team store's typed query reads the store only (lake.py)
             check_typed_query(sql)
             files = False
         return self._run(sql, None, "capped", {**(NO_DOWNLOADS if files else TRACE_FILE_ONLY),
-                                               **duckdb_limits(temp_directory)}, owner=owner)
+                                               **duckdb_limits(temp_directory, team_store=team)}, owner=owner)
 
     def gaps(self, run_ids: list[str] | None = None, providers: list[str] | None = None,
              corpus_ids: list[str] | None = None, kinds: list[str] | None = None, *,
