@@ -149,9 +149,11 @@ def test_setup_snippet_runs_as_written(conformance, app):
     snippet.write_text(SETUP_LINES[app], encoding="utf-8")
     run = f"snippet-{app}"
     env = {**os.environ, "CONFORMANCE_MODEL": model.url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": url,
+           "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": url.removesuffix("/v1/traces") + "/v1/logs",
            "CONFORMANCE_RECORD": str(tmp / f"{run}.jsonl"), "CONFORMANCE_RUN": run, "SNIPPET": str(snippet),
            "CONFORMANCE_APPS": str(APPS)}
-    env.pop("PYTHONPATH", None)
+    for k in ("PYTHONPATH", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "OTEL_SEMCONV_STABILITY_OPT_IN"):
+        env.pop(k, None)
     out = subprocess.run([str(APPS_PYTHON), "-c", PRELUDE.format(app=app)], cwd=tmp, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]

@@ -16,21 +16,29 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
 
 CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-LOGS = LoggerProvider()  # shut down after the last turn (`__main__`): its records are sent then at the latest
-LOGS.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(
-    os.environ["CONFORMANCE_COLLECT"].removesuffix("/v1/traces") + "/v1/logs", timeout=30)))
+LOGS: list[LoggerProvider] = []  # the app's logger provider (made in `__main__`)
+
+
+def logger_provider() -> LoggerProvider:
+    """The OTel SDK's logger provider, exporting OTLP/HTTP protobuf to `collect`'s /v1/logs in batches."""
+    provider = LoggerProvider(resource=Resource.create({"service.name": "conformance-otel-openai-v2"}))
+    provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(
+        os.environ["CONFORMANCE_COLLECT"].removesuffix("/v1/traces") + "/v1/logs", timeout=30)))
+    return provider
 
 
 def instrument(provider):
     instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider, logger_provider=LOGS)
+    instrumentor.instrument(tracer_provider=provider, logger_provider=LOGS[0])
     return instrumentor
 
 
 if __name__ == "__main__":
     os.environ.setdefault(CONTENT, "EVENT_ONLY")
+    LOGS.append(logger_provider())
     kit.main("conformance-otel-openai-v2", instrument, new_chat, hide_env=CONTENT, hidden_value="NO_CONTENT",
              session_cm=kit.genai_conversation)
-    LOGS.shutdown()
+    LOGS[0].shutdown()  # its last records sent
