@@ -211,3 +211,12 @@ def test_only_genai_spans_without_messages_of_their_own_wait():
     assert not logs.awaits_logs([span(**{"gen_ai.operation.name": "chat", "gen_ai.input.messages": "[]"})], [])
     choice = logs.LogEvent(TRACE, CALL, "gen_ai.choice", {})
     assert not logs.awaits_logs([span(**{"gen_ai.operation.name": "chat"})], [choice])
+
+
+def test_verify_refuses_a_turn_whose_messages_came_only_as_log_events(receiver):
+    """Log records are read, not stored: the turn's stored spans hold no model input to replay (exit 2, nothing sent)."""
+    _, base, db = receiver
+    assert _post(base + "/v1/logs", json.dumps(logs_request(legacy_events())).encode())[0] == 200
+    assert _post(base + "/v1/traces", json.dumps(trace_request()).encode())[0] == 200
+    out = cli("verify", "--turn", f"otel-{TRACE}", "--endpoint", "http://127.0.0.1:9/v1", "--db", str(db))
+    assert out.returncode == 2 and "GenAI log events" in out.stderr, out.stderr
