@@ -76,8 +76,9 @@ HIDDEN_ANSWER = ("content capture off hides the answer too: the hidden run's tur
 LIMITS = {"pydantic_ai_tools": HIDDEN_ANSWER + " (include_content=False)",
           "openllmetry_openai": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
           "openllmetry_langchain": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
-          "otel_openai_v2": HIDDEN_ANSWER + " (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false); log records are "
-                            "read, not stored, so `verify` cannot replay such a turn"}
+          "otel_openai_v2": HIDDEN_ANSWER + " (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=NO_CONTENT sends no event: "
+                            "the trace is audited when the 10 s wait for its log events ends); log records are read, "
+                            "not stored, so `verify` cannot replay such a turn"}
 
 
 def versions() -> dict[str, str]:
