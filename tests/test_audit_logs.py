@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import io
 import json
 import threading
 import time
@@ -23,6 +24,7 @@ from workbench.audit import collector, logs
 from workbench.audit.collector import Assembler, make_server
 from workbench.audit.spans import MAX_ATTRIBUTE_CHARS, Span, _logs_json, _parse_json as _trace_json
 from workbench.audit.units import Resolver
+from workbench.commands._audit import report
 from workbench.trace.writer import TraceWriter
 
 TRACE, CALL = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -167,6 +169,9 @@ def test_a_trace_whose_events_never_come_is_audited_unauditable_after_the_bound_
     assert turn["status"] == "unauditable" and "records no input messages" in turn["audit"]["reason"]
     assert _post(base + "/v1/logs", json.dumps(logs_request(legacy_events())).encode())[0] == 200
     assert len(_payloads(db)) == 1 and a.logs.late == 5 and a.logs.n == 0
+    said = io.StringIO()
+    report(a, said)  # never dropped silently: collect's report says so
+    assert "5 GenAI log events were not joined to their spans: 5 came after their trace was audited" in said.getvalue()
 
 
 def test_secrets_in_event_bodies_are_redacted_and_a_record_over_the_bound_makes_the_call_unauditable(receiver):
@@ -220,3 +225,14 @@ def test_verify_refuses_a_turn_whose_messages_came_only_as_log_events(receiver):
     assert _post(base + "/v1/traces", json.dumps(trace_request()).encode())[0] == 200
     out = cli("verify", "--turn", f"otel-{TRACE}", "--endpoint", "http://127.0.0.1:9/v1", "--db", str(db))
     assert out.returncode == 2 and "GenAI log events" in out.stderr, out.stderr
+
+
+def test_ingest_reads_a_traces_file_and_a_logs_file_together_and_reports_the_events(tmp_path):
+    traces, events, db = tmp_path / "traces.jsonl", tmp_path / "logs.jsonl", tmp_path / "t.duckdb"
+    traces.write_text(json.dumps(trace_request()) + "\n", encoding="utf-8")
+    events.write_text(json.dumps(logs_request(legacy_events())) + "\n", encoding="utf-8")
+    out = cli("ingest", str(traces), str(events), "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert "1 spans" not in out.stderr and "2 spans, 5 GenAI log events received, 1 turns written" in out.stderr
+    [turn] = _payloads(db)
+    check_turn(turn)

@@ -160,6 +160,7 @@ class Assembler:
             if self.closed:
                 raise Closed("collect is stopping")
             touched = set()
+            self.logs.received += len(events)
             for e in events:
                 if e.trace_id in self.done:
                     self.logs.late += 1

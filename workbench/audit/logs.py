@@ -95,10 +95,10 @@ def events_of(request) -> Iterator[LogEvent]:
 
 class PendingLogs:
     """Log events waiting for their trace's assembly, by trace; at most `limit`, the trace whose events came first
-    dropped first (`dropped` counts the events). Not thread-safe: the assembler holds its lock around every call."""
+    dropped first (`dropped` counts the events; `late` those of a trace already assembled, `received` all). Not thread-safe: the assembler holds its lock around every call."""
 
     def __init__(self, limit: int = MAX_PENDING_LOGS):
-        self.limit, self.n, self.dropped, self.late = limit, 0, 0, 0
+        self.limit, self.n, self.dropped, self.late, self.received = limit, 0, 0, 0, 0
         self.by_trace: dict[str, list[LogEvent]] = {}
 
     def add(self, event: LogEvent) -> None:
