@@ -6,8 +6,11 @@ it is then assembled once: a span that arrives again (an exporter's retry) is st
 second turn, and a turn's id is fixed by its trace, so even a second `collect` on the same database writes it
 once. Memory stays bounded: at most `max_pending` spans wait for their root; beyond that the traces that started
 first are assembled as they are (a heap: O(log n) a span). `finish()` assembles everything still waiting (SIGTERM,
-Ctrl-C, end of a file), within a time budget when `collect` stops. The receiver bounds connections, bodies read at
-once and the time a request has to arrive (`_Server`); every bound is in docs/security.md.
+Ctrl-C, end of a file), within a time budget when `collect` stops. GenAI log events (`POST /v1/logs`, `logs.py`) wait
+with the pending spans and are joined to their spans when their trace is assembled; a trace whose GenAI model calls
+hold no messages of their own waits for them (`parked`), at most `logs.LOG_WAIT_SECONDS` after its root came. The
+receiver bounds connections, bodies read at once and the time a request has to arrive (`_Server`); every bound is in
+docs/security.md.
 """
 
 from __future__ import annotations

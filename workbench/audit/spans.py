@@ -2,7 +2,8 @@
 
 A request is an `ExportTraceServiceRequest`, as protobuf (the OTel SDK's default) or as OTLP JSON, gzip or not.
 OTLP JSON writes trace and span ids as hex where protobuf's JSON mapping expects base64, so the ids are
-re-encoded before `json_format` parses the message; nothing else is read by hand.
+re-encoded before `json_format` parses the message; nothing else is read by hand. An `ExportLogsServiceRequest` (the
+GenAI log events `collect` takes on /v1/logs) is decoded here the same way (`parse_logs`); `logs.py` reads its records.
 
 Bounds (docs/security.md): a body over `MAX_BODY_BYTES`, before or after gzip, is refused (`BodyTooLarge`); a
 string attribute over `MAX_ATTRIBUTE_CHARS` is not kept: its value becomes `CUT_MARK` and the span lists the key
