@@ -62,7 +62,12 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
                               ("opentelemetry-instrumentation-langchain", "langchain"),
                               "tool calls, text hits, an article opened in full; `gen_ai.conversation.id`"),
     "otel_openai_v2": ("openai client, OTel GenAI log events", ("opentelemetry-instrumentation-openai-v2", "openai"),
-                       TOOLS + "; messages only as log events to /v1/logs; `gen_ai.conversation.id`"),
+                       TOOLS + "; messages only as log events to /v1/logs (`gen_ai.client.inference.operation.details`, "
+                       "`EVENT_ONLY`); `gen_ai.conversation.id`"),
+    "otel_openai_v2 --legacy": ("openai client, OTel GenAI per-message log events",
+                                ("opentelemetry-instrumentation-openai-v2", "openai"),
+                                TOOLS + "; messages only as log events to /v1/logs, one a message (`gen_ai.user.message` … "
+                                "`gen_ai.choice`, the instrumentor's legacy wrapper chosen by hand)"),
 }
 
 
@@ -78,7 +83,10 @@ LIMITS = {"pydantic_ai_tools": HIDDEN_ANSWER + " (include_content=False)",
           "openllmetry_langchain": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
           "otel_openai_v2": HIDDEN_ANSWER + " (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=NO_CONTENT sends no event: "
                             "the trace is audited when the 10 s wait for its log events ends); log records are read, "
-                            "not stored, so `verify` cannot replay such a turn"}
+                            "not stored, so `verify` cannot replay such a turn",
+          "otel_openai_v2 --legacy": "the legacy wrapper is what the instrumentor's releases on `opentelemetry-util-genai` "
+                                     "0.x select by default; on 1.x (installed here) it is chosen by hand (the app's "
+                                     "`instrument_legacy`). " + HIDDEN_ANSWER + " (the switch `false`: events without content)"}
 
 
 def versions() -> dict[str, str]:

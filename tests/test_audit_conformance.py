@@ -111,7 +111,7 @@ def settled(db: Path, expected: dict[str, int]) -> dict[str, list[dict]]:
 APPS_LIST = ["openai_chat", "openai_responses", "anthropic_tools", "google_genai_tools", "langchain_agent_text",
              "langchain_agent_text --json", "langchain_lcel_rerank", "llama_index_query", "llama_index_chat",
              "llama_index_agent", "openai_agents", "litellm_tools", "pydantic_ai_tools", "openllmetry_openai",
-             "openllmetry_langchain", "otel_openai_v2"]
+             "openllmetry_langchain", "otel_openai_v2", "otel_openai_v2 --legacy"]
 
 
 @pytest.mark.parametrize("app", APPS_LIST)

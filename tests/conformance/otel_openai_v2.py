@@ -6,9 +6,11 @@ EVENT_ONLY`: with the GenAI utilities it runs on (`opentelemetry-util-genai` 1.x
 conventions, one `gen_ai.client.inference.operation.details` record per call holding `gen_ai.input.messages` and
 `gen_ai.output.messages` (the older per-message events, `gen_ai.user.message` … `gen_ai.choice`, come from its
 releases on `opentelemetry-util-genai` 0.x; both are read: tests/test_audit_logs.py). The hidden run sets it to
-`NO_CONTENT` (no event at all). Each turn is in the app's span naming the conversation (`gen_ai.conversation.id`)."""
+`NO_CONTENT` (no event at all). With `--legacy`, the instrumentor's own legacy wrapper writes the per-message events
+(`instrument_legacy`); its hidden run sets the switch to `false` (events without content). Each turn is in the app's span naming the conversation (`gen_ai.conversation.id`)."""
 
 import os
+import sys
 
 import kit
 from openai_chat import new_chat
@@ -36,9 +38,37 @@ def instrument(provider):
     return instrumentor
 
 
+def instrument_legacy(provider):
+    """The instrumentor with its chat wrapper replaced by its own legacy one (`patch.chat_completions_create_v_old`:
+    one event per message, `gen_ai.user.message` … `gen_ai.choice`, content when the switch is `true`), the path its
+    releases on `opentelemetry-util-genai` 0.x take by default and 1.x never do: the instrumentor's real code, chosen
+    by hand."""
+    import openai
+    from opentelemetry._logs import get_logger
+    from opentelemetry.instrumentation.openai_v2 import patch, utils
+    from opentelemetry.instrumentation.openai_v2.instruments import Instruments
+    from opentelemetry.instrumentation.utils import unwrap
+    from opentelemetry.metrics import get_meter
+    from opentelemetry.trace import get_tracer
+    from wrapt import wrap_function_wrapper
+
+    instrumentor = instrument(provider)
+    unwrap(openai.resources.chat.completions.Completions, "create")
+    legacy = patch.chat_completions_create_v_old(get_tracer(patch.__name__, "", provider),
+                                                 get_logger(patch.__name__, "", logger_provider=LOGS[0]),
+                                                 Instruments(get_meter(patch.__name__)), utils.is_content_enabled())
+    wrap_function_wrapper("openai.resources.chat.completions", "Completions.create", legacy)
+    return instrumentor
+
+
 if __name__ == "__main__":
-    os.environ.setdefault(CONTENT, "EVENT_ONLY")
     LOGS.append(logger_provider())
-    kit.main("conformance-otel-openai-v2", instrument, new_chat, hide_env=CONTENT, hidden_value="NO_CONTENT",
-             session_cm=kit.genai_conversation)
+    if "--legacy" in sys.argv:
+        os.environ.setdefault(CONTENT, "true")
+        kit.main("conformance-otel-openai-v2-legacy", instrument_legacy, new_chat, hide_env=CONTENT,
+                 hidden_value="false", session_cm=kit.genai_conversation)
+    else:
+        os.environ.setdefault(CONTENT, "EVENT_ONLY")
+        kit.main("conformance-otel-openai-v2", instrument, new_chat, hide_env=CONTENT, hidden_value="NO_CONTENT",
+                 session_cm=kit.genai_conversation)
     LOGS[0].shutdown()  # its last records sent
