@@ -47,16 +47,17 @@ def any_value(v) -> dict:
     return {"kvlistValue": {"values": [{"key": k, "value": any_value(x)} for k, x in v.items()]}}
 
 
-def trace_request(trace: str = TRACE) -> dict:
+def trace_request(trace: str = TRACE, later_s: int = 0) -> dict:
     """The spans of `opentelemetry-instrumentation-openai-v2` writing its messages as events only: a chat span
     (GenAI attributes, no message) under the app's span naming the conversation."""
+    at = 1700000000 + later_s
     chat = {"traceId": trace, "spanId": CALL, "parentSpanId": "a0f067aa0ba902b7", "name": "chat gpt-4o-mini",
-            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            "startTimeUnixNano": f"{at}000000000", "endTimeUnixNano": f"{at + 1}000000000",
             "attributes": [{"key": k, "value": any_value(v)} for k, v in {
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
                 "gen_ai.system": "openai"}.items()]}
     root = {"traceId": trace, "spanId": "a0f067aa0ba902b7", "name": "chat turn",
-            "startTimeUnixNano": "1699999999000000000", "endTimeUnixNano": "1700000002000000000",
+            "startTimeUnixNano": f"{at - 1}000000000", "endTimeUnixNano": f"{at + 2}000000000",
             "attributes": [{"key": "gen_ai.conversation.id", "value": {"stringValue": "chat-1"}}]}
     return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bot"}}]},
                                "scopeSpans": [{"spans": [chat, root]}]}]}
@@ -236,3 +237,19 @@ def test_ingest_reads_a_traces_file_and_a_logs_file_together_and_reports_the_eve
     assert "1 spans" not in out.stderr and "2 spans, 5 GenAI log events received, 1 turns written" in out.stderr
     [turn] = _payloads(db)
     check_turn(turn)
+
+
+def test_a_conversations_turns_are_audited_in_the_order_they_started_whichever_events_come_first(receiver):
+    """Turn 2's events and spans all came while turn 1 still waits for its events: turn 2 waits behind it, so it is
+    the conversation's second turn and sees the first as earlier (not the other way round)."""
+    a, base, db = receiver
+    second = "5b8efff798038103d269b633813fc60c"
+    followup = "And is SAML required?"
+    assert _post(base + "/v1/traces", json.dumps(trace_request()).encode())[0] == 200  # turn 1: waits for its events
+    assert _post(base + "/v1/logs", json.dumps(logs_request(legacy_events(followup), second)).encode())[0] == 200
+    assert _post(base + "/v1/traces", json.dumps(trace_request(second, later_s=60)).encode())[0] == 200
+    assert a.turns == 0 and set(a.parked) == {TRACE, second}  # turn 2 is complete, yet waits behind turn 1
+    assert _post(base + "/v1/logs", json.dumps(logs_request(legacy_events())).encode())[0] == 200
+    turns = sorted(_payloads(db), key=lambda t: t["position"])
+    assert [(t["turn_id"], t["question"]) for t in turns] == [(f"otel-{TRACE}", QUESTION), (f"otel-{second}", followup)]
+    assert [t["position"] for t in turns] == [1, 2] and turns[0]["conversation_id"] == turns[1]["conversation_id"]

@@ -116,6 +116,8 @@ class Assembler:
         #: (trace -> the monotonic time they stop waiting): `logs.py`, the waiting rule.
         self.logs = PendingLogs()
         self.parked: dict[str, float] = {}
+        self._awaiting: set[str] = set()  # parked traces still waiting for log events (not only behind another)
+        self._parked_session: dict[str, str | None] = {}
 
     def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
         """Store `spans` raw and assemble every trace whose root is now here (with `on_root`; a file's traces wait
@@ -170,10 +172,25 @@ class Assembler:
                 else:
                     self.logs.add(e)
                     touched.add(e.trace_id)
-            ready = [t for t in touched if t in self.parked and not awaits_logs(self.pending[t].values(), self.logs.of(t))]
-            taken = [(t, self._pop(t)) for t in ready] if assemble else []
+            for t in touched & self._awaiting:
+                if not awaits_logs(self.pending[t].values(), self.logs.of(t)):
+                    self._awaiting.discard(t)
+            taken = [(t, self._pop(t)) for t in self._released(time.monotonic())] if assemble else []
             self._active += 1
         self._written(taken)
+
+    def _released(self, now: float) -> list[str]:
+        """The parked traces that may be assembled now, in start order (under `_lock`): those whose log events came
+        or whose wait is over, each after every earlier-started parked trace of its conversation (a conversation's
+        turns are audited in the order they started, whichever's log events came first)."""
+        out, held = [], set()
+        for t in sorted(self.parked, key=lambda t: self._first.get(t, 0)):
+            session = self._parked_session.get(t)
+            if (t not in self._awaiting or self.parked[t] <= now) and (session is None or session not in held):
+                out.append(t)
+            elif session is not None:
+                held.add(session)
+        return out
 
     def assemble_due(self, now: float | None = None) -> int:
         """Assemble the parked traces whose wait for log events is over (`LOG_WAIT_SECONDS`); how many."""
@@ -181,7 +198,7 @@ class Assembler:
         with self._lock:
             if self.closed or not any(at <= now for at in self.parked.values()):
                 return 0
-            taken = [(t, self._pop(t)) for t, at in list(self.parked.items()) if at <= now and t in self.pending]
+            taken = [(t, self._pop(t)) for t in self._released(now)]
             self._active += 1
         self._written(taken)
         return len(taken)
@@ -219,11 +236,7 @@ class Assembler:
                     heapq.heappush(self._oldest, (s.start_ns, s.trace_id))
             if s.parent_id is None and on_root:
                 ready.append(s.trace_id)
-        ready = [t for t in dict.fromkeys(ready) if t in self.pending]
-        waiting = {t for t in ready if awaits_logs(self.pending[t].values(), self.logs.of(t))}  # logs.py: the wait
-        for t in waiting:
-            self.parked.setdefault(t, time.monotonic() + LOG_WAIT_SECONDS)
-        taken = [(t, self._pop(t)) for t in ready if t not in waiting]
+        taken = self._park(t for t in dict.fromkeys(ready) if t in self.pending)
         while self.n_pending > self.max_pending and self._oldest:
             start, trace_id = heapq.heappop(self._oldest)
             if self._first.get(trace_id) == start:  # else stale: the trace left, or an earlier span came since
@@ -233,6 +246,24 @@ class Assembler:
             heapq.heapify(self._oldest)
         return taken
 
+    def _park(self, ready) -> list[tuple[str, list[Span]]]:
+        """The traces whose root came, taken out of pending, but for those that wait for their model calls' log events
+        (`logs.py`: the waiting rule) and those of a conversation one of whose earlier turns waits: parked (under
+        `_lock`)."""
+        now, direct = time.monotonic(), []
+        for t in ready:
+            trace = list(self.pending[t].values())
+            awaiting = awaits_logs(trace, self.logs.of(t))
+            if not awaiting and not self.parked:
+                direct.append(t)
+                continue
+            self._parked_session[t] = session_of(trace)  # parked, even if only behind an earlier turn of its session
+            self.parked.setdefault(t, now + LOG_WAIT_SECONDS)
+            if awaiting:
+                self._awaiting.add(t)
+        taken = [(t, self._pop(t)) for t in direct]
+        return taken + [(t, self._pop(t)) for t in self._released(now)] if self.parked else taken
+
     def _pop(self, trace_id: str) -> list[Span]:
         """Take a trace out of pending, its log events joined to its spans, and remember it as assembled (under
         `_lock`)."""
@@ -240,6 +271,8 @@ class Assembler:
         self.n_pending -= len(spans)
         self._first.pop(trace_id, None)
         self.parked.pop(trace_id, None)
+        self._awaiting.discard(trace_id)
+        self._parked_session.pop(trace_id, None)
         spans = joined(spans, self.logs.pop(trace_id))
         self.done[trace_id] = None
         if len(self.done) > MAX_DONE_TRACES:

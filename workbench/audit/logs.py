@@ -11,7 +11,8 @@ rule knows they came as logs.
 in the GenAI conventions (no `openinference.span.kind`) records no messages of its own and no output event
 (`gen_ai.choice`, an operation-details record) has come for it: such a trace waits for its log records, at most
 `LOG_WAIT_SECONDS` after its root came, then is assembled with what came (a call with no messages is `unauditable`,
-never guessed). A log record that comes before its span waits with the pending spans (`PendingLogs`: at most
+never guessed); a later turn of its conversation waits behind it, so a conversation's turns are still assembled in
+the order they started (`collector.Assembler._released`). A log record that comes before its span waits with the pending spans (`PendingLogs`: at most
 `MAX_PENDING_LOGS` records, the trace whose records came first dropped first); one that comes after its trace was
 assembled is dropped (counted), never a second turn. Records are bounded and redacted as span attributes are
 (`spans.bounded`, `redact.redact_value`); a record over the size bound makes its call `unauditable` (cut). Records
