@@ -117,6 +117,10 @@ class Assembler:
         self.logs = PendingLogs()
         self.parked: dict[str, float] = {}
         self._awaiting: set[str] = set()  # parked traces still waiting for log events (not only behind another)
+        #: Held by each request (spans or log events) and by the end of a wait from taking its traces to writing their
+        #: turns, so turns are written in the order their traces were taken: a logs request that releases turn 1 is
+        #: never overtaken by the spans request that completes turn 2 (the writer's lock orders the writes alone).
+        self._order = threading.Lock()
         self._parked_session: dict[str, str | None] = {}
 
     def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
@@ -154,13 +158,18 @@ class Assembler:
         one transaction, on the one connection the request holds, before it is answered (one checkpoint per request,
         not one per turn: issue 38 item 9). The writer's lock orders requests' writes; the assembler's own lock is
         still held for bookkeeping only (`receive`)."""
-        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
+        with self._order, self.writer.held(), \
+                self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
             self.receive(spans)
 
     def receive_logs(self, events: list[LogEvent], *, assemble: bool = True) -> None:
         """One OTLP logs request's GenAI events (`logs.py`): each held for its trace (dropped, counted in `logs.late`,
         when that trace was assembled already); a parked trace whose calls' events have all come now is assembled
         (with `assemble`), its turn written before the request is answered."""
+        with self._order:
+            self._receive_logs(events, assemble)
+
+    def _receive_logs(self, events: list[LogEvent], assemble: bool) -> None:
         with self._lock:
             if self.closed:
                 raise Closed("collect is stopping")
@@ -195,13 +204,14 @@ class Assembler:
     def assemble_due(self, now: float | None = None) -> int:
         """Assemble the parked traces whose wait for log events is over (`LOG_WAIT_SECONDS`); how many."""
         now = time.monotonic() if now is None else now
-        with self._lock:
-            if self.closed or not any(at <= now for at in self.parked.values()):
-                return 0
-            taken = [(t, self._pop(t)) for t in self._released(now)]
-            self._active += 1
-        self._written(taken)
-        return len(taken)
+        with self._order:
+            with self._lock:
+                if self.closed or not any(at <= now for at in self.parked.values()):
+                    return 0
+                taken = [(t, self._pop(t)) for t in self._released(now)]
+                self._active += 1
+            self._written(taken)
+            return len(taken)
 
     def _written(self, taken: list[tuple[str, list[Span]]]) -> None:
         """`_assemble(taken)`, the turns written together in one transaction (as a request's are)."""
