@@ -4,8 +4,10 @@
     .venv/bin/python tests/conformance_table.py            # print it
 
 Each row is one app of the suite: its framework, the instrumentor and the versions installed in .venv-audit-apps
-(read there), what the app makes the audit measure, and its result in the suite's last run (pytest's cache,
-`conformance/<app>`): `passes`, or every check it failed — the known limits.
+(read there), what the app makes the audit measure, and its result in the suite's last run: `passes`, or every check
+it failed — the known limits. The suite writes each app's result to a file of its own, `RESULTS/<app>.json`
+(tests/.conformance-results/, git-ignored; not pytest's cache, so `-p no:cacheprovider` and clearing that cache
+change nothing), which this script reads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "audit.md"
 START, END = "<!-- conformance-table -->", "<!-- /conformance-table -->"
+RESULTS = ROOT / "tests" / ".conformance-results"
 APPS_PYTHON = Path(os.environ.get("WORKBENCH_AUDIT_APPS") or ROOT / ".venv-audit-apps") / "bin" / "python"
 TOOLS = "tool calls, JSON hits, an article opened in full"
 
@@ -58,6 +61,13 @@ CELLS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "openllmetry_langchain": ("LangChain `create_agent`, OTel GenAI conventions",
                               ("opentelemetry-instrumentation-langchain", "langchain"),
                               "tool calls, text hits, an article opened in full; `gen_ai.conversation.id`"),
+    "otel_openai_v2": ("openai client, OTel GenAI log events", ("opentelemetry-instrumentation-openai-v2", "openai"),
+                       TOOLS + "; messages only as log events to /v1/logs (`gen_ai.client.inference.operation.details`, "
+                       "`EVENT_ONLY`); `gen_ai.conversation.id`"),
+    "otel_openai_v2 --legacy": ("openai client, OTel GenAI per-message log events",
+                                ("opentelemetry-instrumentation-openai-v2", "openai"),
+                                TOOLS + "; messages only as log events to /v1/logs, one a message (`gen_ai.user.message` … "
+                                "`gen_ai.choice`, the instrumentor's legacy wrapper chosen by hand)"),
 }
 
 
@@ -70,7 +80,13 @@ HIDDEN_ANSWER = ("content capture off hides the answer too: the hidden run's tur
                  "unjudged links (the trace holds none)")
 LIMITS = {"pydantic_ai_tools": HIDDEN_ANSWER + " (include_content=False)",
           "openllmetry_openai": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
-          "openllmetry_langchain": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)"}
+          "openllmetry_langchain": HIDDEN_ANSWER + " (TRACELOOP_TRACE_CONTENT=false)",
+          "otel_openai_v2": HIDDEN_ANSWER + " (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=NO_CONTENT sends no event: "
+                            "the trace is audited when the 10 s wait for its log events ends); log records are read, "
+                            "not stored, so `verify` cannot replay such a turn",
+          "otel_openai_v2 --legacy": "the legacy wrapper is what the instrumentor's releases on `opentelemetry-util-genai` "
+                                     "0.x select by default; on 1.x (installed here) it is chosen by hand (the app's "
+                                     "`instrument_legacy`). " + HIDDEN_ANSWER + " (the switch `false`: events without content)"}
 
 
 def versions() -> dict[str, str]:
@@ -82,11 +98,25 @@ def versions() -> dict[str, str]:
     return json.loads(out.stdout)
 
 
+def _result_path(app: str) -> Path:
+    return RESULTS / f"{app.replace(' ', '')}.json"
+
+
+def save_result(app: str, wrong: dict[str, list[str]]) -> None:
+    """Record `app`'s failed checks of this run (one file per app: the suite's workers never write the same file;
+    written whole, then renamed, so a reader never sees half of one)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = _result_path(app)
+    part = path.with_suffix(f".{os.getpid()}.part")
+    part.write_text(json.dumps(wrong, indent=1), encoding="utf-8")
+    part.replace(path)
+
+
 def results() -> dict[str, dict[str, list[str]]]:
-    """Each app's failed checks in the suite's last run (pytest's cache), by case."""
+    """Each app's failed checks in the suite's last run (`RESULTS`), by case."""
     out = {}
     for app in CELLS:
-        path = ROOT / ".pytest_cache" / "v" / "conformance" / app.replace(" ", "")
+        path = _result_path(app)
         if path.exists():
             out[app] = json.loads(path.read_text(encoding="utf-8"))
     return out

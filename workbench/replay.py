@@ -163,6 +163,9 @@ def load(db: str | Path, turn_id: str) -> AuditedInputs:
     if not calls:
         raise VerificationError(f"the spans of turn {turn_id!r} are not in {db}: its final model call cannot be "
                                 f"replayed")
+    if not calls[-1].inputs:
+        raise VerificationError(f"the stored spans of turn {turn_id!r} hold no model input (its messages came as GenAI "
+                                f"log events, which are read, not stored): its final model call cannot be replayed")
     carried = [d.carried_from for d in payload.documents if d.carried_from]
     texts: dict[str, tuple[str, ...]] = {}
     blocks: dict[str, tuple[str, ...]] = {}

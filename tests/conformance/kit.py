@@ -128,9 +128,10 @@ def genai_conversation(session_id: str):
 
 
 def main(service: str, instrument: Callable, new_chat: Callable, *, hide_env: str = "OPENINFERENCE_HIDE_INPUTS",
-         session_cm: Callable = session, processors: tuple = ()) -> None:
+         session_cm: Callable = session, processors: tuple = (), hidden_value: str | None = None) -> None:
     """Run the app's three cases: `instrument(provider)` returns its instrumentor; `new_chat()` a function asking
-    one question of one conversation (keeping its history)."""
+    one question of one conversation (keeping its history). The hidden run sets `hide_env` to `hidden_value`
+    (default: "true", or "false" for `TRACELOOP_TRACE_CONTENT`)."""
     provider = tracer_provider(service, *processors)
     if session_cm is genai_conversation:
         from opentelemetry import trace
@@ -142,7 +143,7 @@ def main(service: str, instrument: Callable, new_chat: Callable, *, hide_env: st
     with session_cm(f"{RUN}-chat"):
         ask("followup", 2, chat)
     instrumentor.uninstrument()
-    os.environ[hide_env] = "false" if hide_env == "TRACELOOP_TRACE_CONTENT" else "true"
+    os.environ[hide_env] = hidden_value or ("false" if hide_env == "TRACELOOP_TRACE_CONTENT" else "true")
     instrumentor = instrument(provider)
     with session_cm(f"{RUN}-hidden"):
         ask("hidden", 1, new_chat())

@@ -6,8 +6,11 @@ it is then assembled once: a span that arrives again (an exporter's retry) is st
 second turn, and a turn's id is fixed by its trace, so even a second `collect` on the same database writes it
 once. Memory stays bounded: at most `max_pending` spans wait for their root; beyond that the traces that started
 first are assembled as they are (a heap: O(log n) a span). `finish()` assembles everything still waiting (SIGTERM,
-Ctrl-C, end of a file), within a time budget when `collect` stops. The receiver bounds connections, bodies read at
-once and the time a request has to arrive (`_Server`); every bound is in docs/security.md.
+Ctrl-C, end of a file), within a time budget when `collect` stops. GenAI log events (`POST /v1/logs`, `logs.py`) wait
+with the pending spans and are joined to their spans when their trace is assembled; a trace whose GenAI model calls
+hold no messages of their own waits for them (`parked`), at most `logs.LOG_WAIT_SECONDS` after its root came. The
+receiver bounds connections, bodies read at once and the time a request has to arrive (`_Server`); every bound is in
+docs/security.md.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..redact import environment_read_once, scrub_secrets
 from ..trace.audits import AUDIT_KIND
 from ..trace.writer import TraceWriter
 from .audited import AuditedTurn, Earlier, audit_trace
+from .logs import LOG_WAIT_SECONDS, LogEvent, PendingLogs, awaits_logs, joined, parse_logs_request
 from .spans import (EARLIEST_START_NS, MAX_BODY_BYTES, MAX_CLOCK_SKEW_NS, BodyTooLarge, Span, SpanFormatError, inflate,
                     on_receiving_clock, parse_request)
 from .turns import current_from, model_calls, session_of
@@ -113,6 +117,16 @@ class Assembler:
         self._active = 0  # requests assembling the traces they took
         self._handed: list[tuple[str, list[Span]]] = []  # traces a request took, left to `finish` to write
         self._assembling = threading.RLock()
+        #: GenAI log events waiting for their trace, and traces whose root came waiting for their calls' log events
+        #: (trace -> the monotonic time they stop waiting): `logs.py`, the waiting rule.
+        self.logs = PendingLogs()
+        self.parked: dict[str, float] = {}
+        self._awaiting: set[str] = set()  # parked traces still waiting for log events (not only behind another)
+        #: Held by each request (spans or log events) and by the end of a wait from taking its traces to writing their
+        #: turns, so turns are written in the order their traces were taken: a logs request that releases turn 1 is
+        #: never overtaken by the spans request that completes turn 2 (the writer's lock orders the writes alone).
+        self._order = threading.Lock()
+        self._parked_session: dict[str, str | None] = {}
 
     def receive(self, spans: list[Span], *, store: bool = True, on_root: bool = True) -> None:
         """Store `spans` raw and assemble every trace whose root is now here (with `on_root`; a file's traces wait
@@ -127,18 +141,22 @@ class Assembler:
                     raise Closed("collect is stopping")
                 taken = self._take(spans[i:i + _CHUNK], on_root)
                 self._active += 1
-            try:
-                for k, (trace_id, trace) in enumerate(taken):
-                    with self._assembling:
-                        if self.closed:
-                            with self._lock:
-                                self._handed.extend(taken[k:])
-                            raise Closed("collect is stopping")
-                        self._turn(trace_id, trace)
-            finally:
-                with self._lock:
-                    self._active -= 1
-                    self._idle.notify_all()
+            self._assemble(taken)
+
+    def _assemble(self, taken: list[tuple[str, list[Span]]]) -> None:
+        """Make the turns of the traces a request took (`_active` counted up by the caller, under `_lock`)."""
+        try:
+            for k, (trace_id, trace) in enumerate(taken):
+                with self._assembling:
+                    if self.closed:
+                        with self._lock:
+                            self._handed.extend(taken[k:])
+                        raise Closed("collect is stopping")
+                    self._turn(trace_id, trace)
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._idle.notify_all()
 
     def receive_request(self, spans: list[Span]) -> None:
         """One OTLP request (`collect`): its spans and the turns of the traces it completed written together, one
@@ -148,10 +166,77 @@ class Assembler:
         (`receive`). The environment's server credentials, which every scrubbed text is cleaned of, are listed once
         for the request (`redact.environment_read_once`)."""
         spans = on_receiving_clock(spans, time.time_ns())
-        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")), \
-                environment_read_once():
+        with self._order, self.writer.held(), \
+                self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")), environment_read_once():
             self.writer.stage({"audit_spans": span_rows(spans, self.run_id)})  # with the turns: one commit
             self.receive(spans, store=False)
+
+    def receive_logs(self, events: list[LogEvent], *, assemble: bool = True) -> None:
+        """One OTLP logs request's GenAI events (`logs.py`): each held for its trace (dropped, counted in `logs.late`,
+        when that trace was assembled already); a parked trace whose calls' events have all come now is assembled
+        (with `assemble`), its turn written before the request is answered."""
+        with self._order:
+            self._receive_logs(events, assemble)
+
+    def _receive_logs(self, events: list[LogEvent], assemble: bool) -> None:
+        with self._lock:
+            if self.closed:
+                raise Closed("collect is stopping")
+            touched = set()
+            self.logs.received += len(events)
+            for e in events:
+                if e.trace_id in self.done:
+                    self.logs.late += 1
+                else:
+                    self.logs.add(e)
+                    touched.add(e.trace_id)
+            for t in touched & self._awaiting:
+                if not awaits_logs(self.pending[t].values(), self.logs.of(t)):
+                    self._awaiting.discard(t)
+            taken = [(t, self._pop(t)) for t in self._released(time.monotonic())] if assemble else []
+            self._active += 1
+        self._written(taken)
+
+    def _released(self, now: float) -> list[str]:
+        """The parked traces that may be assembled now, in start order (under `_lock`): those whose log events came
+        or whose wait is over, each after every earlier-started parked trace of its conversation (a conversation's
+        turns are audited in the order they started, whichever's log events came first)."""
+        out, held = [], set()
+        for t in sorted(self.parked, key=lambda t: self._first.get(t, 0)):
+            session = self._parked_session.get(t)
+            if (t not in self._awaiting or self.parked[t] <= now) and (session is None or session not in held):
+                out.append(t)
+            elif session is not None:
+                held.add(session)
+        return out
+
+    def assemble_due(self, now: float | None = None) -> int:
+        """Assemble the parked traces whose wait for log events is over (`LOG_WAIT_SECONDS`); how many."""
+        now = time.monotonic() if now is None else now
+        with self._order:
+            with self._lock:
+                if self.closed or not any(at <= now for at in self.parked.values()):
+                    return 0
+                taken = [(t, self._pop(t)) for t in self._released(now)]
+                self._active += 1
+            self._written(taken)
+            return len(taken)
+
+    def _written(self, taken: list[tuple[str, list[Span]]]) -> None:
+        """`_assemble(taken)`, the turns written together in one transaction (as a request's are)."""
+        if not taken:
+            return self._assemble(taken)
+        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
+            self._assemble(taken)
+
+    def wait_for_logs(self, every: float = 0.2) -> None:
+        """Until `finish`: assemble the parked traces whose wait is over (`collect` runs it in a thread)."""
+        pause = threading.Event()
+        while not self.closed and not pause.wait(every):
+            try:
+                self.assemble_due()
+            except Closed:
+                return
 
     def _take(self, spans: list[Span], on_root: bool) -> list[tuple[str, list[Span]]]:
         """Bookkeeping (under `_lock`): add `spans` to their pending traces; return the traces to assemble now (those
@@ -170,7 +255,7 @@ class Assembler:
                     heapq.heappush(self._oldest, (s.start_ns, s.trace_id))
             if s.parent_id is None and on_root:
                 ready.append(s.trace_id)
-        taken = [(t, self._pop(t)) for t in dict.fromkeys(ready) if t in self.pending]
+        taken = self._park(t for t in dict.fromkeys(ready) if t in self.pending)
         while self.n_pending > self.max_pending and self._oldest:
             start, trace_id = heapq.heappop(self._oldest)
             if self._first.get(trace_id) == start:  # else stale: the trace left, or an earlier span came since
@@ -180,11 +265,34 @@ class Assembler:
             heapq.heapify(self._oldest)
         return taken
 
+    def _park(self, ready) -> list[tuple[str, list[Span]]]:
+        """The traces whose root came, taken out of pending, but for those that wait for their model calls' log events
+        (`logs.py`: the waiting rule) and those of a conversation one of whose earlier turns waits: parked (under
+        `_lock`)."""
+        now, direct = time.monotonic(), []
+        for t in ready:
+            trace = list(self.pending[t].values())
+            awaiting = awaits_logs(trace, self.logs.of(t))
+            if not awaiting and not self.parked:
+                direct.append(t)
+                continue
+            self._parked_session[t] = session_of(trace)  # parked, even if only behind an earlier turn of its session
+            self.parked.setdefault(t, now + LOG_WAIT_SECONDS)
+            if awaiting:
+                self._awaiting.add(t)
+        taken = [(t, self._pop(t)) for t in direct]
+        return taken + [(t, self._pop(t)) for t in self._released(now)] if self.parked else taken
+
     def _pop(self, trace_id: str) -> list[Span]:
-        """Take a trace out of pending and remember it as assembled (under `_lock`)."""
+        """Take a trace out of pending, its log events joined to its spans, and remember it as assembled (under
+        `_lock`)."""
         spans = list(self.pending.pop(trace_id).values())
         self.n_pending -= len(spans)
         self._first.pop(trace_id, None)
+        self.parked.pop(trace_id, None)
+        self._awaiting.discard(trace_id)
+        self._parked_session.pop(trace_id, None)
+        spans = joined(spans, self.logs.pop(trace_id))
         self.done[trace_id] = None
         if len(self.done) > MAX_DONE_TRACES:
             del self.done[next(iter(self.done))]
@@ -342,10 +450,27 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+#: The receiver's paths: spans, and the GenAI log events (`logs.py`).
+ROUTES = ("/v1/traces", "/v1/logs")
+
+
+def _route(path: str) -> str:
+    return path.split("?")[0].rstrip("/")
+
+
+def _deliver(assembler: Assembler, route: str, body: bytes, kind: str | None) -> None:
+    """One request's body, parsed, handed to the assembler: GenAI log events (`/v1/logs`) or spans."""
+    if route == "/v1/logs":
+        assembler.receive_logs(parse_logs_request(body, kind))
+    else:
+        assembler.receive_request(parse_request(body, kind))
+
+
 def make_server(assembler: Assembler, host: str, port: int, *, read_timeout: float = COLLECT_READ_TIMEOUT_S
                 ) -> ThreadingHTTPServer:
-    """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, protobuf or JSON, gzip or not (bounds:
-    `_Server`, docs/security.md)."""
+    """An OTLP/HTTP trace receiver on (host, port): `POST /v1/traces`, and `POST /v1/logs` for the GenAI log
+    events (`logs.py`), protobuf or JSON, gzip or not (bounds: `_Server`, docs/security.md)."""
+    threading.Thread(target=assembler.wait_for_logs, daemon=True, name="collect-log-wait").start()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -383,9 +508,9 @@ def make_server(assembler: Assembler, host: str, port: int, *, read_timeout: flo
 
         def _length(self) -> int | None:
             """The request's Content-Length, or None once it was answered (a wrong path, none, over the bound)."""
-            if self.path.split("?")[0].rstrip("/") != "/v1/traces":
+            if _route(self.path) not in ROUTES:
                 self.close_connection = True
-                return _error(self, 404, f"no such path {self.path[:100]!r}: send traces to /v1/traces")
+                return _error(self, 404, f"no such path {self.path[:100]!r}: send traces to {' or '.join(ROUTES)}")
             try:
                 length = int(self.headers.get("Content-Length") or "-1")
             except ValueError:
@@ -402,9 +527,7 @@ def make_server(assembler: Assembler, host: str, port: int, *, read_timeout: flo
         def _receive(self, body: bytes) -> None:
             kind = self.headers.get("Content-Type")
             try:
-                spans = parse_request(inflate(body, self.headers.get("Content-Encoding")), kind)
-                del body
-                assembler.receive_request(spans)
+                _deliver(assembler, _route(self.path), inflate(body, self.headers.get("Content-Encoding")), kind)
             except BodyTooLarge as exc:
                 return _error(self, 413, str(exc))
             except SpanFormatError as exc:
@@ -419,6 +542,6 @@ def make_server(assembler: Assembler, host: str, port: int, *, read_timeout: flo
 
         def do_GET(self):
             self.close_connection = True
-            _error(self, 405, "send traces with POST /v1/traces")
+            _error(self, 405, "send traces with POST /v1/traces (GenAI log events: POST /v1/logs)")
 
     return _Server((host, port), Handler, read_timeout)

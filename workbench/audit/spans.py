@@ -2,7 +2,8 @@
 
 A request is an `ExportTraceServiceRequest`, as protobuf (the OTel SDK's default) or as OTLP JSON, gzip or not.
 OTLP JSON writes trace and span ids as hex where protobuf's JSON mapping expects base64, so the ids are
-re-encoded before `json_format` parses the message; nothing else is read by hand.
+re-encoded before `json_format` parses the message; nothing else is read by hand. An `ExportLogsServiceRequest` (the
+GenAI log events `collect` takes on /v1/logs) is decoded here the same way (`parse_logs`); `logs.py` reads its records.
 
 Bounds (docs/security.md): a body over `MAX_BODY_BYTES`, before or after gzip, is refused (`BodyTooLarge`); a
 string attribute over `MAX_ATTRIBUTE_CHARS` is not kept: its value becomes `CUT_MARK` and the span lists the key
@@ -21,6 +22,7 @@ from typing import Any, Iterator
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ..errors import WorkbenchError
@@ -140,22 +142,33 @@ def inflate(body: bytes, encoding: str | None) -> bytes:
 
 def parse_request(body: bytes, content_type: str | None) -> list[Span]:
     """The spans of one OTLP trace request (`application/x-protobuf` or `application/json`)."""
+    return list(spans_of(decode(body, content_type, ExportTraceServiceRequest(), _parse_json)))
+
+
+def parse_logs(body: bytes, content_type: str | None) -> ExportLogsServiceRequest:
+    """One OTLP logs request, protobuf or JSON (its GenAI events are read by `logs.py`)."""
+    return decode(body, content_type, ExportLogsServiceRequest(), _logs_json)
+
+
+def decode(body: bytes, content_type: str | None, request, parse_json):
+    """`request` (an OTLP export request message) read from `body`: protobuf, or JSON read by `parse_json(data,
+    request)` (which re-encodes the hex ids); a body that is neither is a `SpanFormatError`."""
     kind = (content_type or "application/x-protobuf").split(";")[0].strip().lower()
-    request = ExportTraceServiceRequest()
+    name = type(request).__name__
     if kind == "application/json":
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise SpanFormatError(f"body is not JSON: {exc}") from None
-        _parse_json(data, request)
+        parse_json(data, request)
     elif kind in ("application/x-protobuf", "application/protobuf", "application/octet-stream"):
         try:
             request.ParseFromString(body)
         except (DecodeError, RecursionError) as exc:
-            raise SpanFormatError(f"body is not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
+            raise SpanFormatError(f"body is not an OTLP {name} (protobuf): {exc}") from None
     else:
         raise SpanFormatError(f"unsupported Content-Type {kind!r} (send application/x-protobuf or application/json)")
-    return list(spans_of(request))
+    return request
 
 
 def parse_json_line(line: str) -> list[Span]:
@@ -164,19 +177,33 @@ def parse_json_line(line: str) -> list[Span]:
 
 
 def _parse_json(data: Any, request: ExportTraceServiceRequest) -> None:
+    _hex_ids(data, ("resourceSpans", "scopeSpans", "spans"), _ID_FIELDS)
+    parse_dict(data, request)
+
+
+def _logs_json(data: Any, request: ExportLogsServiceRequest) -> None:
+    _hex_ids(data, ("resourceLogs", "scopeLogs", "logRecords"), ("traceId", "spanId"))
+    parse_dict(data, request)
+
+
+def _hex_ids(data: Any, path: tuple[str, str, str], fields: tuple[str, ...]) -> None:
+    """The hex ids of an OTLP JSON request's items (`path`: its resource, scope and item lists) as base64, in place."""
     if not isinstance(data, dict):
-        raise SpanFormatError("an OTLP JSON request is an object with resourceSpans")
-    for rs in data.get("resourceSpans") or ():
-        for ss in (rs.get("scopeSpans") or ()) if isinstance(rs, dict) else ():
-            for span in (ss.get("spans") or ()) if isinstance(ss, dict) else ():
-                if isinstance(span, dict):
-                    for key in _ID_FIELDS:
-                        if isinstance(span.get(key), str):
-                            span[key] = _hex_to_base64(span[key], key)
+        raise SpanFormatError(f"an OTLP JSON request is an object with {path[0]}")
+    for outer in data.get(path[0]) or ():
+        for scope in (outer.get(path[1]) or ()) if isinstance(outer, dict) else ():
+            for item in (scope.get(path[2]) or ()) if isinstance(scope, dict) else ():
+                for key in fields if isinstance(item, dict) else ():
+                    if isinstance(item.get(key), str):
+                        item[key] = _hex_to_base64(item[key], key)
+
+
+def parse_dict(data: dict, request) -> None:
+    """`request` read from its OTLP JSON (ids already base64), or a `SpanFormatError`."""
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
     except (json_format.ParseError, RecursionError, ValueError, TypeError) as exc:
-        raise SpanFormatError(f"body is not an OTLP ExportTraceServiceRequest (JSON): {exc}") from None
+        raise SpanFormatError(f"body is not an OTLP {type(request).__name__} (JSON): {exc}") from None
 
 
 def _hex_to_base64(value: str, key: str) -> str:

@@ -80,8 +80,16 @@ def _scoring_checks(args: argparse.Namespace, name: str):
 def report(a, out=None) -> None:
     """What the run received and wrote, on `out` (default: the standard error of the moment, not of import time)."""
     stored = f", {a.skipped} already stored" if a.skipped else ""
-    print(neutralize(f"run {a.name}: {a.spans} spans received, {a.turns} turns written{stored} (run id {a.run_id})"),
-          file=out or sys.stderr)
+    events = f", {a.logs.received} GenAI log events" if a.logs.received else ""
+    print(neutralize(f"run {a.name}: {a.spans} spans{events} received, {a.turns} turns written{stored} (run id "
+                     f"{a.run_id})"), file=out or sys.stderr)
+    if a.logs.late or a.logs.dropped:
+        from ..audit.logs import LOG_WAIT_SECONDS
+
+        print(f"warning: {a.logs.late + a.logs.dropped} GenAI log events were not joined to their spans: "
+              f"{a.logs.late} came after their trace was audited (its wait is {LOG_WAIT_SECONDS:g} s at most), "
+              f"{a.logs.dropped} waited for a trace that never came, over the bound (docs/security.md)",
+              file=out or sys.stderr)
 
 
 def finish_run(args: argparse.Namespace, a) -> int:

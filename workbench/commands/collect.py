@@ -14,8 +14,9 @@ from ._signals import stop_on_signals
 
 
 def register(sub) -> None:
-    p = sub.add_parser("collect", help="Receive OpenInference spans over OTLP/HTTP (POST /v1/traces) and audit each "
-                                       "turn: retrieved, cited and consulted documents, and what was never shown.")
+    p = sub.add_parser("collect", help="Receive OpenInference spans over OTLP/HTTP (POST /v1/traces; GenAI log events: "
+                                       "POST /v1/logs) and audit each turn: retrieved, cited and consulted documents, "
+                                       "and what was never shown.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0: any free port)")
     p.add_argument("--read-timeout", type=float, default=COLLECT_READ_TIMEOUT_S, metavar="SECONDS",
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
-    print(neutralize(f"collecting on http://{host}:{port}/v1/traces into run {a.name} (Ctrl-C to stop)"),
+    print(neutralize(f"collecting on http://{host}:{port}/v1/traces (GenAI log events: /v1/logs) into run {a.name} "
+                     "(Ctrl-C to stop)"),
           file=sys.stderr, flush=True)
     stop = _Stop(server)
     with stop_on_signals(stop), a.writer.kept(idle_s=KEEP_IDLE_S, hold_s=KEEP_HOLD_S):

@@ -13,7 +13,9 @@ from ._audit import add_audit_options, assembler, finish_run
 def register(sub) -> None:
     p = sub.add_parser("ingest", help="Audit the turns in a file of OTLP JSON lines, or in a Phoenix project "
                                       "(docs/audit.md).")
-    p.add_argument("file", nargs="?", help="OTLP JSON lines file (one ExportTraceServiceRequest a line)")
+    p.add_argument("file", nargs="*", metavar="FILE",
+                   help="OTLP JSON lines files (one ExportTraceServiceRequest a line; lines of ExportLogsServiceRequest "
+                        "carry GenAI log events, joined to their spans: a traces file and a logs file are read together)")
     p.add_argument("--phoenix", metavar="URL", help="read the spans of a Phoenix project instead: the server's base "
                                                     "URL, e.g. http://127.0.0.1:6006 (PHOENIX_API_KEY is sent when set)")
     p.add_argument("--project", metavar="NAME", help="the Phoenix project whose spans to audit (with --phoenix)")
@@ -25,16 +27,20 @@ def run(args: argparse.Namespace) -> int:
     from ..audit.ingest import ingest_spans, rooted
 
     if bool(args.file) == bool(args.phoenix):
-        raise WorkbenchError("give a FILE of OTLP JSON lines or --phoenix URL --project NAME (one of the two)")
+        raise WorkbenchError("give FILEs of OTLP JSON lines or --phoenix URL --project NAME (one of the two)")
     if bool(args.phoenix) != bool(args.project):
         raise WorkbenchError("--phoenix URL and --project NAME go together")
-    waiting = 0
+    waiting, events = 0, []
     if args.phoenix:  # all read before anything is written
         spans, waiting = rooted(_phoenix_spans(args))
     else:
-        spans = _file_spans(args.file)
+        spans, events = [], []
+        for path in args.file:
+            more, more_events = _file_spans(path)
+            spans += more
+            events += more_events
     a = assembler(args, "ingest")
-    ingest_spans(a, spans)
+    ingest_spans(a, spans, events)
     if waiting:
         print(f"{waiting} traces have no root span in Phoenix yet (still arriving, or their root was never sent): "
               "left for a later ingest", file=sys.stderr)
@@ -42,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _file_spans(path: str):
-    from ..audit.ingest import read_spans
+    from ..audit.ingest import read_requests
 
     try:
         with open(path, encoding="utf-8") as fh:
-            return read_spans(fh, path)
+            return read_requests(fh, path)
     except OSError as exc:
         raise WorkbenchError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
