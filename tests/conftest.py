@@ -22,10 +22,30 @@ HEAVY_MODULES = {"test_browser", "test_browser_compare", "test_browser_share", "
                  "test_readme_commands"}
 
 
+#: Seconds each of the longest test modules took on one xdist worker (a full run on a 2-core machine, 2026-12-05).
+#: Scheduling only: with `--dist loadfile --no-loadscope-reorder` (pyproject.toml) xdist hands out modules in
+#: collection order, so the longest go first and the short ones fill in at the end (longest-first scheduling);
+#: xdist's own order, most tests first, left a single 40 s browser test at the end of the run while the other
+#: worker idled. A module not listed runs after these, in its usual order; a stale figure costs time, never a test.
+LONGEST_FIRST = {"test_browser": 147, "test_audit_conformance": 131, "test_real_model": 117, "test_trace_visible": 99,
+                 "test_notebooks": 97, "test_team_store_walkthrough": 68, "test_team_store": 66,
+                 "test_browser_signin": 62, "test_app_team_store": 53, "test_readme_commands": 45, "test_app_pages": 44,
+                 "test_browser_team_store": 37, "test_collect_service": 34, "test_app_conversation": 29,
+                 "test_browser_compare": 25, "test_phoenix": 22, "test_trace_no_silent_loss": 22,
+                 "test_leaderboard": 22, "test_browser_share": 21, "test_provider_faults": 20,
+                 "test_pathological_text": 20, "test_app_stores": 19, "test_cli_conversations": 19,
+                 "test_trace_concurrency": 19, "test_replay_verify": 17, "test_url_secrets": 16}
+
+
+def _module(item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1]
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in HEAVY_MODULES:
+        if _module(item) in HEAVY_MODULES:
             item.add_marker(pytest.mark.heavy)
+    items.sort(key=lambda item: -LONGEST_FIRST.get(_module(item), 0))  # stable: a module's tests keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
