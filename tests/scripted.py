@@ -24,6 +24,7 @@ import json
 import random
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 from workbench.errors import ProviderError
@@ -120,11 +121,24 @@ class Slow(OnlyFrom):
     name = "scripted-slow"
     label = "scripted slow (test)"
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "delay": {"type": "number", "minimum": 0.0, "default": 1.0, "title": "Delay per model call (s)"}}}
+        "delay": {"type": "number", "minimum": 0.0, "default": 1.0, "title": "Delay per model call (s)"},
+        "gate": {"type": "string", "title": "Wait for this file before each call"}}}
 
     def complete(self, messages, tools):
-        time.sleep(float(self.options.get("delay", 1.0)))
+        if self.options.get("gate"):  # a test's condition, not a guess at how slow is slow enough
+            _wait_for(Path(self.options["gate"]))
+        else:
+            time.sleep(float(self.options.get("delay", 1.0)))
         return super().complete(messages, tools)
+
+
+def _wait_for(gate: Path, bound: float = 300.0) -> None:
+    """Wait until the test creates `gate` (checked every 20 ms); a test that never opens it fails within `bound`."""
+    deadline = time.monotonic() + bound
+    while not gate.exists():
+        if time.monotonic() > deadline:
+            raise ProviderError(f"the test never opened the gate {gate}", status="provider_error")
+        time.sleep(0.02)
 
 
 PROVIDERS = (OnlyFrom, Copier, Random, Sampler, FailsWithout, Slow)

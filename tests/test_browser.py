@@ -711,9 +711,10 @@ THUMB = """() => { const s = document.querySelector('[data-testid=stAppScrollToB
           width: s.offsetWidth - s.clientWidth}; }"""
 
 
-def _drag_during_a_slow_answer(pg, server, drag) -> None:
-    """Two answers, then a slow third: once its question is followed into view, `drag(pg)` takes the chat to its top
-    while the answer is still being written; the reader must stay there after the answer is drawn."""
+def _drag_during_a_slow_answer(pg, server, drag, gate) -> None:
+    """Two answers, then a held third: once its question is followed into view, `drag(pg)` takes the chat to its top
+    while the answer is still being written (the scripted model waits for the file `gate`, created after the drag);
+    the reader must stay there after the answer is drawn."""
     pg.set_default_timeout(45_000)
     pg.goto(server["url"])
     pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
@@ -723,9 +724,9 @@ def _drag_during_a_slow_answer(pg, server, drag) -> None:
     sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
     pg.keyboard.type("scripted slow")
     pg.keyboard.press("Enter")
-    delay = sidebar.get_by_label("Delay per model call (s)")
-    delay.fill("3")
-    delay.press("Enter")
+    held = sidebar.get_by_label("Wait for this file before each call")
+    held.fill(str(gate))
+    held.press("Enter")
     _settle(pg)
     box = pg.get_by_test_id("stChatInputTextArea")
     box.fill("How do I cancel my subscription?")
@@ -735,10 +736,10 @@ def _drag_during_a_slow_answer(pg, server, drag) -> None:
         const top = m.length >= 5 && m[4].getBoundingClientRect().top;
         return top >= 0 && top < window.innerHeight / 2; }""")
     drag(pg)
-    assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running", \
-        "the answer came before the drag: the test needs a slower provider"
+    assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running"
     dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
     assert dragged < 40, f"the drag did not scroll the chat to its top: scrollTop {dragged}"
+    gate.touch()  # the answer may come now
     pg.get_by_test_id("stChatMessage").nth(5).wait_for(timeout=60_000)
     _settle(pg)
     # two frames: the follow, if it were still on, would have scrolled by then
@@ -757,14 +758,16 @@ def _drag_the_thumb(pg) -> None:
     pg.mouse.up()
 
 
-def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_they_dragged(playwright, server):
+def test_dragging_the_scrollbar_while_an_answer_comes_leaves_the_reader_where_they_dragged(playwright, server,
+                                                                                          tmp_path):
     """Issue 41 item 5: the chat follows a question asked into view until its run is over, unless the reader scrolls;
     a drag of the scrollbar (no wheel, no key, no touch) was not taken for the reader's scroll, so the chat pulled
     them back to the new question. Chromium with its scrollbars shown (playwright hides them by default)."""
     shown = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS,
                                        ignore_default_args=["--hide-scrollbars"])
     try:
-        _drag_during_a_slow_answer(shown.new_page(viewport={"width": 1400, "height": 800}), server, _drag_the_thumb)
+        _drag_during_a_slow_answer(shown.new_page(viewport={"width": 1400, "height": 800}), server, _drag_the_thumb,
+                                   tmp_path / "gate")
     finally:
         shown.close()
 
@@ -781,11 +784,12 @@ def _drag_an_overlay_scrollbar(pg) -> None:
     pg.mouse.up()
 
 
-def test_an_overlay_scrollbar_drag_while_an_answer_comes_leaves_the_reader_where_they_dragged(browser, server):
+def test_an_overlay_scrollbar_drag_while_an_answer_comes_leaves_the_reader_where_they_dragged(browser, server,
+                                                                                              tmp_path):
     """Issue 41 item 5, with the scrollbars playwright's chromium draws by default: none taking room of their own."""
     pg = browser.new_page(viewport={"width": 1400, "height": 800})
     try:
-        _drag_during_a_slow_answer(pg, server, _drag_an_overlay_scrollbar)
+        _drag_during_a_slow_answer(pg, server, _drag_an_overlay_scrollbar, tmp_path / "gate")
     finally:
         pg.close()
 
