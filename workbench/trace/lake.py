@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -287,7 +288,7 @@ COMMENT ON TABLE {MACROS_TABLE} IS 'Team store only: the analysts'' macros (doc_
 #: 1.5.5: the same row, or another row of the same table, conflict; plain appends never do). So two writes that
 #: could store one key twice (a conversation position, a span an exporter sent again, a passage, a turn retried
 #: after a commit whose answer was lost) cannot both commit: the loser is rolled back and the writer runs it again,
-#: reading what the winner stored (writer.py, `_LAKE_RETRIES`). No check-then-insert race.
+#: reading what the winner stored (`TURN_WRITE_BACKOFF`). No check-then-insert race.
 TOKENS_TABLE = "team_store_tokens"
 TOKENS_DDL = f"""CREATE TABLE {TOKENS_TABLE} (name VARCHAR, n BIGINT);
 INSERT INTO {TOKENS_TABLE} VALUES ('writes', 0);
@@ -297,9 +298,28 @@ WRITE_TOKEN = f"UPDATE {TOKENS_TABLE} SET n = n + 1 WHERE name = 'writes'"
 LOST_COMMIT = "failed to commit ducklake transaction"
 
 
-#: Times a keyed write outside the turn writer (`keyed_write`: a saved query replaced) is run again after losing to
-#: another writer's commit, each after a jittered wait of at most 50 ms × the attempt.
-_KEYED_RETRIES = 20
+@dataclass(frozen=True)
+class Backoff:
+    """How a write that lost to another writer's commit (`lost_to_another_writer`) is run again: at most `tries`
+    times, each after a random wait of up to `first` s × `growth`^try, at most `cap` s. The one retry rule of a team
+    store; each kind of write names its figures below."""
+
+    tries: int
+    first: float
+    growth: float
+    cap: float
+
+    def pause(self, lost: int) -> None:
+        """Wait before running a write again after its `lost`-th loss (1, 2, …)."""
+        time.sleep(random.uniform(0, min(self.cap, self.first * self.growth ** lost)))
+
+
+#: A turn's write (writer.py): up to 100 tries, a random wait of up to 2 ms × 2^try, at most 0.25 s (~20 s in all):
+#: many writers of turns at once conflict often, and most conflicts clear in a few milliseconds.
+TURN_WRITE_BACKOFF = Backoff(tries=100, first=0.002, growth=2.0, cap=0.25)
+#: A keyed write outside the turn writer (`keyed_write`: a saved query replaced) and each `store maintain` step: up
+#: to 20 tries, a random wait of up to 50 ms × 1.25^try, at most 0.5 s (~6 s in all): rarer, longer transactions.
+KEYED_BACKOFF = Backoff(tries=20, first=0.05, growth=1.25, cap=0.5)
 
 
 def keyed_write(con, statements: list[tuple[str, list]]) -> None:
@@ -313,13 +333,12 @@ def keyed_write(con, statements: list[tuple[str, list]]) -> None:
             con.execute(sql, params)
         con.execute("COMMIT")
 
-    again_when_lost(con, write, _KEYED_RETRIES)
+    again_when_lost(con, write)
 
 
-def again_when_lost(con, step, retries: int):
-    """`step()`, rolled back and run again (at most `retries` times, after a jittered wait of at most 50 ms × the
-    attempt) while it fails because another writer's commit came first (`lost_to_another_writer`)."""
-    for attempt in range(retries + 1):
+def again_when_lost(con, step, backoff: Backoff = KEYED_BACKOFF):
+    """`step()`, rolled back and run again (`backoff`) while it fails because another writer's commit came first."""
+    for lost in range(backoff.tries + 1):
         try:
             return step()
         except duckdb.Error as exc:
@@ -327,9 +346,9 @@ def again_when_lost(con, step, retries: int):
                 con.execute("ROLLBACK")
             except duckdb.Error:  # nothing left open
                 pass
-            if not lost_to_another_writer(exc) or attempt == retries:
+            if not lost_to_another_writer(exc) or lost == backoff.tries:
                 raise
-            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+            backoff.pause(lost + 1)
 
 
 def _keep_macro(con, name: str, temp: str) -> None:
@@ -402,8 +421,6 @@ def is_lake(con) -> bool:
 #: Snapshots `workbench store maintain` keeps (time travel reaches this far back); older ones, and the files
 #: only they referenced, are removed.
 KEEP_SNAPSHOT_DAYS = 7
-#: Times a maintenance step is run again when a writer's commit came first (`LOST_COMMIT`).
-_MAINTAIN_RETRIES = 20
 
 
 def lost_to_another_writer(exc: BaseException) -> bool:
@@ -426,7 +443,7 @@ def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, i
     with cursor(db) as con:
         for name, sql in steps.items():
             try:
-                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()), _MAINTAIN_RETRIES)
+                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()))
             except duckdb.Error as exc:
                 raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
     return done

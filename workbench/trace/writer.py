@@ -13,7 +13,6 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 from __future__ import annotations
 
 import math
-import random
 import threading
 import time
 import uuid
@@ -31,7 +30,7 @@ from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
 from .kept import Keeper
-from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
+from .lake import TURN_WRITE_BACKOFF, WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
 from .rows import SHARED_TABLES, TURN_TABLES, Row, ablation_rows, claim_rows, run_row, turn_rows
 from .tables import SCHEMAS
@@ -41,9 +40,6 @@ _MAX_RETRY_S = 30.0
 _PLACE_RETRIES = 3
 #: Positions kept for `TraceWriter.placed` (the oldest are forgotten: a batch never asks for them).
 _MAX_PLACED = 10_000
-#: Times a team store's write is run again after another writer's overlapping write committed first (lake.py,
-#: TOKENS_TABLE), each after a random wait of up to 2 ms × 2^try, at most `_LAKE_MAX_WAIT_S` (~20 s in all).
-_LAKE_RETRIES, _LAKE_MAX_WAIT_S = 100, 0.25
 _MIGRATED: set[str] = set()  # paths migrated by this process (migrate() runs once per file per process)
 #: `runs.kind` of the turns the app's Compare page asks (one run per column of a job, `TraceWriter.new_run`): its
 #: columns' conversations are no conversation of the chat's (`conversations.list_conversations(skip_kinds=…)`).
@@ -517,10 +513,10 @@ class TraceWriter:
                 raise TraceStoreError(f"could not write turn to {self.path}: {exc}") from None
             except duckdb.Error as exc:  # a team store: another write came first
                 _rollback(con)
-                if not (self._lake and lost_to_another_writer(exc)) or lost >= _LAKE_RETRIES:
+                if not (self._lake and lost_to_another_writer(exc)) or lost >= TURN_WRITE_BACKOFF.tries:
                     raise
                 lost += 1
-                time.sleep(random.uniform(0, min(_LAKE_MAX_WAIT_S, 0.002 * 2 ** lost)))
+                TURN_WRITE_BACKOFF.pause(lost)
             except BaseException:
                 _rollback(con)
                 raise
