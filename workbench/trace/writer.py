@@ -12,6 +12,7 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -105,22 +106,58 @@ SHARED_KEYS = {"runs": "run_id", "passages": "passage_id", "audit_spans": "span_
 
 
 def _insert_sql(name: str, rows: list[Row], lake: bool = False, ignore: bool = True) -> str:
-    """One bulk insert into table `name`: each column's values as one list literal, the lists unnested side by
-    side into rows and matched to the table's columns by name (`_literal` says why no parameters). A shared
-    table's row already stored is skipped (unless not `ignore`: a row already stored is then a constraint error):
-    by its primary key in a file (INSERT OR IGNORE), by its key read in the transaction on a team store, which has
-    no keys (lake.py)."""
-    t = SCHEMAS[name]
+    """One bulk insert into table `name` (`_select` gives the rows), matched to the table's columns by name
+    (`_literal` says why no parameters). A shared table's row already stored is skipped (unless not `ignore`: a row
+    already stored is then a constraint error): by its primary key in a file (INSERT OR IGNORE), by its key read in
+    the transaction on a team store, which has no keys (lake.py)."""
     shared = name in SHARED_TABLES and ignore
     if shared and lake:
         rows = list({r[SHARED_KEYS[name]]: r for r in rows}.values())
-    values = ", ".join(f'unnest([{", ".join(_literal(v, ty) for v in values)}]::{ty}[]) AS "{col}"'
-                       for col, ty, values in zip(t.names, t.types, _columns(name, rows)))
+    select = _select(name, rows)
     if shared and lake:
         key = SHARED_KEYS[name]
-        return (f"INSERT INTO {name} BY NAME SELECT * FROM (SELECT {values}) AS new "
+        return (f"INSERT INTO {name} BY NAME SELECT * FROM ({select}) AS new "
                 f"WHERE new.{key} NOT IN (SELECT {key} FROM {name})")
-    return f"{'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME SELECT {values}"
+    return f"{'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME {select}"
+
+
+def _select(name: str, rows: list[Row]) -> str:
+    """A SELECT of `rows` as table `name`'s columns: every column but the DOUBLE ones as one JSON text literal (an
+    object of one list per column, each value as the text of its SQL literal, `_json_text`), parsed by DuckDB's
+    JSON reader (`json_transform_strict`) and cast to the column's type as a list literal's strings would be; a
+    DOUBLE column as a list literal of its shortest exact text (`_literal`); the lists unnested side by side.
+
+    Why JSON: DuckDB parses and binds each element of a list literal as its own constant expression; one JSON text
+    per statement reads ~3x faster (10,000 received spans: 0.17 against 0.43 s of DuckDB's time,
+    benchmarks/README.md), and stays a literal (no bound parameter: no pandas)."""
+    t = SCHEMAS[name]
+    columns, spec, values = {}, [], []
+    for col, ty, vals in zip(t.names, t.types, _columns(name, rows)):
+        if ty == "DOUBLE":
+            values.append(f'unnest([{", ".join(_literal(v, ty) for v in vals)}]::{ty}[]) AS "{col}"')
+            continue
+        columns[col] = [_json_text(v, ty) for v in vals]
+        spec.append(f'"{col}": "VARCHAR[]{"[]" if ty.endswith("[]") else ""}"')
+        values.append(f'unnest(j.v."{col}"{"" if ty == "VARCHAR" else f"::{ty}[]"}) AS "{col}"')
+    if not columns:
+        return f"SELECT {', '.join(values)}"
+    text = sql_string(json.dumps(columns, ensure_ascii=False, check_circular=False))
+    return (f"SELECT {', '.join(values)} FROM (SELECT json_transform_strict({text}, "
+            f"'{{{', '.join(spec)}}}') AS v) AS j")
+
+
+def _json_text(value: Any, ty: str) -> Any:
+    """`value` for `_select`'s JSON text: the text of its SQL literal (`_literal`), cast to `ty` by DuckDB as that
+    literal would be; a list column's value as a list of them; None as null."""
+    if value is None:
+        return None
+    if ty.endswith("[]"):
+        return [_json_text(v, ty[:-2]) for v in value]
+    if ty == "BOOLEAN":
+        return "true" if value else "false"
+    if ty in ("INTEGER", "BIGINT"):
+        return str(int(value))
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
