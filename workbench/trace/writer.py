@@ -12,12 +12,14 @@ for `flush_if_due()`, which a batch calls as soon as it is waiting on a slow tur
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
 import threading
 import time
 import uuid
+import weakref
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -106,14 +108,15 @@ SHARED_KEYS = {"runs": "run_id", "passages": "passage_id", "audit_spans": "span_
 
 
 def _insert_sql(name: str, rows: list[Row], lake: bool = False, ignore: bool = True) -> str:
-    """One bulk insert into table `name` (`_select` gives the rows), matched to the table's columns by name
-    (`_literal` says why no parameters). A shared table's row already stored is skipped (unless not `ignore`: a row
-    already stored is then a constraint error): by its primary key in a file (INSERT OR IGNORE), by its key read in
-    the transaction on a team store, which has no keys (lake.py)."""
+    """One bulk insert into table `name` (`_select_parts`: the rows as one JSON text literal), matched to the table's
+    columns by name (`_literal` says why no parameters). A shared table's row already stored is skipped (unless not
+    `ignore`: a row already stored is then a constraint error): by its primary key in a file (INSERT OR IGNORE), by
+    its key read in the transaction on a team store, which has no keys (lake.py)."""
     shared = name in SHARED_TABLES and ignore
     if shared and lake:
         rows = list({r[SHARED_KEYS[name]]: r for r in rows}.values())
-    select = _select(name, rows)
+    head, tail = _select_parts(name)
+    select = head + sql_string(_json_rows(name, rows)) + tail
     if shared and lake:
         key = SHARED_KEYS[name]
         return (f"INSERT INTO {name} BY NAME SELECT * FROM ({select}) AS new "
@@ -121,34 +124,35 @@ def _insert_sql(name: str, rows: list[Row], lake: bool = False, ignore: bool = T
     return f"{'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME {select}"
 
 
-def _select(name: str, rows: list[Row]) -> str:
-    """A SELECT of `rows` as table `name`'s columns: every column but the DOUBLE ones as one JSON text literal (an
-    object of one list per column, each value as the text of its SQL literal, `_json_text`), parsed by DuckDB's
-    JSON reader (`json_transform_strict`) and cast to the column's type as a list literal's strings would be; a
-    DOUBLE column as a list literal of its shortest exact text (`_literal`); the lists unnested side by side.
+@functools.cache
+def _select_parts(name: str) -> tuple[str, str]:
+    """A SELECT of table `name`'s columns, in two parts around the JSON text of its rows (`_json_rows`: a literal,
+    or a prepared statement's parameter): read by DuckDB's JSON reader (`json_transform_strict`), each column's
+    values as a list of the texts of their SQL literals (`_json_text`), cast to the column's type as a list literal
+    of those texts would be, the lists unnested side by side.
 
     Why JSON: DuckDB parses and binds each element of a list literal as its own constant expression; one JSON text
     per statement reads ~3x faster (10,000 received spans: 0.17 against 0.43 s of DuckDB's time,
     benchmarks/README.md), and stays a literal (no bound parameter: no pandas)."""
     t = SCHEMAS[name]
-    columns, spec, values = {}, [], []
-    for col, ty, vals in zip(t.names, t.types, _columns(name, rows)):
-        if ty == "DOUBLE":
-            values.append(f'unnest([{", ".join(_literal(v, ty) for v in vals)}]::{ty}[]) AS "{col}"')
-            continue
-        columns[col] = [_json_text(v, ty) for v in vals]
-        spec.append(f'"{col}": "VARCHAR[]{"[]" if ty.endswith("[]") else ""}"')
-        values.append(f'unnest(j.v."{col}"{"" if ty == "VARCHAR" else f"::{ty}[]"}) AS "{col}"')
-    if not columns:
-        return f"SELECT {', '.join(values)}"
-    text = sql_string(json.dumps(columns, ensure_ascii=False, check_circular=False))
-    return (f"SELECT {', '.join(values)} FROM (SELECT json_transform_strict({text}, "
-            f"'{{{', '.join(spec)}}}') AS v) AS j")
+    spec = ", ".join(f'"{col}": "VARCHAR[]{"[]" if ty.endswith("[]") else ""}"' for col, ty in zip(t.names, t.types))
+    values = ", ".join(f'unnest(j.v."{col}"{"" if ty == "VARCHAR" else f"::{ty}[]"}) AS "{col}"'
+                       for col, ty in zip(t.names, t.types))
+    return f"SELECT {values} FROM (SELECT json_transform_strict(", f", '{{{spec}}}') AS v) AS j"
+
+
+def _json_rows(name: str, rows: list[Row]) -> str:
+    """The JSON text of `rows` of table `name` that `_select_parts` reads: an object of one list per column."""
+    t = SCHEMAS[name]
+    return json.dumps({col: [_json_text(v, ty) for v in values]
+                       for col, ty, values in zip(t.names, t.types, _columns(name, rows))},
+                      ensure_ascii=False, check_circular=False)
 
 
 def _json_text(value: Any, ty: str) -> Any:
-    """`value` for `_select`'s JSON text: the text of its SQL literal (`_literal`), cast to `ty` by DuckDB as that
-    literal would be; a list column's value as a list of them; None as null."""
+    """`value` for `_json_rows`: the text of its SQL literal (`_literal`), which DuckDB casts to `ty` as it reads that
+    literal (a DOUBLE's shortest exact text, 'inf' and 'nan' included, reads back bit for bit); a list column's value
+    as a list of them; None as null."""
     if value is None:
         return None
     if ty.endswith("[]"):
@@ -157,6 +161,8 @@ def _json_text(value: Any, ty: str) -> Any:
         return "true" if value else "false"
     if ty in ("INTEGER", "BIGINT"):
         return str(int(value))
+    if ty == "DOUBLE":
+        return repr(float(value))
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
@@ -170,8 +176,28 @@ def _columns(name: str, rows: list[Row]) -> list[list[Any]]:
     return [[r.get(n) for r in rows] for n in names]
 
 
-def _insert(con, sql: str) -> None:
+def _insert(con, table: str, sql: str) -> None:
+    """Run one insert into `table` (tests stall or fail it by table)."""
     con.execute(sql)
+
+
+#: The inserts prepared on each kept connection (`TraceWriter.kept`), by statement name.
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _insert_prepared(con, begin: str, name: str, rows: list[Row], ignore: bool) -> None:
+    """`_insert_sql`'s insert into a file's table as a statement prepared once per connection (`PREPARE`), run with
+    its rows' JSON text as its argument (`EXECUTE stmt('…')`, a literal: no bound parameter). A connection kept for
+    many writes (`collect`) parses, binds and plans each table's insert once, not once a write: ~0.5 ms a table."""
+    shared = name in SHARED_TABLES and ignore
+    stmt = f"workbench_{'merge' if shared else 'insert'}_{name}"
+    prepared = _PREPARED.setdefault(con, set())
+    if stmt not in prepared:
+        head, tail = _select_parts(name)
+        con.execute(f"PREPARE {stmt} AS {'INSERT OR IGNORE' if shared else 'INSERT'} INTO {name} BY NAME "
+                    f"{head}$1::VARCHAR{tail}")
+        prepared.add(stmt)
+    _insert(con, name, f"{begin}EXECUTE {stmt}({sql_string(_json_rows(name, rows))})")
 
 
 #: The last position of each conversation, read in the write transaction, with the optimizer on: the filter is then
@@ -201,15 +227,17 @@ def _place(con, turns: list[Row], if_moved: str) -> list[Row]:
 
 
 def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: bool = False,
-            fresh: frozenset[str] = frozenset()) -> dict[str, list[Row]]:
-    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest([…]::TYPE[]) AS col, …`
-    with the table's columns as list literals (BEGIN is sent with the first); then COMMIT.
+            fresh: frozenset[str] = frozenset(), prepared: bool = False) -> dict[str, list[Row]]:
+    """One transaction: for each table with rows, one `INSERT … BY NAME SELECT unnest(…) AS col, …` of the rows
+    as one JSON text literal (`_insert_sql`; BEGIN is sent with the first), or with `prepared` (a kept connection:
+    `collect`) that insert prepared once on the connection and run with the text (`_insert_prepared`); then COMMIT.
 
     Why this shape (measured, benchmarks/trace_write.py and benchmarks/traced_ask.py): each statement costs
     DuckDB ~0.5–1 ms here whatever its size, so a turn is one statement per table it touches; row-by-row
     `executemany` is never used. Scanning an Arrow table (an earlier shape) made DuckDB import pandas (and the
     writer pyarrow): ~1 s of a traced `ask` process; so does, on DuckDB 1.5, binding any parameter (`_literal`).
-    One list per column converts ~4× faster than one list of row structs.
+    One list per column converts ~4× faster than one list of row structs; one JSON text ~3× faster than the list
+    literals that came before it.
 
     Conversation turns are placed first (`_place`: one more statement, which opens the transaction); the rows
     as written are returned. A shared table in `fresh` is inserted as new rows (a row already stored is then a
@@ -233,7 +261,11 @@ def _commit(con, rows: dict[str, list[Row]], if_moved: str = "append", lake: boo
     for name in tables:
         r = todo.get(name)
         if r:
-            _insert(con, begin + _insert_sql(name, r, lake, ignore=name not in fresh or lake))
+            ignore = name not in fresh or lake
+            if prepared and not lake:
+                _insert_prepared(con, begin, name, r, ignore)
+            else:
+                _insert(con, name, begin + _insert_sql(name, r, lake, ignore))
             begin = ""
     con.execute(begin + "COMMIT")
     return rows
@@ -540,7 +572,8 @@ class TraceWriter:
         attempt = lost = 0
         while True:
             try:
-                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake, fresh)
+                written = _commit(con, {**rows, "runs": new_runs} if new_runs else rows, if_moved, self._lake, fresh,
+                                  prepared=self._keeper is not None)
                 break
             except duckdb.ConstraintException as exc:
                 _rollback(con)
