@@ -144,7 +144,8 @@ def _select_parts(name: str) -> tuple[str, str]:
 def _json_rows(name: str, rows: list[Row]) -> str:
     """The JSON text of `rows` of table `name` that `_select_parts` reads: an object of one list per column."""
     t = SCHEMAS[name]
-    return json.dumps({col: [_json_text(v, ty) for v in values]
+    return json.dumps({col: [v if type(v) is str or v is None else _json_text(v, ty) for v in values]
+                       if ty == "VARCHAR" else [_json_text(v, ty) for v in values]  # text as it is: most columns
                        for col, ty, values in zip(t.names, t.types, _columns(name, rows))},
                       ensure_ascii=False, check_circular=False)
 
