@@ -33,6 +33,7 @@ from ..payload import Payload
 from ..types import TurnRecord
 from ..config import lock_timeout
 from .connect import OPTIMIZER_OFF, OPTIMIZER_ON, sql_string, write_connection
+from .grouped import Batch, Groups
 from .kept import Keeper
 from .lake import WRITE_TOKEN, is_team_store, lost_to_another_writer
 from .migrate import migrate
@@ -305,9 +306,10 @@ class TraceWriter:
         # Turns and flushes may come from several threads (browser sessions sharing the app's cached Session,
         # threads sharing a notebook's): one at a time.
         self._lock = threading.RLock()
-        self._held: tuple[int, Any] | None = None  # (thread, connection) while `held()`
         self._keeper: Keeper | None = None  # while `kept()`
         self._staged: dict[str, list[Row]] = {}  # written with the next flush (`stage`)
+        self._local = threading.local()  # `batch`: this thread's rows while inside `batch()`
+        self.groups = Groups()  # batches waiting for a group write (`batch`, `written`)
         #: Called with each turn's rows (plus its `runs` row when this writer has it) once they are committed,
         #: e.g. live OTLP export (trace/live.py). A listener must return at once and never raise.
         self.listeners: list[Callable[[dict[str, list[Row]]], None]] = []
@@ -322,10 +324,6 @@ class TraceWriter:
         Any DuckDB failure inside (a damaged file, a value the schema cannot hold) leaves as a
         `TraceStoreError` naming the file; constraint violations pass through for the callers that
         handle them (a duplicate turn in a retried flush)."""
-        held = self._held
-        if held is not None and held[0] == threading.get_ident():  # inside `held()`, on its thread: its connection
-            yield held[1]
-            return
         keeper = self._keeper
         if keeper is None:
             with self._attached() as con:
@@ -389,17 +387,6 @@ class TraceWriter:
                 self._keeper = None
                 keeper.release()
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        """Everything this thread writes inside goes through one connection, so the file is checkpointed once at
-        the end rather than once per write (`collect` holds one per OTLP request); other threads wait."""
-        with self._lock, self.connect() as con:
-            self._held = (threading.get_ident(), con)
-            try:
-                yield
-            finally:
-                self._held = None
-
     def prepare(self) -> None:
         """Pay the first write's one-time costs now (a batch calls it before its first turn, so that turn's
         flush is only its write): create and migrate the file unless this process already did. A file another
@@ -449,16 +436,21 @@ class TraceWriter:
         raises `ConversationMoved` and writes nothing, for the caller to ask it again with the new history;
         a queued turn (`buffered`) is always written after the others. `topic` (`corpus.Topic`) is how its
         question met the corpus (the doc-gap kind, m017)."""
-        with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
-            run_id = run_id or self.run_for(record.config)
-            if run_id in self._declared and run_id not in self._new_runs:
-                kind, run_key, settings = self._declared[run_id]
-                self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key, settings=settings)
+        if run_id is None or run_id not in self._new_runs:  # (a known run: nothing to do, no wait for a write)
+            with self._lock:  # run bookkeeping and the queue are shared by every thread using this writer
+                run_id = run_id or self.run_for(record.config)
+                if run_id in self._declared and run_id not in self._new_runs:
+                    kind, run_key, settings = self._declared[run_id]
+                    self._new_runs[run_id] = run_row(run_id, record.config, kind, run_key, settings=settings)
         rows = turn_rows(record, payload, run_id, claims, topic)  # outside the lock: threads build rows in parallel
         if ablations:
             rows["ablations"] = ablation_rows(payload.turn_id, ablations)
         if line is not None:
             rows["turn_lines"] = [{"turn_id": payload.turn_id, "run_id": run_id, "line": line}]
+        batch = getattr(self._local, "batch", None)
+        if batch is not None:  # this thread's own batch (`batch`): written by its group, not here
+            batch.queued.append({"run_id": run_id, "turn_id": payload.turn_id, "rows": rows})
+            return payload.turn_id
         with self._lock:
             if self._queue is not None:
                 if not self._queue:
@@ -514,19 +506,7 @@ class TraceWriter:
             return 0
         queued = self._queue or []
         try:
-            with self.connect() as con:
-                merged: dict[str, list[Row]] = {name: list(rows) for name, rows in staged.items()}
-                for item in queued:
-                    for name, rows in item["rows"].items():
-                        merged.setdefault(name, []).extend(rows)
-                runs = {item["run_id"] for item in queued}
-                try:
-                    self._write(con, runs, merged, strict=True, fresh=frozenset(staged))
-                except duckdb.ConstraintException:
-                    if staged:  # a row already stored (an exporter's retry) is kept as it was
-                        self._write(con, set(), staged)
-                    for item in queued:  # a turn already written (an earlier try got through) is skipped
-                        self._write(con, {item["run_id"]}, item["rows"])
+            self._write_queued(staged, queued)
         except BaseException:  # staged rows are not kept: their request is answered 503 and sent again
             self._retry_delay = min(_MAX_RETRY_S, max(1.0, self._retry_delay * 2))
             self._retry_at = time.monotonic() + self._retry_delay
@@ -535,6 +515,55 @@ class TraceWriter:
         self._retry_at = self._retry_delay = 0.0
         self._notify(queued)  # after the commit, so a listener never sees a turn the file does not hold
         return len(queued)
+
+    def _write_queued(self, staged: dict[str, list[Row]], queued: list[dict[str, Any]]) -> None:
+        """Staged rows (`stage`) and queued turns in one transaction (under the writer's lock); when that meets a row
+        already stored, the staged rows are written keeping the stored ones, and each turn alone (one already
+        written, by an earlier try that got through, is skipped)."""
+        with self._lock, self.connect() as con:
+            merged: dict[str, list[Row]] = {name: list(rows) for name, rows in staged.items()}
+            for item in queued:
+                for name, rows in item["rows"].items():
+                    merged.setdefault(name, []).extend(rows)
+            runs = {item["run_id"] for item in queued}
+            try:
+                self._write(con, runs, merged, strict=True, fresh=frozenset(staged))
+            except duckdb.ConstraintException:
+                if staged:  # a row already stored (an exporter's retry) is kept as it was
+                    self._write(con, set(), staged)
+                for item in queued:
+                    self._write(con, {item["run_id"]}, item["rows"])
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Inside, this thread's turns (`log_turn`) and staged rows (`stage`) are gathered in a batch of its own; on
+        exit (whatever happened inside) the batch joins the next group write, for `written(batch)` to wait for
+        (grouped.py: several requests' rows in one transaction, `collect`)."""
+        batch = Batch()
+        self._local.batch = batch
+        try:
+            yield batch
+        finally:
+            self._local.batch = None
+            self.groups.join(batch)
+
+    def written(self, batch: Batch) -> None:
+        """Return once `batch` (`batch()`) is committed with its group (this thread writes the group when no other
+        is being written); raise `TraceStoreError` when the group failed (none of its rows is stored)."""
+        self.groups.written(batch, self._write_group)
+        if batch.error is not None:
+            raise TraceStoreError(f"could not write to trace database {self.path} ({len(batch.queued)} turns, "
+                                  f"written with other requests): {type(batch.error).__name__}: {batch.error}")
+
+    def _write_group(self, group: list[Batch]) -> None:
+        staged: dict[str, list[Row]] = {}
+        for b in group:
+            for name, rows in b.staged.items():
+                staged.setdefault(name, []).extend(rows)
+        queued = [item for b in group for item in b.queued]
+        if staged or queued:
+            self._write_queued(staged, queued)
+            self._notify(queued)  # after the commit, so a listener never sees a turn the file does not hold
 
     def flush_if_due(self, max_age_s: float | None = None) -> int:
         """Flush the queue if its oldest turn has waited `max_age_s` (default: `buffered`'s) and no failed
@@ -628,11 +657,17 @@ class TraceWriter:
 
     def stage(self, rows: dict[str, list[Row]]) -> None:
         """Rows of shared tables (`audit_spans`) written with the queued turns, in the same transaction, at the next
-        flush (`buffered`): `collect` writes a request's spans and turns with one commit. Inserted as new rows first;
-        when one is already stored (an exporter's retry), the flush writes them again keeping the stored ones."""
+        flush (`buffered`) or with this thread's batch (`batch`): `collect` writes a request's spans and turns with
+        one commit. Inserted as new rows first; when one is already stored (an exporter's retry), the flush writes
+        them again keeping the stored ones."""
         unknown = set(rows).difference(SHARED_KEYS)
-        if unknown or self._queue is None:
-            raise ValueError(f"only shared tables' rows are staged, inside `buffered`: not {sorted(unknown)}")
+        batch = getattr(self._local, "batch", None)
+        if unknown or (self._queue is None and batch is None):
+            raise ValueError(f"only shared tables' rows are staged, inside `buffered` or `batch`: not {sorted(unknown)}")
+        if batch is not None:
+            for name, table_rows in rows.items():
+                batch.staged.setdefault(name, []).extend(table_rows)
+            return
         with self._lock:
             for name, table_rows in rows.items():
                 self._staged.setdefault(name, []).extend(table_rows)
