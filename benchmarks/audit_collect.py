@@ -1,6 +1,6 @@
 """`workbench collect` receiving OTLP/HTTP protobuf, next to the parse-only floor, in one run (issue 38 item 9).
 
-    .venv/bin/python benchmarks/audit_collect.py [--traces 1000] [--repeat 3]
+    .venv/bin/python benchmarks/audit_collect.py [--traces 1000] [--repeat 3] [--per-request 10] [--exporters 1]
 
 The traces of benchmarks/audit_ingest.py (10 spans each: a root CHAIN, a RETRIEVER returning 5 hits, a postprocessor
 CHAIN, an LLM span whose prompt holds 3 of the hits and whose answer cites a link, 6 CHAIN spans), as the OTel SDK's
@@ -9,7 +9,8 @@ exporter sends them: protobuf `ExportTraceServiceRequest` bodies of `--per-reque
 (1) floor: protobuf's binary parse of every body (`ExportTraceServiceRequest.ParseFromString`), nothing else;
 (2) typed spans: the collector's parse (`audit.spans.parse_request`: binary parse, ids, attributes, bounds);
 (3) collect: a real `python -m workbench collect` process on a loopback port, every body POSTed over one kept-alive
-    HTTP connection, from the first request to the last answer (every span stored raw and every turn audited and
+    HTTP connection (`--exporters N`: N connections at once, each sending every N-th body, as N apps' exporters
+    would), from the first request to the last answer (every span stored raw and every turn audited and
     written before the answer), into a new DuckDB file each repeat; beside its wall time, the CPU seconds the
     collect process spent in that window (/proc/PID/stat: user + system), which the machine's other load moves less
     (spans per CPU second is what one collector would do on a core of its own).
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,8 +75,18 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def collect(data: list[bytes], db: Path) -> tuple[float, float]:
-    """Seconds from the first POST to the last answer of a real `collect` process, and its CPU seconds in them."""
+def _send(conn: http.client.HTTPConnection, data: list[bytes]) -> None:
+    for body in data:
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200, answer.status
+
+
+def collect(data: list[bytes], db: Path, exporters: int = 1) -> tuple[float, float]:
+    """Seconds from the first POST to the last answer of a real `collect` process, and its CPU seconds in them;
+    `exporters` connections send at once (each every `exporters`-th body, one request at a time, as an app's
+    exporter does)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "collect", "--port", "0", "--db", str(db),
                              "--name", "bench"], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -82,15 +94,14 @@ def collect(data: list[bytes], db: Path) -> tuple[float, float]:
     try:
         line = proc.stderr.readline()
         host, port = re.search(r"http://([\d.]+):(\d+)/v1/traces", line).groups()
-        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        conns = [http.client.HTTPConnection(host, int(port), timeout=120) for _ in range(exporters)]
         c0, t0 = _cpu_s(proc.pid), time.perf_counter()
-        for body in data:
-            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
-            answer = conn.getresponse()
-            answer.read()
-            assert answer.status == 200, answer.status
+        with ThreadPoolExecutor(exporters) as pool:
+            for done in [pool.submit(_send, conn, data[k::exporters]) for k, conn in enumerate(conns)]:
+                done.result()
         took, cpu = time.perf_counter() - t0, _cpu_s(proc.pid) - c0
-        conn.close()
+        for conn in conns:
+            conn.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=120)[1]
@@ -102,6 +113,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--exporters", type=int, default=1,
+                    help="connections sending at once (apps exporting to one collector; requests that arrive together "
+                         "are written in one transaction)")
     ap.add_argument("--per-request", type=int, default=10,
                     help="traces per request (10: 100 spans; 50: 500, near the OTel SDK's default export batch of 512)")
     args = ap.parse_args()
@@ -112,10 +126,10 @@ def main() -> None:
         for i in range(args.repeat):
             times["floor"].append(floor(data))
             times["typed"].append(typed(data))
-            took, cpu = collect(data, Path(tmp) / f"c{i}.duckdb")
+            took, cpu = collect(data, Path(tmp) / f"c{i}.duckdb", args.exporters)
             times["collect"].append(took)
             times["cpu"].append(cpu)
-    print(f"{n} spans in {len(data)} protobuf requests of {args.per_request} traces "
+    print(f"{n} spans in {len(data)} protobuf requests of {args.per_request} traces from {args.exporters} exporter(s) "
           f"({sum(map(len, data)) / 1e6:.1f} MB), median of {args.repeat}; load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after")
     labels = {"floor": "parse-only floor (protobuf binary parse)", "typed": "collect's parse (typed spans)",

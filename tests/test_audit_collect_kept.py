@@ -212,10 +212,10 @@ def test_a_requests_spans_and_turns_are_one_transaction(tmp_path, monkeypatch):
 
     real = writer_module._insert
 
-    def failing(con, sql):
-        if " INTO turns " in sql:
+    def failing(con, table, sql):
+        if table == "turns":
             raise duckdb.IOException("disk full (the test)")
-        return real(con, sql)
+        return real(con, table, sql)
 
     db = tmp_path / "t.duckdb"
     [body], _ = bodies(10, per_request=10)

@@ -24,13 +24,13 @@ db, pause = sys.argv[1], float(sys.argv[2])
 if pause:  # from the second turn on, the writer's transaction stalls before its `sources` insert (after
     # the `turns`, `tool_calls`, `retrieved_items` and `citations` rows went in), so the parent kills inside it
     real, seen = W._insert, []
-    def stalling(con, sql):
-        if " INTO sources " in sql:
+    def stalling(con, table, sql):
+        if table == "sources":
             seen.append(1)
             if len(seen) > 1:
                 print("MID", flush=True)
                 time.sleep(pause)
-        real(con, sql)
+        real(con, table, sql)
     W._insert = stalling
 
 w = W.TraceWriter(db)

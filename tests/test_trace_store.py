@@ -332,3 +332,58 @@ def test_values_written_as_literals_come_back_as_they_were(tmp_path):
         assert con.execute(f"SELECT {_literal(value, ty)}::{ty}").fetchone()[0] == value, (value, ty)
     nan = con.execute(f"SELECT {_literal(float('nan'), 'DOUBLE')}").fetchone()[0]
     assert nan != nan
+
+
+def test_rows_written_as_json_text_come_back_as_they_were_inline_and_prepared(tmp_path, monkeypatch):
+    """A bulk insert carries its rows as one JSON text (`_insert_sql`), on a kept connection as the argument of a
+    statement prepared once (`_insert_prepared`): every column type the trace tables use comes back bit for bit, as
+    its SQL literal would (DOUBLEs by their bits, NULs, quotes, escapes, list columns, NULL), both ways."""
+    import math
+    import struct
+    from datetime import datetime, timedelta, timezone
+
+    from workbench.trace import writer as W
+    from workbench.trace.tables import Table
+
+    types = ("VARCHAR", "DOUBLE", "BIGINT", "INTEGER", "BOOLEAN", "TIMESTAMPTZ", "VARCHAR[]")
+    names = tuple(f"c{i}" for i in range(len(types)))
+    monkeypatch.setitem(W.SCHEMAS, "every_type", Table("every_type", names, types))
+    at = datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    columns = [["it's '' \\ \"x\"", "a\x00b\x00", "é 漢 🙂\n\t\u2028", "", None, "{\"j\": [1]}"],
+               [float("inf"), float("-inf"), -0.0, 5e-324, 0.1 + 0.2, 1.7976931348623157e308],
+               [2**62, -2**63, 0, None, 1, True],
+               [-5, 2**31 - 1, None, 0, 7, 8],
+               [True, False, None, True, False, True],
+               [at, None, at + timedelta(days=400), at, at, at],
+               [["a'b", None, ""], [], None, ["\x00"], ["x"], ["é"]]]
+    rows = [dict(zip(names, values)) for values in zip(*columns)] + [{"c1": float("nan")}]
+    bits = lambda v: struct.pack("d", v) if isinstance(v, float) else v  # noqa: E731  (-0.0 and 0.0 differ)
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute("CREATE TABLE every_type (" + ", ".join(f"{n} {t}" for n, t in zip(names, types)) + ")")
+    for write in (lambda: con.execute(W._insert_sql("every_type", rows)),
+                  lambda: W._insert_prepared(con, "", "every_type", rows, ignore=True),
+                  lambda: W._insert_prepared(con, "", "every_type", rows, ignore=True)):  # the prepared one again
+        con.execute("DELETE FROM every_type")
+        write()
+        back = con.execute("SELECT * FROM every_type").fetchall()
+        assert [tuple(map(bits, r)) for r in back[:-1]] == [tuple(bits(r.get(n)) for n in names) for r in rows[:-1]]
+        assert math.isnan(back[-1][1]) and back[-1][:1] + back[-1][2:] == (None,) * (len(names) - 1)
+    prepared = con.execute("SELECT name FROM duckdb_prepared_statements()").fetchall()
+    assert prepared == [("workbench_insert_every_type",)]  # prepared once, run twice
+
+
+def test_a_kept_writer_prepares_each_insert_once(tmp_path):
+    """`collect`'s writer keeps the file attached (`TraceWriter.kept`): its inserts are prepared once on the kept
+    connection and run with each write's rows; a writer that opens the file per write sends them inline."""
+    from workbench.trace import writer as W
+
+    w = TraceWriter(tmp_path / "t.duckdb")
+    with w.kept(idle_s=60, hold_s=60) as keeper:
+        for i in range(3):
+            t = _turn(f"q{i}", turn_id=f"t{i}")
+            w.log_turn(t, sources_payload(t))
+        con = keeper.get()
+        prepared = {n for (n,) in con.execute("SELECT name FROM duckdb_prepared_statements()").fetchall()}
+        assert {"workbench_insert_turns", "workbench_insert_sources", "workbench_merge_runs"} <= prepared
+        assert keeper.attaches == 1 and W._PREPARED[con] == prepared
+    assert q(tmp_path / "t.duckdb", "SELECT count(*) FROM turns") == [(3,)]

@@ -162,7 +162,7 @@ def scrub_shapes(text: str) -> str:
     `name=value` pair whose name is a secret's (`is_secret_name`: `x-api-key: …`, `"password": "…"`). No value
     it replaces holds a backslash, so a JSON text stays JSON."""
     low = text.lower()  # most text holds none of the shapes' markers: substring scans, not eight regular expressions
-    if not (any(m in low for m in _MARKERS) or ("=" in text and any(m in low for m in _QUERY_MARKERS))):
+    if not (_holds(low, _MARKERS) or ("=" in text and _holds(low, _QUERY_MARKERS))):
         return text
     # Each expression only where its own marker is (a long text, a request's spans, pays for the ones it needs:
     # ~10 ms each on 250 kB); what one replaces holds no other's marker, so the original text's markers decide.
@@ -173,9 +173,18 @@ def scrub_shapes(text: str) -> str:
         text = _BEARER.sub(rf"\1{REDACTED}", text)
     if "basic" in low:
         text = _BASIC.sub(_basic, text)
-    if any(m in low for m in _SHAPE_MARKERS):
+    if _holds(low, _SHAPE_MARKERS):
         text = _SHAPES.sub(REDACTED, text)
-    return _scrub_named_values(text) if any(w in low for w in _SECRET_WORDS) else text
+    return _scrub_named_values(text) if _holds(low, _SECRET_WORDS) else text
+
+
+def _holds(low: str, markers: tuple[str, ...]) -> bool:
+    """Whether `low` holds one of `markers`: `any(m in low for m in markers)` without a generator's frame per marker
+    (a span's attributes are mostly short texts: twice as fast, a tenth of collect's parse)."""
+    for m in markers:
+        if m in low:
+            return True
+    return False
 
 
 def _basic(m: re.Match) -> str:

@@ -24,12 +24,13 @@ import threading
 import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 from ..config import COLLECT_READ_TIMEOUT_S
 from ..corpus import topic
 from ..redact import environment_read_once, scrub_secrets
 from ..trace.audits import AUDIT_KIND
+from ..trace.grouped import Batch
 from ..trace.writer import TraceWriter
 from .audited import AuditedTurn, Earlier, audit_trace
 from .logs import LOG_WAIT_SECONDS, LogEvent, PendingLogs, awaits_logs, joined, parse_logs_request
@@ -159,17 +160,41 @@ class Assembler:
                 self._idle.notify_all()
 
     def receive_request(self, spans: list[Span]) -> None:
-        """One OTLP request (`collect`): its spans and the turns of the traces it completed written together, one
-        transaction (one commit), on the one connection the request holds, before it is answered (not one checkpoint
-        per turn: issue 38 item 9; `collect` also keeps the file attached across requests, `TraceWriter.kept`).
-        The writer's lock orders requests' writes; the assembler's own lock is still held for bookkeeping only
-        (`receive`). The environment's server credentials, which every scrubbed text is cleaned of, are listed once
-        for the request (`redact.environment_read_once`)."""
+        """One OTLP request (`collect`): its spans and the turns of the traces it completed written together, in one
+        transaction with those of the requests that came with it (group commit: `_batched`, `_committed`), before it is answered
+        (issue 38 item 9; `collect` also keeps the file attached across requests, `TraceWriter.kept`). The
+        assembler's own lock is still held for bookkeeping only (`receive`). The environment's server credentials,
+        which every scrubbed text is cleaned of, are listed once for the request (`redact.environment_read_once`)."""
         spans = on_receiving_clock(spans, time.time_ns())
-        with self._order, self.writer.held(), \
-                self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")), environment_read_once():
-            self.writer.stage({"audit_spans": span_rows(spans, self.run_id)})  # with the turns: one commit
-            self.receive(spans, store=False)
+
+        def work() -> None:
+            with environment_read_once():
+                self.writer.stage({"audit_spans": span_rows(spans, self.run_id)})  # with the turns: one commit
+                self.receive(spans, store=False)
+
+        with self._order:  # the batches join the group writes in the order their traces were taken
+            batch, failure = self._batched(work)
+        self._committed(batch, failure)
+
+    def _batched(self, work: Callable[[], None]) -> tuple[Batch, BaseException | None]:
+        """Run `work` (assembling traces, under `_order`) with its rows gathered in a batch of its own
+        (`TraceWriter.batch`), which then joins the group writes; return it and what `work` raised (the batch is
+        written even when `work` stopped part-way, `Closed`: the turns it made are written)."""
+        failure = None
+        with self.writer.batch() as batch:
+            try:
+                work()
+            except BaseException as exc:  # noqa: BLE001 — raised by `_committed`, once the turns it made are written
+                failure = exc
+        return batch, failure
+
+    def _committed(self, batch: Batch, failure: BaseException | None) -> None:
+        """Wait until `batch`'s group is committed (trace/grouped.py: the requests that arrive while a group is
+        written are written together, one transaction and one commit, and each is answered only once it is on
+        disk; a failed group raises in every request it held), then raise `failure`, if any."""
+        self.writer.written(batch)
+        if failure is not None:
+            raise failure
 
     def receive_logs(self, events: list[LogEvent], *, assemble: bool = True) -> None:
         """One OTLP logs request's GenAI events (`logs.py`): each held for its trace (dropped, counted in `logs.late`,
@@ -223,11 +248,11 @@ class Assembler:
             return len(taken)
 
     def _written(self, taken: list[tuple[str, list[Span]]]) -> None:
-        """`_assemble(taken)`, the turns written together in one transaction (as a request's are)."""
+        """`_assemble(taken)` (under `_order`, which the caller holds), the turns written as a request's are: one
+        batch, in a group write after those queued before it (`_batched`)."""
         if not taken:
             return self._assemble(taken)
-        with self.writer.held(), self.writer.buffered(max_turns=self.max_pending, max_age_s=float("inf")):
-            self._assemble(taken)
+        self._committed(*self._batched(lambda: self._assemble(taken)))
 
     def wait_for_logs(self, every: float = 0.2) -> None:
         """Until `finish`: assemble the parked traces whose wait is over (`collect` runs it in a thread)."""
