@@ -23,9 +23,9 @@ def db(tmp_path_factory, request):
     if request.param == "file":
         path = tmp / "traces.duckdb"
     else:
-        from conftest import new_team_store
+        from pgserver import migrated_team_store
 
-        path = new_team_store(request.getfixturevalue("pg_server"), tmp / "lake-data")
+        path = migrated_team_store(request.getfixturevalue("pg_server"), tmp / "lake-data")
     mine = Session.open(load_corpus(tmp / "upload"), trace_db=path)
     a = mine.ask("How do I rotate the payroll key?", conversation_id="c-a", owner="browser:a")
     assert "payroll" in a.payload.sets.consulted and SECRET in a.record.answer + str(a.record.tool_calls)
@@ -74,3 +74,19 @@ def test_the_copy_cannot_reach_the_file(db):
     for sql in (f"SELECT * FROM read_text('{db}')", f"SELECT * FROM read_blob('{db}')"):
         with pytest.raises(WorkbenchError):
             TraceReader(db).user_query(sql, files=False, owner="browser:b")
+
+
+def test_the_copy_imports_no_pandas(db):
+    """The copy is built with SQL literals, never a bound parameter (which makes DuckDB 1.5 import pandas: a second and
+    more of every typed query's process, writer._literal): a viewer's query in a process of its own, as its child is."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import sys, tempfile\nfrom workbench.trace import TraceReader\n"
+            f"rows = TraceReader({str(db)!r}).run_bounded('SELECT question FROM turns', files=False, "
+            "temp_directory=tempfile.mkdtemp(), owner='browser:b').rows\n"
+            "print(len(rows), 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["2", "False"], (r.stdout, r.stderr[-2000:])
