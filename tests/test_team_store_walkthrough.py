@@ -167,7 +167,9 @@ def test_two_apps_a_chat_and_a_collector_at_once_store_everything_once(team):
     from playwright.sync_api import sync_playwright
 
     cid = f"team-{uuid.uuid4().hex[:8]}"
-    first = _cli(team, "ask", "How do I configure SSO?", "--conversation", cid)
+    from clirun import cli
+
+    first = cli("ask", "How do I configure SSO?", "--conversation", cid, env=team["env"])  # before the race: in-process
     assert first.returncode == 0, first.stderr  # the operator's conversation: every browser may go on with it
     traces = [uuid.uuid4().hex for _ in range(6)]  # 12 requests from two exporters: enough to overlap the turns
     questions = [f"How do I rotate the SAML certificate? ({cid} app {n})" for n in range(2)]

@@ -94,10 +94,11 @@ def test_another_browser_reads_nothing_of_an_upload_through_sql(db, b_copy, sql)
 
 
 def test_each_browser_reads_its_own_turns_and_the_operators(db):
-    b = TraceReader(db).user_query("SELECT question FROM turns ORDER BY question", files=False, owner="browser:b")
-    assert [r[0] for r in b.rows] == ["How do I configure SSO?", "How do I reset my password?"]
-    seen = dump(db, "SELECT text FROM passages", "browser:b")  # B's query process reads B's copy (`b_copy`)
-    assert seen and SECRET not in seen and "payroll" not in seen.lower(), "B reads the demo's passages, not A's"
+    b = TraceReader(db).user_query("SELECT (SELECT list(question ORDER BY question) FROM turns), "
+                                   "(SELECT string_agg(text, ' ') FROM passages)", files=False, owner="browser:b")
+    [(questions, passages)] = b.rows  # B's query process reads B's copy (`b_copy`)
+    assert questions == ["How do I configure SSO?", "How do I reset my password?"]
+    assert passages and SECRET not in passages and "payroll" not in passages.lower(), "the demo's passages, not A's"
     assert SECRET in dump(db, "SELECT text FROM passages", "browser:a"), "A reads its own upload"
     assert SECRET in dump(db, "SELECT text FROM passages", None), "the operator's CLI (and an analyst) reads all"
     gaps = TraceReader(db).gaps(owner="browser:b")[1]
