@@ -3,7 +3,8 @@ with `WORKBENCH_DATA_PATH`, a real PostgreSQL (tests/pgserver.py, one server per
 Each page is visited and does its main action: the chat (ask, a follow-up, verify, reopen, share), Compare, the
 Trace explorer (its bounds and refusals: only the store is readable), Doc gaps, Document usage, Experiments (a
 turn link), audited runs, uploads and the CSV downloads. One store for the module: its migrations are ~40 DuckLake
-commits (20–30 s here), so the tests share it and each asks its own questions."""
+commits (20–30 s here), so the tests share it and each asks its own questions; it is a copy of one the migrations made
+once per PostgreSQL server (tests/pgserver.py, `migrated_team_store`)."""
 
 from __future__ import annotations
 
@@ -16,17 +17,18 @@ from streamlit.testing.v1 import AppTest
 from apptest import APP, ask, unescape
 from clirun import cli
 from conftest import ROOT, new_team_store
+from pgserver import migrated_team_store
 from workbench.errors import WorkbenchError
 from workbench.trace import TraceReader
 
 
 @pytest.fixture(scope="module")
 def lake(pg_server, tmp_path_factory):
-    """A team store, migrated by a first turn, named by `WORKBENCH_DB` (and its data path) for the module."""
+    """A team store, migrated, with a first turn, named by `WORKBENCH_DB` (and its data path) for the module."""
     import os
 
     folder = tmp_path_factory.mktemp("lake")
-    store = new_team_store(pg_server, folder / "lake-data")
+    store = migrated_team_store(pg_server, folder / "lake-data")
     old = {k: os.environ.get(k) for k in ("WORKBENCH_DB", "WORKBENCH_DATA_PATH")}
     os.environ["WORKBENCH_DB"] = store
     os.environ["WORKBENCH_DATA_PATH"] = str(folder / "lake-data")

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.skipif(not __import__("pathlib").Path(CHROMIUM).exists(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, provider, pg_server):  # noqa: F811 - `provider` is the imported fixture
-    from conftest import new_team_store
+    from pgserver import migrated_team_store
 
     tmp = tmp_path_factory.mktemp("signin-lake")
-    store = new_team_store(pg_server, tmp / "lake-data")
+    store = migrated_team_store(pg_server, tmp / "lake-data")
     port = free_port()
     auth_secrets(tmp, port, provider)
     env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": store, "WORKBENCH_DATA_PATH": str(tmp / "lake-data"),

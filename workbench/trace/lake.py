@@ -253,6 +253,7 @@ _INDEX = re.compile(r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\b[^;]*;", re.I | re.M)
 
 
 _VIEW_COLUMN_COMMENT = re.compile(r"^(?:\s*--[^\n]*\n)*\s*COMMENT\s+ON\s+COLUMN\s+(\w+)\.", re.I)
+_COMMENT = re.compile(r"^(?:\s*--[^\n]*\n)*\s*COMMENT\s+ON\b", re.I)
 
 
 def lake_ddl(sql: str) -> str:
@@ -384,6 +385,7 @@ def execute_ddl(con, sql: str, params=None):
     view's own comment is kept). Returns `con`, holding the last statement's result."""
     if params is not None:
         return con.execute(sql, params)
+    views = None  # the store's views, read once for a run of comments (each catalog read is DuckLake round trips)
     for statement in duckdb.extract_statements(lake_ddl(sql)):
         text = statement.query
         temp = _temp_macro(text)
@@ -392,9 +394,14 @@ def execute_ddl(con, sql: str, params=None):
             _keep_macro(con, _MACRO.match(text).group(2), temp)
             continue
         on = _VIEW_COLUMN_COMMENT.match(text)
-        if on and con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
-                              f"AND view_name = {sql_string(on.group(1))}").fetchone()[0]:
-            continue
+        if on:
+            if views is None:
+                views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() "
+                                                   "WHERE database_name = current_database()").fetchall()}
+            if on.group(1) in views:
+                continue
+        elif not _COMMENT.match(text):
+            views = None  # a statement that may create or drop a view
         con.execute(text)
     return con
 
