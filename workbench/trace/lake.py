@@ -318,9 +318,12 @@ class Backoff:
 #: A turn's write (writer.py): up to 100 tries, a random wait of up to 2 ms × 2^try, at most 0.25 s (~20 s in all):
 #: many writers of turns at once conflict often, and most conflicts clear in a few milliseconds.
 TURN_WRITE_BACKOFF = Backoff(tries=100, first=0.002, growth=2.0, cap=0.25)
-#: A keyed write outside the turn writer (`keyed_write`: a saved query replaced) and each `store maintain` step: up
-#: to 20 tries, a random wait of up to 50 ms × 1.25^try, at most 0.5 s (~6 s in all): rarer, longer transactions.
+#: A keyed write outside the turn writer (`keyed_write`: a saved query replaced): up to 20 tries, a random wait of
+#: up to 50 ms × 1.25^try, at most 0.5 s (~6 s in all): rarer, longer transactions.
 KEYED_BACKOFF = Backoff(tries=20, first=0.05, growth=1.25, cap=0.5)
+#: Each `store maintain` step: up to 50 tries, the same waits, at most 1 s (~40 s in all). A step rewrites files
+#: for seconds and loses to every writer's commit meanwhile; upkeep can wait, a writer should not.
+MAINTAIN_BACKOFF = Backoff(tries=50, first=0.05, growth=1.25, cap=1.0)
 
 
 def keyed_write(con, statements: list[tuple[str, list]]) -> None:
@@ -450,7 +453,7 @@ def maintain(db: str | Path, keep_days: int = KEEP_SNAPSHOT_DAYS) -> dict[str, i
     with cursor(db) as con:
         for name, sql in steps.items():
             try:
-                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()))
+                done[name] = again_when_lost(con, lambda sql=sql: len(con.execute(sql).fetchall()), MAINTAIN_BACKOFF)
             except duckdb.Error as exc:
                 raise TraceStoreError(f"store maintenance ({name}) failed: {exc}") from None
     return done
