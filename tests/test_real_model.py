@@ -41,7 +41,8 @@ MAX_TOKENS = 160  # per model call: an answer of a few sentences; keeps a loopin
 FEW_TOKENS = 16  # where no assertion depends on the answer's length (the answer is cut: `truncated`, a clean status)
 STEP_BUDGET = 300  # tokens: above the ~280 below which a step's JSON around its strings leaves them no room
 QUESTION = "How do I reset my password?"
-FOLLOW_UP = "How long is the reset link valid?"
+#: The follow-up asks for a long answer: the output-budget test checks its steps too.
+FOLLOW_UP = "What do I do when I lose my two-factor phone? Explain every step in detail."
 
 DOCS = {
     "account/password-reset.md": ("password-reset", "Reset your password",
@@ -212,14 +213,11 @@ def test_openai_provider_against_a_real_llama_cpp_server(model, session):
     assert trace_row(session, answer.record.turn_id)["provider"] == "openai"
 
 
-def test_a_forced_step_always_closes_within_the_output_budget(model, session, conversation):
+def test_a_forced_step_always_closes_within_the_output_budget(model, conversation):
     """Issue 41 item 13: each step's schema is bounded by `max_tokens` (string lengths, integers), so no step is cut
-    off at the limit: the turn ends `ok` (or at its step limit), never `truncated`. QUESTION and its follow-up were
-    asked at STEP_BUDGET by `conversation`; a question that asks for a long answer is asked here."""
-    long = "What do I do when I lose my two-factor phone? Explain every step in detail."
-    records = [conversation.first.record, conversation.second,
-               session.ask(long, provider="llamacpp", k=2, max_tokens=STEP_BUDGET, temperature=0).record]
-    for record in records:
+    off at the limit: the turn ends `ok` (or at its step limit), never `truncated`. `conversation` asked QUESTION and
+    then FOLLOW_UP, a question that asks for a long answer, at STEP_BUDGET and temperature 0."""
+    for record in (conversation.first.record, conversation.second):
         assert record.status in {"ok", "step_limit"}, (record.question, record.status, record.error)
         assert all(c.finish_reason != "length" and c.tokens_out <= STEP_BUDGET for c in record.model_calls), \
             record.question
