@@ -4,7 +4,8 @@ Each shell line of a ```bash block is run with bash in a scratch copy of the rep
 linked, so the commands' own outputs, a CSV or a trace database, land in the scratch folder) with a scratch
 `WORKBENCH_HOME`, and must exit 0. The few lines that cannot run inside a test are listed in `ELSEWHERE`
 with the test that covers them; a listed line that the README no longer has fails too, so the list cannot
-go stale.
+go stale. The few lines whose process is the point of a check beyond its exit code are listed in `ALSO_CHECKED`
+with that check.
 """
 
 from __future__ import annotations
@@ -32,6 +33,26 @@ ELSEWHERE = {
 }
 
 
+def _llama_cpp_stays_quiet(proc: subprocess.CompletedProcess, home: Path) -> None:
+    """The local model in a fresh process: not one line of llama.cpp's log reaches the terminal (only the workbench's
+    own warning, should the answer be cut), the answer is labelled with the default model, and the log went into
+    `$WORKBENCH_HOME/logs/llamacpp.log` (tests/test_real_model.py has the model in-process)."""
+    assert all(line.startswith("warning: the answer is incomplete (truncated)") for line in proc.stderr.splitlines()), \
+        proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("provider: local model (llama.cpp) · model: SmolLM2-135M-Instruct"), last
+    assert "(default model)" in last, last
+    log = (home / "logs" / "llamacpp.log").read_text(encoding="utf-8", errors="replace")
+    assert "load_model" in log and "print_timing" in log
+
+
+#: Lines whose output is checked beyond their exit code.
+ALSO_CHECKED = {
+    '.venv/bin/python -m workbench ask --provider llamacpp --mode excerpts "How do I reset my password?"':
+        _llama_cpp_stays_quiet,
+}
+
+
 def _lines(page: str) -> list[str]:
     text = (ROOT / page).read_text(encoding="utf-8")
     lines = []
@@ -46,8 +67,8 @@ def _lines(page: str) -> list[str]:
 COMMANDS = [(page, line) for page in PAGES for line in _lines(page)]
 
 
-def test_every_line_not_run_here_is_still_on_a_page():
-    assert set(ELSEWHERE) <= {line for _, line in COMMANDS}
+def test_every_line_not_run_here_or_checked_further_is_still_on_a_page():
+    assert set(ELSEWHERE) | set(ALSO_CHECKED) <= {line for _, line in COMMANDS}
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +90,5 @@ def test_the_command_runs_as_written(page, line, checkout, tmp_path):
     proc = subprocess.run(["bash", "-c", f"set -o pipefail; {line}"], cwd=checkout, env=env, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, f"{page}: `{line}` exited {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    if line in ALSO_CHECKED:
+        ALSO_CHECKED[line](proc, checkout / ".workbench")

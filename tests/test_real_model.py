@@ -2,7 +2,14 @@
 
 The model is loaded once for this file (xdist `--dist loadfile` keeps a file on one worker), and the
 same loaded model serves both providers: `llamacpp` in-process, and `openai` over HTTP against
-llama.cpp's own OpenAI-compatible server on loopback (xllamacpp starts it with the model).
+llama.cpp's own OpenAI-compatible server on loopback (xllamacpp starts it with the model). The README's
+`ask --provider llamacpp` command, in a fresh process, is run by tests/test_readme_commands.py, which also
+checks that llama.cpp's log stays off the terminal there.
+
+What a 2-core machine pays for is model tokens (about 9 ms of CPU per prompt token and 25 ms per generated
+one, this model on such a machine), so: one agent turn, asked once, serves every test about it (`conversation`);
+an answer whose length no assertion reads gets a few tokens; the tests that are about the output budget or
+the repetition guard keep the tokens their rule needs.
 
 Assertions are about the machinery, never about the quality of a 135M model: every turn ends with a
 known status and a message, every accepted citation was retrieved and every other one is rejected
@@ -18,7 +25,9 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,7 +38,11 @@ from workbench.providers.llamacpp import default_gguf
 #: Statuses a real-model turn may end with; anything else (provider_error, bad_step) is a defect here.
 CLEAN = {"ok", "truncated", "context_overflow"}
 MAX_TOKENS = 160  # per model call: an answer of a few sentences; keeps a looping 135M model cheap
+FEW_TOKENS = 16  # where no assertion depends on the answer's length (the answer is cut: `truncated`, a clean status)
+STEP_BUDGET = 300  # tokens: above the ~280 below which a step's JSON around its strings leaves them no room
 QUESTION = "How do I reset my password?"
+#: The follow-up asks for a long answer: the output-budget test checks its steps too.
+FOLLOW_UP = "What do I do when I lose my two-factor phone? Explain every step in detail."
 
 DOCS = {
     "account/password-reset.md": ("password-reset", "Reset your password",
@@ -106,10 +119,46 @@ def trace_row(session, turn_id: str) -> dict:
     return dict(zip(cols, rows[0]))
 
 
+@contextmanager
+def stderr_fd_into(path: Path):
+    """File descriptor 2 pointed at `path` while the block runs (what `capfd` does, for a module-scoped fixture)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "wb") as fh:
+            os.dup2(fh.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@pytest.fixture(scope="module")
+def conversation(model, session, tmp_path_factory):
+    """The module's agent turn and, right after it on llama.cpp's one slot, its follow-up (asked once, checked by
+    several tests): QUESTION in schema-forced steps under the output budget `STEP_BUDGET`, opening conversation
+    "conv-1" (traced), with file descriptor 2 captured while it runs; then FOLLOW_UP with turn 1 as its history,
+    through `agent.run_turn` with a provider of its own, whose llama.cpp timings say what came from the cache."""
+    from workbench.agent import run_turn
+    from workbench.context_policy import history_for
+    from workbench.providers.llamacpp import LlamaCppProvider
+    from workbench.types import ContextPolicy
+
+    captured = tmp_path_factory.mktemp("fd2") / "stderr.txt"
+    with stderr_fd_into(captured):
+        first = session.ask(QUESTION, provider="llamacpp", k=2, max_tokens=STEP_BUDGET, temperature=0,
+                            conversation_id="conv-1")
+    policy, follow = ContextPolicy(), LlamaCppProvider(max_tokens=STEP_BUDGET)
+    second = run_turn(FOLLOW_UP, follow, session.toolbox, k=2, history=history_for([first.record], policy),
+                      conversation_id="conv-1", position=2, context=policy)
+    return SimpleNamespace(first=first, second=second, follow_timings=follow.timings,
+                           stderr=captured.read_text(encoding="utf-8", errors="replace"))
+
+
 # --- llamacpp, in process --------------------------------------------------------------------------
 
-def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
-    answer = session.ask(QUESTION, provider="llamacpp", k=2, max_tokens=MAX_TOKENS)
+def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, conversation):
+    answer = conversation.first
     check_machinery(answer, "llamacpp", "json-steps")
     record = answer.record
     # the first forced step is a tool action, run and recorded like a native call
@@ -123,26 +172,34 @@ def test_llamacpp_agent_turn_with_schema_forced_steps(model, session, capfd):
     assert "(default model)" in answer.payload.config.model_label
     assert model.api_key not in row["config_json"] and model.api_key not in json.dumps(answer.payload.to_json())
     # llama.cpp logged the turn (from its own threads) into the file, never to the terminal
-    err = capfd.readouterr().err
-    assert "print_timing" not in err and "slot" not in err
+    assert "print_timing" not in conversation.stderr and "slot" not in conversation.stderr
     log = llamacpp.current_log().read_text(encoding="utf-8", errors="replace")
     assert "print_timing" in log and model.api_key not in log
 
 
-def test_excerpt_turn_reuses_the_loaded_model(model, session):
-    loads = llamacpp.load_count
-    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48)
-    check_machinery(answer, "llamacpp", None)
-    assert llamacpp.load_count == loads  # the second turn paid no load time
-    assert [e.doc_id for e in answer.record.excerpts] and not answer.record.tool_calls
-    n = len(answer.record.excerpts)
-    for c in answer.payload.citations:
-        assert c.valid == (1 <= c.n <= n)
+# --- a conversation: the history reaches the model, and llama.cpp's cache serves its prefix ------------------
 
+def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(model, conversation):
+    """Machinery only (docs/providers.md, "Conversations"): turn 2's prompt holds turn 1 (more tokens than turn 1's
+    last prompt and answer), llama.cpp takes that prefix from its cache instead of evaluating it again, and the
+    record says what the context held and under which budget."""
+    from workbench.provenance import sources_payload
 
-def test_native_tool_protocol_goes_through_llama_cpp_chat_templates(model, session):
-    answer = session.ask(QUESTION, provider="llamacpp", tool_protocol="native", k=2, max_tokens=48)
-    check_machinery(answer, "llamacpp", "native")
+    first, second = conversation.first.record, conversation.second
+    for record in (first, second):
+        assert record.status in CLEAN, (record.status, record.error)
+        schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
+        schema_validator("payload.schema.json").validate(sources_payload(record).to_json())
+    [held] = second.history
+    assert (held.record.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
+    assert sum(held.steps) == len(first.tool_calls)
+    assert second.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": model.n_ctx // 2,
+                                        "context_tokens": model.n_ctx}
+    last, follow_up = first.model_calls[-1], second.model_calls[0]
+    assert follow_up.tokens_in > last.tokens_in + (last.tokens_out or 0)  # the history reached the model
+    timings = conversation.follow_timings[0]
+    assert timings["cache_n"] >= last.tokens_in - 1, timings  # turn 1's whole last prompt came from the cache
+    assert timings["prompt_n"] < follow_up.tokens_in / 2, timings  # only what follows it was evaluated
 
 
 # --- openai, against llama.cpp's server on loopback (same GGUF, same process) ----------------------
@@ -156,8 +213,36 @@ def test_openai_provider_against_a_real_llama_cpp_server(model, session):
     assert trace_row(session, answer.record.turn_id)["provider"] == "openai"
 
 
+def test_a_forced_step_always_closes_within_the_output_budget(model, conversation):
+    """Issue 41 item 13: each step's schema is bounded by `max_tokens` (string lengths, integers), so no step is cut
+    off at the limit: the turn ends `ok` (or at its step limit), never `truncated`. `conversation` asked QUESTION and
+    then FOLLOW_UP, a question that asks for a long answer, at STEP_BUDGET and temperature 0."""
+    for record in (conversation.first.record, conversation.second):
+        assert record.status in {"ok", "step_limit"}, (record.question, record.status, record.error)
+        assert all(c.finish_reason != "length" and c.tokens_out <= STEP_BUDGET for c in record.model_calls), \
+            record.question
+
+
+def test_excerpt_turn_reuses_the_loaded_model(model, session):
+    loads = llamacpp.load_count
+    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=FEW_TOKENS)
+    check_machinery(answer, "llamacpp", None)
+    assert llamacpp.load_count == loads  # the second turn paid no load time
+    assert [e.doc_id for e in answer.record.excerpts] and not answer.record.tool_calls
+    n = len(answer.record.excerpts)
+    for c in answer.payload.citations:
+        assert c.valid == (1 <= c.n <= n)
+
+
+def test_native_tool_protocol_goes_through_llama_cpp_chat_templates(model, session):
+    answer = session.ask(QUESTION, provider="llamacpp", tool_protocol="native", k=2, max_tokens=FEW_TOKENS)
+    check_machinery(answer, "llamacpp", "native")
+
+
 def test_openai_native_tools_and_excerpts_against_the_real_server(model, session):
-    opts = dict(base_url=model.base_url, api_key=model.api_key, model=Path(model.path).name, k=2, max_tokens=48)
+    """The same prompts as the two `llamacpp` turns above: llama.cpp's prompt cache holds them."""
+    opts = dict(base_url=model.base_url, api_key=model.api_key, model=Path(model.path).name, k=2,
+                max_tokens=FEW_TOKENS)
     check_machinery(session.ask(QUESTION, provider="openai", **opts), "openai", "native")
     check_machinery(session.ask(QUESTION, provider="openai", mode="excerpts", **opts), "openai", None)
 
@@ -182,7 +267,7 @@ def test_turns_from_several_threads_queue_for_the_one_slot_and_a_batch_runs_them
     answers: dict[str, object] = {}
 
     def ask(q):
-        answers[q] = session.ask(q, provider="llamacpp", mode="excerpts", k=1, max_tokens=24)
+        answers[q] = session.ask(q, provider="llamacpp", mode="excerpts", k=1, max_tokens=8)
 
     threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
     for t in threads:
@@ -193,7 +278,7 @@ def test_turns_from_several_threads_queue_for_the_one_slot_and_a_batch_runs_them
     for q in questions:
         check_machinery(answers[q], "llamacpp", None)
         assert trace_row(session, answers[q].record.turn_id)["status"] == answers[q].record.status
-    result = run_eval(session, questions[:2], provider="llamacpp", mode="excerpts", k=1, options={"max_tokens": 24},
+    result = run_eval(session, questions[:2], provider="llamacpp", mode="excerpts", k=1, options={"max_tokens": 8},
                       concurrency=4, progress=False, new_run=True)
     assert result.concurrency == 1 and result.asked == 2 and {p.status for p in result.payloads} <= CLEAN
 
@@ -233,50 +318,28 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
     schema_validator("payload.schema.json").validate(answer.payload.to_json())
 
 
-STEP_BUDGET = 300  # tokens: above the ~280 below which a step's JSON around its strings leaves them no room
-
-
-def test_a_forced_step_always_closes_within_the_output_budget(model, session):
-    """Issue 41 item 13: each step's schema is bounded by `max_tokens` (string lengths, integers), so no step is cut
-    off at the limit: the turn ends `ok` (or at its step limit), never `truncated`."""
-    for question in (QUESTION, "What do I do when I lose my two-factor phone? Explain every step in detail."):
-        record = session.ask(question, provider="llamacpp", k=2, max_tokens=STEP_BUDGET, temperature=0).record
-        assert record.status in {"ok", "step_limit"}, (question, record.status, record.error)
-        assert all(c.finish_reason != "length" and c.tokens_out <= STEP_BUDGET for c in record.model_calls), question
+#: The loop below is cut after about 60 tokens; without the guard it runs to the budget (1024 by default before the
+#: fix: minutes on 2 busy cores). 120 leaves the guard room to fire and is the same rule as any larger budget.
+LOOP_BUDGET = 120
 
 
 def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
-    """Before the fix a looping answer ran to the token budget (1024 by default: minutes on 2 busy cores)."""
+    """Before the fix a looping answer ran to the token budget."""
     from workbench.providers.llamacpp import LlamaCppProvider
 
     loop = [{"role": "user", "content": "Write the word password fifty times."}]  # SmolLM2-135M loops on it
-    step = LlamaCppProvider(max_tokens=300, cache_prompt=False).complete(loop, [])
-    assert step.call.finish_reason == "repetition" and 0 < step.call.tokens_out < 300 and step.call.tokens_in > 0
+    step = LlamaCppProvider(max_tokens=LOOP_BUDGET, cache_prompt=False).complete(loop, [])
+    assert step.call.finish_reason == "repetition" and 0 < step.call.tokens_out < LOOP_BUDGET
+    assert step.call.tokens_in > 0
     from workbench.providers.llamacpp import repetition_cut
 
     assert step.text and repetition_cut(step.text) is None, "one copy of the loop is kept"
-    unguarded = LlamaCppProvider(max_tokens=300, cache_prompt=False, repeat_guard=False).complete(loop, [])
-    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == 300
+    unguarded = LlamaCppProvider(max_tokens=LOOP_BUDGET, cache_prompt=False, repeat_guard=False).complete(loop, [])
+    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == LOOP_BUDGET
     assert unguarded.text.startswith(step.text), "greedy output is the same up to the cut"
 
 
-# --- the CLI, end to end, in a fresh process --------------------------------------------------------
-
-def test_cli_ask_with_the_local_model_keeps_llama_cpp_quiet(model, corpus, tmp_path):
-    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    env.pop("OMP_WAIT_POLICY", None)
-    proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", "llamacpp", "--mode", "excerpts",
-                           "-k", "1", "-o", "max_tokens=24", "--corpus", str(corpus), QUESTION],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    # not one line of llama.cpp's log (24 tokens may cut the answer: then only the workbench's own warning)
-    assert all(line.startswith("warning: the answer is incomplete (truncated)") for line in proc.stderr.splitlines())
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("provider: local model (llama.cpp) · model: SmolLM2-135M-Instruct")
-    assert "(default model)" in last
-    log = (tmp_path / "logs" / "llamacpp.log").read_text(encoding="utf-8", errors="replace")
-    assert "load_model" in log and "print_timing" in log
-
+# --- the CLI, end to end, in a fresh process (the README's `ask --provider llamacpp`: tests/test_readme_commands.py) --
 
 def test_sigterm_during_a_local_model_eval_keeps_the_finished_turn_and_exits_143(corpus, tmp_path):
     """Before the fix a SIGTERM lost the run and its finished first turn. With the model generating in a worker
@@ -307,44 +370,40 @@ def test_sigterm_during_a_local_model_eval_keeps_the_finished_turn_and_exits_143
 
 # --- the app, with the model this process already holds ---------------------------------------------
 
-def _llamacpp_app(max_tokens: int):
-    """The app with the local model chosen in the sidebar: excerpt mode, k 2, a short answer."""
+def test_app_answers_with_the_local_model_and_loads_no_model_file_outside_the_allowed_roots(model, corpus, tmp_path,
+                                                                                           monkeypatch):
+    """The local model chosen in the sidebar (excerpt mode, k 2, a short answer, this module's small corpus: a short
+    prompt) answers, labelled, with the model the process holds. The llamacpp model field takes a path
+    (`model_is_path`): before the fix a visitor could make the server open any file, and the error quoted its first
+    bytes."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
-    at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
-    at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
-    at = at.sidebar.slider(key="cfg_k").set_value(2).run()
-    return at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(max_tokens).run()  # from its schema
-
-
-def test_app_answers_with_the_local_model_and_labels_it(model, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
-    loads = llamacpp.load_count
-    at = _llamacpp_app(max_tokens=32)
-    at = at.chat_input[0].set_value("How do I reset my password?").run()
-    assert not at.exception, at.exception
-    caption = " ".join(c.value for c in at.caption).replace("\\", "")
-    assert "local model (llama.cpp)" in caption and "SmolLM2-135M-Instruct.Q4_1.gguf (default model)" in caption
-    assert "max tokens 32" in caption
-    assert not at.error, [e.value for e in at.error]
-    assert llamacpp.load_count == loads  # the app reuses the model the process holds
-
-
-def test_app_loads_no_model_file_a_visitor_names_outside_the_allowed_roots(model, tmp_path, monkeypatch):
-    """The llamacpp model field takes a path (`model_is_path`): before the fix a visitor could make the
-    server open any file, and the error quoted its first bytes."""
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
     allowed.mkdir()
     outside.mkdir()
     (outside / "token.txt").write_text("SECRET-TOKEN-81f2 do not show")
-    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(allowed))
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", os.pathsep.join([str(allowed), str(corpus)]))
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "app.duckdb"))
     loads = llamacpp.load_count
-    at = _llamacpp_app(max_tokens=16)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    at = at.sidebar.radio(key="cfg_corpus_source").set_value("Folder or JSONL path").run()
+    at = at.sidebar.text_input(key="cfg_corpus_path").set_value(str(corpus)).run()
+    at = at.sidebar.selectbox(key="cfg_provider").select("llamacpp").run()
+    at = at.sidebar.radio(key="cfg_mode").set_value("excerpts").run()
+    at = at.sidebar.slider(key="cfg_k").set_value(2).run()
+    at = at.sidebar.number_input(key="cfg_opt_llamacpp_max_tokens").set_value(8).run()  # from its schema
+    at = at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    caption = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "local model (llama.cpp)" in caption and "SmolLM2-135M-Instruct.Q4_1.gguf (default model)" in caption
+    assert "max tokens 8" in caption
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state["turns"][-1].config.corpus_label == corpus.name, "the small corpus answered"
+    # a visitor names a file outside the allowed roots as the model
+    at = at.button(key="new-conversation").click().run()
     at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(str(outside / "token.txt")).run()
     assert any("not allowed" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
-    at = at.chat_input[0].set_value("How do I reset my password?").run()
+    at = at.chat_input[0].set_value(QUESTION).run()
     assert not at.exception, at.exception
     turn = at.session_state["turns"][-1]
     assert turn.config.model is None and turn.error is None, turn.error  # the default model answered
@@ -353,7 +412,7 @@ def test_app_loads_no_model_file_a_visitor_names_outside_the_allowed_roots(model
     # the default model's own path is the operator's, wherever it is installed
     at = at.sidebar.text_input(key="cfg_model_llamacpp").set_value(model.path).run()
     assert not at.sidebar.error, [e.value for e in at.sidebar.error]
-    assert llamacpp.load_count == loads
+    assert llamacpp.load_count == loads  # the app reuses the model the process holds
 
 
 @pytest.mark.parametrize("user_value,expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
@@ -375,7 +434,7 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     from workbench.verify import candidates
 
     answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
-                         verify_budget=2)
+                         verify_budget=2)  # 48 tokens: long enough an answer for a change in it to show
     check_machinery(answer, "llamacpp", None)
     assert answer.payload.config.options == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
                                                    "temperature": 0.0}
@@ -390,37 +449,3 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
                                                  "status IN ('ok', 'truncated') ORDER BY seq",
                                                  [answer.payload.turn_id])[1]
     assert rows == [("control", True), ("candidate", True)]
-
-
-# --- a conversation: the history reaches the model, and llama.cpp's cache serves its prefix ------------------
-
-def test_a_two_turn_conversation_reaches_the_model_and_reuses_the_prompt_cache(model, session):
-    """Machinery only (docs/providers.md, "Conversations"): turn 2's prompt holds turn 1 (more tokens than turn 1's
-    last prompt and answer), llama.cpp takes that prefix from its cache instead of evaluating it again, and the
-    record says what the context held and under which budget."""
-    from workbench.agent import run_turn
-    from workbench.context_policy import history_for
-    from workbench.provenance import sources_payload
-    from workbench.providers.llamacpp import LlamaCppProvider
-    from workbench.types import ContextPolicy
-
-    policy, providers, records = ContextPolicy(), [], []
-    for position, question in enumerate((QUESTION, "How long is the reset link valid?"), start=1):
-        providers.append(LlamaCppProvider(max_tokens=MAX_TOKENS))
-        records.append(run_turn(question, providers[-1], session.toolbox, k=2, history=history_for(records, policy),
-                                conversation_id="conv-1", position=position, context=policy))
-    first, second = records
-    for record in records:
-        assert record.status in CLEAN, (record.status, record.error)
-        schema_validator("turn-record.schema.json").validate(json.loads(json.dumps(record.to_dict(), default=str)))
-        schema_validator("payload.schema.json").validate(sources_payload(record).to_json())
-    [held] = second.history
-    assert (held.record.turn_id, held.context, held.position) == (first.turn_id, "full", 1)
-    assert sum(held.steps) == len(first.tool_calls)
-    assert second.config["context"] == {"turns": 2, "token_budget": None, "budget_tokens": model.n_ctx // 2,
-                                        "context_tokens": model.n_ctx}
-    last, follow_up = first.model_calls[-1], second.model_calls[0]
-    assert follow_up.tokens_in > last.tokens_in + (last.tokens_out or 0)  # the history reached the model
-    timings = providers[1].timings[0]
-    assert timings["cache_n"] >= last.tokens_in - 1, timings  # turn 1's whole last prompt came from the cache
-    assert timings["prompt_n"] < follow_up.tokens_in / 2, timings  # only what follows it was evaluated
