@@ -216,7 +216,9 @@ def test_openai_provider_against_a_real_llama_cpp_server(model, session):
 def test_a_forced_step_always_closes_within_the_output_budget(model, conversation):
     """Issue 41 item 13: each step's schema is bounded by `max_tokens` (string lengths, integers), so no step is cut
     off at the limit: the turn ends `ok` (or at its step limit), never `truncated`. `conversation` asked QUESTION and
-    then FOLLOW_UP, a question that asks for a long answer, at STEP_BUDGET and temperature 0."""
+    then FOLLOW_UP, a question that asks for a long answer, at STEP_BUDGET and temperature 0. This 135M model's
+    steps stay far under the budget (its longest: 89 tokens), so this checks the real turns end clean; the rule
+    itself fails in tests/test_tool_protocol.py when a schema lets a step outgrow its budget."""
     for record in (conversation.first.record, conversation.second):
         assert record.status in {"ok", "step_limit"}, (record.question, record.status, record.error)
         assert all(c.finish_reason != "length" and c.tokens_out <= STEP_BUDGET for c in record.model_calls), \
