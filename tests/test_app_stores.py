@@ -3,13 +3,16 @@ in links (`?store=NAME`), never a path a visitor types (docs/security.md, "Trace
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stdout
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest import unescape
 from conftest import ROOT
+from dbcopy import copy_db
 from workbench.cli import main
 from workbench.errors import PathNotAllowedError
 
@@ -22,17 +25,26 @@ def _eval(questions, db, *names_and_args) -> None:
         assert main(["eval", str(questions), "--name", name, "--db", str(db), "--no-progress", *args]) == 0
 
 
-@pytest.fixture
-def stores(tmp_path, monkeypatch, capsys):
-    """The default store with runs `clean` and `faulty`; an `audit` store elsewhere (outside every allowed root)
-    with runs `a-old`, `a-mid` and `a-new`."""
-    questions = tmp_path / "q.jsonl"
+@pytest.fixture(scope="module")
+def stores_once(tmp_path_factory):
+    """The default store's database with runs `clean` and `faulty`, and the `audit` store's with runs `a-old`,
+    `a-mid` and `a-new`, built once for the module."""
+    tmp = tmp_path_factory.mktemp("stores")
+    questions = tmp / "q.jsonl"
     questions.write_text("".join(json.dumps(line) + "\n" for line in LINES), encoding="utf-8")
-    default, audit = tmp_path / "traces.duckdb", tmp_path / "elsewhere" / "audit.duckdb"
-    audit.parent.mkdir()
-    _eval(questions, default, ("clean",), ("faulty", "--fault", "corrupt_id"))
-    _eval(questions, audit, ("a-old",), ("a-mid",), ("a-new", "--fault", "corrupt_id"))
-    capsys.readouterr()
+    default, audit = tmp / "traces.duckdb", tmp / "audit.duckdb"
+    with redirect_stdout(io.StringIO()):
+        _eval(questions, default, ("clean",), ("faulty", "--fault", "corrupt_id"))
+        _eval(questions, audit, ("a-old",), ("a-mid",), ("a-new", "--fault", "corrupt_id"))
+    return default, audit
+
+
+@pytest.fixture
+def stores(stores_once, tmp_path, monkeypatch):
+    """The default store; an `audit` store elsewhere (outside every allowed root): copies of `stores_once`' for the
+    test (the chat writes to a store)."""
+    default, audit = (copy_db(src, dst) for src, dst in zip(
+        stores_once, (tmp_path / "traces.duckdb", tmp_path / "elsewhere" / "audit.duckdb")))
     monkeypatch.setenv("WORKBENCH_DB", str(default))
     monkeypatch.setenv("WORKBENCH_STORES", f"audit={audit}")
     return default, audit

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import unescape
 from conftest import ROOT
+from dbcopy import copy_db
 from test_experiments import LINES as GATE_LINES
 from test_experiments import _independent
 from workbench.cli import main
@@ -166,15 +167,24 @@ def test_the_apps_leaderboard_shows_recall_at_k_and_mrr(retrieval_db, monkeypatc
 
 # --- A: what differs between runs ----------------------------------------------------------------------------------
 
-@pytest.fixture
-def three_runs(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def three_runs_once(tmp_path_factory):
     """clean (tag team=a), faulty (corrupt_id, k 3, tag team=a) and other (tag team=b) of one questions file."""
-    db, questions = tmp_path / "t.duckdb", _write(tmp_path / "sso_billing.jsonl", GATE_LINES)
+    tmp = tmp_path_factory.mktemp("three-runs")
+    db, questions = tmp / "t.duckdb", _write(tmp / "sso_billing.jsonl", GATE_LINES)
     for name, extra in (("clean", ["--tag", "team=a"]), ("faulty", ["--fault", "corrupt_id", "-k", "3", "--tag",
                                                                      "team=a", "--tag", "ticket=PW-7"]),
                         ("other", ["--tag", "team=b"])):
-        assert _cli(capsys, "eval", questions, "--db", db, "--name", name, "--no-progress", *extra)[0] == 0
+        with redirect_stdout(io.StringIO()):
+            assert main(["eval", str(questions), "--db", str(db), "--name", name, "--no-progress", *extra]) == 0
     return db, questions
+
+
+@pytest.fixture
+def three_runs(three_runs_once, tmp_path):
+    """`three_runs_once`'s database, copied for the test (a page or a command may write to it)."""
+    db, questions = three_runs_once
+    return copy_db(db, tmp_path / "t.duckdb"), questions
 
 
 def test_runs_compare_makes_each_differing_setting_a_column_and_names_the_shared_ones(three_runs, capsys):

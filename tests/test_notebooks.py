@@ -58,56 +58,88 @@ def test_cells_only_call_the_library(name):
 
 #: Parameters the tests give a notebook, injected after its parameters cell as papermill does: the
 #: real local model answers one question with a small output budget, so its cell is bounded in work
-#: (not only in time) and cannot outlast the cell timeout on a loaded machine.
+#: (not only in time) and cannot outlast the cell timeout on a loaded machine; 02 and 04 ask four questions
+#: (each table, chart and verdict they show is drawn from four as from all of them) and 04 judges a smaller
+#: ExpertQA sample.
 TEST_PARAMETERS = {
-    "02_compare_retrievers_providers": 'LOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
     "03_trace_analysis": "DEMO = True",
+    "04_faithfulness": "LIMIT = 4\nEXPERTQA_SAMPLE = 40",
 }
-_RUNS: dict[str, tuple[Path, object]] = {}
+#: Unset in a notebook's kernel: no real provider configured, so the notebooks run offline even where OLLAMA_HOST
+#: or a Gemini key is set, and no trace store but the one a test gives.
+UNSET = ("WORKBENCH_DB", "OLLAMA_HOST", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
-def executed(name: str, tmp_path_factory) -> tuple[Path, object]:
-    """(home, executed notebook) of `name`, run once per test session, as a user would from notebooks/,
-    with a fresh WORKBENCH_HOME of its own: each notebook is its own test, so a slow or failing cell
-    costs that notebook's tests only."""
-    if name not in _RUNS:
-        _RUNS[name] = _execute(name, tmp_path_factory.mktemp(f"nb-{name[:2]}"))
-    home, nb = _RUNS[name]
-    if isinstance(nb, BaseException):
-        raise nb
-    return home, nb
+class Runs:
+    """Notebook runs in one venv kernel, started once for the module (a kernel's start-up and the notebooks'
+    imports cost seconds a run). Each run starts with `%reset -f` and the environment and working folder a kernel
+    started for it would have, so a notebook sees nothing another one defined; a run that timed out or killed the
+    kernel restarts it. Each run's fresh WORKBENCH_HOME links its `indexes` folder to one cache, so a corpus's
+    retrieval indexes are built by the first run that needs them, not by every one (tests/test_retrieval_cache.py
+    tests building them)."""
 
+    def __init__(self, tmp_path_factory):
+        from jupyter_client.manager import KernelManager
 
-def _execute(name: str, home: Path, parameters: str | None = None,
-             env: dict[str, str] | None = None) -> tuple[Path, object]:
-    from nbclient import NotebookClient
+        self.tmp, self.done = tmp_path_factory, {}
+        self.indexes = tmp_path_factory.mktemp("nb-indexes")
+        self.kernel = KernelManager(kernel_name="python3")
+        self.kernel.start_kernel(extra_arguments=["--HistoryManager.hist_file=:memory:"], cwd=str(NOTEBOOKS))
 
-    # The kernel inherits the test's environment: a fresh home, and no real provider configured, so the
-    # notebooks run offline even where OLLAMA_HOST or a Gemini key is set; `env` on top (a team store's).
-    unset = ("WORKBENCH_DB", "OLLAMA_HOST", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-    env_before = {k: os.environ.get(k) for k in ("WORKBENCH_HOME", *unset, *(env or {}))}
-    os.environ["WORKBENCH_HOME"] = str(home)
-    for k in unset:
-        os.environ.pop(k, None)
-    os.environ.update(env or {})
-    try:
+    def executed(self, name: str) -> tuple[Path, object]:
+        """(home, executed notebook) of `name` with the test parameters, run once, as a user would from notebooks/,
+        with a fresh WORKBENCH_HOME of its own: each notebook is its own test, so a slow or failing cell costs that
+        notebook's tests only."""
+        if name not in self.done:
+            self.done[name] = self.execute(name, self.tmp.mktemp(f"nb-{name[:2]}"))
+        home, nb = self.done[name]
+        if isinstance(nb, BaseException):
+            raise nb
+        return home, nb
+
+    def execute(self, name: str, home: Path, parameters: str | None = None,
+                env: dict[str, str] | None = None) -> tuple[Path, object]:
+        """Run notebook `name` with WORKBENCH_HOME `home`, `parameters` (default: TEST_PARAMETERS') and `env` on top
+        of the test's environment (a team store's); (home, the executed notebook or the exception it raised)."""
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
+
+        environment = {k: v for k, v in os.environ.items() if k not in UNSET}
+        environment.update({"WORKBENCH_HOME": str(home), **(env or {})})
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / "indexes").exists():
+            (home / "indexes").symlink_to(self.indexes, target_is_directory=True)
         nb = _read(name)
         # Prove the kernel is the venv's interpreter (the one running the tests), not some other python.
         nb.cells.insert(1, nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
         parameters = TEST_PARAMETERS.get(name) if parameters is None else parameters
         if parameters:
             nb.cells.insert(2, nbformat.v4.new_code_cell(parameters))
-        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-        return home, nb
-    except Exception as exc:  # noqa: BLE001 - re-raised by every test of this notebook
-        return home, exc
-    finally:
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        nb.cells.insert(0, nbformat.v4.new_code_cell(
+            f"%reset -f\nimport gc as _gc, os as _os\n_os.environ.clear()\n_os.environ.update({environment!r})\n"
+            f"_os.chdir({str(NOTEBOOKS)!r})\n_gc.collect()\ndel _gc, _os"))
+        nb.cells.append(nbformat.v4.new_code_cell("%reset -f\nimport gc; gc.collect(); del gc"))  # files closed
+        # an output still on its way when the cell's reply came (plotly.js is megabytes) is waited for, not dropped
+        client = NotebookClient(nb, km=self.kernel, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                                iopub_timeout=CELL_TIMEOUT_S, raise_on_iopub_timeout=True)
+        try:
+            client.execute()
+            return home, nb
+        except Exception as exc:  # noqa: BLE001 - re-raised by every test of this notebook
+            if not isinstance(exc, CellExecutionError):  # a timeout or a dead kernel: the next run gets a new one
+                self.kernel.restart_kernel(now=True)
+            return home, exc
+        finally:
+            if client.kc is not None:
+                client.kc.stop_channels()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    runs = Runs(tmp_path_factory)
+    yield runs
+    runs.kernel.shutdown_kernel(now=True)
 
 
 def _text(nb) -> str:
@@ -124,8 +156,8 @@ def _mimes(nb) -> set[str]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_offline_in_the_venv_kernel(tmp_path_factory, name):
-    home, nb = executed(name, tmp_path_factory)
+def test_notebook_runs_offline_in_the_venv_kernel(runs, name):
+    home, nb = runs.executed(name)
     text = _text(nb)
     assert f"KERNEL {Path(sys.executable)}" in text or f"KERNEL {sys.executable}" in text, text[:300]
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -133,28 +165,28 @@ def test_notebook_runs_offline_in_the_venv_kernel(tmp_path_factory, name):
     assert str(home) in text
 
 
-def test_one_turn_shows_sets_payload_and_rejection(tmp_path_factory):
-    nb = executed("01_one_turn", tmp_path_factory)[1]
+def test_one_turn_shows_sets_payload_and_rejection(runs):
+    nb = runs.executed("01_one_turn")[1]
     text = _text(nb)
     assert "sso-saml-setup" in text and "Sources: " in text
     assert "not_retrieved" in text and "application/json" in _mimes(nb)
 
 
 @pytest.mark.parametrize("name", ["02_compare_retrievers_providers", "03_trace_analysis", "04_faithfulness"])
-def test_compare_and_faithfulness_draw_plotly_charts(tmp_path_factory, name):
-    nb = executed(name, tmp_path_factory)[1]
+def test_compare_and_faithfulness_draw_plotly_charts(runs, name):
+    nb = runs.executed(name)[1]
     assert "application/vnd.plotly.v1+json" in _mimes(nb), name
     if name.startswith("02"):
         assert "honest" in _text(nb)
 
 
-def test_compare_exported_to_html_draws_its_charts_offline(tmp_path_factory):
+def test_compare_exported_to_html_draws_its_charts_offline(runs):
     """Issue 41 item 11: exported with nbconvert, notebook 02's charts were blank offline (they needed require.js
     from a CDN). Every chart is HTML that draws with the plotly.js the notebook embeds once, no require, no CDN; and
     its runs are not labelled "corpus corpus"."""
     from nbconvert import HTMLExporter
 
-    nb = executed("02_compare_retrievers_providers", tmp_path_factory)[1]
+    nb = runs.executed("02_compare_retrievers_providers")[1]
     charts = sum(1 for c in nb.cells for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {}))
     html, _ = HTMLExporter().from_notebook_node(nb)
     assert charts >= 2 and html.count("Plotly.newPlot(") == charts
@@ -163,31 +195,31 @@ def test_compare_exported_to_html_draws_its_charts_offline(tmp_path_factory):
     assert "corpus corpus" not in _text(nb)
 
 
-def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(tmp_path_factory):
-    text = _text(executed("02_compare_retrievers_providers", tmp_path_factory)[1])
+def test_compare_verifies_by_ablation_and_sets_load_bearing_precision_beside_consulted(runs):
+    text = _text(runs.executed("02_compare_retrievers_providers")[1])
     assert "load-bearing share" in text and "hidden-influence rate" in text  # the verdicts per configuration
     # the library's scoring (workbench.trace.scoring): each row's figures with their 95% intervals
     assert "load-bearing row (verified by ablation)" in text and "precision 95% CI" in text
 
 
-def test_trace_analysis_accounts_for_document_usage(tmp_path_factory):
-    text = _text(executed("03_trace_analysis", tmp_path_factory)[1])
+def test_trace_analysis_accounts_for_document_usage(runs):
+    text = _text(runs.executed("03_trace_analysis")[1])
     assert "consulted_turns" in text and "documents_consulted" in text and "retrieved_turns" in text
 
 
-def test_trace_analysis_shows_conversations_and_carried_citations(tmp_path_factory):
+def test_trace_analysis_shows_conversations_and_carried_citations(runs):
     """Issue 22, item 9: the conversation section (views `conversations`, `conversation_turns`)."""
-    text = _text(executed("03_trace_analysis", tmp_path_factory)[1])
+    text = _text(runs.executed("03_trace_analysis")[1])
     assert "demo-sso" in text and "demo-api-keys" in text and "And with Okta?" in text
     assert "share_citing_carried" in text and "citing_only_their_own" in text and "median_turns_back" in text
 
 
-def test_trace_analysis_exports_parquet(tmp_path_factory):
-    home, _ = executed("03_trace_analysis", tmp_path_factory)
+def test_trace_analysis_exports_parquet(runs):
+    home, _ = runs.executed("03_trace_analysis")
     assert list((home / "notebooks" / "03_traces.parquet" / "turns").rglob("*.parquet"))
 
 
-def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
+def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path, runs):
     """Issue 34, item 8: with its default parameters notebook 03 analyses the database the app and the CLI
     write (`<WORKBENCH_HOME>/traces.duckdb` here), never one of its own, and asks nothing."""
     from workbench.session import Session
@@ -198,11 +230,11 @@ def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
     session.ask("How do I rotate an API key?")
     session.ask("How do I configure SSO?", conversation_id="team-sso")
     session.ask("And with Okta?", conversation_id="team-sso")
-    _, nb = _execute("03_trace_analysis", home, parameters="")
+    _, nb = runs.execute("03_trace_analysis", home, parameters="")
     if isinstance(nb, BaseException):
         raise nb
     text = _text(nb)
-    assert f"trace database: {app_db}" in text and f"{app_db}: 3 turns" in text
+    assert f"trace database: {app_db}" in text and f"{app_db}: 3 turns" in text, [l for l in text.splitlines() if "trace database" in l or "turns" in l][:5]
     assert "team-sso" in text and "How do I rotate an API key?" in text
     assert not (home / "notebooks" / "03_traces.duckdb").exists()
     assert duckdb.connect(str(app_db), read_only=True).execute("SELECT count(*) FROM turns").fetchone() == (3,)
@@ -212,8 +244,8 @@ def test_trace_analysis_reads_the_apps_trace_database_by_default(tmp_path):
     assert not list(home.glob("*.parquet")) and list((home / "notebooks" / "03_traces.parquet").rglob("*.parquet"))
 
 
-def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path):
-    _, nb = _execute("03_trace_analysis", tmp_path / "home", parameters="")
+def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path, runs):
+    _, nb = runs.execute("03_trace_analysis", tmp_path / "home", parameters="")
     assert isinstance(nb, BaseException) and "set DEMO = True" in str(nb)
 
 
@@ -237,7 +269,7 @@ TEAM_PARAMETERS = {"02_compare_retrievers_providers": "LOCAL_MODEL = None\nLIMIT
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_on_a_team_store(team_db, tmp_path, name):
+def test_notebook_runs_on_a_team_store(team_db, tmp_path, runs, name):
     """Issue 39 item 3: with `WORKBENCH_DB=ducklake:postgres:…` each notebook writes to and reads the team store,
     as it does a file (notebook 03 with its default parameters: the store's traces, not a database of its own)."""
     from workbench.trace import TraceReader
@@ -245,7 +277,7 @@ def test_notebook_runs_on_a_team_store(team_db, tmp_path, name):
     store = team_db["WORKBENCH_DB"]
     before = TraceReader(store).rows("SELECT count(*) FROM turns")[1][0][0]
     parameters = TEAM_PARAMETERS.get(name)
-    home, nb = _execute(name, tmp_path / "home", parameters=parameters, env=team_db)
+    home, nb = runs.execute(name, tmp_path / "home", parameters=parameters, env=team_db)
     if isinstance(nb, BaseException):
         raise nb
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]

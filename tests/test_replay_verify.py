@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from clirun import cli
+from dbcopy import copy_db
 from http_server import LoopbackServer, QuietHandler, send
 from loopback import ollama_reply, openai_reply
 from workbench.replay import LIMIT, REPLAY_METHOD
@@ -171,14 +172,21 @@ TRACES = {"both": ("1" * 32, HITS, FILE_ANSWER, False),
           "titles": ("3" * 32, json.dumps([{"doc_id": "setup", "title": "SSO setup"}]), "I do not know.", False)}
 
 
-@pytest.fixture
-def ingested(tmp_path):
-    f = tmp_path / "spans.jsonl"
+@pytest.fixture(scope="module")
+def ingested_once(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ingested")
+    f = tmp / "spans.jsonl"
     f.write_text("".join(json.dumps(_span(*t)) + "\n" for t in TRACES.values()), encoding="utf-8")
-    db = tmp_path / "t.duckdb"
+    db = tmp / "t.duckdb"
     r = cli("ingest", f, "--db", db, "--name", "file")
     assert r.returncode == 0 and "3 turns written" in r.stderr, r.stderr
     return db
+
+
+@pytest.fixture
+def ingested(ingested_once, tmp_path):
+    """The three ingested turns, in a database of this test's own (a copy: a test's verification writes to it)."""
+    return copy_db(ingested_once, tmp_path / "t.duckdb")
 
 
 def test_a_json_tool_result_loses_exactly_that_documents_snippet(ingested):

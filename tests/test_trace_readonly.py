@@ -172,6 +172,18 @@ def test_a_failing_first_migration_leaves_nothing_behind(tmp_path, after_python)
     assert _catalog(path) == ([], [], [])
 
 
+def test_a_new_database_takes_every_migration_in_one_transaction(tmp_path):
+    """A new file is migrated in one transaction (one commit, not one a migration: most of the time a new trace
+    database took), so one failing at the end leaves the file as empty as it was, not half a schema."""
+    path = tmp_path / "fresh.duckdb"
+    con = duckdb.connect(str(path))
+    with pytest.raises(TraceStoreError, match="m999_fails"):
+        migrate(con, MIGRATIONS + (_failing("m999_fails", False),))
+    assert applied(con) == []
+    con.close()
+    assert _catalog(path) == ([], [], [])
+
+
 @pytest.mark.parametrize("after_python", [False, True])
 def test_a_failing_later_migration_leaves_the_schema_as_it_was(tmp_path, after_python):
     path = tmp_path / "t.duckdb"

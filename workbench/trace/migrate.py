@@ -1,4 +1,5 @@
-"""Apply the schema's pending migrations, each in one transaction with its `migrations` row.
+"""Apply the schema's pending migrations, each in one transaction with its `migrations` row (on a new database
+file, all of them in one).
 
 A migration runs whole or not at all: its SQL (COMMENT ONs included), its Python step and its row in
 `migrations` commit together, and the `migrations` table itself is created inside the first
@@ -83,16 +84,19 @@ def migrate(con, migrations: tuple[Migration, ...] = MIGRATIONS, path: str = "th
     todo = [m for m in migrations if m.name not in done]
     lake = bool(todo) and is_lake(con)
     run = functools.partial(execute_ddl, con) if lake else con.execute  # a team store: lake.py
-    for m in todo:
+    # A new database file takes them all in one transaction: one commit (one sync to disk) instead of one a
+    # migration, which was most of the time a new trace database took to open; an existing one, each in its own.
+    for group in ([todo] if todo and not done and not lake else [[m] for m in todo]):
         con.execute("BEGIN")
         try:
-            if not done and m is todo[0]:  # with the first migration, so a failure leaves nothing behind
-                run(_MIGRATIONS_TABLE + (TOKENS_DDL if lake else ""))
-            run(m.sql)
-            if m.python is not None:
-                m.python(LakeMigration(con) if lake else con)
-            # a literal: a bound parameter makes DuckDB 1.5 import pandas (writer._literal)
-            con.execute(f"INSERT INTO migrations VALUES ({sql_string(m.name)}, now())")
+            for m in group:
+                if not done and m is todo[0]:  # with the first migration, so a failure leaves nothing behind
+                    run(_MIGRATIONS_TABLE + (TOKENS_DDL if lake else ""))
+                run(m.sql)
+                if m.python is not None:
+                    m.python(LakeMigration(con) if lake else con)
+                # a literal: a bound parameter makes DuckDB 1.5 import pandas (writer._literal)
+                con.execute(f"INSERT INTO migrations VALUES ({sql_string(m.name)}, now())")
             con.execute("COMMIT")
         except BaseException as exc:
             try:
