@@ -92,8 +92,10 @@ WATCH = """(installedLate) => {
     return send.call(this, data);
   };
   new MutationObserver((records) => {
-    for (const r of records)
-      if (r.target.dataset.testScriptState === 'notRunning' && r.oldValue !== 'notRunning') runs.end = performance.now();
+    for (const r of records) {
+      const state = r.target.dataset.testScriptState;
+      if (state === 'notRunning' && r.oldValue !== 'notRunning') runs.end = performance.now();
+    }
   }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
                         attributeFilter: ['data-test-script-state']});
 }"""
