@@ -23,11 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from streamlit_server import ask, settle, streamlit_app  # noqa: E402  (tests/ is not a package)
+from streamlit_server import (  # noqa: E402  (tests/ is not a package)
+    CHROMIUM, LAUNCH_ARGS, ask, settle, streamlit_app, watch_runs)
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 1000}
 #: The conversations asked before the picker is shown: (questions, offline faults), oldest first.
 CONVERSATIONS = ((("Which articles do you have?",), ()),
@@ -152,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 page = browser.new_page(viewport=VIEWPORT)
                 page.set_default_timeout(60_000)
+                watch_runs(page)  # `settle` waits for the runs the clicks ask for, not a fixed time
                 page.goto(served.url)
                 page.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
                 settle(page)

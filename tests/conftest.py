@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from browser_app import app_server  # noqa: F401  (a session fixture: the browser test modules share one app)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Debian's chromium, as every browser test and docs/screenshots.py launch it through playwright.
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--disable-sync"]
 
 
 def free_port() -> int:
@@ -67,11 +71,66 @@ def streamlit_app(tmp: Path, env: dict[str, str], *args: str, port: int | None =
 RUN_OVER = ("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
             " && !document.querySelector('[data-testid=stStatusWidget]')")
 
+#: How long after the reader's last input (a click, a key) a script run it asks for may still not be requested: a
+#: widget asks for its rerun as it handles the event, so this bounds only an input that asks for none (an expander).
+INPUT_GRACE_MS = 400
+
+#: Installed in a page (`watch_runs`, or by `settle` in a page without it), records in `window.__wbRuns` when the
+#: reader's last input was, when the page last asked the server for a script run (a BackMsg whose first field is
+#: `rerun_script`, field 11: the byte 0x5a opens it) and when a run last ended (the app root's run state turned
+#: `notRunning`), in `performance.now()` milliseconds.
+WATCH = """(installedLate) => {
+  if (window.__wbRuns) return;
+  const runs = window.__wbRuns = {input: installedLate ? performance.now() : -1, send: -1, end: -1};
+  for (const type of ['pointerdown', 'pointerup', 'click', 'keydown', 'keyup', 'input', 'change'])
+    window.addEventListener(type, () => { runs.input = performance.now(); }, true);
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data, 0, Math.min(1, data.byteLength))
+      : ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, Math.min(1, data.byteLength)) : [];
+    if (bytes[0] === 0x5a) runs.send = performance.now();
+    return send.call(this, data);
+  };
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const state = r.target.dataset.testScriptState;
+      if (state === 'notRunning' && r.oldValue !== 'notRunning') runs.end = performance.now();
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                        attributeFilter: ['data-test-script-state']});
+}"""
+
+#: Settled: the run is over (`RUN_OVER`), no run asked for is still to come (none requested since the last one
+#: ended), the reader's last input either came before that end or is `INPUT_GRACE_MS` old with no run asked for, and
+#: the chat's scroll position and height have not changed for `STILL_FRAMES` polls (one a frame) in a row: Streamlit's
+#: stick-to-bottom scroll, which follows the chat as it grows, is over.
+STILL_FRAMES = 5
+SETTLED = f"""() => {{
+  const r = window.__wbRuns;
+  if (!({RUN_OVER}) || r.send > r.end || (r.input > r.end && performance.now() - r.input < {INPUT_GRACE_MS})) {{
+    r.still = 0;
+    return false;
+  }}
+  const s = document.querySelector('[data-testid=stAppScrollToBottomContainer]') || document.scrollingElement;
+  const at = s ? s.scrollTop + ':' + s.scrollHeight : '';
+  r.still = at === r.at ? r.still + 1 : 0;
+  r.at = at;
+  return r.still >= {STILL_FRAMES};
+}}"""
+
+
+def watch_runs(page) -> None:
+    """Install `WATCH` in `page` (a playwright Page or BrowserContext) for every document it loads from now on, so
+    that `settle` knows which script runs were asked for; call it before the first `goto`."""
+    page.add_init_script(f"({WATCH})(false)")
+
 
 def settle(page, timeout: float = 60_000) -> None:
-    """Wait until the script run is over (`RUN_OVER`); the short wait first lets a click's rerun begin."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(RUN_OVER, timeout=timeout)
+    """Wait until the page is settled (`SETTLED`): no fixed wait where the page is watched (`watch_runs`); in a page
+    that is not, `WATCH` is installed now, with its last input taken as now (the run a click just asked for may
+    have been requested before it was watching)."""
+    page.evaluate(f"(late) => {{ ({WATCH})(late); window.__wbRuns.still = 0; }}", True)
+    page.wait_for_function(SETTLED, timeout=timeout, polling="raf")
 
 
 def ask(page, question: str, settle: Callable) -> object:

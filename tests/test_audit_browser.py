@@ -4,19 +4,14 @@ timeline, never run as HTML."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from streamlit_server import streamlit_app
+from browser_app import NEEDS_CHROMIUM
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, streamlit_app
 from test_audit_app import HOSTILE, db  # noqa: F401  (the fixture: an ingested audit run)
-from test_browser import CHROMIUM, LAUNCH_ARGS
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+pytestmark = NEEDS_CHROMIUM
 
 
-def test_span_text_of_an_audited_turn_is_shown_as_text(db, tmp_path):
+def test_span_text_of_an_audited_turn_is_shown_as_text(db, tmp_path):  # noqa: F811 - `db` is the fixture
     from playwright.sync_api import sync_playwright
 
     with streamlit_app(tmp_path, {"WORKBENCH_DB": str(db)}) as served, sync_playwright() as pw:

@@ -2,8 +2,9 @@
 
 Checks what AppTest cannot: the click on a citation really opens the side panel, a listing shows
 links and no source chips, and corpus text with <script>/onerror/javascript: executes nothing.
-Screenshots go to tests/artifacts/ (gitignored), to look at when a test fails; the committed `docs/img/` ones are
-made by `docs/screenshots.py`.
+With BROWSER_SHOTS=1 in the environment, screenshots go to tests/artifacts/ (gitignored), to look at when a test
+fails; the committed `docs/img/` ones are made by `docs/screenshots.py`. The app is the test session's one
+(`app_server`, tests/browser_app.py); a test that needs a fresh chat opens a page (a browser session) of its own.
 """
 
 from __future__ import annotations
@@ -12,20 +13,17 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
-from streamlit_server import ask, settle, streamlit_app
+from browser_app import NEEDS_CHROMIUM
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, ROOT, ask, settle, watch_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
+#: Screenshots only when asked for (they cost the browser a PNG each, and nothing reads them unless a test fails).
+SHOTS = os.environ.get("BROWSER_SHOTS") == "1"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+pytestmark = NEEDS_CHROMIUM
 
 EVIL_DOC = """---
 id: widget-calibration
@@ -51,19 +49,14 @@ To reset the flux widget, hold the reset button for ten seconds until the light 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("browser")
-    env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
-           # the scripted test providers (a slow one for the compare page's Cancel) as a plug-in
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])),
-           "WORKBENCH_PLUGINS": "scripted,scripted_conversation"}
-    with streamlit_app(tmp, env) as served:
-        corpus = tmp / "home" / "evil-corpus"  # inside WORKBENCH_HOME: an allowed root (docs/security.md)
-        corpus.mkdir(parents=True)
-        (corpus / "widget-calibration.md").write_text(EVIL_DOC)
-        (corpus / "widget-reset.md").write_text(SAFE_DOC)
-        yield {"url": served.url, "corpus": corpus, "log": tmp / "streamlit.log", "db": tmp / "traces.duckdb",
-               "pid": served.pid}
+def server(app_server):
+    """The session's app (with the scripted test providers: a slow one for the compare page's Cancel), and a corpus
+    of hostile text in its WORKBENCH_HOME (an allowed root, docs/security.md)."""
+    corpus = app_server["home"] / "evil-corpus"
+    corpus.mkdir(exist_ok=True)
+    (corpus / "widget-calibration.md").write_text(EVIL_DOC)
+    (corpus / "widget-reset.md").write_text(SAFE_DOC)
+    return {**app_server, "corpus": corpus}
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +75,24 @@ def browser(playwright):
     chromium.close()
 
 
-@pytest.fixture(scope="module")
-def page(server, browser):
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-    pg.dialogs = []
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-    pg.set_default_timeout(45_000)  # a loaded machine (2 cores, many users) takes seconds per rerun
+def _chat_page(browser, server, height: int = 1000, timeout: float = 45_000, script: str = ""):
+    """A new page (a new browser session: a fresh chat) on the chat page, 1400 px wide, watched by `settle`; with
+    `script` run in every document it loads, from its first paint."""
+    pg = browser.new_page(viewport={"width": 1400, "height": height})
+    pg.set_default_timeout(timeout)  # a loaded machine (2 cores, many users) takes seconds per rerun
+    watch_runs(pg)
+    if script:
+        pg.add_init_script(script)
     pg.goto(server["url"])
     pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(server, browser):
+    pg = _chat_page(browser, server)
+    pg.dialogs = []
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     yield pg
     pg.close()
 
@@ -131,9 +134,10 @@ def _open_with_corpus(page, server, corpus):
     return path
 
 
-def _shot(page, name: str, locator=None):
-    target = locator or page
-    target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+def _shot(page, name: str, locator=None, **options):
+    """tests/artifacts/NAME.png of `locator` (default: the page), when BROWSER_SHOTS=1 asks for screenshots."""
+    if SHOTS:
+        (locator or page).screenshot(path=str(ARTIFACTS / f"{name}.png"), **options)
 
 
 def test_navigation_names_the_chat_page_chat(page):
@@ -163,8 +167,7 @@ def test_citation_click_opens_the_side_panel(page):
     page.set_viewport_size({"width": 1400, "height": 1500})
     page.get_by_text("Provenance", exact=True).last.click()
     expander = page.get_by_test_id("stExpander").filter(has_text="Retrieved").last
-    expander.locator(".js-plotly-plot").wait_for()
-    page.wait_for_timeout(500)
+    expander.locator(".js-plotly-plot .bars").first.wait_for()  # the chart is drawn
     _shot(page, "provenance", expander)
     page.set_viewport_size({"width": 1400, "height": 1000})
 
@@ -279,6 +282,38 @@ def test_verify_sources_puts_each_verdict_on_its_chip(page):
     _shot(page, "verified", msg)
 
 
+def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(page):
+    """Issue 33 item 2: a turn verified before a reload shows the stored verdicts on its chips, its Claims
+    expander and the time it was recorded with afterwards, and offers no second verification. The turn is the one
+    the test above verified (asked and verified here when this test runs on its own)."""
+    msg = page.get_by_test_id("stChatMessage").nth(1)  # the answer to "How do I configure SSO?"
+    if not msg.count() or msg.get_by_role("button", name="Verify sources").count():
+        _new_conversation(page)
+        msg = _ask(page, "How do I configure SSO?")
+        msg.get_by_role("button", name="Verify sources").click()
+    chips = msg.locator("[class*='st-key-sources-']")
+    chips.filter(has_text="load-bearing").wait_for()
+    msg.get_by_role("button", name="Verify sources").wait_for(state="detached")
+    _settle(page)
+    text, caption = chips.inner_text(), msg.get_by_text("⚙", exact=False).inner_text()
+    assert msg.get_by_text("Claims (", exact=False).count() == 1, "the fresh turn has its Claims expander"
+    assert "?conversation=c-" in page.url, page.url
+    page.reload()
+    page.get_by_test_id("stChatInputTextArea").wait_for()
+    page.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length >= 2")
+    _settle(page)
+    msg = page.get_by_test_id("stChatMessage").nth(1)
+    chips = msg.locator("[class*='st-key-sources-']")
+    chips.filter(has_text="load-bearing").wait_for()
+    assert chips.inner_text() == text, "the stored verdicts on the same chips"
+    assert msg.get_by_text("⚙", exact=False).inner_text() == caption, "the recorded time, not another"
+    # the page draws a turn's parts one after the other, and the status widget can be gone between two
+    # of them: wait for the expander drawn after the chips rather than count what has arrived so far
+    msg.get_by_text("Claims (", exact=False).wait_for(timeout=30_000)
+    assert msg.get_by_text("Claims (", exact=False).count() == 1, "its claims, as stored"
+    assert msg.get_by_role("button", name="Verify sources").count() == 0, "verified already"
+
+
 def test_the_chat_is_usable_at_1024_px(page):
     """Issue 25, item 9: at 1024 px, with the side panel open, the three sets squeezed into ~70 px columns
     broke their names mid-word ("Consulte|d")."""
@@ -338,6 +373,12 @@ def test_listing_answer_shows_links_and_no_source_chips(page):
     _shot(page, "listing")
 
 
+#: Resolves once an image that fails to load, added after everything the app drew, has fired its `onerror` (and is
+#: taken away again): an `<img onerror>` the app drew earlier would have fired before it.
+FAILED_IMAGE = """() => new Promise((done) => { const img = document.createElement('img');
+  img.onerror = () => { img.remove(); done(); }; img.src = 'x'; document.body.append(img); })"""
+
+
 def test_untrusted_corpus_text_executes_nothing(page, server):
     page.get_by_text("Folder or JSONL path").click()
     _settle(page)
@@ -351,7 +392,7 @@ def test_untrusted_corpus_text_executes_nothing(page, server):
     msg.locator("[class*='st-key-citations-'] button").first.click()
     page.locator(".st-key-doc-panel").filter(has_text="press calibrate twice").wait_for()
     _settle(page)
-    page.wait_for_timeout(500)
+    page.evaluate(FAILED_IMAGE)  # an <img onerror> drawn by the app would have fired by now
     body = page.inner_text("body")
     assert "<script>window.__pwned" in body, "the script is shown as text"
     assert "onerror" in body
@@ -378,14 +419,17 @@ def test_compare_page_runs_two_configurations(page, server):
     _settle(page)
     assert page.locator(".st-key-cmp-col-0").count() == 1
     page.set_viewport_size({"width": 1400, "height": 1700})
-    page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
-    page.wait_for_timeout(500)
-    _shot(page, "compare", page.get_by_test_id("stMain"))
+    if SHOTS:
+        page.get_by_test_id("stMain").evaluate("el => el.scrollTo(0, 560)")
+        page.wait_for_function("document.querySelector('[data-testid=stMain]').scrollTop > 0")
+        _shot(page, "compare", page.get_by_test_id("stMain"))
 
 
-def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_columns(page, server):
-    """Columns C and D use a slow provider (the sidebar's, which new columns start from); Cancel while C
-    runs stops the job after C: A, B and C are shown, D never runs (issue 23 item 6)."""
+def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_columns(page, server, tmp_path):
+    """Columns C and D use a slow provider (the sidebar's, which new columns start from: it waits for the file
+    `gate` before each model call, created once Cancel is taken); Cancel while C runs stops the job after C: A, B
+    and C are shown, D never runs (issue 23 item 6)."""
+    gate = tmp_path / "gate"
     question = "How do I configure SSO? (cancel test)"
     page.goto(server["url"] + "/Compare")
     page.get_by_role("button", name="Run all").wait_for()
@@ -393,7 +437,9 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
     page.keyboard.type("scripted slow")
     page.keyboard.press("Enter")
-    page.get_by_test_id("stSidebar").get_by_label("Delay per model call (s)").wait_for()
+    held = page.get_by_test_id("stSidebar").get_by_label("Wait for this file before each call")
+    held.fill(str(gate))
+    held.press("Enter")
     _settle(page)
     page.get_by_test_id("stButtonGroup").get_by_text("4", exact=True).click()
     page.get_by_text("Configuration D").wait_for()
@@ -407,6 +453,8 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
     assert page.get_by_test_id("stExpander").filter(has_text="D · scripted slow (test)").filter(
         has_text="waiting").count() == 1
     page.get_by_role("button", name="Cancel").click()
+    page.get_by_text("Cancelling: column C finishes first.").wait_for()
+    gate.touch()  # C may finish now
     page.get_by_text("Cancelled: 3 of 4 columns ran; not run: D.").wait_for(timeout=60_000)
     _settle(page)
     for i in range(3):
@@ -445,12 +493,8 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
     """Issue 22, item 6: follow-ups carry the earlier turns; the third answer cites documents that only the first
     and second turns' tool results put in its context, and says so on its chips; a reload reopens the
     conversation from the trace database (`?conversation=ID`) with the same chips."""
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg = _chat_page(browser, server, timeout=60_000, script=SKELETON_WATCH)
     try:
-        pg.set_default_timeout(60_000)
-        pg.add_init_script(SKELETON_WATCH)
-        pg.goto(server["url"])
-        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
         pg.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
         pg.keyboard.type("scripted follow-up")
         pg.keyboard.press("Enter")
@@ -470,12 +514,12 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         assert "read in turn" not in pg.get_by_test_id("stChatMessage").nth(1).inner_text(), "turn 1 read its own"
         assert "?conversation=c-" in pg.url, pg.url
         # the follow-up as the README shows it: its question, its answer and its chips, in one picture
-        question = pg.get_by_test_id("stChatMessage").nth(4)
-        _center(msg)
-        top, bottom = question.bounding_box(), chips.bounding_box()
-        pg.screenshot(path=str(ARTIFACTS / "conversation.png"), clip={
-            "x": top["x"] - 8, "y": top["y"] - 8, "width": top["width"] + 16,
-            "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+        if SHOTS:
+            question = pg.get_by_test_id("stChatMessage").nth(4)
+            _center(msg)
+            top, bottom = question.bounding_box(), chips.bounding_box()
+            _shot(pg, "conversation", clip={"x": top["x"] - 8, "y": top["y"] - 8, "width": top["width"] + 16,
+                                            "height": bottom["y"] + bottom["height"] - top["y"] + 16})
         _center(msg.get_by_text("Provenance", exact=True)).click()
         msg.get_by_text("Carried from earlier turns (", exact=False).wait_for()
         for line in ("Set up SSO with Okta · read in turn 1 (“How do I configure SSO with Okta?”)",
@@ -497,41 +541,6 @@ def test_a_three_turn_conversation_shows_carried_chips_that_survive_a_reload(bro
         asked = pg.get_by_test_id("stChatMessage").filter(has=pg.get_by_test_id("stChatMessageAvatarUser"))
         shown = [t.strip().splitlines()[-1] for t in asked.all_inner_texts()]  # the avatar's icon name, the question
         assert shown == list(CONVERSATION), f"the questions, in order: {shown}"
-    finally:
-        pg.close()
-
-
-def test_a_verified_turn_keeps_its_verdicts_claims_and_time_after_a_reload(browser, server):
-    """Issue 33 item 2: a turn verified before a reload shows the stored verdicts on its chips, its Claims
-    expander and the time it was recorded with afterwards, and offers no second verification."""
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
-        pg.set_default_timeout(60_000)
-        pg.goto(server["url"])
-        pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
-        msg = _ask(pg, "How do I configure SSO?")
-        msg.get_by_role("button", name="Verify sources").click()
-        chips = msg.locator("[class*='st-key-sources-']")
-        chips.filter(has_text="load-bearing").wait_for()
-        msg.get_by_role("button", name="Verify sources").wait_for(state="detached")
-        _settle(pg)
-        text, caption = chips.inner_text(), msg.get_by_text("⚙", exact=False).inner_text()
-        assert msg.get_by_text("Claims (", exact=False).count() == 1, "the fresh turn has its Claims expander"
-        assert "?conversation=c-" in pg.url, pg.url
-        pg.reload()
-        pg.get_by_test_id("stChatInputTextArea").wait_for()
-        pg.wait_for_function("document.querySelectorAll('[data-testid=stChatMessage]').length >= 2")
-        _settle(pg)
-        msg = pg.get_by_test_id("stChatMessage").nth(1)
-        chips = msg.locator("[class*='st-key-sources-']")
-        chips.filter(has_text="load-bearing").wait_for()
-        assert chips.inner_text() == text, "the stored verdicts on the same chips"
-        assert msg.get_by_text("⚙", exact=False).inner_text() == caption, "the recorded time, not another"
-        # the page draws a turn's parts one after the other, and the status widget can be gone between two
-        # of them: wait for the expander drawn after the chips rather than count what has arrived so far
-        msg.get_by_text("Claims (", exact=False).wait_for(timeout=30_000)
-        assert msg.get_by_text("Claims (", exact=False).count() == 1, "its claims, as stored"
-        assert msg.get_by_role("button", name="Verify sources").count() == 0, "verified already"
     finally:
         pg.close()
 
@@ -584,6 +593,26 @@ The beacon widget calibration takes two minutes: http\\:\\/\\/www\\.escaped-beac
 """
 
 
+#: Fetches the beacon's /control-* the ways hostile text would make the page fetch it (an image, a prefetch, a
+#: stylesheet's import), from an element added now and removed by `_control_fetches`.
+CONTROL = """(b) => { const box = document.createElement('div'); box.id = 'wb-control';
+  box.innerHTML = `<img src="${b}/control-img.png"><link rel="prefetch" href="${b}/control-prefetch">`
+    + `<style>@import url(${b}/control-css);</style>`;
+  document.body.append(box); }"""
+
+
+def _control_fetches(page, beacon, bound: float = 30.0) -> None:
+    """Wait until the beacon has had the control fetches (`CONTROL`), then take them out of its record: a fetch
+    of the same kind the page started earlier has arrived by then (in place of a fixed wait for stray loads)."""
+    page.evaluate(CONTROL, beacon["url"])
+    wanted, deadline = {"/control-img.png", "/control-prefetch", "/control-css"}, time.monotonic() + bound
+    while not wanted <= set(beacon["hits"]):
+        assert time.monotonic() < deadline, f"the control fetches did not arrive: {beacon['hits']}"
+        time.sleep(0.02)  # polling the beacon's record: the condition is the control fetches' arrival
+    page.evaluate("document.getElementById('wb-control').remove()")
+    beacon["hits"][:] = [h for h in beacon["hits"] if h not in wanted]
+
+
 def _links(page) -> list[str]:
     """Every link target on the page but Streamlit's own (page navigation, skip link, heading anchors)."""
     return page.locator("a[href]:not([data-testid=stSidebarNavLink]):not([href^='#'])").evaluate_all(
@@ -623,7 +652,7 @@ def test_hostile_text_makes_no_outside_request_and_no_unvalidated_link(page, ser
     path.fill(f"![s]({b}/sidebar.png) {b}/sidebar-bare")
     path.press("Enter")
     _settle(page)
-    page.wait_for_timeout(1500)  # give any image, prefetch or stylesheet time to load
+    _control_fetches(page, beacon)  # any image, prefetch or stylesheet the page asked for earlier has arrived
     _shot(page, "hostile")
     assert beacon["hits"] == [], f"the browser fetched {beacon['hits']}"
     assert page.locator(f"img[src*='{beacon['host']}'], link[href*='{beacon['host']}']").count() == 0
@@ -659,6 +688,7 @@ def test_a_document_with_a_200000_character_line_and_a_bidi_override_renders_in_
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})  # its own tab: a frozen one stops no other test
     try:
         pg.set_default_timeout(60_000)  # setting up may be slow on a loaded machine; the bound below is 30 s
+        watch_runs(pg)
         _open_with_corpus(pg, server, corpus)
         msg = _ask(pg, "How do I calibrate the overflow widget?")
         pill = msg.locator("[class*='st-key-citations-'] button").filter(has_text="Overflow widget invoice")
@@ -716,6 +746,7 @@ def _drag_during_a_slow_answer(pg, server, drag, gate) -> None:
     while the answer is still being written (the scripted model waits for the file `gate`, created after the drag);
     the reader must stay there after the answer is drawn."""
     pg.set_default_timeout(45_000)
+    watch_runs(pg)
     pg.goto(server["url"])
     pg.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)
     _ask(pg, "How do I configure SSO?")
@@ -832,8 +863,10 @@ def test_at_1024_px_the_panels_close_button_never_opens_under_the_pointer_that_c
     The test puts a pill where the ✕ opens (scrolled there, and moved along its row as a longer title would be)."""
     page.set_viewport_size({"width": 1024, "height": 900})
     try:
-        _new_conversation(page)
-        _ask(page, "How do I configure SSO?")
+        asked = page.get_by_test_id("stChatMessage")
+        if asked.count() != 2 or "How do I configure SSO?" not in asked.first.inner_text():  # not the test above's chat
+            _new_conversation(page)
+            _ask(page, "How do I configure SSO?")
         _ask(page, "How do I rotate an API key?")
         pill = page.get_by_test_id("stChatMessage").nth(1).locator("[class*='st-key-citations-'] button").first
         _center(pill).click()  # where does the ✕ open?

@@ -1,35 +1,29 @@
 """The Compare page in Debian's chromium (issue 41, item 8): at 1024 px with the sidebar open, three columns' source
 chips are whole (wrapped, not cut to "Set up SSO wit…"), and the page keeps its configurations, question and results
-when you go to Chat and back."""
+when you go to Chat and back. The app is the test session's one (`app_server`, tests/browser_app.py), in a browser
+session of this test's own."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from browser_app import NEEDS_CHROMIUM
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, settle, watch_runs
 
-import pytest
-
-from streamlit_server import settle, streamlit_app
-
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+pytestmark = NEEDS_CHROMIUM
 #: Every source chip of the Compare columns whose text is cut (its content wider than its box).
 CUT_CHIPS = """() => [...document.querySelectorAll("[class*='st-key-cmp-col-'] [class*='st-key-sources-'] .stMarkdownBadge")]
   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
 
 
-def test_compare_at_1024_px_keeps_chips_whole_and_its_state_across_pages(tmp_path):
+def test_compare_at_1024_px_keeps_chips_whole_and_its_state_across_pages(app_server):
     from playwright.sync_api import sync_playwright
 
-    env = {"WORKBENCH_HOME": str(tmp_path / "home"), "WORKBENCH_DB": str(tmp_path / "traces.duckdb")}
     question = "How do I set up SSO with Microsoft Entra ID?"
-    with streamlit_app(tmp_path, env) as served, sync_playwright() as pw:
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1024, "height": 900})
-            page.goto(served.url)
+            watch_runs(page)
+            page.goto(app_server["url"])
             page.get_by_test_id("stChatInputTextArea").wait_for()
             settle(page)
             page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()

@@ -1,38 +1,34 @@
 """A conversation shared read-only between two browsers (issue 41, item 3), in Debian's chromium: two browser contexts
 are two browsers (each its own cookies, so its own owner token). The owner shares, the other opens the link read-only,
-the owner revokes, the other's reload shows nothing of it."""
+the owner revokes, the other's reload shows nothing of it. The app is the test session's one (`app_server`,
+tests/browser_app.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from browser_app import NEEDS_CHROMIUM
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, ask, settle, watch_runs
 
-import pytest
-
-from streamlit_server import ask, settle, streamlit_app
-
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+pytestmark = NEEDS_CHROMIUM
 QUESTION = "How do I configure SSO?"
 
 
-def test_a_share_link_opens_read_only_in_another_browser_until_revoked(tmp_path):
+def test_a_share_link_opens_read_only_in_another_browser_until_revoked(app_server):
     from playwright.sync_api import sync_playwright
 
-    env = {"WORKBENCH_HOME": str(tmp_path / "home"), "WORKBENCH_DB": str(tmp_path / "traces.duckdb")}
-    with streamlit_app(tmp_path, env) as served, sync_playwright() as pw:
+    url = app_server["url"]
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
             owner = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-            owner.goto(served.url)
+            watch_runs(owner)
+            owner.goto(url)
             owner.get_by_test_id("stChatInputTextArea").wait_for()
             settle(owner)
             ask(owner, QUESTION, settle)
             conversation_url = owner.url
 
             other = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            watch_runs(other)
             other.goto(conversation_url)  # the conversation's own address: still its owner's
             other.get_by_text("is someone else's").wait_for()
             settle(other)
@@ -43,7 +39,7 @@ def test_a_share_link_opens_read_only_in_another_browser_until_revoked(tmp_path)
             code = owner.get_by_test_id("stCode").filter(has_text="share=")
             code.wait_for()
             link = code.inner_text().strip()
-            assert link.startswith(served.url) and "store=default" in link, link
+            assert link.startswith(url) and "store=default" in link, link
 
             other.goto(link)
             other.get_by_text("A shared conversation, read-only").wait_for()

@@ -1,8 +1,8 @@
 """Sign-in in a real browser (issue 31): `streamlit run app.py` with `[auth]` secrets pointing at a real OpenID
 Connect provider on loopback (`oidc-provider-mock`), two people in two browser contexts signing in through the
 provider's own page, and a visitor who has not signed in. What each sees is the table "Who sees what" of
-docs/security.md: one app server (`streamlit run serve.py`) and one provider for the whole module, so this stays a
-few page loads."""
+docs/security.md: one app server (`streamlit run serve.py`) and one provider for the whole module, and the two people
+signed in once for the module's tests (`ana`, `bo`), so this stays a few page loads."""
 
 from __future__ import annotations
 
@@ -13,18 +13,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from streamlit_server import ask, free_port, settle, streamlit_app
+from browser_app import NEEDS_CHROMIUM, shared_indexes
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, ask, free_port, settle, streamlit_app, watch_runs
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
 ANALYST, MEMBER = "ana@example.com", "bo@example.com"
 SECRET = "payroll-rotation-key-7Q4Z"
 UPLOAD = f"---\nid: payroll\ntitle: Payroll key rotation\n---\nRotate the payroll key with the code {SECRET} monthly.\n"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`")
+pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +47,8 @@ def server(tmp_path_factory, provider):
     tmp = tmp_path_factory.mktemp("signin")
     port = free_port()
     auth_secrets(tmp, port, provider)
-    env = {"WORKBENCH_HOME": str(tmp / "home"), "WORKBENCH_DB": str(tmp / "traces.duckdb"),
-           "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
+    env = {"WORKBENCH_HOME": str(shared_indexes(tmp_path_factory, tmp / "home")),
+           "WORKBENCH_DB": str(tmp / "traces.duckdb"), "WORKBENCH_ANALYSTS": f" {ANALYST} , someone-else"}
     # served as docs/security.md says to serve it on a network: `serve.py`, the app behind the workbench's guard
     with streamlit_app(tmp, env, "--secrets.files", str(tmp / "secrets.toml"), port=port, script="serve.py") as served:
         yield {"url": served.url, "db": tmp / "traces.duckdb", "tmp": tmp}
@@ -77,6 +73,7 @@ def _settle(page) -> None:
 def _sign_in(browser, server, subject: str):
     """A fresh browser context signed in as `subject` through the provider's own authorize page."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    watch_runs(context)
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(server["url"])
@@ -87,6 +84,22 @@ def _sign_in(browser, server, subject: str):
     page.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
     _settle(page)
     return context, page
+
+
+@pytest.fixture(scope="module")
+def ana(browser, server):
+    """The analyst, signed in once for the module's tests (the last one signs her out)."""
+    context, page = _sign_in(browser, server, ANALYST)
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def bo(browser, server):
+    """A member, signed in once for the module's tests."""
+    context, page = _sign_in(browser, server, MEMBER)
+    yield page
+    context.close()
 
 
 def _ask(page, question: str):
@@ -113,6 +126,7 @@ def _go(page, url: str):
 
 def test_a_visitor_who_has_not_signed_in_sees_only_the_sign_in_page(browser, server):
     context = browser.new_context()
+    watch_runs(context)
     page = context.new_page()
     try:
         for path in ("", "/Trace_explorer", "/Doc_gaps", "/Experiments", "/?conversation=c-anything"):
@@ -128,72 +142,59 @@ def test_a_visitor_who_has_not_signed_in_sees_only_the_sign_in_page(browser, ser
         context.close()
 
 
-def test_two_people_see_what_the_security_table_says(browser, server):
-    ana_ctx, ana = _sign_in(browser, server, ANALYST)
-    bo_ctx, bo = _sign_in(browser, server, MEMBER)
-    try:
-        sidebar = ana.get_by_test_id("stSidebar")
-        assert f"Signed in as {ANALYST} (analyst)" in _text(sidebar)
-        assert f"Signed in as {MEMBER} (member)" in _text(bo.get_by_test_id("stSidebar"))
+def test_two_people_see_what_the_security_table_says(ana, bo, server):
+    sidebar = ana.get_by_test_id("stSidebar")
+    assert f"Signed in as {ANALYST} (analyst)" in _text(sidebar)
+    assert f"Signed in as {MEMBER} (member)" in _text(bo.get_by_test_id("stSidebar"))
 
-        # Ana uploads a document with a secret and asks about it: her conversation, her upload
-        sidebar.get_by_text("Upload", exact=True).click()
-        _settle(ana)
-        upload = server["tmp"] / "payroll.md"
-        upload.write_text(UPLOAD)
-        sidebar.locator("input[type=file]").set_input_files(str(upload))
-        _settle(ana)
-        answer = _ask(ana, "How do I rotate the payroll key?")
-        assert "Payroll key rotation" in answer.inner_text()
-        ana_link = ana.url
-        assert "?conversation=c-" in ana_link
+    # Ana uploads a document with a secret and asks about it: her conversation, her upload
+    sidebar.get_by_text("Upload", exact=True).click()
+    _settle(ana)
+    upload = server["tmp"] / "payroll.md"
+    upload.write_text(UPLOAD)
+    sidebar.locator("input[type=file]").set_input_files(str(upload))
+    _settle(ana)
+    answer = _ask(ana, "How do I rotate the payroll key?")
+    assert "Payroll key rotation" in answer.inner_text()
+    ana_link = ana.url
+    assert "?conversation=c-" in ana_link
 
-        # Bo: the chat and his own turns; Ana's conversation is neither listed nor opened nor continued
-        _ask(bo, "How do I configure SSO?")
-        bo.get_by_role("button", name="Open a past conversation").click()
-        bo.get_by_test_id("stPopoverBody").get_by_test_id("stSelectbox").click()
-        bo.get_by_role("option").first.wait_for()
-        listed = bo.get_by_role("option").all_inner_texts()
-        assert [o.split(" · ")[:2] for o in listed] == [["How do I configure SSO?", "1 turn"]], listed
-        bo.keyboard.press("Escape")
-        _go(bo, ana_link)
-        bo.get_by_text("is someone else's", exact=False).wait_for()
-        assert "payroll" not in bo.locator("body").inner_text().lower()
-        _ask(bo, "And with Okta?")
-        assert ana_link.split("?")[1] not in bo.url, "Bo's question went to a conversation of his own"
+    # Bo: the chat and his own turns; Ana's conversation is neither listed nor opened nor continued
+    _ask(bo, "How do I configure SSO?")
+    bo.get_by_role("button", name="Open a past conversation").click()
+    bo.get_by_test_id("stPopoverBody").get_by_test_id("stSelectbox").click()
+    bo.get_by_role("option").first.wait_for()
+    listed = bo.get_by_role("option").all_inner_texts()
+    assert [o.split(" · ")[:2] for o in listed] == [["How do I configure SSO?", "1 turn"]], listed
+    bo.keyboard.press("Escape")
+    _go(bo, ana_link)
+    bo.get_by_text("is someone else's", exact=False).wait_for()
+    assert "payroll" not in bo.locator("body").inner_text().lower()
+    _ask(bo, "And with Okta?")
+    assert ana_link.split("?")[1] not in bo.url, "Bo's question went to a conversation of his own"
 
-        # Bo's Trace explorer: his own turns, no SQL; the doc-gap queue is for analysts
-        _go(bo, server["url"] + "/Trace_explorer")
-        bo.get_by_text("Your own turns", exact=False).wait_for()
-        assert bo.get_by_label("SQL").count() == 0, "no SQL for a member"
-        bo.get_by_text("2 turns", exact=True).wait_for()
-        turns = _csv(bo)
-        assert "How do I configure SSO?" in turns and "And with Okta?" in turns, turns
-        assert "payroll" not in turns.lower(), turns
-        _go(bo, server["url"] + "/Doc_gaps")
-        bo.get_by_text("it is for analysts", exact=False).wait_for()
+    # Bo's Trace explorer: his own turns, no SQL; the doc-gap queue is for analysts
+    _go(bo, server["url"] + "/Trace_explorer")
+    bo.get_by_text("Your own turns", exact=False).wait_for()
+    assert bo.get_by_label("SQL").count() == 0, "no SQL for a member"
+    bo.get_by_text("2 turns", exact=True).wait_for()
+    turns = _csv(bo)
+    assert "How do I configure SSO?" in turns and "And with Okta?" in turns, turns
+    assert "payroll" not in turns.lower(), turns
+    _go(bo, server["url"] + "/Doc_gaps")
+    bo.get_by_text("it is for analysts", exact=False).wait_for()
 
-        # Ana, the analyst: the SQL, over everyone's turns (passages included)
-        _go(ana, server["url"] + "/Trace_explorer")
-        ana.get_by_text("1 rows", exact=True).wait_for()  # the first canned query's result: the page is drawn
-        _settle(ana)
-        sql = ana.get_by_label("SQL")
-        sql.fill(f"SELECT question FROM turns WHERE user_id = '{MEMBER}'")
-        ana.get_by_role("button", name="Run query").click()
-        ana.get_by_text("2 rows", exact=True).wait_for()  # an analyst reads everyone's turns: Bo's two
-        ana.get_by_label("Save as").fill("Bo's questions")  # a saved query records who saved it
-        ana.get_by_role("button", name="Save query").click()
-        ana.get_by_text("Saved as", exact=False).wait_for()
-
-        # the sidebar's sign-out ends Ana's session: back to the sign-in page
-        _go(ana, server["url"])
-        ana.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
-        ana.get_by_role("button", name="End session").click()  # the provider's own page ends its session too
-        ana.get_by_role("button", name="Sign in").wait_for()
-        assert ana.get_by_test_id("stChatInputTextArea").count() == 0
-    finally:
-        ana_ctx.close()
-        bo_ctx.close()
+    # Ana, the analyst: the SQL, over everyone's turns (passages included)
+    _go(ana, server["url"] + "/Trace_explorer")
+    ana.get_by_text("1 rows", exact=True).wait_for()  # the first canned query's result: the page is drawn
+    _settle(ana)
+    sql = ana.get_by_label("SQL")
+    sql.fill(f"SELECT question FROM turns WHERE user_id = '{MEMBER}'")
+    ana.get_by_role("button", name="Run query").click()
+    ana.get_by_text("2 rows", exact=True).wait_for()  # an analyst reads everyone's turns: Bo's two
+    ana.get_by_label("Save as").fill("Bo's questions")  # a saved query records who saved it
+    ana.get_by_role("button", name="Save query").click()
+    ana.get_by_text("Saved as", exact=False).wait_for()
     with duckdb.connect(str(server["db"]), read_only=True) as con:
         rows = con.execute("SELECT user_id, owner, question FROM turns ORDER BY started_at").fetchall()
     assert [r[0] for r in rows] == [ANALYST, MEMBER, MEMBER], rows
@@ -202,7 +203,7 @@ def test_two_people_see_what_the_security_table_says(browser, server):
         assert con.execute("SELECT name, saved_by FROM saved_queries").fetchall() == [("Bo's questions", ANALYST)]
 
 
-def test_an_audited_turn_link_opens_for_the_analyst_and_is_refused_to_a_member(browser, server):
+def test_an_audited_turn_link_opens_for_the_analyst_and_is_refused_to_a_member(ana, bo, server):
     """Issue 40, item 4: `/Experiments?turn=ID` of an audited turn (an `ingest --questions` run: an experiment the
     page lists) shows the audited app's user's question to the analyst, and a refusal to a member."""
     from clirun import cli
@@ -224,18 +225,19 @@ def test_an_audited_turn_link_opens_for_the_analyst_and_is_refused_to_a_member(b
     r = cli("ingest", spans, "--db", server["db"], "--name", "hr-audit", "--questions", questions)
     assert "1 turns written" in r.stderr, r.stderr
     link = f"{server['url']}/Experiments?turn=otel-{trace}"
-    bo_ctx, bo = _sign_in(browser, server, MEMBER)
-    try:
-        _go(bo, link)
-        bo.get_by_text("does not open turn", exact=False).wait_for()
-        assert "for analysts" in _text(bo.get_by_test_id("stMain"))
-        assert question not in bo.locator("body").inner_text()
-    finally:
-        bo_ctx.close()
-    ana_ctx, ana = _sign_in(browser, server, ANALYST)
-    try:
-        _go(ana, link)
-        ana.get_by_text(question, exact=True).first.wait_for()
-        assert "does not open turn" not in ana.locator("body").inner_text()
-    finally:
-        ana_ctx.close()
+    _go(bo, link)
+    bo.get_by_text("does not open turn", exact=False).wait_for()
+    assert "for analysts" in _text(bo.get_by_test_id("stMain"))
+    assert question not in bo.locator("body").inner_text()
+    _go(ana, link)
+    ana.get_by_text(question, exact=True).first.wait_for()
+    assert "does not open turn" not in ana.locator("body").inner_text()
+
+
+def test_signing_out_ends_the_session(ana, server):
+    """The sidebar's sign-out ends Ana's session, at the provider too: back to the sign-in page."""
+    _go(ana, server["url"])
+    ana.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
+    ana.get_by_role("button", name="End session").click()  # the provider's own page ends its session too
+    ana.get_by_role("button", name="Sign in").wait_for()
+    assert ana.get_by_test_id("stChatInputTextArea").count() == 0
