@@ -133,7 +133,9 @@ class Slow(OnlyFrom):
 
 
 def _wait_for(gate: Path, bound: float = 300.0) -> None:
-    """Wait until the test creates `gate` (checked every 20 ms); a test that never opens it fails within `bound`."""
+    """Wait until the test creates `gate` (checked every 20 ms); a test that never opens it fails within `bound`.
+    `<gate>.held` says a call is waiting (a test waits for it before acting "while the answer is written")."""
+    Path(f"{gate}.held").touch()
     deadline = time.monotonic() + bound
     while not gate.exists():
         if time.monotonic() > deadline:

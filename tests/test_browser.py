@@ -755,10 +755,14 @@ def _drag_during_a_slow_answer(pg, server, drag, gate) -> None:
     sidebar.get_by_test_id("stSelectbox").filter(has=pg.get_by_text("Provider", exact=True)).click()
     pg.keyboard.type("scripted slow")
     pg.keyboard.press("Enter")
+    _settle(pg)
     held = sidebar.get_by_label("Wait for this file before each call")
     held.fill(str(gate))
     held.press("Enter")
     _settle(pg)
+    from playwright.sync_api import expect
+
+    expect(held).to_have_value(str(gate))
     box = pg.get_by_test_id("stChatInputTextArea")
     box.fill("How do I cancel my subscription?")
     box.press("Enter")
@@ -766,6 +770,10 @@ def _drag_during_a_slow_answer(pg, server, drag, gate) -> None:
     pg.wait_for_function("""() => { const m = document.querySelectorAll('[data-testid=stChatMessage]');
         const top = m.length >= 5 && m[4].getBoundingClientRect().top;
         return top >= 0 && top < window.innerHeight / 2; }""")
+    deadline = time.monotonic() + 120
+    while not gate.with_name(gate.name + ".held").exists():  # the answer's first model call is held at the gate
+        assert time.monotonic() < deadline, "the scripted model never held the answer's first call"
+        time.sleep(0.02)
     drag(pg)
     assert pg.evaluate("document.querySelector('[data-testid=stApp]').dataset.testScriptState") == "running"
     dragged = pg.get_by_test_id("stAppScrollToBottomContainer").evaluate("e => e.scrollTop")
