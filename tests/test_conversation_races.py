@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from tests.clirun import cli
+from tracedb import empty_trace_db
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def _excerpt_numbers(db: Path, cid: str) -> list[int]:
 
 @pytest.mark.parametrize("mode", ["agent", "excerpts"])
 def test_two_processes_asking_one_conversation_at_once_get_their_own_positions(tmp_path, mode):
-    db = tmp_path / "traces.duckdb"
+    db = empty_trace_db(tmp_path / "traces.duckdb")
     for rnd in range(2):
         cid = f"race-{mode}-{rnd}"
         first = cli("ask", QUESTIONS[0], "--conversation", cid, "--mode", mode, "--db", str(db))
@@ -181,7 +182,7 @@ def test_a_place_taken_between_the_read_and_the_insert_is_read_again(tmp_path, m
     from workbench.provenance import sources_payload
     from workbench.trace import writer as W
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = W.TraceWriter(db)
     first, second = _asked_as(1, 2)
     w.log_turn(first, sources_payload(first))
@@ -210,7 +211,7 @@ def test_a_refused_turn_leaves_the_writer_connection_as_it_was(tmp_path):
     from workbench.trace.connect import write_connection
     from workbench.trace.writer import TraceWriter
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     for r in _asked_as(1, 2):
         w.log_turn(r, sources_payload(r))
