@@ -63,7 +63,7 @@ class Eval:
     """`python -m workbench eval` over QUESTIONS against `srv`, its stderr read line by line as it comes."""
 
     def __init__(self, srv: AgentServer, tmp_path: Path, *extra: str):
-        self.db = empty_trace_db(tmp_path / "t.duckdb")
+        self.db = tmp_path / "t.duckdb"
         qfile = tmp_path / "q.jsonl"
         qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
         self.args = [sys.executable, "-m", "workbench", "eval", str(qfile), "--provider", "ollama", "--db",
