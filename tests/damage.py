@@ -56,10 +56,13 @@ def damage(src: Path, kind: str, dst: Path) -> Path:
 
 
 def traced_db(path: Path) -> Path:
-    """A real trace database with 60 turns (a few MB: damage lands in data and in metadata blocks)."""
+    """A real trace database with 60 turns (a few MB: damage lands in data and in metadata blocks), written as
+    `eval` writes, ten turns a flush: six checkpoints lay the file out like sixty single writes (8.4 MB against
+    8.9 MB) in a fifth of the time."""
     from workbench.session import Session
 
     s = Session.open(trace_db=path)
-    for q in ("How do I configure SSO?", "What is the capital of Mongolia?", "How do I rotate an API key?") * 20:
-        s.ask(q)
+    with s.tracer.buffered(max_turns=10, max_age_s=3600):
+        for q in ("How do I configure SSO?", "What is the capital of Mongolia?", "How do I rotate an API key?") * 20:
+            s.ask(q)
     return path

@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from clirun import cli
 from http_server import LoopbackServer, QuietHandler, send
+from tracedb import empty_trace_db
 from workbench.audit.collector import Assembler, make_server
 from workbench.audit.spans import MAX_BODY_BYTES
 from workbench.audit.units import Resolver
@@ -58,7 +59,7 @@ def _answering_call(trace: str, span: str, tool_output: str, answer: str, parent
 
 @pytest.fixture
 def receiver(tmp_path):
-    writer = TraceWriter(tmp_path / "t.duckdb")
+    writer = TraceWriter(empty_trace_db(tmp_path / "t.duckdb"))
     a = Assembler(writer, Resolver(), name="rx")
     server = make_server(a, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -161,7 +162,7 @@ def test_ingest_a_file_of_otlp_json_lines(tmp_path):
     traces = [_request([_answering_call(f"{i:032x}", f"{i:016x}", json.dumps([{"doc_id": "sso", "snippet": "Open SSO"}]),
                                         "See [sso](sso).")]) for i in range(1, 4)]
     f.write_text("".join(json.dumps(t) + "\n" for t in traces), encoding="utf-8")
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     r = cli("ingest", str(f), "--db", str(db), "--name", "file")
     assert r.returncode == 0, r.stderr
     assert "3 turns written" in r.stderr
@@ -219,7 +220,7 @@ def test_ingest_from_an_unreachable_phoenix_and_bad_options_exit_2(tmp_path):
 def test_sigterm_assembles_a_trace_whose_root_never_came(tmp_path):
     from audit_apps import collect, turns
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     orphan = _answering_call(TRACE, "00f067aa0ba902b7", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "See [sso](sso).",
                              parent="1111111111111111")  # its root span was never exported
     with collect(db, "cut-short") as url:
@@ -229,7 +230,7 @@ def test_sigterm_assembles_a_trace_whose_root_never_came(tmp_path):
 
 
 def test_turns_prints_native_turns_too(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     asked = cli("ask", "How do I configure SSO?", "--json", "--db", str(db))
     assert asked.returncode == 0, asked.stderr
     r = cli("turns", "--json", "--db", str(db))
@@ -245,7 +246,7 @@ def test_audited_turns_are_in_the_usage_and_gap_views(tmp_path):
     gap = _request([_answering_call(f"{2:032x}", f"{2:016x}", json.dumps([{"doc_id": "billing", "snippet": "Invoices"}]),
                                     "I could not find it.", question="How do I export invoices as CSV?")])
     f.write_text(json.dumps(read) + "\n" + json.dumps(gap) + "\n", encoding="utf-8")
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     assert cli("ingest", str(f), "--db", str(db)).returncode == 0
     reader = TraceReader(db)
     _, usage = reader.rows("SELECT doc_id, retrieved_turns, consulted_turns FROM doc_usage ORDER BY doc_id")
@@ -257,7 +258,7 @@ def test_audited_turns_are_in_the_usage_and_gap_views(tmp_path):
 def test_memory_stays_bounded_while_roots_are_missing(tmp_path):
     from workbench.audit.spans import parse_request
 
-    a = Assembler(TraceWriter(tmp_path / "t.duckdb"), Resolver(), name="bounded", max_pending=1)
+    a = Assembler(TraceWriter(empty_trace_db(tmp_path / "t.duckdb")), Resolver(), name="bounded", max_pending=1)
     for i in (1, 2):
         orphan = _answering_call(f"{i:032x}", f"{i:016x}", '[{"doc_id": "sso", "snippet": "Open SSO"}]', "Done.",
                                  parent="1111111111111111")
@@ -285,7 +286,7 @@ def test_ingest_questions_scores_only_the_turns_it_matched(tmp_path):
     q.write_text(json.dumps({"question": "How do I do SSO?", "conversation": "s1", "expected": ["sso"]}) + "\n"
                  + json.dumps({"question": "And with Okta?", "conversation": "s1", "expected": ["sso"]}) + "\n",
                  encoding="utf-8")
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     r = cli("ingest", str(f), "--db", str(db), "--name", "chat", "--questions", str(q), "--verbose")
     assert r.returncode == 0, r.stderr
     assert "1 of 2 questions passed" in r.stdout
@@ -300,7 +301,7 @@ def test_ingest_questions_refuses_a_taken_name_before_writing(tmp_path):
     f.write_text(json.dumps(_request([_answering_call(TRACE, "00f067aa0ba902b7", "[]", "Hi.")])) + "\n", encoding="utf-8")
     q = tmp_path / "q.jsonl"
     q.write_text('{"question": "How do I do SSO?", "expected": ["sso"]}\n', encoding="utf-8")
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     assert cli("ingest", str(f), "--db", str(db), "--name", "a", "--questions", str(q)).returncode == 0
     r = cli("ingest", str(f), "--db", str(db), "--name", "a", "--questions", str(q))
     assert r.returncode == 2 and "already taken" in r.stderr

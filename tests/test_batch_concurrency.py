@@ -12,6 +12,7 @@ import pytest
 
 from agent_server import AgentServer
 from conftest import ROOT
+from tracedb import empty_trace_db
 from workbench import batch
 from workbench.batch import run_eval
 from workbench.cli import main
@@ -45,12 +46,14 @@ def consulted(result) -> list[list[str]]:
 
 
 def test_four_workers_give_the_same_turns_in_the_same_order_as_one(ollama_env, tmp_path):
-    with AgentServer(delay=0.05) as srv:
+    with AgentServer(delay=0.01) as srv:  # one worker: its requests overlap nowhere, however long each takes
         ollama_env(srv)
-        one = run_eval(Session.open(trace_db=tmp_path / "one.duckdb"), QUESTIONS, provider="ollama", progress=False)
+        one = run_eval(Session.open(trace_db=empty_trace_db(tmp_path / "one.duckdb")), QUESTIONS, provider="ollama",
+                       progress=False)
         assert srv.max_in_flight == 1
-        four = run_eval(Session.open(trace_db=tmp_path / "four.duckdb"), QUESTIONS, provider="ollama", progress=False,
-                        concurrency=4)
+        srv.delay = 0.05  # four workers: long enough that all four wait on the server at once
+        four = run_eval(Session.open(trace_db=empty_trace_db(tmp_path / "four.duckdb")), QUESTIONS, provider="ollama",
+                        progress=False, concurrency=4)
         assert srv.max_in_flight == 4, "four turns really were waiting on the server at once"
     assert one.asked == four.asked == len(QUESTIONS) and one.failed == four.failed == 0 and four.concurrency == 4
     assert consulted(one) == consulted(four) and any(consulted(one))
@@ -66,10 +69,11 @@ def test_rate_limits_pause_the_batch_and_ask_again_without_failing_it(ollama_env
     monkeypatch.setattr(batch, "RATE_LIMIT_RETRIES", 10)
     with AgentServer() as srv:
         ollama_env(srv)
-        clean = run_eval(Session.open(trace_db=tmp_path / "clean.duckdb"), QUESTIONS, provider="ollama", progress=False)
+        clean = run_eval(Session.open(trace_db=empty_trace_db(tmp_path / "clean.duckdb")), QUESTIONS, provider="ollama",
+                         progress=False)
     with AgentServer(rate_limit_first=10) as srv:  # a burst of 429s: every worker's first turns hit it
         ollama_env(srv, retries=0)  # the provider gives up at once: the batch's own back-off must cope
-        db = tmp_path / "limited.duckdb"
+        db = empty_trace_db(tmp_path / "limited.duckdb")
         result = run_eval(Session.open(trace_db=db), QUESTIONS, provider="ollama", progress=False, concurrency=4,
                           backoff=0.001)
     assert srv.rate_limited == 10 and result.rate_limited == 10
@@ -84,7 +88,7 @@ def test_a_question_rate_limited_every_time_is_written_as_failed_and_the_run_goe
     monkeypatch.setattr(batch, "RATE_LIMIT_RETRIES", 2)
     with AgentServer(rate_limit_every=1) as srv:
         ollama_env(srv, retries=0)
-        db = tmp_path / "t.duckdb"
+        db = empty_trace_db(tmp_path / "t.duckdb")
         result = run_eval(Session.open(trace_db=db), QUESTIONS[:3], provider="ollama", progress=False, concurrency=2,
                           backoff=0.001)
     assert result.asked == 3 and result.failed == 3 and result.rate_limited == 3 * 2
@@ -92,7 +96,7 @@ def test_a_question_rate_limited_every_time_is_written_as_failed_and_the_run_goe
 
 
 def test_interrupted_concurrent_run_resumes_where_the_written_turns_end(ollama_env, tmp_path, monkeypatch):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     real_ask = Session.ask
 
     def interrupted(self, question, **kw):
@@ -122,7 +126,7 @@ def test_session_ask_from_many_threads_with_a_buffered_writer(tmp_path):
     """One Session (one retriever, one trace writer) shared by eight threads logging into one buffer."""
     questions = QUESTIONS[:6] + ["What articles do you have?", "What is the capital of Mongolia?"]
     reference = {q: Session.open(trace=False).ask(q).payload.sets for q in questions}
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     session.toolbox
     answers, errors = [], []
@@ -160,7 +164,8 @@ def test_session_ask_from_many_threads_with_a_buffered_writer(tmp_path):
 def test_cli_eval_concurrency(tmp_path, capsys):
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS[:4]))
-    assert main(["eval", str(qfile), "--db", str(tmp_path / "t.duckdb"), "--concurrency", "3", "--no-progress"]) == 0
+    db = empty_trace_db(tmp_path / "t.duckdb")
+    assert main(["eval", str(qfile), "--db", str(db), "--concurrency", "3", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "concurrency" in out and "asked" in out
     with pytest.raises(SystemExit) as exit_:  # argparse: usage and the reason, exit status 2
@@ -212,15 +217,15 @@ def test_a_provider_with_one_slot_runs_its_turns_one_at_a_time(one_slot, tmp_pat
     from workbench.providers import declared
 
     assert declared("llamacpp", "max_concurrent_turns") == 1 and declared("ollama", "max_concurrent_turns") is None
-    result = run_eval(Session.open(trace_db=tmp_path / "t.duckdb"), QUESTIONS[:6], provider=one_slot.name,
-                      progress=False, concurrency=4)
+    result = run_eval(Session.open(trace_db=empty_trace_db(tmp_path / "t.duckdb")), QUESTIONS[:6],
+                      provider=one_slot.name, progress=False, concurrency=4)
     assert result.concurrency == 1 and one_slot.peak == 1 and result.asked == 6 and result.failed == 0
-    reference = run_eval(Session.open(trace_db=tmp_path / "r.duckdb"), QUESTIONS[:6], provider="offline",
-                         progress=False)
+    reference = run_eval(Session.open(trace_db=empty_trace_db(tmp_path / "r.duckdb")), QUESTIONS[:6],
+                         provider="offline", progress=False)
     assert consulted(result) == consulted(reference)
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS[:2]))
-    assert main(["eval", str(qfile), "--db", str(tmp_path / "c.duckdb"), "--provider", one_slot.name,
+    assert main(["eval", str(qfile), "--db", str(empty_trace_db(tmp_path / "c.duckdb")), "--provider", one_slot.name,
                  "--concurrency", "3", "--no-progress"]) == 0
     captured = capsys.readouterr()
     note = f"provider '{one_slot.name}' answers at most 1 turn(s) at a time, so --concurrency 3 ran as 1"

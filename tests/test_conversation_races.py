@@ -1,10 +1,10 @@
 """Real processes appending to one conversation at once (issue 33 item 3): every turn gets its own position,
 gapless, and in excerpt mode its own excerpt numbers (docs/design.md, "Concurrent turns of one conversation").
 
-Each round starts a conversation with one turn, then starts two `python -m workbench ask --conversation ID`
-processes against the same DuckDB file. A gate makes the race certain instead of likely: each process, once it
-has read the conversation's history and is about to call the model for the first time, waits until the other
-one is there too, so both have read the same history before either writes.
+The test starts a conversation with one turn (beside another conversation of two turns), then starts two
+`python -m workbench ask --conversation ID` processes against the same DuckDB file. A gate makes the race certain
+instead of likely: each process, once it has read the conversation's history and is about to call the model for
+the first time, waits until the other one is there too, so both have read the same history before either writes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from tests.clirun import cli
+from tracedb import empty_trace_db
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,26 +84,29 @@ def _excerpt_numbers(db: Path, cid: str) -> list[int]:
 
 @pytest.mark.parametrize("mode", ["agent", "excerpts"])
 def test_two_processes_asking_one_conversation_at_once_get_their_own_positions(tmp_path, mode):
-    db = tmp_path / "traces.duckdb"
-    for rnd in range(2):
-        cid = f"race-{mode}-{rnd}"
-        first = cli("ask", QUESTIONS[0], "--conversation", cid, "--mode", mode, "--db", str(db))
-        assert first.returncode == 0, first.stderr
-        done = _race(db, tmp_path / f"gate-{rnd}", cid, mode, QUESTIONS[1:])
-        for d in done:
-            assert d.returncode == 0, d.stderr
-        assert _positions(db, cid) == [1, 2, 3], f"round {rnd}: positions collided or were lost"
-        # the turn overtaken says what it saw: in agent mode it is written after the other, asked after turn 1;
-        # in excerpt mode it was asked again, after turn 2
-        assert _places(db, cid) == ([(1, 0), (2, 1), (3, 1)] if mode == "agent" else [(1, 0), (2, 1), (3, 2)])
-        if mode == "excerpts":
-            numbers = _excerpt_numbers(db, cid)
-            assert len(numbers) == len(set(numbers)), f"round {rnd}: excerpt numbers shared by two turns"
-            # a later turn's [n] names one excerpt: ask one and see its citations accepted
-            later = cli("ask", "How do I configure SSO with Okta?", "--conversation", cid, "--mode", mode,
-                        "--db", str(db), "--json")
-            assert later.returncode == 0, later.stderr
-            assert '"out_of_range"' not in later.stdout and '"not_retrieved"' not in later.stdout
+    db = empty_trace_db(tmp_path / "traces.duckdb")
+    other = f"before-{mode}"  # another conversation already in the store: positions are counted per conversation
+    for q in QUESTIONS[:2]:
+        assert cli("ask", q, "--conversation", other, "--mode", mode, "--db", str(db)).returncode == 0
+    cid = f"race-{mode}"
+    first = cli("ask", QUESTIONS[0], "--conversation", cid, "--mode", mode, "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    done = _race(db, tmp_path / "gate", cid, mode, QUESTIONS[1:])
+    for d in done:
+        assert d.returncode == 0, d.stderr
+    assert _positions(db, cid) == [1, 2, 3], "positions collided or were lost"
+    assert _positions(db, other) == [1, 2], "the other conversation is as it was"
+    # the turn overtaken says what it saw: in agent mode it is written after the other, asked after turn 1;
+    # in excerpt mode it was asked again, after turn 2
+    assert _places(db, cid) == ([(1, 0), (2, 1), (3, 1)] if mode == "agent" else [(1, 0), (2, 1), (3, 2)])
+    if mode == "excerpts":
+        numbers = _excerpt_numbers(db, cid)
+        assert len(numbers) == len(set(numbers)), "excerpt numbers shared by two turns"
+        # a later turn's [n] names one excerpt: ask one and see its citations accepted
+        later = cli("ask", "How do I configure SSO with Okta?", "--conversation", cid, "--mode", mode,
+                    "--db", str(db), "--json")
+        assert later.returncode == 0, later.stderr
+        assert '"out_of_range"' not in later.stdout and '"not_retrieved"' not in later.stdout
 
 
 def test_m016_renumbers_positions_written_twice_before_it_and_refuses_them_after(tmp_path):
@@ -181,7 +185,7 @@ def test_a_place_taken_between_the_read_and_the_insert_is_read_again(tmp_path, m
     from workbench.provenance import sources_payload
     from workbench.trace import writer as W
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = W.TraceWriter(db)
     first, second = _asked_as(1, 2)
     w.log_turn(first, sources_payload(first))
@@ -210,7 +214,7 @@ def test_a_refused_turn_leaves_the_writer_connection_as_it_was(tmp_path):
     from workbench.trace.connect import write_connection
     from workbench.trace.writer import TraceWriter
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     for r in _asked_as(1, 2):
         w.log_turn(r, sources_payload(r))

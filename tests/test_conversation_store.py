@@ -7,6 +7,7 @@ from dataclasses import replace
 import duckdb
 import pytest
 
+from tracedb import empty_trace_db
 from workbench.context_policy import history_for
 from workbench.provenance import sources_payload
 from workbench.session import Session
@@ -26,7 +27,7 @@ def _comparable(record):
 
 @pytest.mark.parametrize("mode", ["agent", "excerpts"])
 def test_a_stored_conversation_is_rebuilt_as_the_records_that_were_asked(tmp_path, mode):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     asked = []
     for q in QUESTIONS:
@@ -50,7 +51,7 @@ def test_a_stored_conversation_is_rebuilt_as_the_records_that_were_asked(tmp_pat
 
 
 def test_the_turn_context_and_policy_are_stored_with_each_turn(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     asked = []
     for q in QUESTIONS:
@@ -71,7 +72,7 @@ def test_the_turn_context_and_policy_are_stored_with_each_turn(tmp_path):
 
 
 def test_a_failed_turn_is_not_history_but_keeps_its_position(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     first = session.ask(QUESTIONS[0], conversation_id="c-3")
     failed = replace(first.record, turn_id="failed-2", question=QUESTIONS[1], answer="", status="provider_error",
@@ -99,7 +100,7 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
     from workbench.corpus import Corpus
     from workbench.trace.conversation_reader import read_conversation
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     first = session.ask(QUESTIONS[0], conversation_id="c-4", verify=True)
     second = session.ask(QUESTIONS[1], history=[first.record], conversation_id="c-4")
@@ -126,7 +127,7 @@ def test_one_reader_gives_whole_typed_turns_as_they_were_asked(tmp_path):
 def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path):
     from workbench.trace.conversation_reader import read_conversation
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     first = session.ask(QUESTIONS[0], conversation_id="c-5", verify=True)
     again = session.verify(first)
@@ -140,7 +141,7 @@ def test_a_turn_verified_twice_is_reopened_with_its_latest_verification(tmp_path
 def test_each_conversation_is_its_first_turns_owners(tmp_path):
     """Issue 31 item 3: `list_conversations(owner=…)` lists only that owner's conversations (and, when asked for,
     the ownerless ones the CLI asked), and `conversation_owner` names whose a conversation is."""
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     a = session.ask("How do I configure SSO?", conversation_id="c-ana", user_id="ana@x.example", owner="user:ana@x.example")
     session.ask("And with Okta?", history=[a.record], conversation_id="c-ana", user_id="ana@x.example",

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 from demo_snapshot import SNAPSHOT, snapshot
+from tracedb import empty_trace_db
 
 
 def test_demo_payloads_and_trace_rows_are_unchanged(tmp_path):
     want = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    got = snapshot(tmp_path / "trace.duckdb")
+    got = snapshot(empty_trace_db(tmp_path / "trace.duckdb"))
     assert len(got["payloads"]) == len(want["payloads"])
     for i, (g, w) in enumerate(zip(got["payloads"], want["payloads"])):
         assert json.dumps(g, ensure_ascii=False) == json.dumps(w, ensure_ascii=False), f"payload {i}"

@@ -24,6 +24,7 @@ import pytest
 
 from agent_server import AgentServer
 from conftest import ROOT
+from tracedb import empty_trace_db
 from workbench.providers import get_provider
 
 QUESTIONS = ["How do I configure SSO?", "How do I reset my password?", "How do I rotate an API key?"]
@@ -215,7 +216,7 @@ def test_a_stopped_concurrent_batch_also_writes_the_turns_finished_behind_a_runn
             release.wait(DEADLINE_S)
         return real_ask(self, question, **kw)
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     monkeypatch.setattr(Session, "ask", ask)
     try:
         result = run_eval(Session.open(trace_db=db), questions, progress=False, concurrency=2, stop=stop)

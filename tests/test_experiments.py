@@ -10,6 +10,7 @@ import re
 import duckdb
 import pytest
 
+from tracedb import empty_trace_db
 from workbench.cli import main
 from workbench.errors import CorpusError
 from workbench.questions import read_dataset
@@ -129,7 +130,7 @@ def _mean(values):
 
 
 def test_two_named_runs_give_a_leaderboard_and_diff_equal_to_the_raw_tables(tmp_path, capsys, questions):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     code, said, _ = _cli(capsys, "eval", questions, "--db", db, "--name", "clean", "--tag", "branch=main",
                          "--no-progress")
     assert code == 0
@@ -173,7 +174,7 @@ def test_two_named_runs_give_a_leaderboard_and_diff_equal_to_the_raw_tables(tmp_
 
 
 def test_runs_list_and_show_record_corpus_dataset_and_configuration(tmp_path, capsys, questions):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     assert _cli(capsys, "eval", questions, "--db", db, "--name", "base", "--tag", "branch=main", "--tag", "pr=12",
                 "--no-progress")[0] == 0
     code, out, _ = _cli(capsys, "runs", "list", "--db", db, "--json")
@@ -212,7 +213,7 @@ def test_secrets_in_the_configuration_are_never_stored(tmp_path):
     from workbench.trace.experiments import record_experiment
     from workbench.trace.writer import TraceWriter
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     writer = TraceWriter(db)
     ds = read_dataset(_write(tmp_path / "q.jsonl", LINES[:1]))
     record_experiment(writer, "r1", ds, name="n", config={"provider": "openai",
@@ -227,7 +228,7 @@ def test_secrets_in_the_configuration_are_never_stored(tmp_path):
 
 def test_the_gate_fails_a_degraded_run_naming_its_questions_and_passes_a_same_quality_one(tmp_path, capsys,
                                                                                           questions):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     assert _cli(capsys, "eval", questions, "--db", db, "--name", "main", "--no-progress")[0] == 0
     code, out, _ = _cli(capsys, "eval", questions, "--db", db, "--name", "same", "--baseline", "main",
                         "--fail-on-regression", "--no-progress")
@@ -266,7 +267,7 @@ def test_an_empty_expected_without_expect_no_sources_is_named_with_a_warning(tmp
                   '{"question": "How do I install Orbitly on Kubernetes?", "expected": []}\n'
                   '{"question": "What articles do you have?", "expected": [], "expect_no_sources": true}\n')
     assert [w.split(": ")[0] for w in read_dataset(qs).warnings] == [f"{qs}:2"]
-    code, _, err = _cli(capsys, "eval", qs, "--db", tmp_path / "t.duckdb", "--no-progress")
+    code, _, err = _cli(capsys, "eval", qs, "--db", empty_trace_db(tmp_path / "t.duckdb"), "--no-progress")
     assert code == 0
     assert f"{qs}:2: warning:" in err and "asserts nothing" in err and f"{qs}:3" not in err and f"{qs}:1" not in err
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest import unescape
+from clirun import cli
 from conftest import ROOT
-from workbench.cli import main
 
 LINES = [
     {"question": "How do I configure SSO?", "expected": ["sso-saml-setup"]},
@@ -22,16 +24,29 @@ LINES = [
 ]
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch, capsys):
+def _copied(built: Path, tmp_path: Path, monkeypatch) -> Path:
+    """The module's database copied for one test (whatever its app session writes stays its own), as WORKBENCH_DB."""
     path = tmp_path / "traces.duckdb"
+    shutil.copyfile(built, path)
     monkeypatch.setenv("WORKBENCH_DB", str(path))
-    questions = tmp_path / "exp.jsonl"
-    questions.write_text("".join(json.dumps(line) + "\n" for line in LINES), encoding="utf-8")
-    assert main(["eval", str(questions), "--name", "clean", "--no-progress"]) == 0
-    assert main(["eval", str(questions), "--name", "faulty", "--fault", "corrupt_id", "--no-progress"]) == 0
-    capsys.readouterr()
     return path
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two named eval runs, evaluated once for the module."""
+    folder = tmp_path_factory.mktemp("two-runs")
+    path, questions = folder / "traces.duckdb", folder / "exp.jsonl"
+    questions.write_text("".join(json.dumps(line) + "\n" for line in LINES), encoding="utf-8")
+    assert cli("eval", questions, "--db", path, "--name", "clean", "--no-progress").returncode == 0
+    assert cli("eval", questions, "--db", path, "--name", "faulty", "--fault", "corrupt_id",
+               "--no-progress").returncode == 0
+    return path
+
+
+@pytest.fixture
+def db(two_runs, tmp_path, monkeypatch):
+    return _copied(two_runs, tmp_path, monkeypatch)
 
 
 def _page() -> AppTest:
@@ -122,25 +137,31 @@ def _page_strings(at) -> list[str]:
     return out
 
 
-@pytest.fixture
-def hostile_db(tmp_path, monkeypatch, capsys):
-    path = tmp_path / "traces.duckdb"
-    monkeypatch.setenv("WORKBENCH_DB", str(path))
-    corpus = tmp_path / "kb.jsonl"
+@pytest.fixture(scope="module")
+def hostile_runs(tmp_path_factory):
+    """Two eval runs and a chat turn over a corpus of hostile titles, made once for the module."""
+    folder = tmp_path_factory.mktemp("hostile-runs")
+    path = folder / "traces.duckdb"
+    corpus = folder / "kb.jsonl"
     corpus.write_text("".join(json.dumps({"id": i, "title": t, "url": f"https://help.example.test/{i}", "text": x})
                               + "\n" for i, t, x in (WIDGET, EXPORT)), encoding="utf-8")
-    questions = tmp_path / "exp.jsonl"
+    questions = folder / "exp.jsonl"
     questions.write_text("".join(json.dumps(line) + "\n" for line in [
         {"question": "How do I reset the widget" + RLO + "?", "expected": ["widget-reset"]},
         {"question": "How long does a data export take" + ESC + "[31m?", "expected": ["widget-reset"]}]),
         encoding="utf-8")
     for name, fault in zip(HOSTILE_RUNS, ([], ["--fault", "corrupt_id"])):
-        assert main(["eval", str(questions), "--corpus", str(corpus), "--name", name, "--tag", HOSTILE_TAG,
-                     "--no-progress", *fault]) == 0
-    capsys.readouterr()
-    assert main(["ask", "--corpus", str(corpus), "--json", "How do I reset the widget?"]) == 0  # not an eval turn
-    chat_turn = json.loads(capsys.readouterr().out)["turn_id"]
-    return path, chat_turn
+        assert cli("eval", questions, "--db", path, "--corpus", corpus, "--name", name, "--tag", HOSTILE_TAG,
+                   "--no-progress", *fault).returncode == 0
+    asked = cli("ask", "--db", path, "--corpus", corpus, "--json", "How do I reset the widget?")  # not an eval turn
+    assert asked.returncode == 0, asked.stderr
+    return path, json.loads(asked.stdout)["turn_id"]
+
+
+@pytest.fixture
+def hostile_db(hostile_runs, tmp_path, monkeypatch):
+    built, chat_turn = hostile_runs
+    return _copied(built, tmp_path, monkeypatch), chat_turn
 
 
 def test_the_page_shows_hostile_run_names_tags_cells_and_headers_as_visible_escapes(hostile_db):

@@ -261,7 +261,9 @@ def test_the_app_bounds_the_pdf_work_of_a_whole_corpus(tmp_path):
     the fix all eight pages were parsed, seconds each, and the document loaded)."""
     kb = tmp_path / "kb"
     kb.mkdir()
-    (kb / "a.pdf").write_bytes(content_bomb_pdf(pages=8, ops=250_000))  # ~1.75 MB of content a page
+    # ~0.55 MB of content a page, 4.4 MB in all (under the 16 MB a file may hold): the first page is parsed, the
+    # second goes past the app's 1 MB and is refused before it is parsed
+    (kb / "a.pdf").write_bytes(content_bomb_pdf(pages=8, ops=80_000))
     code = textwrap.dedent(f"""
         from workbench.errors import CorpusError
         from workbench.ui.caches import load_app_corpus
@@ -270,7 +272,7 @@ def test_the_app_bounds_the_pdf_work_of_a_whole_corpus(tmp_path):
         except CorpusError as exc:
             print("refused:", exc)
     """)
-    r = python(code, mem_gb=3, timeout=120, env={"WORKBENCH_MAX_PDF_MB": "2"})
+    r = python(code, mem_gb=3, timeout=120, env={"WORKBENCH_MAX_PDF_MB": "1"})
     assert r.returncode == 0 and "refused:" in r.stdout and "WORKBENCH_MAX_PDF_MB" in r.stdout, r.stderr[-2000:]
 
 

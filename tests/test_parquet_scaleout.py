@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import duckdb
 
+from tracedb import empty_trace_db
 from workbench.cli import main
 from workbench.session import Session
 
 
 def test_every_table_reads_back_with_hive_partitioning(tmp_path, capsys):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     s = Session.open(trace_db=db)
     for q in ("How do I configure SSO?", "What articles do you have?", "What is the capital of Mongolia?"):
         s.ask(q)

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import ROOT
 from bounded import workbench
+from clirun import cli as run_cli
 from workbench import registry
 from workbench.errors import PluginError, UnknownNameError
 from workbench.faithfulness import judges
@@ -47,13 +48,21 @@ def plugin_dir():
 
 
 def cli(args, plugin_dir, plugins="my_provider,my_retriever,my_judge", stdin=None):
+    """`python -m workbench ARGS` as a user runs it: the plug-ins' folder on PYTHONPATH, WORKBENCH_PLUGINS naming them."""
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin_dir)]), "WORKBENCH_PLUGINS": plugins}
     return workbench(*args, env=env, input=stdin)
 
 
-def test_the_cli_uses_a_plugin_provider(plugin_dir):
-    proc = cli(["ask", "--provider", "openfirst", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
-               "my_provider")
+def cli_here(args, plugin_dir, plugins, monkeypatch):
+    """`cli` in this process (tests/clirun.py): the folder on `sys.path` where PYTHONPATH puts it (the `plugin_dir`
+    fixture forgets the plug-ins again). `test_the_cli_uses_a_plugin_judge` runs a real process."""
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    return run_cli(*args, env={"WORKBENCH_PLUGINS": plugins})
+
+
+def test_the_cli_uses_a_plugin_provider(plugin_dir, monkeypatch):
+    proc = cli_here(["ask", "--provider", "openfirst", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
+                    "my_provider", monkeypatch)
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["config"]["provider_label"] == "open-first-hit (example)"
@@ -61,9 +70,9 @@ def test_the_cli_uses_a_plugin_provider(plugin_dir):
     assert payload["status"] == "ok" and payload["sets"]["consulted"] == payload["sets"]["cited"] != []
 
 
-def test_the_cli_uses_a_plugin_retriever(plugin_dir, tmp_path):
-    proc = cli(["ask", "--retriever", "titles", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
-               "my_retriever")
+def test_the_cli_uses_a_plugin_retriever(plugin_dir, tmp_path, monkeypatch):
+    proc = cli_here(["ask", "--retriever", "titles", "How do I configure SSO?", "--json", "--no-trace"], plugin_dir,
+                    "my_retriever", monkeypatch)
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["config"]["retriever"] == "titles" and payload["status"] == "ok"
@@ -71,7 +80,8 @@ def test_the_cli_uses_a_plugin_retriever(plugin_dir, tmp_path):
     assert search["name"] == "search" and search["doc_ids"]
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"id": "q1", "question": "Configure SAML single sign-on"}\n')
-    proc = cli(["retrieve", "--retriever", "titles", "--queries", str(queries), "--json"], plugin_dir, "my_retriever")
+    proc = cli_here(["retrieve", "--retriever", "titles", "--queries", str(queries), "--json"], plugin_dir,
+                    "my_retriever", monkeypatch)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["doc_ids"][0] == "sso-saml-setup"
 

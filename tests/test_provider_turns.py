@@ -3,20 +3,19 @@
 The same scripted scenarios run for both providers: a search call, a fetch call and a final answer
 citing the fetched document's URL; final answers with good, corrupted and fabricated citations;
 excerpt mode; and the CLI end to end. Provenance must come out exactly as for the offline provider.
+The library turns are not traced (`log=False`: the answer and its provenance are made before the write); the CLI's
+turn is, as `workbench ask` writes it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from clirun import cli
 from loopback import WIRES, ScriptedServer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUESTION = "How do I configure SSO?"
 DOC = "sso-saml-setup"
 URL = "https://help.orbitly.example/articles/sso-saml-setup"
@@ -35,7 +34,7 @@ def script(wire, answer: str):
 def test_search_fetch_answer_gives_the_provenance_the_rules_demand(wire, demo_session):
     answer = f"Open **Settings → Security → SSO** and paste your IdP metadata ([Configure SAML SSO]({URL}))."
     with ScriptedServer(script(wire, answer)) as srv:
-        result = demo_session.ask(QUESTION, provider=wire.provider, **wire.options(srv.url))
+        result = demo_session.ask(QUESTION, log=False, provider=wire.provider, **wire.options(srv.url))
     record, payload = result.record, result.payload
     assert record.status == "ok", record.error
     assert [t.name for t in record.tool_calls] == ["search", "fetch_document"]
@@ -56,7 +55,7 @@ def test_search_fetch_answer_gives_the_provenance_the_rules_demand(wire, demo_se
                          ids=["good", "corrupted", "fabricated"])
 def test_citations_good_corrupted_fabricated(wire, demo_session, target, valid, distance):
     with ScriptedServer(script(wire, f"Use your IdP's metadata ([SAML setup]({target})).")) as srv:
-        payload = demo_session.ask(QUESTION, provider=wire.provider, **wire.options(srv.url)).payload
+        payload = demo_session.ask(QUESTION, log=False, provider=wire.provider, **wire.options(srv.url)).payload
     assert payload.status == "ok"
     assert payload.sets.consulted == (DOC,)  # opened in full: consulted whether or not the link is right
     if valid:
@@ -73,7 +72,7 @@ def test_citations_good_corrupted_fabricated(wire, demo_session, target, valid, 
 
 def test_excerpt_mode_sends_no_tools_and_cites_numbers(wire, demo_session):
     with ScriptedServer([wire.reply("Paste the IdP metadata into the SSO settings [1]. Not covered: Okta [9].")]) as srv:
-        result = demo_session.ask(QUESTION, provider=wire.provider, mode="excerpts", **wire.options(srv.url))
+        result = demo_session.ask(QUESTION, log=False, provider=wire.provider, mode="excerpts", **wire.options(srv.url))
     payload = result.payload
     assert payload.status == "ok" and payload.mode == "excerpts"
     [request] = srv.posts()
@@ -87,11 +86,8 @@ def test_excerpt_mode_sends_no_tools_and_cites_numbers(wire, demo_session):
 
 def test_cli_ask_end_to_end(wire, tmp_path):
     answer = f"See [Configure SAML SSO]({URL})."
-    with ScriptedServer(script(wire, answer)) as srv:
-        env = {**os.environ, **wire.env(srv.url), "PYTHONPATH": ROOT}
-        proc = subprocess.run([sys.executable, "-m", "workbench", "ask", "--provider", wire.provider,
-                               "--model", wire.model, QUESTION, "--json"],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    with ScriptedServer(script(wire, answer)) as srv:  # `workbench ask` in this process (tests/clirun.py)
+        proc = cli("ask", "--provider", wire.provider, "--model", wire.model, QUESTION, "--json", env=wire.env(srv.url))
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["status"] == "ok"

@@ -126,17 +126,19 @@ def test_a_visitor_cannot_read_files_outside_the_roots_as_a_corpus(app, outside,
     assert app.session_state["turns"][-1].config.corpus_label == "demo"
 
 
-def test_a_visitor_cannot_open_or_create_databases_outside_the_roots(app, outside, tmp_path):
+def test_a_visitor_cannot_open_or_create_databases_outside_the_roots(outside, tmp_path, monkeypatch):
     """Before the fix the explorer showed any DuckDB file's tables and migrations were applied to it. Now a visitor
     names only a store the operator lists, by name (`?store=NAME`): a path is refused."""
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "traces.duckdb"))  # as the `app` fixture sets it
     other = outside / "other.duckdb"
     before = _digest(other)
     new = tmp_path / "elsewhere" / "new.duckdb"
-    assert not [t for t in app.sidebar.text_input if t.label == "Trace database"], "no database path to type"
     for target in (other, new):
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params["store"] = str(target)
         at.run()
+        assert at.sidebar.radio(key="cfg_corpus_source") is not None  # the sidebar is drawn …
+        assert not [t for t in at.sidebar.text_input if t.label == "Trace database"], "… with no database path to type"
         assert any("no trace store named" in unescape(e.value) for e in at.error), [e.value for e in at.error]
         at.chat_input[0].set_value("How do I configure SSO?").run()
         assert not at.exception

@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from tracedb import empty_trace_db
 from workbench.cli import main
 from workbench.session import Session
 
@@ -21,7 +22,7 @@ QUESTIONS = ["How do I configure SSO?", "What articles do you have?", "What is t
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cli") / "t.duckdb"
+    path = empty_trace_db(tmp_path_factory.mktemp("cli") / "t.duckdb")
     s = Session.open(trace_db=path)
     for q in QUESTIONS[:4]:
         s.ask(q, verify=q == QUESTIONS[0])  # one verified turn: its re-runs are exported too
@@ -138,7 +139,7 @@ def test_export_parquet_round_trips_every_table_and_view(db, capsys, tmp_path):
 def test_eval_one_run_summary_and_resume_after_interruption(tmp_path, capsys, monkeypatch):
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
-    db = tmp_path / "eval.duckdb"
+    db = empty_trace_db(tmp_path / "eval.duckdb")
 
     # interrupted after 2 turns: the buffered turns are flushed on the way out, never half a turn
     real_ask, calls = Session.ask, []

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from clirun import cli
 from conftest import ROOT
 from workbench.batch import run_eval
 from workbench.errors import TraceStoreError
@@ -56,10 +57,18 @@ def _count(db: Path, sql: str = "SELECT count(*) FROM turns"):
         con.close()
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "t.duckdb"
+@pytest.fixture(scope="module")
+def one_turn(tmp_path_factory):
+    path = tmp_path_factory.mktemp("one-turn") / "t.duckdb"
     Session.open(trace_db=path).ask("How do I configure SSO?")  # the file exists, so a reader can hold it
+    return path
+
+
+@pytest.fixture
+def db(one_turn, tmp_path):
+    """A trace database holding one turn: a copy of the module's (a new one costs its migrations' commits)."""
+    path = tmp_path / "t.duckdb"
+    shutil.copyfile(one_turn, path)
     return path
 
 
@@ -124,11 +133,8 @@ def test_eval_warns_and_exits_non_zero_when_turns_could_not_be_stored(db, tmp_pa
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
     holder = _hold(db, 120)
-    try:
-        r = subprocess.run([sys.executable, "-m", "workbench", "eval", str(qfile), "--db", str(db), "--no-progress",
-                            "--concurrency", "4"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120,
-                           env={**os.environ, "WORKBENCH_LOCK_TIMEOUT": "0.5", "OMP_WAIT_POLICY": "PASSIVE"})
+    try:  # `workbench eval` in this process (tests/clirun.py): the lock is held by the other process
+        r = cli("eval", qfile, "--db", db, "--no-progress", "--concurrency", "4", env={"WORKBENCH_LOCK_TIMEOUT": "0.5"})
     finally:
         _stop(holder)
     assert r.returncode == 1, r.stderr

@@ -17,6 +17,7 @@ import pytest
 
 from clirun import cli
 from damage import KINDS, blocks_of, damage, traced_db
+from tracedb import empty_trace_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
 from workbench.trace import TraceReader, query_df
@@ -186,10 +187,7 @@ def test_a_new_database_takes_every_migration_in_one_transaction(tmp_path):
 
 @pytest.mark.parametrize("after_python", [False, True])
 def test_a_failing_later_migration_leaves_the_schema_as_it_was(tmp_path, after_python):
-    path = tmp_path / "t.duckdb"
-    con = duckdb.connect(str(path))
-    migrate(con, MIGRATIONS)
-    con.close()
+    path = empty_trace_db(tmp_path / "t.duckdb")  # every migration applied
     before = _catalog(path)
     con = duckdb.connect(str(path))
     with pytest.raises((TraceStoreError, RuntimeError)):

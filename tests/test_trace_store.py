@@ -8,6 +8,7 @@ import os
 import duckdb
 import pytest
 
+from tracedb import empty_trace_db
 from workbench.session import Session
 from workbench.trace import TraceReader
 from workbench.trace.writer import TraceWriter
@@ -27,7 +28,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """A real DuckDB file with turns of both modes, with and without faults, logged by Session.ask."""
-    db = tmp_path_factory.mktemp("trace") / "t.duckdb"
+    db = empty_trace_db(tmp_path_factory.mktemp("trace") / "t.duckdb")
     session = Session.open(trace_db=db)
     answers = [session.ask(q, mode=m) for q, m in QUESTIONS]
     answers.append(session.ask("How do I configure SSO?", faults=["corrupt_id"]))
@@ -156,7 +157,7 @@ def _turn(question="What is SSO?", tokens=(10, 5), **kw) -> TurnRecord:
 
 
 def test_tokens_summed_null_when_unknown_and_secrets_redacted(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     a, b = _turn(turn_id="a"), _turn(turn_id="b", tokens=(10, None))
     w.log_turn(a, sources_payload(a))
@@ -168,7 +169,7 @@ def test_tokens_summed_null_when_unknown_and_secrets_redacted(tmp_path):
 
 
 def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     t = _turn(turn_id="same")
     w.log_turn(t, sources_payload(t))
@@ -180,7 +181,7 @@ def test_logging_the_same_turn_twice_keeps_one_copy(tmp_path):
 def test_a_batch_holding_a_turn_already_written_is_retried_turn_by_turn(tmp_path):
     """The batch fails inside its bulk insert (several turns, so `turns` is an Arrow table too); the
     failed transaction is rolled back before the registered tables are dropped, and each turn is retried."""
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     first = _turn(turn_id="b0")
     w.log_turn(first, sources_payload(first))
@@ -193,7 +194,7 @@ def test_a_batch_holding_a_turn_already_written_is_retried_turn_by_turn(tmp_path
 
 
 def test_claims_with_the_turn_and_added_later(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     w = TraceWriter(db)
     t = _turn(turn_id="c1")
     claim = {"claim_idx": 0, "text": "SSO is single sign-on.", "cited_doc_ids": ["d0"], "judge": "overlap",
@@ -244,7 +245,7 @@ def test_reader_errors_name_the_fix(tmp_path):
 
 
 def test_interactive_run_shared_by_sessions_of_one_process(tmp_path):
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     a = Session.open(trace_db=db).ask("How do I configure SSO?")
     b = Session.open(trace_db=db).ask("How do I configure SSO?")
     c = Session.open(trace_db=db).ask("How do I configure SSO?", mode="excerpts")
@@ -307,7 +308,7 @@ def test_rows_are_dicts_and_a_column_a_row_leaves_out_is_null(tmp_path):
     for name, rs in rows.items():
         assert all(isinstance(r, dict) and set(r) <= set(SCHEMAS[name].names) for r in rs), name
     del rows["turns"][0]["question_kind"]
-    w = TraceWriter(tmp_path / "t.duckdb")
+    w = TraceWriter(empty_trace_db(tmp_path / "t.duckdb"))
     with w.connect() as con:
         w._write(con, set(), rows)
         assert con.execute("SELECT question, question_kind, n_retrieved FROM turns").fetchall() == [

@@ -10,8 +10,9 @@ import logging
 import duckdb
 import pytest
 
-from bounded import workbench
+from clirun import cli
 from loopback import WIRES, ScriptedServer, refused_url
+from tracedb import empty_trace_db
 from workbench.providers.base import ModelStep, Provider, register_provider
 from workbench.redact import scrub_secrets
 from workbench.session import Session
@@ -51,7 +52,7 @@ def test_redact_removes_credentials_of_schemeless_configured_urls(monkeypatch):
 def test_url_credentials_never_reach_errors_payloads_traces_or_logs(wire, fault, tmp_path, caplog):
     """Before the fix the URL with its password was printed and stored in turns.error (and httpx logged it)."""
     caplog.set_level(logging.DEBUG)
-    session = Session.open(trace_db=tmp_path / "t.duckdb")
+    session = Session.open(trace_db=empty_trace_db(tmp_path / "t.duckdb"))
     if fault == "connection_error":
         result = session.ask("How do I configure SSO?", provider=wire.provider,
                              **wire.options(_with_userinfo(refused_url()), retries=0))
@@ -75,13 +76,16 @@ def test_url_credentials_never_reach_errors_payloads_traces_or_logs(wire, fault,
 
 
 @both
-def test_cli_never_prints_url_credentials(wire, tmp_path):
+def test_cli_never_prints_url_credentials(wire, tmp_path, caplog):
+    """In this process (tests/clirun.py): what a `workbench` process would print on stderr, and every log record
+    at any level (a process prints those of WARNING and above through logging's last-resort handler)."""
+    caplog.set_level(logging.DEBUG)
     with ScriptedServer([wire.error(500, "nope")], repeat_last=True) as srv:
         env = {**wire.env(_with_userinfo(srv.url)), "WORKBENCH_PROVIDER_RETRIES": "0"}
-        r = workbench("ask", "--provider", wire.provider, "-k", "3", "How do I configure SSO?",
-                      "--db", str(tmp_path / "t.duckdb"), env=env)
+        r = cli("ask", "--provider", wire.provider, "-k", "3", "How do I configure SSO?",
+                "--db", str(empty_trace_db(tmp_path / "t.duckdb")), env=env)
     assert r.returncode == 1 and "turn failed (server_error)" in r.stderr, r.stderr
-    assert not _leaks(r.stdout + r.stderr)
+    assert not _leaks(r.stdout + r.stderr) and not _leaks(caplog.text)
 
 
 class _LeakyProvider(Provider):
@@ -169,7 +173,7 @@ def test_query_credentials_never_reach_errors_traces_or_the_export(wire, fault, 
     Parquet export."""
     from workbench.cli import main
 
-    db = tmp_path / "t.duckdb"
+    db = empty_trace_db(tmp_path / "t.duckdb")
     session = Session.open(trace_db=db)
     if fault == "connection_error":
         result = session.ask("How do I configure SSO?", provider=wire.provider,

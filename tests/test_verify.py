@@ -142,7 +142,7 @@ def test_budget_covers_the_most_important_candidates_first(session):
        budget=st.integers(1, 9), mode=st.sampled_from(["agent", "excerpts"]),
        faults=st.sets(st.sampled_from(["corrupt_id", "forget_link", "cite_unretrieved"]), max_size=2))
 def test_verdicts_only_for_candidates(demo_session, question, budget, mode, faults):
-    answer = demo_session.ask(question, mode=mode, faults=sorted(faults), judge=None)
+    answer = demo_session.ask(question, mode=mode, faults=sorted(faults), judge=None, log=False)  # 30 turns: untraced
     if answer.record.status != "ok":
         return
     found = [c.doc_id for c in candidates(answer.payload)]

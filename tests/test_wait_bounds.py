@@ -10,9 +10,10 @@ from workbench.config import MAX_WAIT_SECONDS, lock_timeout, query_timeout
 from workbench.errors import WorkbenchError
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "t.duckdb"
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """A trace database with one turn, shared: every test only reads it (or is refused before it opens it)."""
+    path = tmp_path_factory.mktemp("wait-bounds") / "t.duckdb"
     assert run_cli("ask", "How do I configure SSO?", "--db", str(path)).returncode == 0
     return str(path)
 
