@@ -83,9 +83,9 @@ class Ran:
 
 #: The apps of the OTel GenAI conventions: their hidden run's model calls carry no messages and (but for the legacy
 #: wrapper's content-less events) no log event ever follows, so a running `collect` holds those traces
-#: LOG_WAIT_SECONDS for events (logs.py; that wait is tested in tests/test_audit_logs.py). Each sends to a `collect`
-#: of its own, stopped once the app has exited (its exporters shut down: everything sent, answered 200), whose stop
-#: assembles what waits with what came, as the wait's end would.
+#: LOG_WAIT_SECONDS for events (logs.py; that wait is tested in tests/test_audit_logs.py). They run together, when
+#: the first of their tests asks, against a `collect` of their own, stopped once they have exited (their exporters shut down: everything sent and
+#: answered 200), whose stop assembles what waits with what came, as the wait's end would.
 GENAI = ("openllmetry_", "otel_")
 
 
@@ -148,19 +148,15 @@ class Runner:
         return self.proc.wait(timeout=60)
 
 
-def run_script(conformance, script: str) -> dict[str, Ran]:
+def run_script(conformance, script: str, genai_url: str | None = None, genai_db: Path | None = None) -> dict[str, Ran]:
     """Every run of the app `script` (its variants in APPS_LIST, then its setup snippet), by app (the snippet's:
-    "snippet"), from one import of it (tests/conformance/runner.py)."""
+    "snippet"), from one import of it (tests/conformance/runner.py); GENAI apps send to `genai_url`."""
     model, url, db, tmp = conformance
     runner, ran = Runner(conformance, script), {}
     try:
         for app in (a for a in APPS_LIST if a.split(" ")[0] == script):
-            if not app.startswith(GENAI):
-                ran[app] = runner.run(*_app_request(conformance, app, url), db)
-                continue
-            own = tmp / f"{app.replace(' ', '')}.duckdb"
-            with collect(own, app.replace(" ", ""), "--corpus", str(CORPUS)) as own_url:
-                ran[app] = runner.run(*_app_request(conformance, app, own_url), own)
+            ours = app.startswith(GENAI)
+            ran[app] = runner.run(*_app_request(conformance, app, genai_url if ours else url), genai_db if ours else db)
         if script in SETUP_LINES:
             ran["snippet"] = runner.run(*_snippet_request(conformance, script), db)
     finally:
@@ -169,14 +165,23 @@ def run_script(conformance, script: str) -> dict[str, Ran]:
     return ran
 
 
+def run_genai(conformance) -> dict[str, dict[str, Ran]]:
+    """The runs of every GENAI app's script, against a `collect` of theirs, stopped once they have all exited."""
+    scripts = dict.fromkeys(a.split(" ")[0] for a in APPS_LIST if a.startswith(GENAI))
+    own = conformance[3] / "genai.duckdb"
+    with collect(own, "genai", "--corpus", str(CORPUS)) as url:
+        return {script: run_script(conformance, script, url, own) for script in scripts}
+
+
 @pytest.fixture(scope="module")
 def runs(conformance):
-    """`runs(script)`: the runs of the app `script` (`run_script`), made the first time a test asks."""
+    """`runs(script)`: the runs of the app `script` (`run_script`; a GENAI app's: `run_genai`), made the first time
+    a test asks."""
     made: dict[str, dict[str, Ran]] = {}
 
     def of(script: str) -> dict[str, Ran]:
         if script not in made:
-            made[script] = run_script(conformance, script)
+            made.update(run_genai(conformance) if script.startswith(GENAI) else {script: run_script(conformance, script)})
         return made[script]
     return of
 
