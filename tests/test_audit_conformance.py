@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -123,6 +125,10 @@ def _snippet_request(conformance, app: str) -> tuple[dict, Path]:
             "stderr": str(tmp / f"{run}.err")}, tmp / f"{run}.jsonl"
 
 
+#: The longest an app's run may take (it asks a loopback model three turns).
+RUN_TIMEOUT_S = 300
+
+
 class Runner:
     """An app's process once its imports are done (tests/conformance/runner.py): each run a fork of it."""
 
@@ -132,13 +138,17 @@ class Runner:
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen([str(APPS_PYTHON), str(APPS / "runner.py"), script], cwd=tmp,
                                          env=_env(CONFORMANCE_MODEL=self.model.url), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err, text=True)
+                                         stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
 
     def run(self, request: dict, record: Path, db: Path) -> Ran:
         start = len(self.model.exchanges)
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()  # once the run's process has exited
+        if not select.select([self.proc.stdout], [], [], RUN_TIMEOUT_S)[0]:  # its one line: once the run exited
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the runner and the run it forked
+            said = Path(request["stderr"]) if Path(request["stderr"]).exists() else self.log  # (still importing)
+            raise AssertionError(f"a run took over {RUN_TIMEOUT_S} s: {said.read_text(encoding='utf-8')[-4000:]}")
+        line = self.proc.stdout.readline()
         assert line, f"the runner ended: {self.log.read_text(encoding='utf-8')[-4000:]}"
         return Ran(json.loads(line)["rc"], Path(request["stderr"]).read_text(encoding="utf-8"), record,
                    self.model.since(start), db)
