@@ -234,7 +234,9 @@ def check_session_turns(first: dict, second: dict, messages: list, llm) -> None:
 
 
 def turns(db: Path, *args: str) -> list[dict]:
-    out = subprocess.run([PY, "-m", "workbench", "turns", "--json", "--db", str(db), *args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """The audited turns (`workbench turns --json`, run in this process: tests/clirun.py)."""
+    from clirun import cli
+
+    out = cli("turns", "--json", "--db", str(db), *args)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]

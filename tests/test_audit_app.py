@@ -6,6 +6,8 @@ nothing; an audited conversation reopens in the chat; the usage, doc-gap and run
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -49,10 +51,12 @@ def _request(spans: list[dict]) -> str:
         {"key": "service.name", "value": {"stringValue": APP_NAME}}]}, "scopeSpans": [{"spans": spans}]}]})
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    """An ingested run: a chat turn whose retriever returned two documents of which the model saw one (session
-    chat-7), an unauditable turn (inputs hidden) and a turn that consulted nothing (a doc gap)."""
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    """A folder with an ingested run (`traces.duckdb`, from `spans.jsonl`), made once: a chat turn whose retriever
+    returned two documents of which the model saw one (session chat-7), an unauditable turn (inputs hidden) and a turn
+    that consulted nothing (a doc gap)."""
+    tmp_path = tmp_path_factory.mktemp("audited")
     corpus = load_corpus(str(DEMO_CORPUS))
     shown, dropped = corpus.get(SHOWN), corpus.get(DROPPED)
     snippet = shown.text[200:400]
@@ -72,6 +76,21 @@ def db(tmp_path, monkeypatch):
     path = tmp_path / "traces.duckdb"
     r = cli("ingest", str(f), "--db", str(path), "--name", "kb-audit", "--corpus", str(DEMO_CORPUS))
     assert r.returncode == 0 and "3 turns written" in r.stderr, r.stderr
+    return tmp_path
+
+
+def copied(folder: Path, name: str, to: Path) -> Path:
+    """A copy of the trace database `folder/name` in `to` (each test its own file: a test may change it, and the
+    app's caches are per path)."""
+    for f in folder.glob(f"{name}*"):  # with its write-ahead log, if one was left
+        shutil.copy(f, to / f.name)
+    return to / name
+
+
+@pytest.fixture
+def db(ingested, tmp_path, monkeypatch):
+    """A copy of the `ingested` run's database, the app's WORKBENCH_DB."""
+    path = copied(ingested, "traces.duckdb", tmp_path)
     monkeypatch.setenv("WORKBENCH_DB", str(path))
     return path
 
@@ -221,23 +240,32 @@ def _as(monkeypatch, who: tuple[str, bool]) -> None:
     monkeypatch.setattr(identity, "current", lambda: identity.Viewer(user_id=uid, owner=f"user:{uid}", analyst=analyst))
 
 
-@pytest.fixture
-def scored(db, tmp_path, monkeypatch):
-    """`db`'s spans ingested again into a database of their own and scored against a questions file (`ingest
-    --questions`): an experiment run, so the Experiments page's leaderboard lists it and `?turn=` links to its
-    turns."""
+@pytest.fixture(scope="module")
+def scored_once(ingested, tmp_path_factory) -> tuple[Path, str]:
+    """`ingested`'s spans ingested again into a database of their own and scored against a questions file (`ingest
+    --questions`): an experiment run, so the Experiments page's leaderboard lists it and `?turn=` links to its turns.
+    Made once; (its folder, the chat turn's id)."""
+    tmp_path = tmp_path_factory.mktemp("scored")
     q = tmp_path / "kb.jsonl"
     q.write_text(json.dumps({"question": QUESTION, "conversation": "chat-7", "expected": [SHOWN]}) + "\n",
                  encoding="utf-8")
     db = tmp_path / "scored.duckdb"
-    r = cli("ingest", str(tmp_path / "spans.jsonl"), "--db", str(db), "--name", "kb-scored", "--corpus",
+    r = cli("ingest", str(ingested / "spans.jsonl"), "--db", str(db), "--name", "kb-scored", "--corpus",
             str(DEMO_CORPUS), "--questions", str(q))
     assert r.returncode in (0, 1) and "3 turns written" in r.stderr, r.stderr  # 1: the file's line failed
-    monkeypatch.setenv("WORKBENCH_DB", str(db))
     import duckdb
     with duckdb.connect(str(db), read_only=True) as con:
         [(turn_id,)] = con.execute("SELECT turn_id FROM turns JOIN experiments USING (run_id) "
                                    "WHERE conversation_id = ?", [CONVERSATION]).fetchall()
+    return tmp_path, turn_id
+
+
+@pytest.fixture
+def scored(scored_once, tmp_path, monkeypatch):
+    """A copy of `scored_once`'s database, the app's WORKBENCH_DB; (its path, the chat turn's id)."""
+    folder, turn_id = scored_once
+    db = copied(folder, "scored.duckdb", tmp_path)
+    monkeypatch.setenv("WORKBENCH_DB", str(db))
     return db, turn_id
 
 

@@ -56,11 +56,9 @@ def _questions(path, lines: list[dict]):
 
 
 def _runs(db, *args: str) -> dict:
-    import subprocess
+    from clirun import cli
 
-    from audit_apps import PY, ROOT
-    out = subprocess.run([PY, "-m", "workbench", "runs", *args, "--db", str(db), "--json"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    out = cli("runs", *args, "--db", str(db), "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.splitlines()[0])
 

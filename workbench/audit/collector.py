@@ -418,6 +418,9 @@ class _Server(ThreadingHTTPServer):
     is cut off (`service_actions`, which `serve_forever` runs every poll interval, shuts its socket down)."""
 
     daemon_threads = True
+    #: Connections the kernel holds until accepted (`listen` backlog): a burst of up to `MAX_CONNECTIONS` connects at
+    #: once (socketserver's 5 made every sixth one wait a SYN retransmit, a second).
+    request_queue_size = MAX_CONNECTIONS
 
     def __init__(self, address, handler, read_timeout: float):
         self.read_timeout = read_timeout
