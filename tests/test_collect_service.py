@@ -334,3 +334,33 @@ def test_ingest_clamps_a_start_time_beyond_the_clock_skew_bound_too(tmp_path):
     assert before <= at <= time.time_ns() and "2500-01-01" in json.loads(payload)["audit"]["clock_skew"]
     _, [(stored,)] = TraceReader(db).rows("SELECT max(started_at) FROM audit_spans")  # the raw span too
     assert stored.year < 2100
+
+
+#: Runs `workbench collect` with a SIGTERM sent to itself the moment it writes its "collecting on" line: what a
+#: supervisor that stops it as soon as it says it is up does, without the race of a second process.
+STOPPED_WHEN_UP = """
+import os, runpy, signal, sys
+real = sys.stderr
+class Said:
+    def write(self, text):
+        n = real.write(text)
+        if "collecting on" in text:
+            real.flush()
+            os.kill(os.getpid(), signal.SIGTERM)
+        return n
+    def __getattr__(self, name):
+        return getattr(real, name)
+sys.stderr = Said()
+sys.argv = ["workbench", "collect", "--port", "0", "--db", sys.argv[1], "--name", "svc"]
+runpy.run_module("workbench", run_name="__main__")
+"""
+
+
+def test_a_sigterm_as_soon_as_collect_says_it_is_up_stops_it_cleanly(tmp_path):
+    """The "collecting on" line was printed before the stop was handled: a SIGTERM right after it killed collect
+    (-15, no summary). Now the line comes once SIGTERM is handled: exit 0, the run reported."""
+    db = tmp_path / "t.duckdb"
+    r = subprocess.run([sys.executable, "-c", STOPPED_WHEN_UP, str(db)], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "collecting on" in r.stderr and "run svc: 0 spans received, 0 turns written" in r.stderr

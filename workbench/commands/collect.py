@@ -46,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise WorkbenchError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
-    print(neutralize(f"collecting on http://{host}:{port}/v1/traces (GenAI log events: /v1/logs) into run {a.name} "
-                     "(Ctrl-C to stop)"),
-          file=sys.stderr, flush=True)
     stop = _Stop(server)
     with stop_on_signals(stop), a.writer.kept(idle_s=KEEP_IDLE_S, hold_s=KEEP_HOLD_S):
+        # said once a stop is handled: a SIGTERM sent as soon as this line is read stops collect cleanly
+        print(neutralize(f"collecting on http://{host}:{port}/v1/traces (GenAI log events: /v1/logs) into run "
+                         f"{a.name} (Ctrl-C to stop)"), file=sys.stderr, flush=True)
         try:
             server.serve_forever(poll_interval=0.1)
         finally:
