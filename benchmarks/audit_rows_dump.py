@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(sys.argv[1])
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
-import duckdb  # noqa: E402
+from workbench.trace.connect import duckdb_connect  # noqa: E402
 from audit_collect import bodies  # noqa: E402
 from workbench.audit.collector import Assembler, KEEP_HOLD_S, KEEP_IDLE_S  # noqa: E402
 from workbench.audit.spans import parse_request  # noqa: E402
@@ -35,7 +35,7 @@ secret_reqs = [S._request("1" * 32, S._message_with_secrets(), S._hits(f" Admin 
 
 def dump(db: Path, out) -> None:
     """The tables' rows of `db`, sorted, run ids replaced by their rank."""
-    with duckdb.connect(str(db), read_only=True) as con:
+    with duckdb_connect(db, read_only=True) as con:
         runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
         for t in TABLES:
             rows = con.execute(f'SELECT * FROM "{t}"').fetchall()

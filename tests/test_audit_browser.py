@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from browser_app import NEEDS_CHROMIUM
 from streamlit_server import CHROMIUM, LAUNCH_ARGS, streamlit_app
-from test_audit_app import HOSTILE, db  # noqa: F401  (the fixture: an ingested audit run)
+from test_audit_app import HOSTILE, db, ingested  # noqa: F401  (the fixtures: an ingested audit run, copied per test)
 
 pytestmark = NEEDS_CHROMIUM
 
