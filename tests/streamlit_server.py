@@ -100,14 +100,22 @@ WATCH = """(installedLate) => {
                         attributeFilter: ['data-test-script-state']});
 }"""
 
+#: How long a run asked for may take to show itself running: a run that starts and ends between two of the page's
+#: renders never changes the run state the watcher sees (a loaded machine delivers both messages at once), so a
+#: request with no end after it counts only this long; a run that does show itself keeps `RUN_OVER` false.
+SEND_GRACE_MS = 2000
+
 #: Settled: the run is over (`RUN_OVER`), no run asked for is still to come (none requested since the last one
-#: ended), the reader's last input either came before that end or is `INPUT_GRACE_MS` old with no run asked for, and
+#: ended, or requested `SEND_GRACE_MS` ago), the reader's last input either came before that end or is
+#: `INPUT_GRACE_MS` old with no run asked for, and
 #: the chat's scroll position and height have not changed for `STILL_FRAMES` polls (one a frame) in a row: Streamlit's
 #: stick-to-bottom scroll, which follows the chat as it grows, is over.
 STILL_FRAMES = 5
 SETTLED = f"""() => {{
   const r = window.__wbRuns;
-  if (!({RUN_OVER}) || r.send > r.end || (r.input > r.end && performance.now() - r.input < {INPUT_GRACE_MS})) {{
+  const now = performance.now();
+  if (!({RUN_OVER}) || (r.send > r.end && now - r.send < {SEND_GRACE_MS})
+      || (r.input > r.end && now - r.input < {INPUT_GRACE_MS})) {{
     r.still = 0;
     return false;
   }}
