@@ -32,20 +32,23 @@ from ..provenance import sources_payload
 from ..types import Cut, Excerpt, ModelCall, ResultItem, ToolCall, TurnRecord
 from ..verify import Verification
 from .audits import AUDIT_KIND
-from .history import OWNERS
+from .history import OWNERS, Schema
 from .reader import TraceReader, as_reader
 from .spans import TurnRows, read_stored_turns
 from .lake import store_exists
 
 
 def _with_conversations(db: str | Path | TraceReader) -> TraceReader | None:
-    """A reader of `db`, or None when it holds no conversations: no file yet, or one from before m012 (whose
-    `turn_context` came with `turns.conversation_id`)."""
+    """A reader of `db`, or None when there is no store yet. Whether it holds conversations (`_conversations`) is
+    asked on the connection that reads them: checking first would open the file twice."""
     reader = as_reader(db)
-    if not store_exists(reader.path):
-        return None
-    reader.check()
-    return reader if reader.schema.has("turn_context") else None
+    return reader if store_exists(reader.path) else None
+
+
+def _conversations(schema: Schema) -> bool:
+    """Whether a database of `schema` holds conversations: not one from before m012 (whose `turn_context` came with
+    `turns.conversation_id`)."""
+    return schema.has("turn_context")
 
 
 def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None, ownerless: bool = True,
@@ -57,35 +60,40 @@ def list_conversations(db: str | Path | TraceReader, *, owner: str | None = None
     False; a conversation whose first run's kind is one of `skip_kinds` is left out (the app's chat leaves out
     the Compare page's columns, `COMPARE_RUN`)."""
     reader = _with_conversations(db)
-    if reader is None:
+    got = reader.rows_with(lambda schema: _LISTED.format(
+        owner="arg_min(t.owner, t.position)" if OWNERS in schema.applied else "NULL::VARCHAR")
+        if _conversations(schema) else None, [list(skip_kinds)]) if reader is not None else None
+    if got is None:
         return []
-    has_owner = OWNERS in reader.schema.applied
-    columns, rows = reader.rows(f"""
-        SELECT t.conversation_id, count(*) AS turns, max(t.position) AS last_position,
-               arg_min(t.question, t.position) AS first_question, min(t.started_at) AS started_at,
-               max(t.started_at) AS last_at, {"arg_min(t.owner, t.position)" if has_owner else "NULL::VARCHAR"} AS owner,
-               arg_max(r.provider, t.position) AS provider, arg_max(r.model, t.position) AS model,
-               arg_max(r.corpus_id, t.position) AS corpus_id, arg_min(r.kind, t.position) AS kind
-        FROM turns t LEFT JOIN runs r USING (run_id) WHERE t.conversation_id IS NOT NULL
-        GROUP BY t.conversation_id HAVING NOT list_contains(?::VARCHAR[], coalesce(arg_min(r.kind, t.position), ''))
-        ORDER BY last_at DESC NULLS LAST, t.conversation_id""", [list(skip_kinds)])
+    columns, rows = got
     out = [dict(zip(columns, r)) for r in rows]
     if owner is None:
         return out
     return [r for r in out if r["owner"] == owner or (ownerless and r["owner"] is None)]
 
 
+#: `list_conversations`' query; {owner}: its first turn's owner, or NULL on a database from before m018 (`OWNERS`).
+_LISTED = """
+    SELECT t.conversation_id, count(*) AS turns, max(t.position) AS last_position,
+           arg_min(t.question, t.position) AS first_question, min(t.started_at) AS started_at,
+           max(t.started_at) AS last_at, {owner} AS owner,
+           arg_max(r.provider, t.position) AS provider, arg_max(r.model, t.position) AS model,
+           arg_max(r.corpus_id, t.position) AS corpus_id, arg_min(r.kind, t.position) AS kind
+    FROM turns t LEFT JOIN runs r USING (run_id) WHERE t.conversation_id IS NOT NULL
+    GROUP BY t.conversation_id HAVING NOT list_contains(?::VARCHAR[], coalesce(arg_min(r.kind, t.position), ''))
+    ORDER BY last_at DESC NULLS LAST, t.conversation_id"""
+
+
 def conversation_owner(db: str | Path | TraceReader, conversation_id: str) -> tuple[bool, str | None]:
     """Whether `conversation_id` has turns in the store, and whose it is (its first turn's `turns.owner`; None:
     asked outside the app, or before turns had owners)."""
     reader = _with_conversations(db)
-    if reader is None:
+    got = reader.rows_with(lambda schema: "SELECT count(*), {} FROM turns WHERE conversation_id = ?".format(
+        "arg_min(owner, coalesce(position, 0))" if OWNERS in schema.applied else "NULL::VARCHAR")
+        if _conversations(schema) else None, [conversation_id]) if reader is not None else None
+    if got is None:
         return False, None
-    has_owner = OWNERS in reader.schema.applied
-    _, rows = reader.rows(f"""
-        SELECT count(*), {"arg_min(owner, coalesce(position, 0))" if has_owner else "NULL::VARCHAR"}
-        FROM turns WHERE conversation_id = ?""", [conversation_id])
-    count, owner = rows[0]
+    count, owner = got[1][0]
     return bool(count), owner
 
 
@@ -112,6 +120,8 @@ def _read(db: str | Path | TraceReader, conversation_id: str,
     if reader is None:
         return [], 0
     with reader.connect() as con:
+        if not _conversations(reader.schema):
+            return [], 0
         try:
             con.execute("BEGIN TRANSACTION")  # one snapshot: the last position and the turns agree
             (last,) = con.execute("SELECT coalesce(max(position), 0) FROM turns WHERE conversation_id = ?",
@@ -220,7 +230,6 @@ def read_turn(db: str | Path | TraceReader, turn_id: str) -> Answer | None:
     reader = as_reader(db)
     if not store_exists(reader.path):
         return None
-    reader.check()
     with reader.connect() as con:
         try:
             stored = list(read_stored_turns(con, schema=reader.schema, turn_id=turn_id, whole=True))

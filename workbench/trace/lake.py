@@ -85,6 +85,23 @@ def snapshot_id(db: str | Path) -> int | None:
         return None
 
 
+def store_version(db: str | Path) -> tuple:
+    """Changes whenever the trace store `db` is written, by this process or any other: a file's size, modification
+    time and inode and those of its write-ahead log (a write may reach only the log until the next checkpoint);
+    a team store's latest snapshot (`snapshot_id`), which no file of this machine shows. What the app's caches
+    and a reader's known schema (reader.py) are keyed by."""
+    if is_team_store(db):
+        return ("snapshot", snapshot_id(db))
+    out = []
+    for p in (str(db), f"{db}.wal"):
+        try:
+            st = os.stat(p)
+            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def check_name(db: str | Path) -> str:
     """The libpq connection string of the team store `db`; refuse one carrying a password."""
     libpq = str(db)[len(PREFIX):]

@@ -7,11 +7,12 @@ blocked for one query at most, and a lock held by the writer is waited out (see 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import duckdb
 
@@ -23,7 +24,7 @@ from .history import Schema
 from .isolated import UserRows, duckdb_limits, fetch_capped, memory_message, run_user_query
 from .migrate import check_trace_database
 from .visible import others_in, visible_copy
-from .lake import check_typed_query, is_team_store, store_exists
+from .lake import check_typed_query, is_team_store, store_exists, store_version
 
 # EXPLAIN [ANALYZE] or EXPLAIN (option, …) in front of the statement it explains
 _EXPLAIN = re.compile(r"^\s*explain\s*(analyze\s+|\([^()]*\)\s*)?", re.IGNORECASE)
@@ -54,6 +55,12 @@ def check_read_only(sql: str) -> None:
                 "only SELECT (also WITH…, FROM…, SHOW, DESCRIBE, SUMMARIZE) and EXPLAIN SELECT run here")
 
 
+#: The schema this process last read from each trace file (by real path), with the file's version then
+#: (`store_version`): a reader of the file while it is unchanged takes it without opening the file (any write
+#: changes the version; a writer's migrations are writes).
+_KNOWN: dict[str, tuple[tuple, Schema]] = {}
+
+
 class TraceReader:
     """Read-only access to the trace database at `path`.
 
@@ -72,30 +79,52 @@ class TraceReader:
         self.schema: Schema | None = None
 
     def check(self) -> None:
-        """Raise `TraceStoreError` unless the file is a readable trace database (it is only read)."""
+        """Raise `TraceStoreError` unless the file is a readable trace database (it is only read). A file this
+        process has checked and that is unchanged since (`_KNOWN`) is not opened again."""
+        if self.schema is None and self._known(self._version()):
+            return
         with self.connect():
             pass
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """One read-only connection to the database, checked first (`check`): for a read of many queries."""
+        version = self._version()  # before the file is opened: a write after this is seen by the next check
         with connection(self.path, read_only=True, timeout=self.timeout) as con:
-            self._check(con)
+            self._check(con, version)
             yield con
 
-    def _check(self, con) -> None:
-        if self.schema is not None:
+    def _version(self) -> tuple | None:
+        """The file's `store_version` (None for a team store: its schema is read on its kept attachment)."""
+        return None if is_team_store(self.path) else store_version(self.path)
+
+    def _known(self, version: tuple | None) -> bool:
+        """Take the schema this process read from the file when it was at `version`, if it was."""
+        known = _KNOWN.get(os.path.realpath(self.path)) if version is not None else None
+        if known is not None and known[0] == version:
+            self.schema = known[1]
+        return self.schema is not None
+
+    def _check(self, con, version: tuple | None) -> None:
+        if self.schema is not None or self._known(version):
             return
         done = set(check_trace_database(con, str(self.path)))
         if not done:
             raise TraceStoreError(f"{self.path} is an empty DuckDB database, not a trace database: nothing has "
                                   "been traced there yet (run `workbench ask --db …` first)")
         self.schema = Schema(frozenset(done))
+        if version is not None:
+            _KNOWN[os.path.realpath(self.path)] = (version, self.schema)
 
-    def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None,
+    def _run(self, sql: str | Callable[[Schema], str | None], params: list[Any] | None, fetch: str, config: dict | None = None,
              owner: str | None = None):
+        version = self._version()
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
-            self._check(con)
+            self._check(con, version)
+            if callable(sql):  # `rows_with`: written for the schema just checked, on the same connection
+                sql = sql(self.schema)
+                if sql is None:
+                    return None
             if owner is None or not others_in(con, owner):
                 return self._timed(con, sql, params, fetch)
         # other owners' turns are in the file: the query reads a copy of what `owner` may see (visible.py)
@@ -146,6 +175,12 @@ class TraceReader:
     def rows(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
         """(column names, rows) of a query you trust (library code)."""
         return self._run(sql, params, "rows")
+
+    def rows_with(self, write: Callable[[Schema], str | None],
+                  params: list[Any] | None = None) -> tuple[list[str], list[tuple]] | None:
+        """`rows` of the query `write` gives for the database's schema (what it has: `Schema.has`), checked and run on
+        one connection; None, and no query, when `write` gives None (e.g. an older database without its table)."""
+        return self._run(write, params, "rows")
 
     def df(self, sql: str, params: list[Any] | None = None):
         """A pandas DataFrame of a query (notebooks, the app)."""

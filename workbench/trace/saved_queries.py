@@ -69,11 +69,9 @@ def saved_queries(db: str | Path) -> list[SavedQuery]:
     reader = TraceReader(db)
     if not store_exists(reader.path):
         return []
-    reader.check()
-    if not reader.schema.has("saved_queries"):
-        return []
-    _, rows = reader.rows("SELECT name, sql, saved_at, saved_by FROM saved_queries ORDER BY lower(name), name")
-    return [SavedQuery(*row) for row in rows]
+    got = reader.rows_with(lambda schema: "SELECT name, sql, saved_at, saved_by FROM saved_queries ORDER BY lower(name), "
+                           "name" if schema.has("saved_queries") else None)  # checked and read on one connection
+    return [SavedQuery(*row) for row in got[1]] if got else []
 
 
 def delete_query(db: str | Path, name: str) -> None:

@@ -40,33 +40,26 @@ def may_read(share: Share | None, *, signed_in: bool) -> bool:
     return share is not None and share.revoked_at is None and (share.audience == LINK or signed_in)
 
 
-def _reader(db: str | Path) -> TraceReader | None:
-    reader = TraceReader(db)
-    if not store_exists(db):  # a file that is there, or a team store that was migrated
+def _shares(db: str | Path, where: str, value: str) -> Share | None:
+    """The latest share `where` (`… = ?`) holds for `value`; None without one, or without the table: no store yet (a
+    file that is not there, a team store never migrated), or one from before m024. One connection: checked and read."""
+    if not store_exists(db):
         return None
-    reader.check()
-    return reader if reader.schema.has("conversation_shares") else None
+    got = TraceReader(db).rows_with(lambda schema: f"SELECT {_COLUMNS} FROM conversation_shares WHERE {where} ORDER BY "
+                                    "created_at DESC LIMIT 1" if schema.has("conversation_shares") else None, [value])
+    return Share(*got[1][0]) if got and got[1] else None
 
 
 def active_share(db: str | Path, conversation_id: str) -> Share | None:
     """The conversation's share that is not revoked (the latest), else None."""
-    reader = _reader(db)
-    if reader is None:
-        return None
-    _, rows = reader.rows(f"SELECT {_COLUMNS} FROM conversation_shares WHERE conversation_id = ? AND revoked_at IS "
-                          "NULL ORDER BY created_at DESC LIMIT 1", [conversation_id])
-    return Share(*rows[0]) if rows else None
+    return _shares(db, "conversation_id = ? AND revoked_at IS NULL", conversation_id)
 
 
 def find_share(db: str | Path, token: str) -> Share | None:
     """The share a link's token names, revoked or not; None for a token no share has (or an over-long one)."""
     if not token or len(token) > MAX_SHARE_TOKEN_CHARS:
         return None
-    reader = _reader(db)
-    if reader is None:
-        return None
-    _, rows = reader.rows(f"SELECT {_COLUMNS} FROM conversation_shares WHERE token = ?", [token])
-    return Share(*rows[0]) if rows else None
+    return _shares(db, "token = ?", token)
 
 
 def share(db: str | Path, conversation_id: str, *, by: str, audience: str) -> Share:

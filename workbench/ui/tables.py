@@ -13,7 +13,7 @@ from ..config import default_db_path
 from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render.escaping import display_text, display_value, escape_markdown
 from ..text import spreadsheet_cell
-from ..trace.lake import is_team_store, snapshot_id, store_exists
+from ..trace.lake import store_exists, store_version
 
 
 @dataclass(frozen=True)
@@ -31,19 +31,9 @@ class QueryResult:
 
 
 def db_version(path: str | Path) -> tuple:
-    """Changes whenever the trace database at `path` is written: size and modification time of the file and
-    of its write-ahead log (a write may reach only the log until the next checkpoint); a team store's latest
-    snapshot (docs/design.md §13), which no file of this machine shows."""
-    if is_team_store(path):
-        return ("snapshot", snapshot_id(path))
-    out = []
-    for p in (Path(path), Path(f"{path}.wal")):
-        try:
-            st_ = p.stat()
-            out.append((st_.st_size, st_.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)
+    """Changes whenever the trace database at `path` is written (`trace.lake.store_version`): what the app's caches
+    of its reads are keyed by."""
+    return store_version(path)
 
 
 def query(db: str | None, sql: str, *, user: bool, owner: str | None = None) -> QueryResult:
@@ -98,10 +88,10 @@ def _own_turns(path: str, owner: str, version: tuple) -> QueryResult:
     if not store_exists(reader.path):
         return QueryResult(None, "info", "No turns yet: ask a question on the chat page.")
     try:
-        reader.check()
-        if OWNERS not in reader.schema.applied:
+        got = reader.rows_with(lambda schema: OWN_TURNS if OWNERS in schema.applied else None, [owner])
+        if got is None:
             return QueryResult(None, "info", "No turns of yours yet: ask a question on the chat page.")
-        columns, rows = reader.rows(OWN_TURNS, [owner])
+        columns, rows = got
     except WorkbenchError as exc:
         return QueryResult(None, "error", str(exc), "⚠️")
     return QueryResult(pd.DataFrame(rows, columns=columns))
