@@ -3,6 +3,7 @@ models and capabilities; corpora; sessions with their built index."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,34 @@ def provider_display(name: str) -> str:
 
 
 def _fingerprint(path: str) -> str:
-    """Changes when the corpus files change, so an edited folder gets a fresh session."""
+    """Changes when the corpus files change, so an edited folder gets a fresh session: how many files, and the latest
+    modification time of any (every file under a folder, as `Path.rglob("*")` finds them: symlinked folders not
+    entered). Read with `os.scandir` (what rglob does, without a `Path` per entry): it runs on every script run."""
     p = Path(path)
     try:
-        files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
-        return f"{len(files)}:{max((f.stat().st_mtime_ns for f in files), default=0)}"
+        if p.is_file():
+            return f"1:{p.stat().st_mtime_ns}"
+        count, latest = _files_under(path) if p.is_dir() else (0, 0)
+        return f"{count}:{latest}"
     except OSError:
         return "missing"
+
+
+def _files_under(folder: str) -> tuple[int, int]:
+    """(number of files, latest st_mtime_ns) under `folder`, recursively; an unreadable folder counts as empty."""
+    count = latest = 0
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+    except PermissionError:
+        return 0, 0
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            n, t = _files_under(e.path)
+            count, latest = count + n, max(latest, t)
+        elif e.is_file():
+            count, latest = count + 1, max(latest, e.stat().st_mtime_ns)
+    return count, latest
 
 
 def load_app_corpus(path: str) -> Corpus:

@@ -43,6 +43,14 @@ def _table(faith: Any, prefix: str = "") -> list[dict[str, Any]]:
     return rows
 
 
+def _arrow(rows: list[dict[str, Any]]):
+    """The claims table (`display_value`: safe to show) as an Arrow table, which `st.dataframe` sends as it is: from a
+    list of rows it builds a pandas DataFrame first, about half of drawing the table on every rerun."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(display_value(rows))
+
+
 def judge_figures(judge: str) -> str | None:
     """The figures of docs/faithfulness.md on how far `judge` can be trusted (its section "How far the `lexical` judge
     can be trusted": what it measures and the figures, stated there once; links as their text); None without."""
@@ -76,7 +84,7 @@ def show(turn: Turn) -> None:
         if figures:
             with st.popover("How far to trust it: the figures"):
                 st.markdown(figures)  # the project's own docs, not a visitor's or a model's text
-        st.dataframe(display_value(_table(faith)), hide_index=True, width="stretch")
+        st.dataframe(_arrow(_table(faith)), hide_index=True, width="stretch")
         _llm_judge(turn)
 
 
@@ -101,4 +109,4 @@ def _llm_judge(turn: Turn) -> None:
     if llm is not None:
         st.caption(escape_markdown(f"LLM judge ({label}, prompt {llm.judge_version}) · citation recall "
                                    f"{_pct(llm.citation_recall)} · citation precision {_pct(llm.citation_precision)}"))
-        st.dataframe(display_value(_table(llm, "LLM ")), hide_index=True, width="stretch")
+        st.dataframe(_arrow(_table(llm, "LLM ")), hide_index=True, width="stretch")
