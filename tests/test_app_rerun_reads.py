@@ -139,3 +139,50 @@ def test_the_corpus_fingerprint_counts_what_rglob_finds_and_changes_with_a_neste
     assert _fingerprint(str(corpus)) != before
     assert _fingerprint(str(deep)) == f"1:{deep.stat().st_mtime_ns}"
     assert _fingerprint(str(tmp_path / "missing")) == "0:0"
+
+
+def test_the_experiments_and_usage_pages_rerun_without_reading_an_unchanged_store_and_see_another_process_run(
+        tmp_path, monkeypatch, opens):
+    """The Experiments page's runs and audited runs and the Document usage page's counts are read again only once the
+    store changed (`ui.tables.stored`); a run another process records shows at the next rerun."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    db, questions = tmp_path / "traces.duckdb", tmp_path / "q.jsonl"
+    monkeypatch.setenv("WORKBENCH_DB", str(db))
+    questions.write_text(json.dumps({"question": "How do I configure SSO?", "expected": ["sso-saml-setup"]}) + "\n")
+
+    def evaluated(name: str) -> None:  # a real `workbench eval` process: another writer of the file
+        subprocess.run([sys.executable, "-m", "workbench", "eval", str(questions), "--db", str(db), "--name", name,
+                        "--no-progress"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+
+    evaluated("first-run")
+    pages = {name: AppTest.from_file(str(ROOT / "pages" / name), default_timeout=60).run()
+             for name in ("5_Experiments.py", "4_Document_usage.py")}
+    assert all(not at.exception for at in pages.values()), [at.exception for at in pages.values()]
+
+    def offered(at) -> str:  # the Experiments page's runs to pick
+        return "\n".join(str(o) for m in at.multiselect for o in m.options)
+
+    assert "first-run" in offered(pages["5_Experiments.py"])
+    usage_before = [m.value for m in pages["4_Document_usage.py"].metric]
+
+    def retrieved(at) -> int:  # turns that retrieved the most-used source, in the usage page's first table
+        table = next(d.value for d in at.dataframe if "retrieved_turns" in d.value.columns)
+        return int(table["retrieved_turns"].max())
+
+    retrieved_before = retrieved(pages["4_Document_usage.py"])
+    opens.clear()
+    for at in pages.values():
+        at.run()
+        assert not at.exception, at.exception
+    assert opens == [], f"an unchanged store opened {len(opens)} times by two reruns"
+    evaluated("second-run")
+    for at in pages.values():
+        at.run()
+        assert not at.exception, at.exception
+    assert "second-run" in offered(pages["5_Experiments.py"]), "the other process's run shows at the next rerun"
+    assert opens, "a changed store is read again"
+    assert [m.value for m in pages["4_Document_usage.py"].metric] == usage_before  # the same documents retrieved
+    assert retrieved(pages["4_Document_usage.py"]) == 2 * retrieved_before, "the other process's turn is counted"

@@ -12,7 +12,7 @@ import streamlit as st
 
 from ..render.escaping import display_text, escape_markdown
 from . import audited
-from .tables import shown
+from .tables import shown, stored
 from .turn import render_turn
 
 
@@ -21,7 +21,7 @@ def section(path: Path) -> None:
     turn of one, opened whole. Analysts only (docs/security.md, "Who sees what")."""
     from ..trace.audits import audited_runs
 
-    runs = audited_runs(path)
+    runs = stored(audited_runs, path)  # read again once the store changed
     if not runs:
         return
     st.subheader("Audited assistants")

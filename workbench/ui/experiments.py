@@ -27,7 +27,7 @@ from ..errors import WorkbenchError
 from ..render.escaping import display_text, escape_markdown
 from ..trace.lake import store_exists, where
 from . import audited, audited_runs
-from .tables import shown
+from .tables import shown, stored
 
 TURN_PARAM = "turn"  # ?turn=<turn_id> shows that turn (a turn of an experiment run only)
 #: How much of a refused `?turn=` value the refusal quotes (the value comes from the address bar).
@@ -60,7 +60,7 @@ def show(db: str | None, store: str = DEFAULT_STORE) -> None:
 def board(path: Path, store: str = DEFAULT_STORE) -> None:
     from ..trace.experiments import list_runs, run_label
 
-    runs = audited.visible_runs(list_runs(path))  # an audited run's questions are the audited app's users'
+    runs = audited.visible_runs(stored(list_runs, path))  # read again once the store changed  # an audited run's questions are the audited app's users'
     if not runs:
         st.info("No experiment runs yet: `workbench eval QUESTIONS.jsonl --name NAME` records one (docs/experiments.md).")
         return
@@ -79,7 +79,7 @@ def board(path: Path, store: str = DEFAULT_STORE) -> None:
     if not picked:
         st.caption("Pick one or more runs.")
         return
-    result = compare_runs(path, picked)
+    result = stored(compare_runs, path, list(picked), frozen=True)  # computed again once the store changed
     st.subheader("Leaderboard")
     st.plotly_chart(leaderboard_figure(result), width="stretch", key="exp-chart")
     st.dataframe(shown(leaderboard_table(result)), hide_index=True, width="stretch")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -14,6 +15,8 @@ from ..errors import ReadOnlyQueryError, WorkbenchError
 from ..render.escaping import display_text, display_value, escape_markdown
 from ..text import spreadsheet_cell
 from ..trace.lake import store_exists, store_version
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,25 @@ def _query(path: str, sql: str, user: bool, version: tuple, owner: str | None = 
     except WorkbenchError as exc:
         return QueryResult(None, "error", str(exc), "⚠️")
     return QueryResult(pd.DataFrame(rows, columns=columns), *(("warning", cut, "✂️") if cut else ()))
+
+
+def stored(read: Callable[..., T], path: str | Path, *args: Any, frozen: bool = False) -> T:
+    """`read(path, *args)`, a read of the trace store (`trace.experiments.list_runs`, …), reused while the store is
+    unchanged (`db_version`: any process's write changes it) and for at most `QUERY_CACHE_SECONDS`: a page draws its
+    reads on every rerun, a click included. A failure is raised, never kept. Each caller gets its own copy, but with
+    `frozen` (an immutable result that cannot be pickled, e.g. `trace.results.Comparison`): the one object, shared."""
+    cached = _stored_frozen if frozen else _stored
+    return cached(read, f"{read.__module__}.{read.__qualname__}", str(path), db_version(path), args)
+
+
+@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
+def _stored(_read: Callable[..., T], name: str, path: str, version: tuple, args: tuple) -> T:
+    return _read(path, *args)
+
+
+@st.cache_resource(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
+def _stored_frozen(_read: Callable[..., T], name: str, path: str, version: tuple, args: tuple) -> T:
+    return _read(path, *args)
 
 
 #: The columns of a viewer's own turns, as the Trace explorer shows them to someone without its SQL.

@@ -15,7 +15,7 @@ from ..render.escaping import display_text, escape_markdown
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .audited import may_see, visible_runs
 from .caches import app_corpus
-from .tables import QUERY_CACHE_SECONDS, db_version, table
+from .tables import QUERY_CACHE_SECONDS, db_version, stored, table
 from ..trace.lake import store_exists, where
 
 
@@ -74,7 +74,7 @@ def show(db: str | None, corpus: str, corpus_label: str) -> None:
             return
         # usage is counted per corpus: only turns on the sidebar's corpus; read once per rerun, every section
         # below is computed from it
-        usage = doc_usage(path, runs, [kb.corpus_id])
+        usage = stored(doc_usage, path, runs, [kb.corpus_id])  # read again once the store changed
         _sections(usage, kb, corpus_label)
     except WorkbenchError as exc:
         st.error(escape_markdown(str(exc)), icon="⚠️")
