@@ -357,3 +357,18 @@ def test_an_analysts_query_on_a_team_store_leaves_the_writers_a_core(store, monk
         monkeypatch.setenv("WORKBENCH_QUERY_THREADS", "0")
         r = cli("sql", "SELECT 1", "--db", store)
         assert r.returncode != 0 and "WORKBENCH_QUERY_THREADS='0'" in r.stderr, r.stderr
+
+
+def test_a_refused_typed_query_on_a_team_store_starts_no_process(monkeypatch):
+    """A function a typed query may not call on a team store is refused before the query's process is started (a
+    process costs ~0.4 s of CPU: DuckDB imported, its extensions loaded); the child checks again (`run_bounded`)."""
+    from workbench.errors import ReadOnlyQueryError
+    from workbench.trace import isolated
+
+    started = []
+    monkeypatch.setattr(isolated.subprocess, "run", lambda *a, **k: started.append(a) or pytest.fail("a process"))
+    reader = TraceReader("ducklake:postgres:host=127.0.0.1 port=1 dbname=nowhere user=nobody")
+    for query in ("SELECT * FROM postgres_query('x', 'SELECT 1')", "SELECT * FROM query('SELECT 1')"):
+        with pytest.raises(ReadOnlyQueryError, match="not allowed on a team store"):
+            reader.user_query(query)
+    assert started == []

@@ -163,6 +163,8 @@ class TraceReader:
         (`UserRows.cut` says why rows are missing): see isolated.py and docs/security.md. With `owner` (an app
         viewer's `turns.owner`), it reads only that owner's turns and nobody's (visible.py)."""
         check_read_only(sql)
+        if is_team_store(self.path):  # refused here, before a process is started for it (its child checks again)
+            check_typed_query(sql)
         limit = self.query_timeout if self.query_timeout is not None else query_timeout()
         return run_user_query(self.path, sql, files=files, lock_timeout=self.timeout, query_timeout=limit, owner=owner)
 
