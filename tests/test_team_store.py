@@ -300,6 +300,12 @@ def test_migrations_create_and_upgrade_a_team_store_as_a_file(pg_server, tmp_pat
     half = len(MIGRATIONS) // 2
     with cursor(upgraded) as con:
         migrate(con, MIGRATIONS[:half])
+    # a viewer's query on a store from before turns had owners (m018) reads every turn (each nobody's) through
+    # its copy (visible.py: a team store is always read through one)
+    from workbench.trace.history import OWNERS
+
+    assert MIGRATIONS[half - 1].name < OWNERS
+    assert TraceReader(upgraded).user_query("SELECT count(*) FROM turns", owner="browser:x").rows == [(0,)]
     with cursor(upgraded) as con:
         migrate(con)
         assert _schema_of(con) == expected

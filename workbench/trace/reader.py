@@ -94,12 +94,17 @@ class TraceReader:
 
     def _run(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None = None,
              owner: str | None = None):
+        if owner is not None and is_team_store(self.path):  # the copy's attachment is the only one (visible.py)
+            return self._on_copy(sql, params, fetch, config, owner, check=self._check)
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
             self._check(con)
             if owner is None or not others_in(con, owner):
                 return self._timed(con, sql, params, fetch)
         # other owners' turns are in the file: the query reads a copy of what `owner` may see (visible.py)
-        mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {})
+        return self._on_copy(sql, params, fetch, config, owner)
+
+    def _on_copy(self, sql: str, params: list[Any] | None, fetch: str, config: dict | None, owner: str, check=None):
+        mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {}, check=check)
         try:
             return self._timed(mine, sql, params, fetch)
         finally:
