@@ -76,7 +76,7 @@ def db(one_turn, tmp_path):
 def test_a_flush_blocked_for_a_while_keeps_its_turns_and_writes_them_later(db, concurrency):
     """Before the fix the blocked flush dropped its turns and the batch still reported 0 failed."""
     session = Session.open(trace_db=db)
-    session.tracer.timeout = 0.5
+    session.tracer.timeout = 0.1  # the lock wait of a flush (WORKBENCH_LOCK_TIMEOUT)
     questions = QUESTIONS * 10
     holder = _hold(db, 120)
     real_flush = session.tracer._flush
@@ -114,7 +114,7 @@ def test_a_flush_blocked_for_a_while_keeps_its_turns_and_writes_them_later(db, c
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_turns_that_stay_unwritten_count_as_failed_and_the_resume_asks_them_again(db, concurrency):
     session = Session.open(trace_db=db)
-    session.tracer.timeout = 0.3
+    session.tracer.timeout = 0.05  # every flush fails: the file stays held
     holder = _hold(db, 60)
     try:
         result = run_eval(session, QUESTIONS, progress=False, concurrency=concurrency)
@@ -134,7 +134,7 @@ def test_eval_warns_and_exits_non_zero_when_turns_could_not_be_stored(db, tmp_pa
     qfile.write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
     holder = _hold(db, 120)
     try:  # `workbench eval` in this process (tests/clirun.py): the lock is held by the other process
-        r = cli("eval", qfile, "--db", db, "--no-progress", "--concurrency", "4", env={"WORKBENCH_LOCK_TIMEOUT": "0.5"})
+        r = cli("eval", qfile, "--db", db, "--no-progress", "--concurrency", "4", env={"WORKBENCH_LOCK_TIMEOUT": "0.05"})
     finally:
         _stop(holder)
     assert r.returncode == 1, r.stderr
@@ -151,7 +151,7 @@ SLOW_QUERY = "SELECT sum(hash(a.range * b.range)) FROM range(100000000) a, range
 
 def test_a_slow_user_query_is_stopped_so_a_writer_gets_in(db):
     """Before the fix `workbench sql` held the file for as long as its query ran and the writer timed out."""
-    reader = subprocess.Popen([sys.executable, "-m", "workbench", "sql", SLOW_QUERY, "--db", str(db), "--timeout", "2"],
+    reader = subprocess.Popen([sys.executable, "-m", "workbench", "sql", SLOW_QUERY, "--db", str(db), "--timeout", "1"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         deadline = time.monotonic() + 20
@@ -169,15 +169,15 @@ def test_a_slow_user_query_is_stopped_so_a_writer_gets_in(db):
     finally:
         reader.kill()
         reader.wait()
-    assert reader.returncode == 2 and "stopped after 2 s" in err and "Traceback" not in err
+    assert reader.returncode == 2 and "stopped after 1 s" in err and "Traceback" not in err
     assert _count(db) == 2
 
 
 def test_library_and_app_queries_have_a_time_limit(db, monkeypatch):
     from workbench.trace import TraceReader
 
-    with pytest.raises(TraceStoreError, match="stopped after 0.5 s"):
-        TraceReader(db, query_timeout=0.5).rows(SLOW_QUERY)
-    monkeypatch.setenv("WORKBENCH_QUERY_TIMEOUT", "0.5")
-    with pytest.raises(TraceStoreError, match="stopped after 0.5 s"):
+    with pytest.raises(TraceStoreError, match="stopped after 0.25 s"):
+        TraceReader(db, query_timeout=0.25).rows(SLOW_QUERY)
+    monkeypatch.setenv("WORKBENCH_QUERY_TIMEOUT", "0.25")
+    with pytest.raises(TraceStoreError, match="stopped after 0.25 s"):
         TraceReader(db).user_query(SLOW_QUERY, files=False)

@@ -132,3 +132,23 @@ def test_the_copy_imports_no_pandas(db):
     # DuckDB draws its progress bar on stdout when a statement runs over 2 s (a loaded machine): the marked line counts
     assert r.returncode == 0 and re.findall(r"RESULT (\d+) (\w+)", r.stdout) == [("2", "False")], \
         (r.stdout[-2000:], r.stderr[-2000:])
+
+
+def test_a_viewers_query_attaches_a_team_store_once(db, monkeypatch):
+    """On a team store a viewer's query is read through its copy, which attaches the store and checks it there: one
+    attachment per query (each loads the extensions and reads the catalog: ~0.5 s), not one to ask whether others'
+    turns are there and another for the copy. A file is never attached as a team store."""
+    import tempfile
+
+    from workbench.trace import lake
+
+    attached = []
+    real = lake.attach
+    monkeypatch.setattr(lake, "attach", lambda *a, **k: attached.append(a[2:] or k) or real(*a, **k))
+    import workbench.trace.visible as visible
+
+    monkeypatch.setattr(visible, "attach", lake.attach)
+    rows = TraceReader(db).run_bounded("SELECT question FROM turns ORDER BY 1", files=False,
+                                       temp_directory=tempfile.mkdtemp(), owner="browser:b").rows
+    assert rows == [("How do I configure SSO?",), ("How do I reset my password?",)]
+    assert len(attached) == (1 if lake.is_team_store(db) else 0), attached

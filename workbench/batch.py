@@ -601,7 +601,8 @@ def _drive(runner: "_InOrder", schedule: _Schedule, writer: _Writer, stop: Stop 
 
 
 def _final_flush(tracer, result: EvalResult) -> list[str]:
-    """Write what is still queued (a few tries, each waiting for the file lock); return the ids it could not."""
+    """Write what is still queued (a few tries, each waiting for the file lock, with a pause between them no longer
+    than that wait: `WORKBENCH_LOCK_TIMEOUT`); return the ids it could not."""
 
     for attempt in range(FINAL_FLUSH_TRIES):
         try:
@@ -610,7 +611,7 @@ def _final_flush(tracer, result: EvalResult) -> list[str]:
         except TraceStoreError as exc:
             result.trace_error = result.trace_error or str(exc)
             if attempt + 1 < FINAL_FLUSH_TRIES:
-                time.sleep(0.5 * (attempt + 1))
+                time.sleep(min(0.5 * (attempt + 1), tracer.timeout))
     return tracer.take_unflushed()
 
 

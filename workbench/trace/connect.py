@@ -71,11 +71,11 @@ def is_lock_error(exc: BaseException) -> bool:
 def _retrying(path: str, *, read_only: bool, timeout: float, attempt: Callable[[], T]) -> T:
     """Run `attempt` (which opens the file) until no other holder's lock is in the way, or `timeout`. While it
     waits, a reader queues in the readers' marker, a writer in the writers' (`queued`: a writer keeping the file
-    attached gives it up)."""
+    attached gives it up). A writer waits for a queued reader before (`_yield_to_readers`, called by
+    `connection` and `write_connection` before this process's turn: a reader of this process queued for that turn
+    cannot have it while the writer holds it)."""
     marker = _marker(path)
     queue = marker if read_only else _marker(path, _WRITERS)
-    if not read_only:
-        _yield_to_readers(marker)
     deadline = time.monotonic() + timeout
     delay = 0.005
     while True:
@@ -255,6 +255,8 @@ def connection(path: str | Path, *, read_only: bool, timeout: float = DEFAULT_TI
         with cursor(path, config) as con:
             yield con
         return
+    if not read_only:
+        _yield_to_readers(_marker(str(path)))
     with _in_process(str(path), timeout, read_only):
         con = open_connection(path, read_only=read_only, timeout=timeout, config=config)
         try:
@@ -287,6 +289,7 @@ def write_connection(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) ->
     path = str(path)
     _check_path(path, read_only=False)
     alias = "trace_" + hashlib.sha1(os.path.realpath(path).encode()).hexdigest()[:16]
+    _yield_to_readers(_marker(path))  # before this process's turn, which a queued reader of this process waits for
     with _in_process(path, timeout, False):
         cur = _host().cursor()
         try:

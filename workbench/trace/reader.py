@@ -118,6 +118,8 @@ class TraceReader:
 
     def _run(self, sql: str | Callable[[Schema], str | None], params: list[Any] | None, fetch: str, config: dict | None = None,
              owner: str | None = None):
+        if owner is not None and is_team_store(self.path):  # the copy's attachment is the only one (visible.py)
+            return self._on_copy(sql, params, fetch, config, owner, check=lambda con: self._check(con, None))
         version = self._version()
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
             self._check(con, version)
@@ -128,8 +130,16 @@ class TraceReader:
             if owner is None or not others_in(con, owner):
                 return self._timed(con, sql, params, fetch)
         # other owners' turns are in the file: the query reads a copy of what `owner` may see (visible.py)
-        mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {})
+        return self._on_copy(sql, params, fetch, config, owner)
+
+    def _on_copy(self, sql: str | Callable[[Schema], str | None], params: list[Any] | None, fetch: str,
+                 config: dict | None, owner: str, check=None):
+        mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {}, check=check)
         try:
+            if callable(sql):  # `rows_with` on a team store: the schema was checked on the copy's attachment
+                sql = sql(self.schema)
+                if sql is None:
+                    return None
             return self._timed(mine, sql, params, fetch)
         finally:
             mine.close()
@@ -198,6 +208,8 @@ class TraceReader:
         (`UserRows.cut` says why rows are missing): see isolated.py and docs/security.md. With `owner` (an app
         viewer's `turns.owner`), it reads only that owner's turns and nobody's (visible.py)."""
         check_read_only(sql)
+        if is_team_store(self.path):  # refused here, before a process is started for it (its child checks again)
+            check_typed_query(sql)
         limit = self.query_timeout if self.query_timeout is not None else query_timeout()
         return run_user_query(self.path, sql, files=files, lock_timeout=self.timeout, query_timeout=limit, owner=owner)
 

@@ -8,7 +8,9 @@ turns of other owners (`turns.owner`, m018), the query runs on a copy that holds
 `visible_copy` builds an in-memory database with the current schema (every migration: the same tables,
 views and macros), copies into it the rows this viewer may see, detaches the file and turns file access
 off. What is not copied is not there to be read. A file whose turns are all the viewer's own, or nobody's,
-is queried as it is (`others_in`).
+is queried as it is (`others_in`). A team store is always read through the copy: asking whether it holds others'
+turns would cost an attachment of its own (extensions loaded, the catalog read, the macros created: ~0.5 s of a
+viewer's query), so the store is attached once, by the copy, and checked there (`check`).
 
 What one viewer sees: turns whose `owner` is theirs or NULL (the operator's: CLI, `eval`, notebooks); every
 row of a per-turn table (`turn_id`) of those turns; the passages those turns retrieved; the runs those turns
@@ -40,8 +42,8 @@ def others_in(con, owner: str) -> bool:
 
 def _filter(table: str, columns: set[str]) -> str:
     """The WHERE clause selecting the rows of `table` one viewer (`$owner`, replaced by its literal) may see."""
-    if table == "turns":
-        return "owner IS NULL OR owner = $owner"
+    if table == "turns":  # before m018 (no `owner` column) every turn is nobody's
+        return "owner IS NULL OR owner = $owner" if "owner" in columns else "true"
     if "turn_id" in columns:
         return "turn_id IN (SELECT turn_id FROM main.turns)"
     if table == "passages":
@@ -58,9 +60,10 @@ def _order(table: str) -> int:
     return {"turns": 0, "passages": 2, "runs": 3, "experiments": 4}.get(table, 1)
 
 
-def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
+def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict, check=None):
     """An in-memory DuckDB connection holding what `owner` may see of the trace file at `path` (module doc),
-    with file access off; `config` bounds it like any typed query (memory, spilling, threads)."""
+    with file access off; `config` bounds it like any typed query (memory, spilling, threads). `check(con)`, when
+    given, is run on the attached store (its current database) before anything is copied from it."""
     con = duckdb_connect(":memory:", config={k: v for k, v in config.items() if k != "enable_external_access"})
     try:
         migrate(con, path=":memory:")
@@ -70,6 +73,12 @@ def visible_copy(path: str | Path, owner: str, *, timeout: float, config: dict):
             _retrying(str(path), read_only=True, timeout=timeout,
                       attempt=lambda: con.execute(f"ATTACH {sql_string(path)} AS src (READ_ONLY)"))
         try:
+            if check is not None:
+                con.execute("USE src")
+                try:
+                    check(con)
+                finally:
+                    con.execute("USE memory")
             _copy_rows(con, owner)
         finally:
             con.execute("DETACH src")
