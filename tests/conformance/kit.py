@@ -81,7 +81,8 @@ def open_article(doc_id: str) -> str:
 #: What `tracer_provider` imports (and every docs/audit.md setup snippet, before it instruments): the runner
 #: (runner.py) imports them once, before its forks, as a run would before instrumenting.
 PROVIDER_MODULES = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk.resources",
-                    "opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export")
+                    "opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export",
+                    "opentelemetry.exporter.http.transport._requests", "requests")  # (the exporter's transport)
 
 
 def tracer_provider(service: str, *first):

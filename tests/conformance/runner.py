@@ -8,7 +8,7 @@ one a fresh process would get), its working folder and its stdout/stderr files, 
 request with a line `{"rc": N}` once its child has exited. Nothing is instrumented before the fork: every run starts
 where the app's own process would, its modules imported; so one import serves the app's variants and its snippet.
 The runner also imports what every run imports before it instruments (`kit.PROVIDER_MODULES`: the OTel SDK and its
-OTLP exporter), and a child ends as the interpreter's exit would up to what anyone sees (threads joined, atexit
+OTLP exporter) and what an imported client loads lazily (`LAZY`), and a child ends as the interpreter's exit would up to what anyone sees (threads joined, atexit
 handlers run, output flushed), without the teardown of every module (`_exit`). The imports run with the collector
 off and their objects frozen (`gc.freeze`, the gc module's advice for a fork without exec): a child's collections
 never walk them, which would copy every page they are on (twice the child's time for llama-index); the child collects
@@ -28,6 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 from kit import PROVIDER_MODULES  # noqa: E402  (stdlib only; this folder is the script's sys.path[0])
+
+#: What a package the app imported loads only once used, imported with it: the openai client's resources (its
+#: ~480 modules of types and resources, which `client.chat` and the like import on first use). The instrumentors
+#: that patch them (OpenLLMetry's, the OTel one) wrap their classes' methods by module name, importing the module
+#: if need be: the same class objects whenever it is imported, so a run sees what it would.
+LAZY = {"openai": "openai.resources"}
 
 
 def _child(request: dict, app: str) -> None:
@@ -80,6 +86,9 @@ def main(app: str) -> None:
     for module in PROVIDER_MODULES:  # imported by every run before it instruments anything (kit.tracer_provider)
         __import__(module)
     __import__(app)
+    for loaded, lazy in LAZY.items():
+        if loaded in sys.modules:
+            __import__(lazy)
     gc.freeze()  # the imports' objects: never traversed by a child's collections (no copy of every page)
     for line in sys.stdin:
         if threading.active_count() != 1:  # a fork copies only this thread: a framework's own would be lost
