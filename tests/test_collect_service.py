@@ -108,24 +108,30 @@ def questions(db: Path) -> list[str]:
     return [q for (q,) in TraceReader(db).rows("SELECT question FROM turns ORDER BY question")[1]]
 
 
+#: The stop time the test below gives `collect` (`--stop-timeout`): the bound is the same code whatever its length;
+#: the 10 s default would cost 10 s of writing turns.
+TEST_STOP_S = 2.0
+
+
 def test_one_sigterm_ends_collect_in_its_stated_time_while_a_large_body_arrives(tmp_path):
     """Issue 40, item 1: 30,000 traces wait for a root that lives in another service (each a turn: writing them all
     takes far longer than the stop may), a 16 MB body is half sent, and one SIGTERM comes. collect exits 0 within
-    `STOP_SECONDS` (plus a margin for a loaded machine) with the complete turn it acknowledged written, and says
-    how many waiting traces it left unaudited (their spans are stored)."""
+    its stop time (`--stop-timeout`, plus a margin for a loaded machine) with the complete turn it acknowledged
+    written, and says how many waiting traces it left unaudited within that time (their spans are stored)."""
     db = tmp_path / "t.duckdb"
-    with collect(db) as c:
+    with collect(db, "--stop-timeout", f"{TEST_STOP_S:g}") as c:
         assert post(c.url, request([answering(1, "the complete turn")])) == 200
         waiting = [answering(1000 + i, f"waiting {i}", parent=0xFEED) for i in range(30_000)]
         assert post(c.url, request(waiting)) == 200
         with socket.create_connection((c.host, c.port)) as s:
             s.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
                       f"Content-Length: {16 * 1024 * 1024}\r\n\r\n".encode() + b"\0" * (8 * 1024 * 1024))
-            took, err = c.stop(timeout=STOP_SECONDS + STOP_MARGIN_S)
+            took, err = c.stop(timeout=TEST_STOP_S + STOP_MARGIN_S)
     assert c.proc.returncode == 0, err
     assert "the complete turn" in questions(db)
-    m = re.search(r"(\d+) traces still waiting for their root .* were not audited", err)
-    assert len(questions(db)) - 1 + (int(m.group(1)) if m else 0) == 30_000, err  # each written, or counted as left
+    m = re.search(r"(\d+) traces still waiting for their root .* were not audited within (\S+) s of the stop", err)
+    assert m and float(m.group(2)) == TEST_STOP_S, err  # more than the stop time's work: some were left
+    assert len(questions(db)) - 1 + int(m.group(1)) == 30_000, err  # each written, or counted as left
     assert "Traceback" not in err
     print(f"stopped in {took:.1f} s; {err.strip().splitlines()[-2:]}")
 
@@ -364,3 +370,12 @@ def test_a_sigterm_as_soon_as_collect_says_it_is_up_stops_it_cleanly(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert "collecting on" in r.stderr and "run svc: 0 spans received, 0 turns written" in r.stderr
+
+
+def test_a_stop_timeout_that_is_not_a_number_of_seconds_is_a_usage_error(tmp_path):
+    from clirun import cli
+
+    for bad in ("-1", "nan"):
+        r = cli("collect", "--port", "0", "--db", str(tmp_path / "t.duckdb"), "--stop-timeout", bad)
+        assert r.returncode == 2 and "--stop-timeout must be zero or a positive number" in r.stderr, r.stderr
+    assert not (tmp_path / "t.duckdb").exists()

@@ -20,7 +20,7 @@ from workbench.provenance import sources_payload
 from workbench.trace import writer as W
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
-db, pause = sys.argv[1], float(sys.argv[2])
+db, pause, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 if pause:  # from the second turn on, the writer's transaction stalls before its `sources` insert (after
     # the `turns`, `tool_calls`, `retrieved_items` and `citations` rows went in), so the parent kills inside it
     real, seen = W._insert, []
@@ -47,11 +47,14 @@ while True:
     w.log_turn(rec, sources_payload(rec))
     print("DONE", rec.turn_id, flush=True)
     i += 1
+    time.sleep(every)
 """
 
 
-def _writer(db: Path, pause: float = 0.0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(pause)], cwd=ROOT, stdout=subprocess.PIPE,
+def _writer(db: Path, pause: float = 0.0, every: float = 0.0) -> subprocess.Popen:
+    """The writer process: a turn after another, `every` seconds apart (0: flat out)."""
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(pause), str(every)], cwd=ROOT,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
@@ -120,14 +123,22 @@ for i in range(n):
 """
 
 
+#: The writer's gap between turns while readers run: it still holds the file in most of their reads (a turn's write
+#: takes longer than this), without spending a core for as long as the readers take on a loaded machine.
+WRITER_GAP_S = 0.01
+#: `workbench sql` runs in the reader loop (each runs its query in a child process of its own, trace/isolated.py:
+#: ~0.3 s of start-up): the writer commits turns between any two of them.
+READS = 6
+
+
 def test_readers_never_see_lock_errors_while_a_writer_logs(tmp_path):
     db = tmp_path / "busy.duckdb"
-    writer = _writer(db)
+    writer = _writer(db, every=WRITER_GAP_S)
     done: list[str] = []
     try:
         _wait_for(writer, "DONE", 1, done)  # the database exists
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        loop = subprocess.Popen([sys.executable, "-c", READER, str(db), "15"], cwd=ROOT, env=env,
+        loop = subprocess.Popen([sys.executable, "-c", READER, str(db), str(READS)], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         cli = [subprocess.Popen([sys.executable, "-m", "workbench", "sql", "SELECT count(*) FROM turns", "--db", str(db),
                                  "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -141,6 +152,6 @@ def test_readers_never_see_lock_errors_while_a_writer_logs(tmp_path):
     assert loop.returncode == 0, err
     assert "lock" not in err.lower() and "error" not in err.lower()
     counts = [int(line) for line in out.splitlines() if line.strip().isdigit()]
-    assert len(counts) == 15 and counts == sorted(counts) and counts[-1] > counts[0]  # saw the writer progress
+    assert len(counts) == READS and counts == sorted(counts) and counts[-1] > counts[0]  # saw the writer progress
     for code, cli_out, cli_err in cli:
         assert code == 0 and cli_err == "" and '"count_star()"' in cli_out, cli_err

@@ -78,6 +78,13 @@ def open_article(doc_id: str) -> str:
     return f"# {doc['title']}\nURL: {doc['url']}\n\n{doc['text']}" if doc else f"No article {doc_id!r}."
 
 
+#: What `tracer_provider` imports (and every docs/audit.md setup snippet, before it instruments): the runner
+#: (runner.py) imports them once, before its forks, as a run would before instrumenting.
+PROVIDER_MODULES = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk.resources",
+                    "opentelemetry.sdk.trace", "opentelemetry.sdk.trace.export",
+                    "opentelemetry.exporter.http.transport._requests", "requests")  # (the exporter's transport)
+
+
 def tracer_provider(service: str, *first):
     """The OTel SDK's provider, `service.name` on its resource, exporting OTLP/HTTP protobuf to `collect` (after the
     span processors `first`, e.g. one that maps a framework's own attributes to OpenInference)."""

@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--read-timeout", type=float, default=COLLECT_READ_TIMEOUT_S, metavar="SECONDS",
                    help=f"seconds a request has to arrive whole, request line to last body byte, before its "
                         f"connection is cut (default {COLLECT_READ_TIMEOUT_S:g}; docs/security.md)")
+    p.add_argument("--stop-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds a stop (one SIGTERM or Ctrl-C) gives to assembling the traces still waiting for their "
+                        "root; complete traces are always written (default: the stop bound of docs/security.md)")
     add_audit_options(p)
     p.set_defaults(func=run)
 
@@ -40,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.read_timeout > 0:
         raise WorkbenchError(f"--read-timeout must be a positive number of seconds, not {args.read_timeout:g}")
+    stop_s = STOP_SECONDS if args.stop_timeout is None else args.stop_timeout
+    if not stop_s >= 0:
+        raise WorkbenchError(f"--stop-timeout must be zero or a positive number of seconds, not {stop_s:g}")
     a = assembler(args, "collect")
     try:
         server = make_server(a, args.host, args.port, read_timeout=args.read_timeout)
@@ -56,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             server.server_close()
             with a.writer.buffered(max_turns=500, max_age_s=1.0):  # one transaction a flush, not one a turn
-                a.finish(STOP_SECONDS)
+                a.finish(stop_s)
             if a.left:
                 print(f"warning: {a.left} traces still waiting for their root (or sent in a request the stop "
-                      f"answered 503) were not audited within {STOP_SECONDS:.0f} s of the stop (their spans are "
+                      f"answered 503) were not audited within {stop_s:g} s of the stop (their spans are "
                       "stored in audit_spans)", file=sys.stderr)
     return finish_run(args, a)
