@@ -79,36 +79,51 @@ def _settle(page) -> None:
     settle(page)
 
 
-def _sign_in(browser, server, subject: str):
-    """A fresh browser context signed in as `subject` through the provider's own authorize page."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def _new_page(browser):
+    """A page in a fresh browser context (nobody signed in), watched by `settle`; the reader prefers reduced motion
+    (Streamlit's animations, drawn frame by frame while a run goes on, cost the renderer ~10 % of a page load)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, reduced_motion="reduce")
     watch_runs(context)
     page = context.new_page()
     page.set_default_timeout(60_000)
-    page.goto(server["url"])
+    return page
+
+
+def _sign_in(page, server, subject: str):
+    """`page` signed in as `subject` through the app's "Sign in" and the provider's own authorize page (from the
+    sign-in page it shows, else from the app's address)."""
+    if not page.url.startswith(server["url"]):
+        page.goto(server["url"])
     page.get_by_role("button", name="Sign in").click()
     page.locator("input[name=sub]").fill(subject)  # the provider's page, not the app's
     page.get_by_role("button", name="Authorize").click()
     page.wait_for_url(f"{server['url']}/**")
     page.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # a first start builds the index
     _settle(page)
-    return context, page
+    return page
+
+
+@pytest.fixture(scope="module")
+def visitor(browser):
+    """A browser that has not signed in (a page of its own); Bo signs in on it after its test."""
+    page = _new_page(browser)
+    yield page
+    page.context.close()
 
 
 @pytest.fixture(scope="module")
 def ana(browser, server):
     """The analyst, signed in once for the module's tests (the last one signs her out)."""
-    context, page = _sign_in(browser, server, ANALYST)
+    page = _sign_in(_new_page(browser), server, ANALYST)
     yield page
-    context.close()
+    page.context.close()
 
 
 @pytest.fixture(scope="module")
-def bo(browser, server):
-    """A member, signed in once for the module's tests."""
-    context, page = _sign_in(browser, server, MEMBER)
-    yield page
-    context.close()
+def bo(visitor, server):
+    """A member, signed in once for the module's tests: the visitor signing in from the sign-in page they were shown
+    (a browser's first page load costs the most: one fewer)."""
+    return _sign_in(visitor, server, MEMBER)
 
 
 def _ask(page, question: str):
@@ -154,22 +169,17 @@ def _rows(server, sql: str) -> list[tuple]:
     return TraceReader(server["db"]).rows(sql)[1]
 
 
-def test_a_visitor_who_has_not_signed_in_sees_only_the_sign_in_page(browser, server):
-    context = browser.new_context()
-    watch_runs(context)
-    page = context.new_page()
-    try:
-        for path in ("", "/Trace_explorer", "/Doc_gaps", "/Experiments", "/?conversation=c-anything"):
-            page.goto(server["url"] + path)
-            page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
-            _settle(page)
-            text = page.get_by_test_id("stMain").inner_text()
-            assert "Sign in to use the workbench" in text, (path, text)
-            assert page.get_by_test_id("stChatInputTextArea").count() == 0, path
-            assert page.get_by_test_id("stSidebar").count() == 0, f"{path}: no sidebar, no pages, no configuration"
-            assert page.get_by_test_id("stDataFrame").count() == 0 and page.locator("textarea").count() == 0, path
-    finally:
-        context.close()
+def test_a_visitor_who_has_not_signed_in_sees_only_the_sign_in_page(visitor, server):
+    page = visitor
+    for path in ("", "/Trace_explorer", "/Doc_gaps", "/Experiments", "/?conversation=c-anything"):
+        page.goto(server["url"] + path)
+        page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+        _settle(page)
+        text = page.get_by_test_id("stMain").inner_text()
+        assert "Sign in to use the workbench" in text, (path, text)
+        assert page.get_by_test_id("stChatInputTextArea").count() == 0, path
+        assert page.get_by_test_id("stSidebar").count() == 0, f"{path}: no sidebar, no pages, no configuration"
+        assert page.get_by_test_id("stDataFrame").count() == 0 and page.locator("textarea").count() == 0, path
 
 
 def test_two_people_see_what_the_security_table_says(ana, bo, server):
