@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: optional MiniLM embedding) or many processes on purpose (signals, kills, memory ceilings, a batch
 #: streaming its progress): marked `heavy`, so that `pytest -m "not heavy"` is the fast loop while
 #: developing. CI runs everything. Other tests run the CLI in-process (tests/clirun.py).
-HEAVY_MODULES = {"test_browser", "test_browser_compare", "test_browser_share", "test_browser_team_store",
+HEAVY_MODULES = {"test_browser", "test_browser_compare", "test_browser_share", "test_browser_signin",
                  "test_real_model", "test_phoenix",
                  "test_notebooks", "test_retrievers_minilm",
                  "test_trace_survival", "test_trace_concurrency", "test_batch_concurrency",

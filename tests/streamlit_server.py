@@ -148,6 +148,6 @@ def ask(page, question: str, settle: Callable) -> object:
     box = page.get_by_test_id("stChatInputTextArea")
     box.fill(question)
     box.press("Enter")
-    page.wait_for_function(f"document.querySelectorAll('[data-testid=stChatMessage]').length >= {before + 2}")
+    page.get_by_test_id("stChatMessage").nth(before + 1).wait_for()  # polled at a locator's pace, not every frame
     settle(page)
     return page.get_by_test_id("stChatMessage").last

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from streamlit_server import free_port, settle
+from browser_app import shared_indexes
+from streamlit_server import CHROMIUM, LAUNCH_ARGS, free_port, settle
 
 pytestmark = [pytest.mark.heavy,
               pytest.mark.skipif(not Path("/usr/bin/chromium").exists(),
@@ -103,7 +104,9 @@ def team(pg_server, tmp_path_factory):
             line = line.replace(name, value)
         lines.append(line)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKBENCH_", "PYTHONPATH", "PG"))}
-    env |= {"WORKBENCH_HOME": str(tmp / "home"), "OMP_WAIT_POLICY": "PASSIVE"}
+    # the test session's index cache: the walk-through's `ask` and apps build the demo corpus's index only if no
+    # browser test's app did (tests/browser_app.py)
+    env |= {"WORKBENCH_HOME": str(shared_indexes(tmp_path_factory, tmp / "home")), "OMP_WAIT_POLICY": "PASSIVE"}
     clone = _checkout(tmp)
     started = _run_lines(lines, env, clone, tmp)
     try:
@@ -175,11 +178,15 @@ def test_two_apps_a_chat_and_a_collector_at_once_store_everything_once(team):
     questions = [f"How do I rotate the SAML certificate? ({cid} app {n})" for n in range(2)]
     errors: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-        person = browser.new_context()  # one person whose requests two replicas serve (a conversation is its
-        pages = [person.new_page() for _ in team["apps"]]  # owner's: another browser's turns would not join it)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        # one person whose requests two replicas serve (a conversation is its owner's: another browser's turns would
+        # not join it), who prefers reduced motion (Streamlit's animations cost the renderer CPU frame by frame)
+        person = browser.new_context(reduced_motion="reduce")
+        pages = [person.new_page() for _ in team["apps"]]
         for page, url in zip(pages, team["apps"]):
             page.goto(f"{url}/?conversation={cid}", timeout=120_000)
+            # the app process's first run: waited for by a locator's polling, then settled (polled every frame)
+            page.get_by_test_id("stChatMessage").nth(1).wait_for(timeout=120_000)
             settle(page, 120_000)
         before = [page.get_by_test_id("stChatMessage").count() for page in pages]
         assert before == [2, 2], "each app shows the conversation's first turn"
@@ -194,8 +201,7 @@ def test_two_apps_a_chat_and_a_collector_at_once_store_everything_once(team):
         chat = _cli(team, "chat", "--conversation", cid, stdin="And with Okta?\nWhat about Entra ID?\n")
         for page, n in zip(pages, before):
             try:
-                page.wait_for_function(f"document.querySelectorAll('[data-testid=stChatMessage]').length >= {n + 2}",
-                                       timeout=180_000)
+                page.get_by_test_id("stChatMessage").nth(n + 1).wait_for(timeout=180_000)  # its answer
                 settle(page, 180_000)
             except Exception:
                 (ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
