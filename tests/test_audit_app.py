@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP, texts, unescape
+from apptest import APP, unescape
 from clirun import cli
 from conftest import ROOT
 from workbench.audit.sessions import conversation_key

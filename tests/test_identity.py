@@ -12,7 +12,6 @@ import pytest
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP
 from workbench.config import analysts
 from workbench.ui.identity import TRUST_WARNING, Viewer, _xsrf_token, user_id_of
 

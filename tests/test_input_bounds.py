@@ -14,7 +14,6 @@ from workbench.corpus import load_corpus
 from workbench.errors import CorpusError, WorkbenchError
 from workbench.provenance import sources_payload
 from workbench.questions import read_questions
-from workbench.session import Session
 from workbench.types import ResultItem, ToolCall, TurnRecord
 
 # --- question length -------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import ast
 import inspect
 import json
 import re
-from pathlib import Path
 from typing import Iterator
 
 import pytest

@@ -15,7 +15,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from workbench.cli import main
-from workbench.errors import TraceStoreError
 from workbench.session import Session
 from workbench.trace import TraceReader
 from workbench.trace.isolated import (MAX_QUERY_ROWS, MAX_RESULT_BYTES, QUERY_ADDRESS_SPACE, QUERY_MEMORY_LIMIT,

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from collections import Counter
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -144,7 +145,7 @@ def test_doc_usage_for_chosen_runs_in_sql(asked):
     assert totals == (sum(w["consulted"] for w in expected(batch.payloads).values()),)
 
 
-def other_corpus(root) -> "Path":
+def other_corpus(root) -> Path:
     """A second knowledge base, `acme-kb`, that reuses a demo document id (`sso-okta`) for its own article."""
     kb = root / "acme-kb"
     kb.mkdir()

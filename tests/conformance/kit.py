@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import re
 from contextlib import contextmanager
 from pathlib import Path
