@@ -57,12 +57,13 @@ def test_cells_only_call_the_library(name):
 
 
 #: Parameters the tests give a notebook, injected after its parameters cell as papermill does: the
-#: real local model answers one question with a small output budget, so its cell is bounded in work
-#: (not only in time) and cannot outlast the cell timeout on a loaded machine; 02 and 04 ask four questions
+#: real local model answers one question from one excerpt (prompt tokens are most of its cost) with a small output
+#: budget, so its cell is bounded in work (not only in time) and cannot outlast the cell timeout on a loaded machine;
+#: 02 and 04 ask four questions
 #: (each table, chart and verdict they show is drawn from four as from all of them) and 04 judges a smaller
 #: ExpertQA sample.
 TEST_PARAMETERS = {
-    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_K = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
     "03_trace_analysis": "DEMO = True",
     "04_faithfulness": "LIMIT = 4\nEXPERTQA_SAMPLE = 40",
 }
@@ -251,12 +252,13 @@ def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path, r
 
 @pytest.fixture(scope="module")
 def team_db(pg_server, tmp_path_factory):
-    """A team store (docs/design.md §13) on the session's PostgreSQL, migrated and holding one conversation."""
+    """A team store (docs/design.md §13) on the session's PostgreSQL, migrated (a copy of the server's migrated
+    template: tests/pgserver.py) and holding one conversation."""
     from clirun import cli
-    from conftest import new_team_store
+    from pgserver import migrated_team_store
 
     data = tmp_path_factory.mktemp("nb-lake") / "lake-data"
-    store = new_team_store(pg_server, data)
+    store = migrated_team_store(pg_server, data)
     for question in ("How do I configure SSO?", "And with Okta?"):
         r = cli("ask", question, "--db", store, "--conversation", "team-sso")
         assert r.returncode == 0, r.stderr
