@@ -265,6 +265,23 @@ def team_db(pg_server, tmp_path_factory):
     return {"WORKBENCH_DB": store, "WORKBENCH_DATA_PATH": str(data)}
 
 
+def test_query_df_on_a_team_store_reads_through_the_kept_attachment(team_db, monkeypatch):
+    """Notebook 03 runs a dozen `query_df`s: on a team store each attached the store anew (loading the extensions,
+    ATTACH, the macros: ~0.8 s of CPU a query); they read through the process's kept attachment, read-only still."""
+    from workbench.trace import lake, query_df
+    from workbench.errors import ReadOnlyQueryError
+
+    store = team_db["WORKBENCH_DB"]
+    query_df("SELECT count(*) FROM turns", store)  # the process's attachment, kept
+    opened, real = [], lake.open_store
+    monkeypatch.setattr(lake, "open_store", lambda *a, **kw: opened.append(a) or real(*a, **kw))
+    assert query_df("SELECT count(*) AS n FROM turns WHERE conversation_id = 'team-sso'", store)["n"][0] == 2
+    assert opened == [], "the store was attached again"
+    with pytest.raises(ReadOnlyQueryError):
+        query_df("DELETE FROM turns", store)
+    assert query_df("SELECT count(*) AS n FROM turns", store)["n"][0] >= 2
+
+
 #: On a team store the notebooks' store calls are what is tested; the real model's answers in 02 (the file runs
 #: above cover them) and its every question would only add minutes, so 02 compares three questions offline there.
 TEAM_PARAMETERS = {"02_compare_retrievers_providers": "LOCAL_MODEL = None\nLIMIT = 3", "03_trace_analysis": ""}
