@@ -63,7 +63,7 @@ def test_cells_only_call_the_library(name):
 #: (each table, chart and verdict they show is drawn from four as from all of them) and 04 judges a smaller
 #: ExpertQA sample.
 TEST_PARAMETERS = {
-    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_K = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_K = 1\nLOCAL_OPTIONS = {"max_tokens": 12}',
     "03_trace_analysis": "DEMO = True",
     "04_faithfulness": "LIMIT = 4\nEXPERTQA_SAMPLE = 40",
 }
