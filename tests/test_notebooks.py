@@ -57,12 +57,13 @@ def test_cells_only_call_the_library(name):
 
 
 #: Parameters the tests give a notebook, injected after its parameters cell as papermill does: the
-#: real local model answers one question with a small output budget, so its cell is bounded in work
-#: (not only in time) and cannot outlast the cell timeout on a loaded machine; 02 and 04 ask four questions
+#: real local model answers one question from one excerpt (prompt tokens are most of its cost) with a small output
+#: budget, so its cell is bounded in work (not only in time) and cannot outlast the cell timeout on a loaded machine;
+#: 02 and 04 ask four questions
 #: (each table, chart and verdict they show is drawn from four as from all of them) and 04 judges a smaller
 #: ExpertQA sample.
 TEST_PARAMETERS = {
-    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_OPTIONS = {"max_tokens": 24}',
+    "02_compare_retrievers_providers": 'LIMIT = 4\nLOCAL_QUESTIONS = 1\nLOCAL_K = 1\nLOCAL_OPTIONS = {"max_tokens": 12}',
     "03_trace_analysis": "DEMO = True",
     "04_faithfulness": "LIMIT = 4\nEXPERTQA_SAMPLE = 40",
 }
@@ -251,16 +252,34 @@ def test_trace_analysis_says_what_to_do_when_there_are_no_traces_yet(tmp_path, r
 
 @pytest.fixture(scope="module")
 def team_db(pg_server, tmp_path_factory):
-    """A team store (docs/design.md §13) on the session's PostgreSQL, migrated and holding one conversation."""
+    """A team store (docs/design.md §13) on the session's PostgreSQL, migrated (a copy of the server's migrated
+    template: tests/pgserver.py) and holding one conversation."""
     from clirun import cli
-    from conftest import new_team_store
+    from pgserver import migrated_team_store
 
     data = tmp_path_factory.mktemp("nb-lake") / "lake-data"
-    store = new_team_store(pg_server, data)
+    store = migrated_team_store(pg_server, data)
     for question in ("How do I configure SSO?", "And with Okta?"):
         r = cli("ask", question, "--db", store, "--conversation", "team-sso")
         assert r.returncode == 0, r.stderr
     return {"WORKBENCH_DB": store, "WORKBENCH_DATA_PATH": str(data)}
+
+
+def test_query_df_on_a_team_store_reads_through_the_kept_attachment(team_db, monkeypatch):
+    """Notebook 03 runs a dozen `query_df`s: on a team store each attached the store anew (loading the extensions,
+    ATTACH, the macros: ~0.8 s of CPU a query); they read through the process's kept attachment, read-only still."""
+    from workbench.trace import lake, query_df
+    from workbench.errors import ReadOnlyQueryError
+
+    store = team_db["WORKBENCH_DB"]
+    query_df("SELECT count(*) FROM turns", store)  # the process's attachment, kept
+    opened, real = [], lake.open_store
+    monkeypatch.setattr(lake, "open_store", lambda *a, **kw: opened.append(a) or real(*a, **kw))
+    assert query_df("SELECT count(*) AS n FROM turns WHERE conversation_id = 'team-sso'", store)["n"][0] == 2
+    assert opened == [], "the store was attached again"
+    with pytest.raises(ReadOnlyQueryError):
+        query_df("DELETE FROM turns", store)
+    assert query_df("SELECT count(*) AS n FROM turns", store)["n"][0] >= 2
 
 
 #: On a team store the notebooks' store calls are what is tested; the real model's answers in 02 (the file runs

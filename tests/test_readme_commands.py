@@ -48,7 +48,7 @@ def _llama_cpp_stays_quiet(proc: subprocess.CompletedProcess, home: Path) -> Non
 
 #: Lines whose output is checked beyond their exit code.
 ALSO_CHECKED = {
-    '.venv/bin/python -m workbench ask --provider llamacpp --mode excerpts -k 2 "How do I reset my password?"':
+    '.venv/bin/python -m workbench ask --provider llamacpp --mode excerpts -k 2 -o max_tokens=64 "How do I reset my password?"':
         _llama_cpp_stays_quiet,
 }
 

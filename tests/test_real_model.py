@@ -323,6 +323,8 @@ def test_token_limit_cut_off_ends_a_forced_step_with_truncated(model, session):
 #: The loop below is cut after about 60 tokens; without the guard it runs to the budget (1024 by default before the
 #: fix: minutes on 2 busy cores). 120 leaves the guard room to fire and is the same rule as any larger budget.
 LOOP_BUDGET = 120
+#: Tokens the unguarded run goes on past the guarded one's cut: it still loops there, to its budget.
+PAST_THE_CUT = 16
 
 
 def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
@@ -336,8 +338,9 @@ def test_the_repetition_guard_stops_a_loop_and_keeps_one_copy(model):
     from workbench.providers.llamacpp import repetition_cut
 
     assert step.text and repetition_cut(step.text) is None, "one copy of the loop is kept"
-    unguarded = LlamaCppProvider(max_tokens=LOOP_BUDGET, cache_prompt=False, repeat_guard=False).complete(loop, [])
-    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == LOOP_BUDGET
+    budget = step.call.tokens_out + PAST_THE_CUT  # where the guard cut, the unguarded output goes on to its budget
+    unguarded = LlamaCppProvider(max_tokens=budget, cache_prompt=False, repeat_guard=False).complete(loop, [])
+    assert unguarded.call.finish_reason == "length" and unguarded.call.tokens_out == budget
     assert unguarded.text.startswith(step.text), "greedy output is the same up to the cut"
 
 
@@ -435,10 +438,10 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     real model call, counted with its tokens."""
     from workbench.verify import candidates
 
-    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=48, verify=True,
-                         verify_budget=2)  # 48 tokens: long enough an answer for a change in it to show
+    answer = session.ask(QUESTION, provider="llamacpp", mode="excerpts", k=2, max_tokens=32, verify=True,
+                         verify_budget=2)  # 32 tokens: a sentence or two, long enough for a change in it to show
     check_machinery(answer, "llamacpp", None)
-    assert answer.payload.config.options == {"cache_prompt": False, "max_tokens": 48, "seed": 0,
+    assert answer.payload.config.options == {"cache_prompt": False, "max_tokens": 32, "seed": 0,
                                                    "temperature": 0.0}
     v = answer.verification
     assert v.control_stable, v.control.reason
@@ -446,7 +449,7 @@ def test_verification_by_ablation_reproduces_the_turn_and_costs_real_calls(model
     assert len(v.verdicts) == 1 and len(v.skipped) == len(candidates(answer.payload)) - 1
     from workbench.trace import TraceReader
 
-    # 48 tokens cut most answers: such a re-run is `truncated`, still an answer compared with the original
+    # 32 tokens cut most answers: such a re-run is `truncated`, still an answer compared with the original
     rows = TraceReader(session.tracer.path).rows("SELECT role, tokens_in > 0 FROM ablations WHERE turn_id = ? AND "
                                                  "status IN ('ok', 'truncated') ORDER BY seq",
                                                  [answer.payload.turn_id])[1]
