@@ -437,10 +437,14 @@ def test_compare_shows_a_slow_columns_progress_and_cancel_keeps_the_finished_col
     page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
     page.keyboard.type("scripted slow")
     page.keyboard.press("Enter")
+    _settle(page)
     held = page.get_by_test_id("stSidebar").get_by_label("Wait for this file before each call")
     held.fill(str(gate))
     held.press("Enter")
     _settle(page)
+    from playwright.sync_api import expect
+
+    expect(held).to_have_value(str(gate))  # the gate is the columns' option before they run (a rerun kept it)
     page.get_by_test_id("stButtonGroup").get_by_text("4", exact=True).click()
     page.get_by_text("Configuration D").wait_for()
     _settle(page)
