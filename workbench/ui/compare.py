@@ -5,7 +5,8 @@ so far. With follow-up questions, each column asks them in order as one conversa
 follow-up with that column's earlier turns as history (docs/design.md §11). Columns run one at a time, each with its own progress box; between two columns the job checks
 its stop flag, so "Cancel" stops it after the column that is running (a provider call is never cut), and
 the finished columns stay. Any other click during a run (which makes Streamlit rerun the page) resumes
-the job where it was instead of losing it.
+the job where it was instead of losing it. The click's run starts while the old run is still waiting on the running
+column (Streamlit's `runner.fastReruns`): each step of the job is taken once, under the job's lock (`Job.lock`).
 """
 
 from __future__ import annotations
