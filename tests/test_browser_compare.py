@@ -24,7 +24,7 @@ def test_compare_at_1024_px_keeps_chips_whole_and_its_state_across_pages(app_ser
             page = browser.new_page(viewport={"width": 1024, "height": 900})
             watch_runs(page)
             page.goto(app_server["url"])
-            page.get_by_test_id("stChatInputTextArea").wait_for()
+            page.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # the app's first page builds the index
             settle(page)
             page.get_by_test_id("stSidebarNavLink").filter(has_text="Compare").click()
             page.get_by_role("button", name="Run all").wait_for()

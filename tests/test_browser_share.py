@@ -22,7 +22,7 @@ def test_a_share_link_opens_read_only_in_another_browser_until_revoked(app_serve
             owner = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
             watch_runs(owner)
             owner.goto(url)
-            owner.get_by_test_id("stChatInputTextArea").wait_for()
+            owner.get_by_test_id("stChatInputTextArea").wait_for(timeout=120_000)  # the app's first page builds the index
             settle(owner)
             ask(owner, QUESTION, settle)
             conversation_url = owner.url

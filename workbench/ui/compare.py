@@ -5,11 +5,13 @@ so far. With follow-up questions, each column asks them in order as one conversa
 follow-up with that column's earlier turns as history (docs/design.md §11). Columns run one at a time, each with its own progress box; between two columns the job checks
 its stop flag, so "Cancel" stops it after the column that is running (a provider call is never cut), and
 the finished columns stay. Any other click during a run (which makes Streamlit rerun the page) resumes
-the job where it was instead of losing it.
+the job where it was instead of losing it. The click's run starts while the old run is still waiting on the running
+column (Streamlit's `runner.fastReruns`): each step of the job is taken once, under the job's lock (`Job.lock`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -94,6 +96,10 @@ class Job:
     started: float = 0.0
     followups: tuple[str, ...] = ()
     partial: list[Turn] = field(default_factory=list)  # the running column's turns so far
+    #: Two script runs of one session may work the job at once: with Streamlit's `runner.fastReruns` (its default) a
+    #: click starts the new run at once, while the old one stops only at its next Streamlit call, both waiting on the
+    #: running column. Its steps (submit a column, record a finished one) are taken under this lock, each once.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def questions(self) -> tuple[str, ...]:
@@ -151,15 +157,29 @@ def _failed(column: list[Turn]) -> bool:
     return any(t.error for t in column)
 
 
-def _submit(job: Job) -> None:
-    cfg = job.configs[len(job.columns)]
-    try:  # the session is resolved here, in the page's script thread (its cache and spinner need it)
-        session = get_session(cfg.corpus, cfg.retriever, cfg.db)
-    except (WorkbenchError, OSError):
-        session = None  # `run` meets the same error and makes it the column's `Turn.error`
-    job.partial = []
-    job.running = _WORKERS.submit(converse, job.questions, cfg, session, job.partial)
-    job.started = time.monotonic()
+def _submit(job: Job) -> tuple[int, Future] | None:
+    """The running column's index and future: the next column submitted now unless another script run of the
+    session did (None: the job is over)."""
+    with job.lock:
+        if job.running is None and not job.finished:
+            cfg = job.configs[len(job.columns)]
+            try:  # the session is resolved here, in the page's script thread (its cache and spinner need it)
+                session = get_session(cfg.corpus, cfg.retriever, cfg.db)
+            except (WorkbenchError, OSError):
+                session = None  # `run` meets the same error and makes it the column's `Turn.error`
+            job.partial = []
+            job.running = _WORKERS.submit(converse, job.questions, cfg, session, job.partial)
+            job.started = time.monotonic()
+        return None if job.running is None else (len(job.columns), job.running)
+
+
+def _record(job: Job, running: Future, column: list[Turn]) -> None:
+    """`running`'s `column` becomes the job's next finished column, unless another script run of the session (one
+    a click is stopping, waiting on the same future) recorded it already: a column is recorded once."""
+    with job.lock:
+        if job.running is running:
+            job.columns.append(column)
+            job.running = None
 
 
 def advance() -> None:
@@ -183,20 +203,20 @@ def advance() -> None:
                 else:
                     boxes.append(st.status(_status_label(i, cfg, "waiting"), state="running"))
         while not job.finished:  # the flag is set by the Cancel button's callback, seen between columns
-            i = len(job.columns)
-            if job.running is None:
-                _submit(job)
+            step = _submit(job)
+            if step is None:
+                break
+            i, running = step
             while True:
                 try:
-                    column = job.running.result(timeout=POLL_SECONDS)
+                    column = running.result(timeout=POLL_SECONDS)
                     break
                 except FutureTimeout:  # a rerun (a click) may stop the script here: the turn runs on
                     at = f" · turn {min(len(job.partial) + 1, len(job.questions))} of {len(job.questions)}" \
                         if len(job.questions) > 1 else ""
                     boxes[i].update(label=_status_label(i, job.configs[i], f"running ({i + 1} of {len(job.configs)})"
                                                         f"{at} · {time.monotonic() - job.started:.0f} s"), state="running")
-            job.columns.append(column)
-            job.running = None
+            _record(job, running, column)
             boxes[i].update(label=_done_label(i, job), state="error" if _failed(column) else "complete")
         control.empty()
     st.session_state["cmp_conversations"] = job.columns
