@@ -25,18 +25,18 @@ HEAVY_MODULES = {"test_browser", "test_browser_compare", "test_browser_share", "
 
 
 #: Seconds each of the longest test modules took on one xdist worker (a full run on a 2-core machine, 2026-12-05,
-#: after issue 42 item 8's second round).
+#: after issue 42 item 8's third round).
 #: Scheduling only: with `--dist loadfile --no-loadscope-reorder` (pyproject.toml) xdist hands out modules in
 #: collection order, so the longest go first and the short ones fill in at the end (longest-first scheduling);
 #: xdist's own order, most tests first, left a single 40 s browser test at the end of the run while the other
 #: worker idled. A module not listed runs after these, in its usual order; a stale figure costs time, never a test.
-LONGEST_FIRST = {"test_browser": 116, "test_notebooks": 75, "test_real_model": 64, "test_team_store": 59,
-                 "test_audit_conformance": 59, "test_team_store_walkthrough": 52, "test_browser_signin": 45,
-                 "test_app_team_store": 42, "test_app_pages": 34, "test_browser_team_store": 33,
-                 "test_readme_commands": 27, "test_phoenix": 26, "test_trace_visible": 24, "test_app_conversation": 24,
-                 "test_collect_service": 23, "test_trace_no_silent_loss": 21, "test_pathological_text": 17,
-                 "test_cli_conversations": 16, "test_trace_connections": 14, "test_provider_faults": 13,
-                 "test_browser_share": 12}
+LONGEST_FIRST = {"test_browser": 103, "test_notebooks": 69, "test_real_model": 52, "test_browser_signin": 51,
+                 "test_team_store_walkthrough": 50, "test_team_store": 45, "test_app_team_store": 35,
+                 "test_audit_conformance": 35, "test_readme_commands": 30, "test_app_pages": 27, "test_phoenix": 20,
+                 "test_trace_visible": 17, "test_app_conversation": 15, "test_collect_service": 15,
+                 "test_provider_faults": 15, "test_cli_conversations": 14, "test_browser_share": 12,
+                 "test_retrieval_cache": 10, "test_openinference": 10, "test_hostile_corpus": 9,
+                 "test_audit_browser": 9}
 
 
 def _module(item) -> str:
