@@ -75,5 +75,7 @@ class Keeper:
         """Detach the file (a checkpoint; an open transaction is rolled back) and release its lock."""
         stack, self._stack, self._con = self._stack, None, None
         if stack is not None:
-            self.released[why] += 1
-            stack.close()
+            try:
+                stack.close()
+            finally:  # counted once the lock is released: a reader may open the file as soon as it reads this
+                self.released[why] += 1
