@@ -25,7 +25,7 @@ HEAVY_MODULES = {"test_browser", "test_browser_compare", "test_browser_share", "
 
 
 #: Seconds each of the longest test modules took on one xdist worker (a full run on a 2-core machine, 2026-12-05,
-#: after issue 42 item 8's third round).
+#: after issue 42 item 8's third round; test_retrievers_minilm from a fresh clone's .ci/run, which installs torch).
 #: Scheduling only: with `--dist loadfile --no-loadscope-reorder` (pyproject.toml) xdist hands out modules in
 #: collection order, so the longest go first and the short ones fill in at the end (longest-first scheduling);
 #: xdist's own order, most tests first, left a single 40 s browser test at the end of the run while the other
@@ -36,7 +36,7 @@ LONGEST_FIRST = {"test_browser": 103, "test_notebooks": 69, "test_real_model": 5
                  "test_trace_visible": 17, "test_app_conversation": 15, "test_collect_service": 15,
                  "test_provider_faults": 15, "test_cli_conversations": 14, "test_browser_share": 12,
                  "test_retrieval_cache": 10, "test_openinference": 10, "test_hostile_corpus": 9,
-                 "test_audit_browser": 9}
+                 "test_audit_browser": 9, "test_retrievers_minilm": 17}
 
 
 def _module(item) -> str:

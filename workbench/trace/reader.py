@@ -116,8 +116,8 @@ class TraceReader:
         if version is not None:
             _KNOWN[os.path.realpath(self.path)] = (version, self.schema)
 
-    def _run(self, sql: str | Callable[[Schema], str | None], params: list[Any] | None, fetch: str, config: dict | None = None,
-             owner: str | None = None):
+    def _run(self, sql: str | Callable[[Schema], str | None], params: list[Any] | None, fetch: str,
+             config: dict | None = None, owner: str | None = None):
         if owner is not None and is_team_store(self.path):  # the copy's attachment is the only one (visible.py)
             return self._on_copy(sql, params, fetch, config, owner, check=lambda con: self._check(con, None))
         version = self._version()
