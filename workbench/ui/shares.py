@@ -19,7 +19,7 @@ from ..trace.shares import LINK, SIGNED_IN, active_share, revoke, share
 from . import identity
 from .records import RunConfig
 from .stores import STORE_PARAM, default_db
-from .tables import QUERY_CACHE_SECONDS, db_version
+from .tables import stored
 
 SHARE_PARAM = "share"  # ?share=<token>: the read-only view of a shared conversation
 AUDIENCE_TEXT = {SIGNED_IN: "anyone signed in to this workbench who has the link (your teammates)",
@@ -47,7 +47,7 @@ def control(cfg: RunConfig, conversation_id: str, has_turns: bool) -> None:
     with st.popover("Share", icon=":material/share:", disabled=not has_turns,
                     help="A read-only link to this conversation, revocable"):
         try:
-            current = _active(db_of(cfg), conversation_id)
+            current = stored(active_share, db_of(cfg), conversation_id)  # drawn on every rerun of the chat
         except WorkbenchError as exc:
             st.caption(escape_markdown(f"Cannot read the trace store: {exc}"))
             return
@@ -61,17 +61,6 @@ def control(cfg: RunConfig, conversation_id: str, has_turns: bool) -> None:
         st.code(link(cfg, current.token), language=None)
         st.button("Revoke the link", key="share-revoke", on_click=_revoke, args=(cfg, conversation_id, viewer.owner),
                   help="The link stops opening this conversation at once")
-
-
-def _active(db: str, conversation_id: str):
-    """`active_share`, read again only when the trace store changed (`tables.db_version`: a share made or revoked by
-    any process is a write): the control is drawn on every rerun of the chat, a click included."""
-    return _cached_active(db, db_version(db), conversation_id)
-
-
-@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=64)
-def _cached_active(db: str, version: tuple, conversation_id: str):
-    return active_share(db, conversation_id)
 
 
 def _create(cfg: RunConfig, conversation_id: str, owner: str, audience: str) -> None:
