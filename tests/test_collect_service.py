@@ -375,7 +375,7 @@ def test_a_sigterm_as_soon_as_collect_says_it_is_up_stops_it_cleanly(tmp_path):
 def test_a_stop_timeout_that_is_not_a_number_of_seconds_is_a_usage_error(tmp_path):
     from clirun import cli
 
-    for bad in ("-1", "nan"):
+    for bad in ("-1", "nan", "inf"):
         r = cli("collect", "--port", "0", "--db", str(tmp_path / "t.duckdb"), "--stop-timeout", bad)
         assert r.returncode == 2 and "--stop-timeout must be zero or a positive number" in r.stderr, r.stderr
     assert not (tmp_path / "t.duckdb").exists()

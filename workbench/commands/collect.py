@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.read_timeout > 0:
         raise WorkbenchError(f"--read-timeout must be a positive number of seconds, not {args.read_timeout:g}")
     stop_s = STOP_SECONDS if args.stop_timeout is None else args.stop_timeout
-    if not stop_s >= 0:
+    if not 0 <= stop_s < float("inf"):  # NaN and infinity too: the stop's bound is stated (docs/security.md)
         raise WorkbenchError(f"--stop-timeout must be zero or a positive number of seconds, not {stop_s:g}")
     a = assembler(args, "collect")
     try:
