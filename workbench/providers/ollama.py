@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import OLLAMA_HOST_ENV as HOST_ENV
 from ..config import Settings
-from ..paths import NO_REDIRECTS
+from ..paths import httpx_options
 from ..redact import split_userinfo
 from ..types import ModelCall
 from .base import ContextInfo, ModelStep, Provider, Readiness, ToolRequest
@@ -210,7 +210,8 @@ class _OllamaWording(Wording):
 
 @functools.lru_cache(maxsize=8)
 def _shared_client(host: str | None, timeout: float, api_key: str | None, auth: tuple[str, str] | None = None):
-    """One client per configuration: building one costs ~100 ms (TLS set-up), more than a loopback turn.
+    """One client per configuration: its connection pool is kept (its TLS context is the process's one,
+    `paths.tls_context`).
 
     `api_key` is part of the cache key only because the client reads $OLLAMA_API_KEY when it is built;
     `auth` is the user and password from the host URL, sent as HTTP basic auth (the client drops them
@@ -218,7 +219,7 @@ def _shared_client(host: str | None, timeout: float, api_key: str | None, auth: 
     """
     import ollama  # the SDK is imported only here, and only when used
 
-    return ollama.Client(host=host, timeout=timeout, **NO_REDIRECTS, **({"auth": auth} if auth else {}))
+    return ollama.Client(host=host, timeout=timeout, **httpx_options(), **({"auth": auth} if auth else {}))
 
 
 def to_ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

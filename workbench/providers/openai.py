@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from ..config import Settings
 from ..errors import ProviderError
-from ..paths import NO_REDIRECTS
+from ..paths import httpx_options
 from ..redact import split_userinfo
 from .base import ContextInfo, ModelStep, Provider, Readiness
 from ..retries import Failed, retry_after, transient, with_retries
@@ -229,7 +229,8 @@ def _transport(exc: BaseException) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tuple[str, str] | None = None):
-    """One client per configuration (building one sets up a connection pool and TLS).
+    """One client per configuration: its connection pool is kept (its TLS context is the process's one,
+    `paths.tls_context`).
 
     `auth` is the user and password from the base URL, sent as HTTP basic auth. A request has one
     `Authorization` header, so basic auth then takes the place of the bearer key — as the client's
@@ -240,4 +241,4 @@ def _shared_client(base_url: str | None, api_key: str, timeout: float, auth: tup
 
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
                          default_headers=basic_auth_headers(auth),
-                         http_client=openai.DefaultHttpxClient(timeout=timeout, **NO_REDIRECTS))
+                         http_client=openai.DefaultHttpxClient(timeout=timeout, **httpx_options()))

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ..config import GEMINI_BASE_URL_ENV, GEMINI_KEY_ENVS, OLLAMA_HOST_ENV, Settings, gemini_api_key, set_process_default
 from ..errors import EmbeddingError, UnknownNameError
-from ..paths import NO_REDIRECTS
+from ..paths import NO_REDIRECTS, httpx_options
 from ..redact import scrub_secrets, url_credentials
 from ..retries import DEFAULT_BACKOFF, DEFAULT_RETRIES, Failed, retry_after, transient, with_retries
 
@@ -274,7 +274,7 @@ class OllamaEmbedding(NetworkEmbedding):
 
         super().__init__(model, retries, backoff, tuple(url_credentials(host)))
         self.fix = f"Check that Ollama runs at {OLLAMA_HOST_ENV} and `ollama pull {model}` was done"
-        self._client = ollama.Client(host=host, **NO_REDIRECTS)  # an allowed server cannot forward the texts
+        self._client = ollama.Client(host=host, **httpx_options())  # an allowed server cannot forward the texts
 
     def _request(self, texts: list[str], is_query: bool) -> list[list[float]]:
         if self.model_name.startswith("nomic-embed"):  # nomic models are trained with task prefixes
