@@ -75,15 +75,16 @@ class PhoenixServer:
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> str:
         """The base URL once `/healthz` answers; raises with the log's tail when Phoenix exits or times out."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"phoenix exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return self.url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
+        with httpx.Client(timeout=2) as client:  # one client: each `httpx.get` built one (a CA bundle read, ~20 ms)
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"phoenix exited with {self.proc.returncode}:\n{self.log_tail()}")
+                try:
+                    if client.get(f"{self.url}/healthz").status_code == 200:
+                        return self.url
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.25)
         raise TimeoutError(f"phoenix did not answer /healthz within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 4000) -> str:
