@@ -62,6 +62,37 @@ def _rollback(con) -> None:
         pass
 
 
+#: The in-memory database of the writes' host (connect.write_connection) that holds the current trace schema.
+TEMPLATE = "wb_schema_template"
+_TEMPLATE_LOCK = threading.Lock()
+_NEW_FILES = [0]  # new trace files this process has created
+
+
+def schema_template(con) -> str | None:
+    """`TEMPLATE`, a new file's schema to copy (migrate.py), once this process creates its second new trace file:
+    built then by running the migrations in memory on the writes' host (`con` is a cursor of it), and kept with the
+    host. A process that creates one file (a CLI `ask`) runs its migrations, as it always did."""
+    with _TEMPLATE_LOCK:
+        attached = f"SELECT count(*) FROM duckdb_databases() WHERE database_name = {sql_string(TEMPLATE)}"
+        if con.execute(attached).fetchone()[0]:
+            return TEMPLATE
+        _NEW_FILES[0] += 1
+        if _NEW_FILES[0] < 2:
+            return None
+        builder = con.cursor()
+        try:
+            builder.execute(f"ATTACH ':memory:' AS {TEMPLATE}; USE {TEMPLATE}")
+            try:
+                with _optimized(builder):
+                    migrate(builder, path="the schema template")
+            except BaseException:
+                builder.execute(f"USE memory; DETACH {TEMPLATE}")
+                raise
+        finally:
+            builder.close()
+        return TEMPLATE
+
+
 @contextmanager
 def _optimized(con) -> Iterator[None]:
     """DuckDB's optimizer back on for a query that needs it (writer connections run without it)."""
@@ -349,7 +380,7 @@ class TraceWriter:
             key = str(self.path.resolve())
             if key not in _MIGRATED:
                 with _optimized(con):  # migrations may join and backfill over a large database
-                    migrate(con, path=str(self.path))
+                    migrate(con, path=str(self.path), template=functools.partial(schema_template, con))
                 _MIGRATED.add(key)
             yield con
 
