@@ -85,7 +85,10 @@ class Runs:
 
         self.tmp, self.done = tmp_path_factory, {}
         self.indexes = tmp_path_factory.mktemp("nb-indexes")
-        self.kernel = KernelManager(kernel_name="python3")
+        # nbclient drives the kernel from an event loop: with the blocking client a kernel that died mid-cell (a
+        # crash) left it waiting on the output channel for ever, its timeouts and liveness checks never run; the
+        # asynchronous client lets them run, and a dead kernel fails its notebook's tests at once
+        self.kernel = KernelManager(kernel_name="python3", client_class="jupyter_client.asynchronous.AsyncKernelClient")
         self.kernel.start_kernel(extra_arguments=["--HistoryManager.hist_file=:memory:"], cwd=str(NOTEBOOKS))
 
     def executed(self, name: str) -> tuple[Path, object]:
@@ -324,3 +327,20 @@ def test_strip_script_removes_outputs(tmp_path, capsys):
     clean = nbformat.read(f, as_version=4)
     assert clean.cells[0].outputs == [] and clean.cells[0].execution_count is None
     assert strip_main(["--check", str(f)]) == 0
+
+
+def test_a_kernel_that_dies_mid_cell_fails_its_notebook_at_once(runs, monkeypatch, tmp_path):
+    """A kernel that crashed (a segfault in native code) while a cell ran left the run waiting for its output for
+    ever; it now fails that notebook's tests with the kernel's death, and the next notebook gets a new kernel."""
+    from nbclient.exceptions import DeadKernelError
+
+    crash = ("import os, signal, threading, time\n"
+             "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGSEGV)).start()\n"
+             "print('running', flush=True)\ntime.sleep(30)")
+    monkeypatch.setitem(globals(), "_read", lambda name: nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(crash)]))
+    _, outcome = runs.execute("01_one_turn", tmp_path / "home", parameters="")
+    assert isinstance(outcome, DeadKernelError), outcome
+    monkeypatch.undo()
+    _, nb = runs.execute("01_one_turn", tmp_path / "again", parameters="")
+    assert not isinstance(nb, BaseException), nb
