@@ -60,7 +60,8 @@ def show(db: str | None, store: str = DEFAULT_STORE) -> None:
 def board(path: Path, store: str = DEFAULT_STORE) -> None:
     from ..trace.experiments import list_runs, run_label
 
-    runs = audited.visible_runs(stored(list_runs, path))  # read again once the store changed  # an audited run's questions are the audited app's users'
+    # read again once the store changed; an audited run's questions are the audited app's users'
+    runs = audited.visible_runs(stored(list_runs, path))
     if not runs:
         st.info("No experiment runs yet: `workbench eval QUESTIONS.jsonl --name NAME` records one (docs/experiments.md).")
         return
