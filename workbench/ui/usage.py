@@ -15,21 +15,15 @@ from ..render.escaping import display_text, escape_markdown
 from ..trace.usage import Rows, category_totals, doc_usage, not_retrieved, unconsulted
 from .audited import may_see, visible_runs
 from .caches import app_corpus
-from .tables import QUERY_CACHE_SECONDS, db_version, stored, table
+from .tables import stored, table
 from ..trace.lake import store_exists, where
 
 
 def runs_of(db: Path | str) -> list[dict]:
-    """`trace.experiments.all_runs` of the database, reused while it is unchanged (`tables.db_version`)."""
-
-    return _all_runs(str(db), db_version(db))
-
-
-@st.cache_data(show_spinner=False, ttl=QUERY_CACHE_SECONDS, max_entries=16)
-def _all_runs(path: str, version: tuple) -> list[dict]:
+    """`trace.experiments.all_runs` of the database, reused while it is unchanged (`tables.stored`)."""
     from ..trace.experiments import all_runs
 
-    return all_runs(path)
+    return stored(all_runs, db)
 
 
 def run_labels(db: Path | str, corpus_id: str | None = None) -> dict[str, str]:
