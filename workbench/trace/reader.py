@@ -123,10 +123,9 @@ class TraceReader:
         version = self._version()
         with connection(self.path, read_only=True, timeout=self.timeout, config=config) as con:
             self._check(con, version)
-            if callable(sql):  # `rows_with`: written for the schema just checked, on the same connection
-                sql = sql(self.schema)
-                if sql is None:
-                    return None
+            sql = self._written(sql)  # `rows_with`: written for the schema just checked, on the same connection
+            if sql is None:
+                return None
             if owner is None or not others_in(con, owner):
                 return self._timed(con, sql, params, fetch)
         # other owners' turns are in the file: the query reads a copy of what `owner` may see (visible.py)
@@ -136,13 +135,16 @@ class TraceReader:
                  config: dict | None, owner: str, check=None):
         mine = visible_copy(self.path, owner, timeout=self.timeout, config=config or {}, check=check)
         try:
-            if callable(sql):  # `rows_with` on a team store: the schema was checked on the copy's attachment
-                sql = sql(self.schema)
-                if sql is None:
-                    return None
+            sql = self._written(sql)  # `rows_with` on a team store: the schema was checked on the copy's attachment
+            if sql is None:
+                return None
             return self._timed(mine, sql, params, fetch)
         finally:
             mine.close()
+
+    def _written(self, sql: str | Callable[[Schema], str | None]) -> str | None:
+        """`sql`, or what a `rows_with` writer gives for the checked schema (None: no query for it)."""
+        return sql(self.schema) if callable(sql) else sql
 
     def _timed(self, con, sql: str, params: list[Any] | None, fetch: str):
         limit = self.query_timeout if self.query_timeout is not None else query_timeout()
