@@ -8,6 +8,11 @@ from pathlib import Path
 import pytest
 
 from browser_app import app_server  # noqa: F401  (a session fixture: the browser test modules share one app)
+from workbench.schemas import load_jsonschema
+
+# jsonschema imported the workbench's way before any test module imports it (nbformat does, at collection): 3.5 s
+# less of each worker's start (workbench/schemas, `load_jsonschema`)
+load_jsonschema()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,12 +113,10 @@ def demo_session():
 
 
 def schema_validator(name: str):
-    """A JSON-Schema validator for the contract schema NAME shipped in workbench/schemas/."""
-    import jsonschema
-
+    """A JSON-Schema validator for the contract schema NAME shipped in workbench/schemas/ (the library's own)."""
     from workbench import schemas
 
-    return jsonschema.Draft202012Validator(schemas.load(name))
+    return schemas.validator(name)
 
 
 def require_shared(*parts: str) -> Path:

