@@ -21,7 +21,7 @@ from tracedb import empty_trace_db
 from workbench.errors import TraceStoreError
 from workbench.session import Session
 from workbench.trace import TraceReader, query_df
-from workbench.trace.migrate import applied, migrate
+from workbench.trace.migrate import applied, check_trace_database, migrate
 from workbench.trace.schema import MIGRATIONS, Migration
 
 
@@ -67,6 +67,37 @@ def test_readers_refuse_an_unrelated_duckdb_file_and_leave_it_untouched(unrelate
     con = duckdb.connect(str(unrelated), read_only=True)
     assert [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()] == ["orders"]
     con.close()
+
+
+SOMEONE_ELSES = {  # what a database holds -> the words of the refusal
+    "a table": ("CREATE TABLE orders (id INT)", "it has tables and no `migrations` table"),
+    "a view only": ("CREATE VIEW answer AS SELECT 42 AS n", "it has tables and no `migrations` table"),
+    "a view named migrations": ("CREATE VIEW migrations AS SELECT 'm001_initial' AS name",
+                                "it has tables and no `migrations` table"),
+    "migrations in another schema": ("CREATE SCHEMA other; CREATE TABLE other.migrations (name VARCHAR); "
+                                     "INSERT INTO other.migrations VALUES ('m001_initial')",
+                                     "it has tables and no `migrations` table"),
+    "another program's migrations": ("CREATE TABLE migrations (name VARCHAR); "
+                                     "INSERT INTO migrations VALUES ('0001_init')",
+                                     "its `migrations` table is not the workbench's"),
+}
+
+
+@pytest.mark.parametrize("holds", SOMEONE_ELSES, ids=str)
+def test_the_check_refuses_every_database_that_is_not_a_trace_database(holds):
+    sql, words = SOMEONE_ELSES[holds]
+    con = duckdb.connect()
+    con.execute(sql)
+    with pytest.raises(TraceStoreError, match="not a trace database") as refused:
+        check_trace_database(con, "x.duckdb")
+    assert words in str(refused.value)
+
+
+def test_the_check_takes_an_empty_database_and_names_a_trace_databases_migrations():
+    con = duckdb.connect()
+    assert check_trace_database(con) == []
+    migrate(con)
+    assert check_trace_database(con) == sorted(m.name for m in MIGRATIONS)
 
 
 def test_library_readers_refuse_an_unrelated_duckdb_file(unrelated):
