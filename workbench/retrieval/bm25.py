@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import threading
 from pathlib import Path
 
 from ..text import STOPWORDS, english_stemmer, words
@@ -42,10 +44,8 @@ class BM25(Retriever):
 
     def query_tokens(self, query: str) -> list[str]:
         """The stemmed terms bm25s scores, tokenised exactly as `BM25Retriever._retrieve` does."""
-        import bm25s
-
-        return bm25s.tokenize(self.query_text(query), stemmer=english_stemmer(), token_pattern=TOKEN_PATTERN,
-                              show_progress=False, return_ids=False)[0]
+        return import_bm25s().tokenize(self.query_text(query), stemmer=english_stemmer(),
+                                       token_pattern=TOKEN_PATTERN, show_progress=False, return_ids=False)[0]
 
     def scores(self, query: str):
         """The BM25 score of every chunk for `query` (float32 array, chunk order; what hybrid fusion reads)."""
@@ -66,6 +66,40 @@ class BM25(Retriever):
         return hits
 
 
+def import_bm25s():
+    """bm25s, imported without scipy.
+
+    When scipy is installed (torch and sentence-transformers bring it, and much else), bm25s imports `scipy.sparse`
+    at import time to build an index's sparse matrix with it: 0.1 s of every process that loads a BM25 index, a
+    third of a cached `workbench ask` (benchmarks/README.md). Its numpy backend builds the same matrix, and loading
+    or querying an index uses neither. So bm25s is imported with `import scipy` failing on this thread only
+    (`_NoScipyOnThisThread`): it takes its numpy backend, and any other thread importing scipy meanwhile is not
+    touched. Where scipy is imported already, bm25s finds it and uses it, as before."""
+    if "bm25s" not in sys.modules:
+        finder = _NoScipyOnThisThread()
+        sys.meta_path.insert(0, finder)
+        try:
+            import bm25s  # noqa: F401  (imported with the finder in place)
+        finally:
+            sys.meta_path.remove(finder)
+    import bm25s
+
+    return bm25s
+
+
+class _NoScipyOnThisThread:
+    """A meta path finder that refuses `scipy` and its submodules to the thread that made it, and to no other."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "scipy" and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"{name} is not imported for bm25s (workbench.retrieval.bm25.import_bm25s)",
+                                      name=name)
+        return None  # anything else, or another thread: the usual finders
+
+
 def cache_key(corpus, **config) -> str:
     cfg = json.dumps({"v": CONFIG_VERSION, "chunker": CHUNKER_VERSION, "size": CHUNK_SIZE, "overlap": CHUNK_OVERLAP,
                       **config}, sort_keys=True)
@@ -77,6 +111,8 @@ def bm25_from_chunks(chunks: list[Chunk], titles: dict[str, str]) -> BM25:
     import Stemmer
 
     from .llama_build import bm25_index
+
+    import_bm25s()  # before llama-index's retriever imports it
 
     return BM25(chunks, bm25_index(chunks, titles, Stemmer.Stemmer("english"), TOKEN_PATTERN).bm25)
 
@@ -103,10 +139,8 @@ def load_bm25(target: Path) -> BM25 | None:
     if meta is None:
         return None
     chunks, info = meta
-    import bm25s
-
     try:
-        index = bm25s.BM25.load(str(target), load_corpus=False, show_progress=False)
+        index = import_bm25s().BM25.load(str(target), load_corpus=False, show_progress=False)
         vocab, scores = index.vocab_dict, index.scores
         indptr, data, indices = scores["indptr"], scores["data"], scores["indices"]
         # bm25s's own invariants (its vocabulary ends with an empty token that has no column), so a
