@@ -14,8 +14,9 @@ takes them away again; nothing in the workbench knows their names.
   option that is not), and records every set of options it is built with, so a test can see what the
   turn and its re-runs were pinned to.
 - `FailsWithout` is `OnlyFrom` that fails (a provider error) whenever `sso-okta` is not among its hits.
-- `Slow` is `OnlyFrom` taking `delay` seconds (option, default 1) per model call: a slow local model, for
-  the progress and the Cancel button of the compare page.
+- `Slow` is `OnlyFrom` taking `delay` seconds (option, default 0.2) per model call, or waiting for a `gate` file: a
+  slow local model, for the progress and the Cancel button of the compare page (a test that needs it slower than
+  the run takes waits on the gate, a condition, not on a longer delay).
 """
 
 from __future__ import annotations
@@ -121,14 +122,14 @@ class Slow(OnlyFrom):
     name = "scripted-slow"
     label = "scripted slow (test)"
     options_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "delay": {"type": "number", "minimum": 0.0, "default": 1.0, "title": "Delay per model call (s)"},
+        "delay": {"type": "number", "minimum": 0.0, "default": 0.2, "title": "Delay per model call (s)"},
         "gate": {"type": "string", "title": "Wait for this file before each call"}}}
 
     def complete(self, messages, tools):
         if self.options.get("gate"):  # a test's condition, not a guess at how slow is slow enough
             _wait_for(Path(self.options["gate"]))
         else:
-            time.sleep(float(self.options.get("delay", 1.0)))
+            time.sleep(float(self.options.get("delay", 0.2)))
         return super().complete(messages, tools)
 
 
