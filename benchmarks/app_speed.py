@@ -82,7 +82,7 @@ PAGES = {"Compare": "Compare configurations", "Trace_explorer": "Trace explorer"
 BUSY = "!document.querySelector('[data-testid=stStatusWidget]')"
 
 
-def _serve(script: Path, env: dict[str, str]):
+def _serve(script: Path, env: dict[str, str], *flags: str):
     import socket
     import urllib.request
 
@@ -91,7 +91,7 @@ def _serve(script: Path, env: dict[str, str]):
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
                              "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *flags],
                             cwd=script.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
