@@ -15,8 +15,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("rfc3987_syntax") is No
                                 reason="rfc3987-syntax is not installed (JupyterLab's jupyter-events brings it): "
                                        "importing jsonschema costs nothing to avoid")
 
-IRIS = ["https://example.com/a?b=c#d", "http://例え.テスト/パス", "urn:isbn:0451450523", "relative/path", "", "http://[::1",
-        "not an iri at all", "http://exa mple.com/"]
+IRIS = ["https://example.com/a?b=c#d", "http://例え.テスト/パス", "urn:isbn:0451450523", "relative/path", "",
+        "http://[::1", "not an iri at all", "http://exa mple.com/"]
 
 CHILD = f"""
 import json, sys
@@ -28,7 +28,8 @@ import jsonschema
 checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
 checked = {{fmt: [checker.conforms(v, fmt) for v in {IRIS!r}] for fmt in ("iri", "iri-reference")}}
 import rfc3987_syntax
-real = {{fmt: [rfc3987_syntax.is_valid_syntax(fmt.replace("-", "_"), v) for v in {IRIS!r}] for fmt in ("iri", "iri-reference")}}
+real = {{fmt: [rfc3987_syntax.is_valid_syntax(fmt.replace("-", "_"), v) for v in {IRIS!r}]
+        for fmt in ("iri", "iri-reference")}}
 print(json.dumps({{"loaded_before": loaded_before, "checked": checked, "real": real,
                   "real_module": hasattr(rfc3987_syntax, "is_valid_syntax_iri")}}))
 """

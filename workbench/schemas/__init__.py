@@ -2,8 +2,8 @@
 
 `payload.schema.json` is the sources payload every turn returns (docs/design.md), and
 `turn-record.schema.json` the turn record `provenance` reads. Tests validate what the library reads
-and writes against these files; `load(name)` returns one as a dict, `validator(name)` a jsonschema validator of it (`load_jsonschema`
-imports jsonschema: use it rather than `import jsonschema` wherever this package's schemas are checked).
+and writes against these files; `load(name)` returns one as a dict, `validator(name)` a jsonschema validator of
+it (`load_jsonschema` imports jsonschema: use it rather than `import jsonschema` wherever these schemas are checked).
 """
 
 from __future__ import annotations
