@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from conftest import ROOT
+from sources import parsed
 
 _ENV_NAMES = {"environ", "environb", "getenv", "putenv", "unsetenv"}
 
@@ -14,7 +15,7 @@ def environment_reads(files) -> list[str]:
     """`os.environ` / `os.getenv` / … uses (as an attribute or a from-import) in `files`, as `name:line`."""
     bad = []
     for f in files:
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             if (isinstance(node, ast.Attribute) and node.attr in _ENV_NAMES and getattr(node.value, "id", None) == "os"
                     or isinstance(node, ast.ImportFrom) and node.module == "os"
                     and _ENV_NAMES & {a.name for a in node.names}):

@@ -9,6 +9,7 @@ import ast
 import re
 
 from conftest import ROOT
+from sources import parsed
 
 from workbench.config import (DEFAULT_CONTEXT_TURNS, DEFAULT_JUDGE, DEFAULT_K, DEFAULT_MODE, DEFAULT_PROVIDER,
                               DEFAULT_RETRIEVER)
@@ -100,7 +101,7 @@ def restated(root=ROOT) -> list[str]:
         rel = f.relative_to(root).as_posix()
         if rel == HOME:
             continue
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             found: list[str] = []
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 kind = FACTORIES.get(node.name)

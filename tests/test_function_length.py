@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from conftest import ROOT
+from sources import parsed
 
 MAX_LINES = 80
 
@@ -17,7 +18,7 @@ def sources() -> list[Path]:
 
 def long_functions(path: Path) -> list[str]:
     """`file:line name (n lines)` for every function of `path` longer than `MAX_LINES`."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     return [f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
             for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.end_lineno - n.lineno + 1 > MAX_LINES]

@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from conftest import ROOT
+from sources import parsed
 
 PKG = ROOT / "workbench"
 
@@ -26,7 +27,7 @@ def imported(path: Path, me: str | None = None) -> set[str]:
     me = me or module_of(path)
     package = me.split(".") if path.name == "__init__.py" else me.split(".")[:-1]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)]

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 from conftest import ROOT
+from sources import parsed
 
 PKG = ROOT / "workbench"
 #: Left to right. Shared modules (types, errors, config, text) may be imported anywhere.
@@ -34,7 +35,7 @@ def layer_of(path: Path) -> str:
 
 
 def imports_of(path: Path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against the package path

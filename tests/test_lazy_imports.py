@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from conftest import ROOT
+from sources import parsed
 
 PKG = ROOT / "workbench"
 #: Packages imported only where used. Measured on this machine (`python -c "import X"`, a loaded 2-core
@@ -82,7 +83,7 @@ def _top_level(path: Path, lazy_names: bool = True) -> list[str]:
     module-level `__getattr__` imports to give its names (a package that exports lazily, `workbench.trace`,
     is as heavy as what its names load)."""
     out = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     stack = list(tree.body)
     while stack:
         node = stack.pop()
@@ -118,7 +119,7 @@ def lazy_imports(root: Path = PKG) -> list[tuple[Path, int, str, bool]]:
     """(file, line, module, repeats a top-level import of the same file) for every function-level import."""
     out = []
     for f in sorted(root.rglob("*.py")):
-        tree = ast.parse(f.read_text(encoding="utf-8"))
+        tree = parsed(f)
         top_modules = set(_top_level(f, lazy_names=False))
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -8,6 +8,7 @@ import ast
 import re
 
 from conftest import ROOT
+from sources import parsed
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 #: The shell (its flags are its own), SQL text (`--` starts a comment) and the generated trace docs.
@@ -31,7 +32,7 @@ def flags_in_messages(root=ROOT / "workbench") -> list[str]:
         rel = str(f.relative_to(root))
         if rel.startswith(SHELL) or rel.startswith(NOT_MESSAGES):
             continue
-        tree = ast.parse(f.read_text(encoding="utf-8"))
+        tree = parsed(f)
         skip = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):  # an f-string is read whole, its values as {}

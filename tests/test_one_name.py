@@ -9,13 +9,14 @@ import ast
 from pathlib import Path
 
 from conftest import ROOT
+from sources import parsed
 
 
 def _public_classes(root: Path):
     """(class name, module path) of every public class a module of `root/workbench` defines, nested ones included."""
     for f in sorted((root / "workbench").rglob("*.py")):
         rel = f.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 yield node.name, rel
 

@@ -7,6 +7,7 @@ import ast
 import json
 
 from conftest import ROOT
+from sources import parsed
 from workbench.errors import ProviderError
 from workbench.providers import declared
 from workbench.providers.http import failure
@@ -60,7 +61,7 @@ def test_no_other_module_handles_secrets_itself():
     for f in (ROOT / "workbench").rglob("*.py"):
         if f.name == "redact.py":
             continue
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(f)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
                     "[redacted]" in node.value or "<redacted>" in node.value or "password|" in node.value):
                 bad.append(f"{f.relative_to(ROOT)}:{node.lineno}")

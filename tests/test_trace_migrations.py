@@ -175,6 +175,7 @@ import ast  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from sources import parsed  # noqa: E402
 
 from workbench.trace.migration import Migration, Migrations  # noqa: E402
 
@@ -185,7 +186,7 @@ MODULES = sorted(TRACE.glob("schema_m*.py"))
 def test_each_name_is_written_once_by_the_function_it_registers():
     defs, strings = [], []
     for path in TRACE.parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.FunctionDef):
                 defs.append(node.name)
             elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Migration":
@@ -234,7 +235,7 @@ def _schema(con) -> dict:
 
 
 def _imports(path: Path):
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom):
             yield node.module or "", [a.name for a in node.names]
 
