@@ -73,7 +73,8 @@ def pytest_runtest_setup(item):
     """Streamlit's installed-component scan, once per test process: every `AppTest` run scans all ~220 installed
     distributions' metadata for Streamlit v2 component manifests (~0.16 s of CPU each time, hundreds of times a
     session), and what is installed does not change while the tests run. Wrapped in a cache as soon as a test has
-    imported Streamlit (the first scan of a process is the real one)."""
+    imported Streamlit (the first scan of a process is the real one). And AppTest's wait for a run
+    (`_wait_for_the_run`)."""
     import sys
 
     scanner = sys.modules.get("streamlit.components.v2.manifest_scanner")
@@ -81,6 +82,25 @@ def pytest_runtest_setup(item):
         import functools
 
         scanner.scan_component_manifests = functools.cache(scanner.scan_component_manifests)
+    runner = sys.modules.get("streamlit.testing.v1.local_script_runner")
+    if runner is not None and runner.require_widgets_deltas is not _wait_for_the_run:
+        _wait_for_the_run.polling = runner.require_widgets_deltas
+        runner.require_widgets_deltas = _wait_for_the_run
+
+
+def _wait_for_the_run(runner, timeout: float = 3) -> None:
+    """AppTest's wait for a script run (`require_widgets_deltas`), on its condition instead of a poll: Streamlit's
+    checks every millisecond whether the run's events include SHUTDOWN, which the script thread emits just before it
+    returns, so the test's thread woke 1,000 times a second to scan the list while the script ran beside it (12 CPU
+    seconds of the workers' in a run, py-spy). This joins that thread, with the same timeout and the same error."""
+    thread = getattr(runner, "_script_thread", None)
+    if thread is None:  # not the runner this was written for: Streamlit's own wait
+        return _wait_for_the_run.polling(runner, timeout)
+    thread.join(timeout)
+    if thread.is_alive():
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
 
 
 @pytest.fixture(scope="session", autouse=True)
