@@ -411,8 +411,9 @@ def turn_record_from_dict(data: dict[str, Any]) -> TurnRecord:
         raise TurnRecordError(f"not a valid turn record: not JSON data ({exc})") from None
     if not isinstance(data, dict):
         raise TurnRecordError("not a valid turn record: a turn record is a JSON object")
+    found = schemas.validator(schemas.TURN_RECORD).iter_errors(data)
     problems = [f"{_where(e.absolute_path)}: {_short(e.message)}"
-                for e in sorted(schemas.validator(schemas.TURN_RECORD).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])]
+                for e in sorted(found, key=lambda e: [str(p) for p in e.absolute_path])]
     if not problems:
         problems = _excerpt_number_problems(
             [(f"history.{i}.excerpts", h.get("excerpts") or []) for i, h in enumerate(data.get("history") or [])]

@@ -71,7 +71,7 @@ def import_bm25s():
 
     When scipy is installed (torch and sentence-transformers bring it, and much else), bm25s imports `scipy.sparse`
     at import time to build an index's sparse matrix with it: 0.1 s of every process that loads a BM25 index, a
-    third of a cached `workbench ask` (benchmarks/README.md). Its numpy backend builds the same matrix, and loading
+    quarter of a cached `workbench ask` (benchmarks/README.md). Its numpy backend builds the same matrix, and loading
     or querying an index uses neither. So bm25s is imported with `import scipy` failing on this thread only
     (`_NoScipyOnThisThread`): it takes its numpy backend, and any other thread importing scipy meanwhile is not
     touched. Where scipy is imported already, bm25s finds it and uses it, as before."""

@@ -41,17 +41,17 @@ def best_error(name: str, data: Any):
 def load_jsonschema():
     """The jsonschema package, imported without building rfc3987-syntax's IRI parsers.
 
-    jupyter-events (which JupyterLab installs) asks for `jsonschema[format-nongpl]`, which brings rfc3987-syntax; when
-    it is installed, importing jsonschema imports it, and it compiles ~38 Earley parsers at import time (upstream:
-    python-jsonschema/jsonschema#1428): ~0.9 s of a 0.45 s `workbench ask`, 3.5 s of a test worker's start
-    (benchmarks/README.md). Our schemas name no `format` and the validators check none, so during jsonschema's import
-    a stand-in takes that module's place whose one function, `is_valid_syntax`, imports the real module on its first
-    call: jsonschema's `iri` and `iri-reference` checks behave as before, for any code in the process that uses
-    them. The stand-in leaves `sys.modules` as soon as jsonschema is imported, so a later `import rfc3987_syntax` is
-    the real one."""
+    jupyter-events (which JupyterLab installs) asks for `jsonschema[format-nongpl]`, which brings rfc3987-syntax;
+    when it is installed, importing jsonschema imports it, and it compiles ~38 Earley parsers at import time
+    (upstream: python-jsonschema/jsonschema#1428): ~1 s of every `workbench ask --json` (1.52 against 0.50 s), 3.3 s
+    of a test worker's start (benchmarks/README.md). Our schemas name no `format` and the validators check none, so
+    during jsonschema's import a stand-in takes that module's place whose one function, `is_valid_syntax`, imports
+    the real module on its first call: jsonschema's `iri` and `iri-reference` checks behave as before, for any code
+    in the process that uses them. The stand-in leaves `sys.modules` as soon as jsonschema is imported, so a later
+    `import rfc3987_syntax` is the real one."""
     if ("jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
             and importlib.util.find_spec("rfc3987_syntax") is not None):
-        stand_in = types.ModuleType("rfc3987_syntax", "Stands in while jsonschema is imported (schemas._jsonschema).")
+        stand_in = types.ModuleType("rfc3987_syntax", "Stands in while jsonschema is imported (load_jsonschema).")
         stand_in.is_valid_syntax = _is_valid_syntax
         sys.modules["rfc3987_syntax"] = stand_in
         try:
