@@ -13,19 +13,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from timing import cpu_ms  # noqa: E402
 from workbench.providers import ollama, openai  # noqa: E402
-
-
-def cpu_ms(build) -> float:
-    start = time.process_time()
-    build()
-    return (time.process_time() - start) * 1000
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,12 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from workbench.trace import writer  # noqa: E402
 from workbench.trace.connect import write_connection  # noqa: E402
 from workbench.trace.migrate import migrate  # noqa: E402
-
-
-def cpu_ms(work) -> float:
-    start = time.process_time()
-    work()
-    return (time.process_time() - start) * 1000
+from timing import cpu_ms  # noqa: E402
 
 
 def main() -> None:

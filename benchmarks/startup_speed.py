@@ -27,12 +27,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from workbench.config import benchmark_data_dir  # noqa: E402  (honours WORKBENCH_BENCHMARK_DATA, like every benchmark)
+from timing import wall_ms  # noqa: E402
 
 SCIFACT = benchmark_data_dir() / "scifact"
 QUESTION = "How do I configure SSO?"
@@ -53,10 +53,7 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _wall(args: list[str], cwd: Path, home: Path) -> float:
-    t = time.perf_counter()
-    subprocess.run([sys.executable, *args], cwd=cwd, env=_env(home), check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    return wall_ms(args, cwd=cwd, env=_env(home)) / 1000
 
 
 def _printed(args: list[str], cwd: Path, home: Path) -> float:
