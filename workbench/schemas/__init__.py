@@ -43,7 +43,7 @@ def load_jsonschema():
 
     jupyter-events (which JupyterLab installs) asks for `jsonschema[format-nongpl]`, which brings rfc3987-syntax;
     when it is installed, importing jsonschema imports it, and it compiles ~38 Earley parsers at import time
-    (upstream: python-jsonschema/jsonschema#1428): ~1 s of every `workbench ask --json` (1.52 against 0.50 s), 3.3 s
+    (upstream: python-jsonschema/jsonschema#1428): ~1 s of every `workbench ask --json` (1.42 against 0.41 s), 3.3 s
     of a test worker's start (benchmarks/README.md). Our schemas name no `format` and the validators check none, so
     during jsonschema's import a stand-in takes that module's place whose one function, `is_valid_syntax`, imports
     the real module on its first call: jsonschema's `iri` and `iri-reference` checks behave as before, for any code
